@@ -1,0 +1,47 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# rrdma top-level Makefile.
+#
+#   make KDIR=<kernel build dir>   build rrdma.ko (and rrdma_kunit.ko) in place
+#   make check                     everything: set-up, kernels, builds, host
+#                                  tests, KUnit and guest tests on 6.12 and 7.3
+#   make demo                      boot two guests and show rrdma on both
+#   make lint                      checkpatch, rustfmt, clippy
+#
+# Knobs: KERNELS="6.12 7.3" (for check/demo), VARIANT=base|debug (debug
+# kernels: KASAN, lockdep, kmemleak, debug objects), LLVM=1 (toolchain
+# used with KDIR), RRDMA_CACHE (kernel build cache, default ~/.cache/rrdma).
+
+KDIR ?= /lib/modules/$(shell uname -r)/build
+LLVM ?= 1
+KERNELS ?= 6.12 7.3
+VARIANT ?= base
+export KERNELS VARIANT
+
+.PHONY: all modules clean check demo lint userspace kernels
+
+all: modules
+
+modules:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean 2>/dev/null || true
+	rm -rf build
+	cd rust && cargo clean
+
+userspace:
+	scripts/build-userspace.sh
+
+kernels:
+	scripts/setup.sh
+	for k in $(KERNELS); do scripts/kernel.sh $$k $(VARIANT) || exit 1; done
+
+check:
+	scripts/check.sh
+
+demo:
+	scripts/demo.sh
+
+lint:
+	scripts/lint.sh

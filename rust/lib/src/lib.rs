@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Safe userspace interface to `/dev/rrdma`.
+//!
+//! [`Rrdma`] owns an open file of the device; every kernel object made
+//! through it dies with it. The ABI structs come from `rrdma-abi`, the same
+//! definitions the kernel module is built from.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod device;
+mod info;
+
+pub use device::Rrdma;
+pub use info::{DeviceEntry, InfoReport};
+pub use rrdma_abi as abi;
+
+/// Default path of the device node.
+pub const DEFAULT_PATH: &str = "/dev/rrdma";

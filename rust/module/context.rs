@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Module-wide state shared by the `ib_client` callbacks and every open file.
+
+use kernel::ffi::c_void;
+use kernel::prelude::*;
+use kernel::sync::{new_mutex, Arc, ArcBorrow, Mutex};
+
+use crate::ffi;
+
+use crate::device::DeviceCtx;
+
+/// Module-wide state.
+#[pin_data]
+pub(crate) struct Context {
+    /// Every RDMA device rrdma knows, in `add` order. Removal empties a slot
+    /// rather than shifting, so it never allocates.
+    #[pin]
+    devices: Mutex<KVec<Option<Arc<DeviceCtx>>>>,
+}
+
+impl Context {
+    /// A context with no devices.
+    pub(crate) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                devices <- new_mutex!(KVec::new()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Borrows the context from the pointer the C shim hands back.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` must come from [`Registration`]'s `Arc::into_raw` and the
+    /// registration must be alive for `'a`.
+    pub(crate) unsafe fn from_ffi<'a>(ptr: *mut c_void) -> ArcBorrow<'a, Self> {
+        // SAFETY: by the function's safety requirements, `ptr` is an
+        // `Arc<Context>` reference owned by the registration.
+        unsafe { ArcBorrow::from_raw(ptr.cast::<Self>().cast_const()) }
+    }
+
+    /// Adds a device.
+    pub(crate) fn insert_device(&self, dev: Arc<DeviceCtx>) -> Result {
+        let mut devices = self.devices.lock();
+        if let Some(slot) = devices.iter_mut().find(|s| s.is_none()) {
+            *slot = Some(dev);
+            return Ok(());
+        }
+        devices.push(Some(dev), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Forgets `dev`; returns whether it was known.
+    pub(crate) fn remove_device(&self, dev: &Arc<DeviceCtx>) -> bool {
+        let mut devices = self.devices.lock();
+        for slot in devices.iter_mut() {
+            if slot.as_ref().is_some_and(|d| Arc::ptr_eq(d, dev)) {
+                *slot = None;
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A snapshot of the known devices, each held until the snapshot drops.
+    pub(crate) fn devices(&self) -> Result<KVec<Arc<DeviceCtx>>> {
+        let devices = self.devices.lock();
+        let mut out = KVec::with_capacity(devices.len(), GFP_KERNEL)?;
+        for dev in devices.iter().flatten() {
+            out.push(dev.clone(), GFP_KERNEL)?;
+        }
+        Ok(out)
+    }
+
+    /// Number of devices known.
+    pub(crate) fn device_count(&self) -> usize {
+        self.devices.lock().iter().flatten().count()
+    }
+}
+
+/// The registration of the `ib_client` and `/dev/rrdma` with the C shim,
+/// which holds one reference to the context until unregistered.
+pub(crate) struct Registration {
+    // INVARIANT: obtained from `Arc::into_raw` and handed to the shim, which
+    // uses it until `rrdma_shim_unregister()` returns.
+    raw: *const Context,
+}
+
+// SAFETY: the raw pointer is an `Arc<Context>` reference, and `Context` is
+// `Send + Sync`.
+unsafe impl Send for Registration {}
+// SAFETY: as above; `Registration` has no `&self` methods that mutate.
+unsafe impl Sync for Registration {}
+
+impl Registration {
+    /// Registers the `ib_client` (which adds every present device) and then
+    /// `/dev/rrdma`.
+    pub(crate) fn new(context: &Arc<Context>) -> Result<Self> {
+        let raw = Arc::into_raw(context.clone());
+        // SAFETY: `raw` stays a valid `Arc` reference until `drop()`, and the
+        // shim calls back only between register and unregister.
+        if let Err(e) =
+            kernel::error::to_result(unsafe { ffi::rrdma_shim_register(raw.cast_mut().cast()) })
+        {
+            // SAFETY: registration failed, so the shim has let go of `raw`.
+            drop(unsafe { Arc::from_raw(raw) });
+            return Err(e);
+        }
+        // INVARIANT: handed to the shim just above.
+        Ok(Self { raw })
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // SAFETY: registered in `new()`; once this returns, no callback runs.
+        unsafe { ffi::rrdma_shim_unregister() };
+        // SAFETY: the shim no longer uses `raw`, so its reference is ours.
+        drop(unsafe { Arc::from_raw(self.raw) });
+    }
+}

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `RRDMA_IOCTL_GET_INFO`: ABI version, features and the known devices.
+
+use kernel::prelude::*;
+
+use crate::abi::{
+    self,
+    info::validate_request,
+    ioctl::Decoded,
+    uapi::{DeviceInfo, Info, ABI_VERSION, DEVICE_F_USABLE, FEATURES_ALL},
+};
+use crate::compat::user_slice;
+use crate::context::Context;
+use crate::ffi::warn_user;
+use crate::uarg;
+
+/// Handles `GET_INFO` with the caller's argument at `arg`.
+pub(crate) fn get_info(context: &Context, arg: u64, d: &Decoded) -> Result {
+    let mut info = Info::decode(&uarg::read::<{ Info::SIZE }>(arg, d)?);
+    let req = validate_request(&info).map_err(|e| {
+        warn_user!("GET_INFO: invalid argument (flags {:#x}, reserved {:#x}, entry size {}, capacity {}): errno {}\n",
+            info.flags, info.reserved, info.device_entry_size, info.device_capacity, e);
+        abi::error(e)
+    })?;
+
+    let devices = context.devices()?;
+    for (i, dev) in devices.iter().enumerate() {
+        let Some(slot) = req.slot(i as u32, DeviceInfo::SIZE) else {
+            break;
+        };
+        let attr = dev.attr();
+        let mut entry = DeviceInfo::zeroed();
+        entry.set_name(&attr.name);
+        entry.index = attr.index;
+        entry.node_type = attr.node_type;
+        entry.port_count = attr.port_count;
+        entry.port_state = attr.port_state;
+        entry.link_layer = attr.link_layer;
+        entry.node_guid = attr.node_guid;
+        if dev.usable() {
+            entry.flags |= DEVICE_F_USABLE;
+        }
+        let bytes = entry.encode();
+        user_slice(slot.addr, slot.copy_len)
+            .writer()
+            .write_slice(&bytes[..slot.copy_len])?;
+        if slot.zero_len > 0 {
+            uarg::clear(slot.addr + slot.copy_len as u64, slot.zero_len)?;
+        }
+    }
+
+    info.abi_version = ABI_VERSION;
+    info.features = FEATURES_ALL;
+    info.device_count = u32::try_from(devices.len()).map_err(|_| EOVERFLOW)?;
+    uarg::write(arg, d, &info.encode())
+}

@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit cases for rrdma's logic, run inside the kernel by `rrdma_kunit.ko`.
+//!
+//! 6.12 has no `#[kunit_tests]`, so the suite is registered through the KUnit
+//! C API (`shim/kunit_suite.c`) and each case is an `extern "C"` function
+//! here. The cases exercise the same `abi` files the module is built from,
+//! compiled by the kernel's own Rust toolchain and run on the kernel's
+//! target, plus the glue that turns their errnos into kernel errors.
+
+use kernel::ffi::{c_char, c_int, c_void};
+use kernel::prelude::*;
+
+mod abi;
+
+use abi::errno::{E2BIG, EINVAL, ENOTTY, EOVERFLOW};
+use abi::info::{validate_request, EntrySlot};
+use abi::ioctl::{self, decode, ext_copy, iowr, Command};
+use abi::uapi::{self, DeviceInfo, Info};
+
+extern "C" {
+    fn rrdma_kunit_fail(test: *mut c_void, file: *const c_char, line: c_int, expr: *const c_char);
+}
+
+/// Marks the running case failed, naming the expectation, unless `$cond`.
+macro_rules! kexpect {
+    ($test:expr, $cond:expr) => {
+        if !$cond {
+            // SAFETY: `$test` is the `struct kunit *` KUnit passed to the
+            // case, and both strings are NUL-terminated literals.
+            unsafe {
+                rrdma_kunit_fail(
+                    $test,
+                    concat!(file!(), "\0").as_ptr().cast(),
+                    line!() as c_int,
+                    concat!(stringify!($cond), "\0").as_ptr().cast(),
+                )
+            }
+        }
+    };
+}
+
+/// GET_INFO is recognised; foreign, unknown or wrongly directed commands
+/// are `ENOTTY`; a struct shorter than version 1 is `EINVAL`.
+#[no_mangle]
+pub extern "C" fn rrdma_kt_ioctl_decode(t: *mut c_void) {
+    let d = decode(uapi::IOCTL_GET_INFO);
+    kexpect!(
+        t,
+        d.is_ok_and(|d| d.cmd == Command::GetInfo && d.user_size == Info::SIZE)
+    );
+    kexpect!(t, decode(iowr(0x12, 0, Info::SIZE)) == Err(ENOTTY));
+    kexpect!(
+        t,
+        decode(iowr(uapi::IOCTL_MAGIC, 0x55, Info::SIZE)) == Err(ENOTTY)
+    );
+    kexpect!(
+        t,
+        decode(ioctl::ioc(
+            ioctl::IOC_WRITE,
+            uapi::IOCTL_MAGIC,
+            0,
+            Info::SIZE
+        )) == Err(ENOTTY)
+    );
+    kexpect!(
+        t,
+        decode(iowr(uapi::IOCTL_MAGIC, 0, Info::SIZE - 8)) == Err(EINVAL)
+    );
+    kexpect!(
+        t,
+        decode(iowr(uapi::IOCTL_MAGIC, 0, Info::SIZE + 64)).is_ok()
+    );
+}
+
+/// Size-extensible copies: zero-extend shorter, check the tail of longer.
+#[no_mangle]
+pub extern "C" fn rrdma_kt_ext_copy(t: *mut c_void) {
+    kexpect!(
+        t,
+        ext_copy(40, 40).copy_len == 40 && ext_copy(40, 40).unknown_tail.is_none()
+    );
+    kexpect!(t, ext_copy(64, 40).unknown_tail == Some((40, 64)));
+    kexpect!(t, ext_copy(24, 40).copy_len == 24);
+    kexpect!(t, ioctl::check_unknown_tail(&[0; 16]).is_ok());
+    kexpect!(t, ioctl::check_unknown_tail(&[0, 0, 0, 1]) == Err(E2BIG));
+}
+
+/// GET_INFO input validation: reserved fields, strides, overflow.
+#[no_mangle]
+pub extern "C" fn rrdma_kt_info_validate(t: *mut c_void) {
+    let base = Info::zeroed();
+    kexpect!(t, validate_request(&base).is_ok());
+    kexpect!(
+        t,
+        validate_request(&Info {
+            flags: 1 << 31,
+            ..base
+        }) == Err(EINVAL)
+    );
+    kexpect!(
+        t,
+        validate_request(&Info {
+            reserved: 1,
+            ..base
+        }) == Err(EINVAL)
+    );
+    let arr = Info {
+        devices: 0x10000,
+        device_entry_size: 112,
+        device_capacity: 2,
+        ..base
+    };
+    kexpect!(t, validate_request(&arr).is_ok());
+    kexpect!(
+        t,
+        validate_request(&Info { devices: 0, ..arr }) == Err(EINVAL)
+    );
+    kexpect!(
+        t,
+        validate_request(&Info {
+            device_entry_size: 8,
+            ..arr
+        }) == Err(EINVAL)
+    );
+    kexpect!(
+        t,
+        validate_request(&Info {
+            devices: u64::MAX - 8,
+            ..arr
+        }) == Err(EOVERFLOW)
+    );
+}
+
+/// Device entries land at the caller's stride, zero-filled past ours.
+#[no_mangle]
+pub extern "C" fn rrdma_kt_info_slots(t: *mut c_void) {
+    let req = Info {
+        devices: 0x10000,
+        device_entry_size: 160,
+        device_capacity: 2,
+        ..Info::zeroed()
+    };
+    let Ok(req) = validate_request(&req) else {
+        kexpect!(t, false);
+        return;
+    };
+    let s = req.slot(1, DeviceInfo::SIZE);
+    kexpect!(
+        t,
+        s == Some(EntrySlot {
+            addr: 0x10000 + 160,
+            copy_len: 112,
+            zero_len: 48
+        })
+    );
+    kexpect!(t, req.slot(2, DeviceInfo::SIZE).is_none());
+}
+
+/// Struct codec: round trip, and names always NUL-terminated.
+#[no_mangle]
+pub extern "C" fn rrdma_kt_codec(t: *mut c_void) {
+    let mut d = DeviceInfo::zeroed();
+    d.set_name(&[b'x'; 100]);
+    kexpect!(t, d.name[63] == 0 && d.name_bytes().len() == 63);
+    d.set_name(b"siw0\0junk");
+    kexpect!(t, d.name_bytes() == b"siw0");
+    d.node_guid = 0x0102_0304_0506_0708;
+    d.port_state = uapi::port_state::ACTIVE;
+    kexpect!(t, DeviceInfo::decode(&d.encode()) == d);
+    let i = Info {
+        abi_version: 1,
+        devices: u64::MAX,
+        ..Info::zeroed()
+    };
+    kexpect!(t, Info::decode(&i.encode()) == i);
+}
+
+/// The pure errnos become the kernel errors userspace will see.
+#[no_mangle]
+pub extern "C" fn rrdma_kt_errno_mapping(t: *mut c_void) {
+    kexpect!(t, abi::error(EINVAL).to_errno() == EINVAL.to_errno());
+    kexpect!(t, abi::error(ENOTTY).to_errno() == -25);
+    kexpect!(t, abi::error(E2BIG).to_errno() == E2BIG.to_errno());
+}

@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrdma C shim: the ib_client and the /dev/rrdma misc device.
+ *
+ * Both registrations are plain C so that every supported kernel takes the
+ * same path; each callback forwards to Rust with the opaque core pointer
+ * that rrdma_shim_register() was given.
+ */
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/ratelimit.h>
+#include <rdma/ib_verbs.h>
+
+#include "rrdma_shim.h"
+#include "uapi/rrdma.h"
+
+/* Keep the C header and the Rust mirror (rust/abi/src/uapi.rs) in step. */
+static_assert(sizeof(struct rrdma_info) == RRDMA_INFO_SIZE_VER0);
+static_assert(sizeof(struct rrdma_device_info) == RRDMA_DEVICE_INFO_SIZE_VER0);
+static_assert(RRDMA_IOCTL_GET_INFO == 0xC028E700);
+
+MODULE_AUTHOR("The rrdma developers");
+
+static ushort dev_mode = 0600;
+module_param(dev_mode, ushort, 0444);
+MODULE_PARM_DESC(dev_mode,
+		 "Permission bits of /dev/rrdma (default 0600; at most 0666)");
+
+/* Set while registered; the callbacks below only run in that window. */
+static void *rrdma_core;
+
+static int rrdma_ib_add(struct ib_device *dev)
+{
+	void *ctx;
+	int ret;
+
+	ret = rrdma_rust_device_add(rrdma_core, dev, &ctx);
+	if (ret)
+		return ret;
+	ib_set_client_data(dev, NULL, ctx);
+	return 0;
+}
+
+static void rrdma_ib_remove(struct ib_device *dev, void *client_data)
+{
+	rrdma_rust_device_remove(rrdma_core, dev, client_data);
+}
+
+static struct ib_client rrdma_ib_client = {
+	.name = "rrdma",
+	.add = rrdma_ib_add,
+	.remove = rrdma_ib_remove,
+};
+
+static int rrdma_open(struct inode *inode, struct file *file)
+{
+	void *state;
+	int ret;
+
+	ret = rrdma_rust_file_open(rrdma_core, &state);
+	if (ret)
+		return ret;
+	file->private_data = state;
+	return 0;
+}
+
+static int rrdma_release(struct inode *inode, struct file *file)
+{
+	rrdma_rust_file_release(file->private_data);
+	return 0;
+}
+
+static long rrdma_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	return rrdma_rust_file_ioctl(file->private_data, cmd, arg);
+}
+
+static const struct file_operations rrdma_fops = {
+	.owner = THIS_MODULE,
+	.open = rrdma_open,
+	.release = rrdma_release,
+	.unlocked_ioctl = rrdma_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice rrdma_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "rrdma",
+	.fops = &rrdma_fops,
+};
+
+bool rrdma_shim_warn_ratelimit(void)
+{
+	static DEFINE_RATELIMIT_STATE(rs, DEFAULT_RATELIMIT_INTERVAL,
+				      DEFAULT_RATELIMIT_BURST);
+
+	return __ratelimit(&rs);
+}
+
+int rrdma_shim_register(void *core)
+{
+	int ret;
+
+	if (dev_mode & ~0666) {
+		pr_warn("dev_mode %#o has bits outside 0666\n", dev_mode);
+		return -EINVAL;
+	}
+	rrdma_misc.mode = dev_mode;
+	rrdma_core = core;
+
+	/* Devices first: /dev/rrdma must not answer before they are known. */
+	ret = ib_register_client(&rrdma_ib_client);
+	if (ret) {
+		pr_warn("ib_register_client failed: %d\n", ret);
+		goto out_core;
+	}
+	ret = misc_register(&rrdma_misc);
+	if (ret) {
+		pr_warn("misc_register failed: %d\n", ret);
+		goto out_client;
+	}
+	return 0;
+
+out_client:
+	ib_unregister_client(&rrdma_ib_client);
+out_core:
+	rrdma_core = NULL;
+	return ret;
+}
+
+void rrdma_shim_unregister(void)
+{
+	/* No open file can remain: each holds a reference on this module. */
+	misc_deregister(&rrdma_misc);
+	/* Calls rrdma_ib_remove() for every device, which waits for its users. */
+	ib_unregister_client(&rrdma_ib_client);
+	rrdma_core = NULL;
+}

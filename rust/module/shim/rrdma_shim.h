@@ -1,0 +1,75 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rrdma C shim: the narrow interface between the Rust crate and the parts of
+ * the kernel that Rust cannot reach on every supported kernel.
+ *
+ * Why C: the RDMA verbs are not in the kernel crate's bindings, many of them
+ * are static inlines (ib_alloc_pd, ib_alloc_cq, ...), and struct layouts such
+ * as struct ib_port_attr differ between kernel versions.  The misc device and
+ * its file_operations live here too so that 6.12 (no Rust miscdevice) and 7.x
+ * share one path.
+ *
+ * Conventions: functions named rrdma_shim_*() are C called by Rust; functions
+ * named rrdma_rust_*() are Rust (#[no_mangle] extern "C") called by C.  Every
+ * kernel object crosses as an opaque pointer; errors cross as negative errno.
+ * The Rust mirror of this header is rust/module/ffi.rs.
+ */
+#ifndef RRDMA_SHIM_H
+#define RRDMA_SHIM_H
+
+#include <linux/types.h>
+
+struct ib_device;
+struct ib_pd;
+struct ib_cq;
+struct seq_file;
+
+#define RRDMA_SHIM_NAME_MAX 64
+
+/* rrdma_shim_device_attr.caps */
+#define RRDMA_SHIM_CAP_MEM_MGT_EXT (1U << 0) /* fast registration (FRWR) */
+
+/**
+ * struct rrdma_shim_device_attr - what rrdma needs to know of an ib_device
+ * @name:	device name, NUL-terminated
+ * @index:	kernel device index
+ * @node_type:	enum rdma_node_type
+ * @port_count:	number of ports
+ * @port_state:	enum ib_port_state of the first port (IB_PORT_NOP if unknown)
+ * @link_layer:	IB_LINK_LAYER_* of the first port
+ * @caps:	RRDMA_SHIM_CAP_*
+ * @node_guid:	node GUID as the kernel keeps it (big endian)
+ */
+struct rrdma_shim_device_attr {
+	char name[RRDMA_SHIM_NAME_MAX];
+	__u32 index;
+	__u32 node_type;
+	__u32 port_count;
+	__u32 port_state;
+	__u32 link_layer;
+	__u32 caps;
+	__u64 node_guid;
+};
+
+/* Device queries and verbs (shim/verbs.c). */
+void rrdma_shim_device_query(struct ib_device *dev,
+			     struct rrdma_shim_device_attr *attr);
+int rrdma_shim_alloc_pd(struct ib_device *dev, struct ib_pd **pd);
+void rrdma_shim_dealloc_pd(struct ib_pd *pd);
+int rrdma_shim_alloc_cq(struct ib_device *dev, int nr_cqe, struct ib_cq **cq);
+void rrdma_shim_free_cq(struct ib_cq *cq);
+
+/* Registration of the ib_client and /dev/rrdma (shim/chardev.c). */
+int rrdma_shim_register(void *core);
+void rrdma_shim_unregister(void);
+bool rrdma_shim_warn_ratelimit(void);
+
+/* Implemented in Rust. */
+int rrdma_rust_device_add(void *core, struct ib_device *dev, void **ctx);
+void rrdma_rust_device_remove(void *core, struct ib_device *dev, void *ctx);
+int rrdma_rust_file_open(void *core, void **file_state);
+void rrdma_rust_file_release(void *file_state);
+long rrdma_rust_file_ioctl(void *file_state, unsigned int cmd,
+			   unsigned long arg);
+
+#endif /* RRDMA_SHIM_H */

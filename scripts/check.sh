@@ -1,0 +1,90 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make check`: set-up, kernels, builds, host tests, lint, KUnit and guest
+# tests on every kernel in $KERNELS (default: 6.12 and 7.3).  Every check is
+# one `PASS|FAIL|SKIP name` line in build/results.txt; the last line printed
+# is the summary `N passed, N failed[, N skipped]`.
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+REPO=$(dirname "$HERE")
+cd "$REPO"
+
+KERNELS=${KERNELS:-6.12 7.3}
+VARIANT=${VARIANT:-base}
+mkdir -p build
+RESULTS=$REPO/build/results.txt
+LOGS=$REPO/build/logs
+: >"$RESULTS"
+rm -rf "$LOGS"
+mkdir -p "$LOGS"
+T0=$(date +%s)
+
+record() { echo "$1 $2" >>"$RESULTS"; echo "$1 $2"; }
+
+# step NAME CMD...: one result line for a build-like step; output to a log.
+step() {
+	local name=$1 logf
+	shift
+	logf=$LOGS/$(echo "$name" | tr -c 'A-Za-z0-9.-' '_').log
+	local t=$SECONDS
+	if "$@" >"$logf" 2>&1; then
+		record PASS "$name ($((SECONDS - t)) s)"
+	else
+		record FAIL "$name # see $logf"
+		tail -n 30 "$logf" | sed 's/^/    /'
+		return 1
+	fi
+}
+
+summary() {
+	local p f s line
+	p=$(grep -c '^PASS' "$RESULTS")
+	f=$(grep -c '^FAIL' "$RESULTS")
+	s=$(grep -c '^SKIP' "$RESULTS")
+	echo
+	echo "check took $(( $(date +%s) - T0 )) s; results in $RESULTS, logs in $LOGS"
+	if [ "$f" -gt 0 ]; then
+		echo "failures:"
+		grep '^FAIL' "$RESULTS" | sed 's/^/  /'
+	fi
+	line="$p passed, $f failed"
+	[ "$s" -gt 0 ] && line="$line, $s skipped"
+	echo "$line" >"$REPO/build/summary.txt"
+	echo "$line"
+	[ "$f" -eq 0 ]
+}
+
+step "setup" "$HERE/setup.sh" || { summary; exit 1; }
+
+# Host tests: each cargo test case is one result.
+if (cd rust && cargo test --workspace --locked --quiet -- --format=pretty) >"$LOGS/cargo-test.log" 2>&1; then :; fi
+grep -E '^test .* \.\.\. (ok|FAILED|ignored)$' "$LOGS/cargo-test.log" | while read -r _ name _ res; do
+	case $res in ok) echo "PASS host: $name" ;; FAILED) echo "FAIL host: $name" ;; *) echo "SKIP host: $name" ;; esac
+done >>"$RESULTS"
+grep -q '^test result: FAILED\|^error' "$LOGS/cargo-test.log" &&
+	record FAIL "host: cargo test # see $LOGS/cargo-test.log"
+grep -c '^PASS host' "$RESULTS" | xargs -I{} echo "host tests: {} passed"
+
+step "build: userspace (static)" "$HERE/build-userspace.sh"
+step "lint: rustfmt" "$HERE/lint.sh" rustfmt
+step "lint: cargo clippy" "$HERE/lint.sh" clippy
+
+for k in $KERNELS; do
+	if ! step "build: kernel $k ($VARIANT)" "$HERE/kernel.sh" "$k" "$VARIANT"; then continue; fi
+	if ! step "build: modules for $k" "$HERE/build-module.sh" "$k" "$VARIANT"; then continue; fi
+	[ "$k" = 6.12 ] && step "lint: checkpatch and clippy on $k" "$HERE/lint.sh" kernel "$k"
+	kdir=$("$HERE/kernel.sh" "$k" "$VARIANT" 2>/dev/null | tail -1)
+	mods=$REPO/build/mod-$k-$VARIANT
+	g() { python3 "$HERE/guest.py" --kdir "$kdir" --modules "$mods" --bindir "$REPO/build/bin" \
+		--results "$RESULTS" --logdir "$LOGS" "$@" >/dev/null; }
+	log "guest tests on $k"
+	g --label "$k basic" --test basic --timeout 600
+	for prov in siw rxe; do
+		g --label "$k pair $prov" --test pair --arg "$prov" --guests 2 --timeout 400
+	done
+done
+
+summary

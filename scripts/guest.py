@@ -1,0 +1,260 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Boot one or two QEMU (TCG) guests from a cached kernel and run a guest test.
+
+The initramfs carries busybox, the kernel's modules, rrdma's modules and
+static binaries, the test scripts, and the `rdma` tool, perftest and rping
+with their shared libraries and the rxe/siw verbs providers.  Two guests are
+linked by a QEMU socket netdev on 127.0.0.1 (virtio-net); their addresses
+(10.99.0.1 and 10.99.0.2) exist only on that virtual wire.
+
+Each guest writes result lines to its second serial port:
+    RRDMA-TEST: ok NAME
+    RRDMA-TEST: not ok NAME # WHY
+    RRDMA-GUEST-DONE
+The kernel console (first serial port) is scanned for KUnit KTAP results and
+for kernel reports (BUG:, WARNING:, Oops, KASAN, lockdep); any report fails
+the run.  Results are appended to --results as `PASS|FAIL LABEL: NAME` lines.
+"""
+
+import argparse
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Userspace RDMA tools copied into the guest with their libraries.
+HOST_TOOLS = ["rdma", "ib_write_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat",
+              "rping", "ibv_devices", "ibv_devinfo"]
+PROVIDERS = ["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
+             "/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so"]
+PROVIDER_CONF = ["/etc/libibverbs.d/rxe.driver", "/etc/libibverbs.d/siw.driver"]
+# Kernel modules the tests load (with their dependencies via modules.dep).
+GUEST_MODULES = ["rdma_rxe", "siw", "sch_netem"]
+
+KERNEL_REPORTS = re.compile(
+    r"(BUG:|WARNING:|Oops|KASAN|UBSAN|general protection fault|Kernel panic|"
+    r"possible circular locking|possible recursive locking|inconsistent lock state|"
+    r"suspicious RCU usage|unreferenced object|list_add corruption|list_del corruption|"
+    r"ODEBUG:)")
+KTAP_CASE = re.compile(r"^\s*(not ok|ok) \d+ (rrdma_kt_\w+)(.*)$")
+TIMESTAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] guest.py: {msg}", file=sys.stderr, flush=True)
+
+
+def ldd_libs(path):
+    out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+    libs = []
+    for line in out.splitlines():
+        m = re.search(r"(/\S+) \(0x", line)
+        if m:
+            libs.append(m.group(1))
+    return libs
+
+
+def copy_into(root, src, dst=None):
+    dst = root / (dst or src).lstrip("/")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(os.path.realpath(src), dst)
+
+
+def build_initramfs(args, work):
+    root = work / "root"
+    for d in ["bin", "sbin", "usr/bin", "usr/sbin", "proc", "sys", "dev", "tmp", "etc",
+              "lib/rrdma", "tests", "run", "var"]:
+        (root / d).mkdir(parents=True, exist_ok=True)
+    bb = shutil.which("busybox") or "/bin/busybox"
+    shutil.copy2(bb, root / "bin/busybox")
+    # Host RDMA tools with their shared libraries and the verbs providers.
+    libs = set()
+    for tool in HOST_TOOLS:
+        path = shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
+        if not path:
+            sys.exit(f"guest.py: {tool} missing on the host: run scripts/setup.sh")
+        copy_into(root, path, "/usr/bin/" + tool)
+        libs.update(ldd_libs(path))
+    for prov in PROVIDERS:
+        copy_into(root, prov)
+        libs.update(ldd_libs(prov))
+    for conf in PROVIDER_CONF:
+        copy_into(root, conf)
+    for lib in libs:
+        copy_into(root, lib)
+    # Kernel modules from the kernel build's modules_install tree.
+    modinst = Path(args.kdir) / "modinst/lib/modules"
+    shutil.copytree(modinst, root / "lib/modules", symlinks=True)
+    # rrdma: modules, static binaries, tests.
+    for ko in Path(args.modules).glob("*.ko"):
+        shutil.copy2(ko, root / "lib/rrdma" / ko.name)
+    for b in Path(args.bindir).iterdir():
+        if b.is_file() and os.access(b, os.X_OK):
+            shutil.copy2(b, root / "usr/bin" / b.name)
+    shutil.copytree(REPO / "tests/guest", root / "tests/guest")
+    init = root / "init"
+    init.write_text(INIT)
+    init.chmod(0o755)
+    cpio = work / "initramfs.cpio"
+    files = subprocess.run(["find", "."], cwd=root, capture_output=True, text=True, check=True).stdout
+    with open(cpio, "wb") as f:
+        subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root, input=files.encode(),
+                       stdout=f, check=True)
+    return cpio
+
+
+INIT = r"""#!/bin/busybox sh
+/bin/busybox --install -s /bin
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mount -t tmpfs tmp /tmp
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+arg() { sed -n "s/.*rrdma\.$1=\([^ ]*\).*/\1/p" /proc/cmdline; }
+export RRDMA_ROLE=$(arg role) RRDMA_TEST=$(arg test) RRDMA_ARG=$(arg arg)
+export RRDMA_SELF=$(arg self) RRDMA_PEER=$(arg peer)
+exec 9>/dev/ttyS1
+echo "RRDMA-GUEST-START role=$RRDMA_ROLE test=$RRDMA_TEST" >&9
+( cd /tests/guest && sh ./$RRDMA_TEST.sh )
+echo "RRDMA-GUEST-DONE rc=$?" >&9
+sync
+reboot -f
+"""
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip):
+    kimg = Path(args.kdir) / "arch/x86/boot/bzImage"
+    append = (f"console=ttyS0 panic=-1 rrdma.role={role} rrdma.test={args.test} "
+              f"rrdma.arg={args.arg or '-'} rrdma.self={self_ip} rrdma.peer={peer_ip}")
+    cmd = ["qemu-system-x86_64", "-machine", "q35", "-cpu", "max", "-smp", "2",
+           "-m", str(args.memory), "-display", "none", "-no-reboot", "-nodefaults",
+           "-kernel", str(kimg), "-initrd", str(initrd), "-append", append,
+           "-serial", f"file:{work}/console-{role}.log",
+           "-serial", f"file:{work}/results-{role}.log"]
+    if net:
+        cmd += ["-netdev", f"socket,id=n0,{net}",
+                "-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:99:00:0{1 if role == 'a' else 2}"]
+    return cmd
+
+
+def run(args):
+    work = Path(tempfile.mkdtemp(prefix="rrdma-guest-", dir=args.workdir))
+    initrd = build_initramfs(args, work)
+    roles = ["a", "b"] if args.guests == 2 else ["a"]
+    port = free_port()
+    procs = {}
+    start = time.monotonic()
+    for role in roles:
+        net = None
+        if args.guests == 2:
+            net = f"listen=127.0.0.1:{port}" if role == "a" else f"connect=127.0.0.1:{port}"
+        self_ip, peer_ip = ("10.99.0.1", "10.99.0.2") if role == "a" else ("10.99.0.2", "10.99.0.1")
+        cmd = qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip)
+        procs[role] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT)
+        if role == "a" and args.guests == 2:
+            # QEMU opens the listening socket before the guest runs: wait
+            # for the first console output rather than probing the port.
+            for _ in range(200):
+                if (work / "console-a.log").exists() and (work / "console-a.log").stat().st_size:
+                    break
+                time.sleep(0.05)
+    timed_out = False
+    for role, p in procs.items():
+        left = max(1.0, args.timeout - (time.monotonic() - start))
+        try:
+            p.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            p.kill()
+            p.wait()
+    elapsed = time.monotonic() - start
+    return collect(args, work, roles, procs, timed_out, elapsed)
+
+
+def collect(args, work, roles, procs, timed_out, elapsed):
+    results = []
+    label = args.label
+    for role in roles:
+        who = f"{label}" + (f" [{role}]" if len(roles) > 1 else "")
+        console = (work / f"console-{role}.log").read_text(errors="replace") \
+            if (work / f"console-{role}.log").exists() else ""
+        res = (work / f"results-{role}.log").read_text(errors="replace") \
+            if (work / f"results-{role}.log").exists() else ""
+        qemu_out = procs[role].stdout.read().decode(errors="replace") if procs[role].stdout else ""
+        done = False
+        for line in res.splitlines():
+            line = line.strip()
+            if line.startswith("RRDMA-TEST: ok "):
+                results.append(("PASS", f"{who}: {line[len('RRDMA-TEST: ok '):]}"))
+            elif line.startswith("RRDMA-TEST: not ok "):
+                results.append(("FAIL", f"{who}: {line[len('RRDMA-TEST: not ok '):]}"))
+            elif line.startswith("RRDMA-GUEST-DONE"):
+                done = True
+            elif line.startswith("RRDMA-TEST: skip "):
+                results.append(("SKIP", f"{who}: {line[len('RRDMA-TEST: skip '):]}"))
+        for raw in console.splitlines():
+            m = KTAP_CASE.match(TIMESTAMP.sub("", raw))
+            if m:
+                status = "PASS" if m.group(1) == "ok" else "FAIL"
+                results.append((status, f"{who}: kunit {m.group(2)}{m.group(3)}"))
+        reports = [TIMESTAMP.sub("", line) for line in console.splitlines() if KERNEL_REPORTS.search(line)]
+        if reports:
+            results.append(("FAIL", f"{who}: kernel log clean # {reports[0].strip()}"))
+        else:
+            results.append(("PASS", f"{who}: kernel log clean"))
+        if done:
+            results.append(("PASS", f"{who}: guest ran to completion ({elapsed:.0f} s)"))
+        else:
+            why = "timed out" if timed_out else f"qemu exited {procs[role].returncode}"
+            results.append(("FAIL", f"{who}: guest ran to completion # {why}; {qemu_out.strip()[:200]}"))
+    keep = args.logdir
+    if keep:
+        dest = Path(keep) / re.sub(r"[^\w.-]+", "_", label)
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(work, dest, ignore=shutil.ignore_patterns("root", "*.cpio"))
+    shutil.rmtree(work, ignore_errors=True)
+    with open(args.results, "a") as f:
+        for status, name in results:
+            f.write(f"{status} {name}\n")
+    for status, name in results:
+        print(f"{status} {name}")
+    return 0 if all(s != "FAIL" for s, _ in results) else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kdir", required=True, help="kernel build dir (bzImage, modinst/)")
+    ap.add_argument("--modules", required=True, help="dir with rrdma.ko and rrdma_kunit.ko")
+    ap.add_argument("--bindir", required=True, help="dir with rrdma's static binaries")
+    ap.add_argument("--test", required=True, help="tests/guest/NAME.sh to run")
+    ap.add_argument("--arg", help="argument for the test (rrdma.arg=)")
+    ap.add_argument("--guests", type=int, default=1, choices=[1, 2])
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--memory", type=int, default=512)
+    ap.add_argument("--label", required=True)
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--logdir", help="keep console and result logs here")
+    ap.add_argument("--workdir", default=None)
+    sys.exit(run(ap.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Build (or reuse) an rrdma test kernel in the cache outside the repo.
+#
+#   scripts/kernel.sh 6.12|7.3 [base|debug]
+#
+# Prints the kernel build directory (usable as KDIR) as its last line.  The
+# build directory name carries the kernel version, the variant and a hash of
+# the config fragments, this script and the toolchain, so a change to any of
+# them builds afresh and an unchanged one is reused.  6.12 is built on the
+# host from Debian's linux-source-6.12; 7.3 needs clang >= 17 and rustc >=
+# 1.85, so it is built inside a debootstrapped Debian trixie tree (see
+# scripts/trixie.sh) and its KDIR lives inside that tree.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+
+KVER=${1:?usage: kernel.sh 6.12|7.3 [base|debug]}
+VARIANT=${2:-${VARIANT:-base}}
+case "$VARIANT" in base|debug) ;; *) die "unknown variant '$VARIANT'";; esac
+
+frags=("$HERE/kconfig/base.config")
+[ "$VARIANT" = debug ] && frags+=("$HERE/kconfig/debug.config")
+
+case "$KVER" in
+6.12)
+	ROOT=""
+	RUN=()
+	LLVM_ARG=LLVM=1
+	TARBALL=/usr/src/linux-source-6.12.tar.xz
+	toolchain="$(rustc --version) $(clang --version | head -1) $(bindgen --version)"
+	;;
+7.3)
+	ROOT=$("$HERE/trixie.sh" | tail -1)
+	RUN=(chroot "$ROOT")
+	LLVM_ARG=LLVM=-19
+	TARBALL=/usr/src/linux-source-7.3.tar.xz
+	toolchain=$(chroot "$ROOT" sh -c 'rustc --version; clang-19 --version | head -1; bindgen --version')
+	;;
+*) die "unsupported kernel '$KVER' (supported: 6.12, 7.3)";;
+esac
+
+[ -f "$ROOT$TARBALL" ] || die "$ROOT$TARBALL missing: run scripts/setup.sh"
+
+key=$( { cat "${frags[@]}" "$0"; echo "$toolchain"; } | sha256sum | cut -c1-12)
+# Paths as seen by the build (inside the chroot for 7.3).
+src=/rrdma-cache/src/$(basename "$TARBALL" .tar.xz)
+out=/rrdma-cache/kernel/$KVER-$VARIANT-$key
+if [ -z "$ROOT" ]; then
+	src=$CACHE/src/$(basename "$TARBALL" .tar.xz)
+	out=$CACHE/kernel/$KVER-$VARIANT-$key
+fi
+
+if [ -f "$ROOT$out/.rrdma-complete" ]; then
+	log "kernel $KVER ($VARIANT) reused from $ROOT$out"
+	echo "$ROOT$out"
+	exit 0
+fi
+
+if [ ! -f "$ROOT$src/.rrdma-extracted" ]; then
+	log "extracting $TARBALL"
+	rm -rf "$ROOT$src"
+	mkdir -p "$(dirname "$ROOT$src")"
+	tar -C "$(dirname "$ROOT$src")" -xf "$ROOT$TARBALL"
+	touch "$ROOT$src/.rrdma-extracted"
+fi
+
+log "building kernel $KVER ($VARIANT) into $ROOT$out (several minutes)"
+rm -rf "$ROOT$out"
+mkdir -p "$ROOT$out/frags"
+cp "${frags[@]}" "$ROOT$out/frags/"
+jobs=$(( $(nproc) + 1 ))
+kmake() { "${RUN[@]}" make -s -C "$src" O="$out" "$LLVM_ARG" "$@"; }
+kmake tinyconfig >/dev/null
+"${RUN[@]}" sh -c "cd '$out' && '$src/scripts/kconfig/merge_config.sh' -m -O '$out' '$out/.config' $out/frags/*.config" >/dev/null
+kmake olddefconfig >/dev/null
+# Fail loudly if Kconfig dropped something the tests depend on.
+for opt in RUST MODULES INFINIBAND INFINIBAND_ADDR_TRANS INFINIBAND_USER_ACCESS \
+	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH; do
+	grep -q "^CONFIG_$opt=y" "$ROOT$out/.config" ||
+		die "CONFIG_$opt is not =y after olddefconfig (see $ROOT$out/.config)"
+done
+for opt in RDMA_RXE RDMA_SIW; do
+	grep -q "^CONFIG_$opt=m" "$ROOT$out/.config" || die "CONFIG_$opt is not =m"
+done
+if [ "$VARIANT" = debug ]; then
+	for opt in KASAN PROVE_LOCKING DEBUG_KMEMLEAK DEBUG_OBJECTS; do
+		grep -q "^CONFIG_$opt=y" "$ROOT$out/.config" || die "CONFIG_$opt is not =y"
+	done
+fi
+kmake -j"$jobs" bzImage modules
+kmake modules_install INSTALL_MOD_PATH="$out/modinst" INSTALL_MOD_STRIP=1 >/dev/null
+touch "$ROOT$out/.rrdma-complete"
+log "kernel $KVER ($VARIANT) built"
+echo "$ROOT$out"

@@ -1,0 +1,44 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Static checks: `lint.sh rustfmt|clippy|kernel KVER|all`.
+#   rustfmt  - formatting of every Rust file (module and userspace)
+#   clippy   - cargo clippy on the userspace workspace, warnings are errors
+#   kernel   - checkpatch.pl on the C shim and UAPI header, and the module
+#              built with CLIPPY=1 against kernel KVER
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+REPO=$(dirname "$HERE")
+cd "$REPO"
+
+rustfmt_check() {
+	(cd rust && cargo fmt --all --check)
+	rustfmt --check --edition 2021 --config-path rust/rustfmt.toml rust/module/*.rs rust/module/compat/*.rs
+}
+
+clippy_check() {
+	(cd rust && cargo clippy --workspace --all-targets --locked --quiet -- -D warnings)
+}
+
+kernel_check() {
+	local kver=${1:-6.12} kdir src
+	kdir=$("$HERE/kernel.sh" "$kver" | tail -1)
+	src=$(readlink -f "$kdir/source")
+	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
+		rust/module/shim/*.c rust/module/shim/*.h include/uapi/rrdma.h
+	"$HERE/build-module.sh" "$kver" base clippy >/tmp/rrdma-clippy.log 2>&1 || { cat /tmp/rrdma-clippy.log; exit 1; }
+	if grep -q "^warning\|^error" /tmp/rrdma-clippy.log; then
+		cat /tmp/rrdma-clippy.log
+		exit 1
+	fi
+}
+
+case "${1:-all}" in
+rustfmt) rustfmt_check ;;
+clippy) clippy_check ;;
+kernel) kernel_check "${2:-6.12}" ;;
+all) rustfmt_check; clippy_check; kernel_check 6.12 ;;
+*) die "usage: lint.sh rustfmt|clippy|kernel KVER|all" ;;
+esac

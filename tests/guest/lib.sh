@@ -1,0 +1,62 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for guest test scripts (busybox sh); sourced.  Results go to fd 9
+# (the guest's second serial port), which scripts/guest.py reads.
+
+RRDMA_KO=/lib/rrdma/rrdma.ko
+RRDMA_KUNIT_KO=/lib/rrdma/rrdma_kunit.ko
+
+ok() { echo "RRDMA-TEST: ok $*" >&9; }
+fail() { echo "RRDMA-TEST: not ok $1 # $2" >&9; echo "FAILED: $1: $2"; }
+
+# check NAME CMD...: passes if CMD exits 0; its output is kept for the reason.
+check() {
+	name=$1; shift
+	if out=$("$@" 2>&1); then ok "$name"; else fail "$name" "$(echo "$out" | tail -n 3 | tr '\n' ' ')"; fi
+}
+
+# check_fails NAME CMD...: passes if CMD exits non-zero.
+check_fails() {
+	name=$1; shift
+	if out=$("$@" 2>&1); then fail "$name" "unexpectedly succeeded"; else ok "$name"; fi
+}
+
+# tap PREFIX CMD...: runs a TAP-printing program and forwards its results.
+tap() {
+	prefix=$1; shift
+	"$@" >/tmp/tap.out 2>&1
+	rc=$?
+	n=0
+	while IFS= read -r line; do
+		case "$line" in
+		"ok "*) ok "$prefix: ${line#ok * - }"; n=$((n + 1)) ;;
+		"not ok "*) rest=${line#not ok * - }; fail "$prefix: ${rest%% # *}" "${rest#* # }"; n=$((n + 1)) ;;
+		esac
+	done </tmp/tap.out
+	if [ "$rc" != 0 ] && ! grep -q "^not ok" /tmp/tap.out; then
+		fail "$prefix: runs" "exit $rc: $(tail -n 3 /tmp/tap.out | tr '\n' ' ')"
+	fi
+	[ "$n" -gt 0 ] || fail "$prefix: reports results" "no result lines"
+}
+
+# Loads the soft RDMA drivers (and, through modules.dep, their dependencies).
+load_rdma_drivers() {
+	modprobe rdma_rxe && modprobe siw
+}
+
+# A veth pair, both ends up: one guest can carry siw and rxe without a NIC.
+make_veth() {
+	ip link add veth0 type veth peer name veth1 &&
+		ip link set veth0 up && ip link set veth1 up &&
+		ip link set lo up
+}
+
+# Waits until the named RDMA device's port is ACTIVE (at most ~10 s).
+wait_active() {
+	i=0
+	while [ $i -lt 100 ]; do
+		rdma link show "$1/1" 2>/dev/null | grep -q "state ACTIVE" && return 0
+		sleep 0.1
+		i=$((i + 1))
+	done
+	return 1
+}

@@ -1,0 +1,50 @@
+# SPDX-License-Identifier: GPL-2.0
+# Two-guest test (run on both guests): the virtual wire between them carries
+# RDMA traffic on the provider given as the test argument (siw or rxe), with
+# rrdma loaded on both sides; guest a serves, guest b connects.
+. ./lib.sh
+
+prov=$RRDMA_ARG
+dev=${prov}0
+case $prov in siw) node=rnic ;; rxe) node=ib_ca ;; *) fail "provider" "unknown '$prov'"; exit 1 ;; esac
+
+ip link set lo up
+check "eth0 up with $RRDMA_SELF" sh -c "ip link set eth0 up && ip addr add $RRDMA_SELF/24 dev eth0"
+load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
+check "rrdma.ko loads" insmod $RRDMA_KO
+check "rdma link add $dev on eth0" rdma link add $dev type $prov netdev eth0
+wait_active $dev
+tap "devices" rrdma-selftest devices $dev:$node
+
+# The peer must be reachable before RDMA can be.
+i=0
+until ping -c 1 -W 1 "$RRDMA_PEER" >/dev/null 2>&1; do
+	i=$((i + 1))
+	[ $i -ge 30 ] && break
+done
+check "peer $RRDMA_PEER answers ping" ping -c 1 -W 2 "$RRDMA_PEER"
+
+# perftest over rdma_cm between the guests (the harness's data-path check).
+if [ "$RRDMA_ROLE" = a ]; then
+	check "ib_write_bw -R server on $dev" timeout 120 ib_write_bw -R -d $dev -s 65536 -n 200 -F
+else
+	out=""
+	i=0
+	while [ $i -lt 40 ]; do
+		if out=$(timeout 60 ib_write_bw -R -d $dev -s 65536 -n 200 -F "$RRDMA_PEER" 2>&1); then
+			break
+		fi
+		out="failed"
+		sleep 0.5
+		i=$((i + 1))
+	done
+	if [ "$out" != failed ] && echo "$out" | grep -q "^ 65536 "; then
+		ok "ib_write_bw -R client on $dev"
+		echo "$out" | grep -A1 "#bytes"
+	else
+		fail "ib_write_bw -R client on $dev" "no bandwidth line"
+	fi
+fi
+
+check "rdma link del $dev" rdma link del $dev
+check "rmmod rrdma" rmmod rrdma
