@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 case "$KVER" in
 7.3)
 	ROOT=${KDIR%/rrdma-cache/*}
-	RUN=(chroot "$ROOT")
+	RUN=(chroot_run "$ROOT")
 	kdir_in=${KDIR#"$ROOT"}
 	src_in=/rrdma-cache/mod-src/$KVER-$VARIANT
 	LLVM_ARG=LLVM=-19

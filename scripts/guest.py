@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 # Userspace RDMA tools copied into the guest with their libraries.
-HOST_TOOLS = ["rdma", "ib_write_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat",
+HOST_TOOLS = ["ip", "tc", "rdma", "ib_write_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat",
               "rping", "ibv_devices", "ibv_devinfo"]
 PROVIDERS = ["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
              "/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so"]

@@ -34,10 +34,10 @@ case "$KVER" in
 	;;
 7.3)
 	ROOT=$("$HERE/trixie.sh" | tail -1)
-	RUN=(chroot "$ROOT")
+	RUN=(chroot_run "$ROOT")
 	LLVM_ARG=LLVM=-19
 	TARBALL=/usr/src/linux-source-7.3.tar.xz
-	toolchain=$(chroot "$ROOT" sh -c 'rustc --version; clang-19 --version | head -1; bindgen --version')
+	toolchain=$(chroot_run "$ROOT" sh -c 'rustc --version; clang-19 --version | head -1; bindgen --version')
 	;;
 *) die "unsupported kernel '$KVER' (supported: 6.12, 7.3)";;
 esac

@@ -7,3 +7,14 @@ mkdir -p "$CACHE"
 
 log() { echo "[$(date +%H:%M:%S)] $(basename "$0"): $*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+# chroot_run ROOT CMD...: runs CMD inside the tree ROOT with /proc mounted
+# (objtool and rustc need it) and / as working directory.
+chroot_run() {
+	local root=$1
+	shift
+	if ! mountpoint -q "$root/proc"; then
+		mount -t proc proc "$root/proc"
+	fi
+	(cd / && chroot "$root" "$@")
+}

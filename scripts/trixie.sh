@@ -11,10 +11,12 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 
 MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-PKGS=clang-19,lld-19,llvm-19,libclang-19-dev,rustc,rust-src,bindgen,make,flex,bison,bc,libelf-dev,libssl-dev,cpio,python3,kmod,xz-utils,ca-certificates
+PKGS=clang-19,lld-19,llvm-19,libclang-19-dev,rustc,rust-src,rustfmt,bindgen,make,flex,bison,bc,libelf-dev,libssl-dev,cpio,python3,kmod,xz-utils,ca-certificates
 KPKG=linux-source-7.3
 
-key=$( { echo "$PKGS $KPKG $MIRROR"; cat "$0"; } | sha256sum | cut -c1-12)
+# Bump when the recipe below changes in a way that needs a new tree.
+RECIPE=1
+key=$(echo "$RECIPE $PKGS $KPKG $MIRROR" | sha256sum | cut -c1-12)
 ROOT=$CACHE/trixie-$key
 
 if [ -f "$ROOT/.rrdma-complete" ]; then
@@ -32,5 +34,6 @@ chroot "$ROOT" apt-get update -qq
 DEBIAN_FRONTEND=noninteractive chroot "$ROOT" apt-get install -y -qq --no-install-recommends \
 	-t trixie-backports "$KPKG" >/dev/null
 chroot "$ROOT" apt-get clean
+mkdir -p "$ROOT/proc"
 touch "$ROOT/.rrdma-complete"
 echo "$ROOT"

@@ -141,7 +141,7 @@ fn query(dev: NonNull<IbDevice>) -> DeviceAttr {
 /// `context` is the pointer the shim was registered with, `dev` is a device being
 /// added and `out` is a valid pointer for the client data.
 #[no_mangle]
-pub unsafe extern "C" fn rrdma_rust_device_add(
+unsafe extern "C" fn rrdma_rust_device_add(
     context: *mut c_void,
     dev: *mut IbDevice,
     out: *mut *mut c_void,
@@ -175,7 +175,7 @@ pub unsafe extern "C" fn rrdma_rust_device_add(
 /// `context` is the pointer the shim was registered with; `client_data` is what
 /// [`rrdma_rust_device_add`] returned for `dev`.
 #[no_mangle]
-pub unsafe extern "C" fn rrdma_rust_device_remove(
+unsafe extern "C" fn rrdma_rust_device_remove(
     context: *mut c_void,
     _dev: *mut IbDevice,
     client_data: *mut c_void,

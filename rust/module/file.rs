@@ -32,7 +32,7 @@ impl FileState {
 /// `context` is the pointer the shim was registered with, and `out` is
 /// valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn rrdma_rust_file_open(
+unsafe extern "C" fn rrdma_rust_file_open(
     context: *mut c_void,
     out: *mut *mut c_void,
 ) -> c_int {
@@ -54,7 +54,7 @@ pub unsafe extern "C" fn rrdma_rust_file_open(
 ///
 /// `state` comes from [`rrdma_rust_file_open`] and is not used afterwards.
 #[no_mangle]
-pub unsafe extern "C" fn rrdma_rust_file_release(state: *mut c_void) {
+unsafe extern "C" fn rrdma_rust_file_release(state: *mut c_void) {
     // SAFETY: by the function's safety requirements.
     drop(unsafe { KBox::from_raw(state.cast::<FileState>()) });
 }
@@ -65,7 +65,7 @@ pub unsafe extern "C" fn rrdma_rust_file_release(state: *mut c_void) {
 ///
 /// `state` comes from [`rrdma_rust_file_open`] and is live.
 #[no_mangle]
-pub unsafe extern "C" fn rrdma_rust_file_ioctl(
+unsafe extern "C" fn rrdma_rust_file_ioctl(
     state: *mut c_void,
     cmd: c_uint,
     arg: c_ulong,

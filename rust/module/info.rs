@@ -52,6 +52,6 @@ pub(crate) fn get_info(context: &Context, arg: u64, d: &Decoded) -> Result {
 
     info.abi_version = ABI_VERSION;
     info.features = FEATURES_ALL;
-    info.device_count = u32::try_from(devices.len()).map_err(|_| EOVERFLOW)?;
+    info.device_count = u32::try_from(devices.len()).map_err(|_| abi::error(abi::errno::EOVERFLOW))?;
     uarg::write(arg, d, &info.encode())
 }

@@ -9,7 +9,7 @@
 //! target, plus the glue that turns their errnos into kernel errors.
 
 use kernel::ffi::{c_char, c_int, c_void};
-use kernel::prelude::*;
+use kernel::error::code;
 
 mod abi;
 
@@ -179,7 +179,7 @@ pub extern "C" fn rrdma_kt_codec(t: *mut c_void) {
 /// The pure errnos become the kernel errors userspace will see.
 #[no_mangle]
 pub extern "C" fn rrdma_kt_errno_mapping(t: *mut c_void) {
-    kexpect!(t, abi::error(EINVAL).to_errno() == EINVAL.to_errno());
+    kexpect!(t, abi::error(EINVAL).to_errno() == code::EINVAL.to_errno());
     kexpect!(t, abi::error(ENOTTY).to_errno() == -25);
-    kexpect!(t, abi::error(E2BIG).to_errno() == E2BIG.to_errno());
+    kexpect!(t, abi::error(E2BIG).to_errno() == code::E2BIG.to_errno());
 }

@@ -30,7 +30,7 @@ check "rdma link del rxe0 while rrdma holds it" rdma link del rxe0
 tap "after rxe0 removal" rrdma-selftest absent rxe0
 
 # An open file pins the module.
-rdma link add siw0 type siw netdev veth0
+check "re-add siw0" rdma link add siw0 type siw netdev veth0
 exec 3<>/dev/rrdma
 check_fails "rmmod refused while /dev/rrdma is open" rmmod rrdma
 exec 3>&-
@@ -38,7 +38,7 @@ check "rmmod with siw0 present" rmmod rrdma
 check "/dev/rrdma gone after rmmod" sh -c '! test -e /dev/rrdma'
 
 # Devices present before load: the ib_client registration path.
-rdma link add rxe0 type rxe netdev veth1
+check "re-add rxe0" rdma link add rxe0 type rxe netdev veth1
 wait_active siw0; wait_active rxe0
 check "load with siw0 and rxe0 present" insmod $RRDMA_KO
 tap "devices present at load" rrdma-selftest devices siw0:rnic rxe0:ib_ca
@@ -51,13 +51,13 @@ check "rmmod rrdma with no devices" rmmod rrdma
 
 # 50 load/unload cycles with both devices present.
 load_rdma_drivers
-rdma link add siw0 type siw netdev veth0
-rdma link add rxe0 type rxe netdev veth1
+check "re-add siw0 and rxe0 for load cycles" sh -c 'rdma link add siw0 type siw netdev veth0 && rdma link add rxe0 type rxe netdev veth1'
 wait_active siw0; wait_active rxe0
 cycles_ok=0
 i=0
 while [ $i -lt 50 ]; do
-	insmod $RRDMA_KO && rrdma info >/dev/null && rmmod rrdma && cycles_ok=$((cycles_ok + 1))
+	insmod $RRDMA_KO && [ "$(rrdma info --json | grep -c '"usable": true')" = 2 ] &&
+		rmmod rrdma && cycles_ok=$((cycles_ok + 1))
 	i=$((i + 1))
 done
 check "50 load/unload cycles with siw0 and rxe0" test "$cycles_ok" = 50

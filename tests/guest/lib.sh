@@ -5,6 +5,10 @@
 RRDMA_KO=/lib/rrdma/rrdma.ko
 RRDMA_KUNIT_KO=/lib/rrdma/rrdma_kunit.ko
 
+# Debian's static busybox runs its own applets before $PATH: use iproute2's.
+ip() { /usr/bin/ip "$@"; }
+tc() { /usr/bin/tc "$@"; }
+
 ok() { echo "RRDMA-TEST: ok $*" >&9; }
 fail() { echo "RRDMA-TEST: not ok $1 # $2" >&9; echo "FAILED: $1: $2"; }
 

@@ -9,7 +9,7 @@ dev=${prov}0
 case $prov in siw) node=rnic ;; rxe) node=ib_ca ;; *) fail "provider" "unknown '$prov'"; exit 1 ;; esac
 
 ip link set lo up
-check "eth0 up with $RRDMA_SELF" sh -c "ip link set eth0 up && ip addr add $RRDMA_SELF/24 dev eth0"
+check "eth0 up with $RRDMA_SELF" sh -c "/usr/bin/ip link set eth0 up && /usr/bin/ip addr add $RRDMA_SELF/24 dev eth0"
 load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
 check "rrdma.ko loads" insmod $RRDMA_KO
 check "rdma link add $dev on eth0" rdma link add $dev type $prov netdev eth0

@@ -18,7 +18,6 @@
 /* Keep the C header and the Rust mirror (rust/abi/src/uapi.rs) in step. */
 static_assert(sizeof(struct rrdma_info) == RRDMA_INFO_SIZE_VER0);
 static_assert(sizeof(struct rrdma_device_info) == RRDMA_DEVICE_INFO_SIZE_VER0);
-static_assert(RRDMA_IOCTL_GET_INFO == 0xC028E700);
 
 MODULE_AUTHOR("The rrdma developers");
 
@@ -30,6 +29,8 @@ MODULE_PARM_DESC(dev_mode,
 /* Set while registered; the callbacks below only run in that window. */
 static void *rrdma_core;
 
+static struct ib_client rrdma_ib_client;
+
 static int rrdma_ib_add(struct ib_device *dev)
 {
 	void *ctx;
@@ -38,7 +39,7 @@ static int rrdma_ib_add(struct ib_device *dev)
 	ret = rrdma_rust_device_add(rrdma_core, dev, &ctx);
 	if (ret)
 		return ret;
-	ib_set_client_data(dev, NULL, ctx);
+	ib_set_client_data(dev, &rrdma_ib_client, ctx);
 	return 0;
 }
 
@@ -102,6 +103,9 @@ bool rrdma_shim_warn_ratelimit(void)
 int rrdma_shim_register(void *core)
 {
 	int ret;
+
+	/* _IOWR() is not an integer constant expression; it folds here. */
+	BUILD_BUG_ON(RRDMA_IOCTL_GET_INFO != 0xC028E700);
 
 	if (dev_mode & ~0666) {
 		pr_warn("dev_mode %#o has bits outside 0666\n", dev_mode);

@@ -1,0 +1,34 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make demo`: boot two guests linked by a virtual wire, load rrdma on both,
+# add a soft RDMA device (siw, then rxe) and show `rrdma info` on each.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+REPO=$(dirname "$HERE")
+cd "$REPO"
+
+KVER=${DEMO_KERNEL:-6.12}
+"$HERE/setup.sh"
+"$HERE/build-userspace.sh"
+mods=$("$HERE/build-module.sh" "$KVER" base | tail -1)
+kdir=$("$HERE/kernel.sh" "$KVER" base | tail -1)
+mkdir -p build/demo
+for prov in siw rxe; do
+	log "demo on $prov: two guests, kernel $KVER"
+	: >build/demo/results.txt
+	python3 "$HERE/guest.py" --kdir "$kdir" --modules "$mods" --bindir build/bin \
+		--results build/demo/results.txt --logdir build/demo --label "demo $prov" \
+		--test demo --arg "$prov" --guests 2 --timeout 300 >/dev/null || true
+	for role in a b; do
+		echo "---- guest $role ($prov) ----"
+		sed -n '/^RRDMA-DEMO-BEGIN/,/^RRDMA-DEMO-END/p' "build/demo/demo_$prov/results-$role.log" |
+			grep -v '^RRDMA-DEMO-'
+	done
+	if grep -q '^FAIL' build/demo/results.txt; then
+		grep '^FAIL' build/demo/results.txt
+		exit 1
+	fi
+done
