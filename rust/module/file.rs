@@ -32,10 +32,7 @@ impl FileState {
 /// `context` is the pointer the shim was registered with, and `out` is
 /// valid for a write.
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_file_open(
-    context: *mut c_void,
-    out: *mut *mut c_void,
-) -> c_int {
+unsafe extern "C" fn rrdma_rust_file_open(context: *mut c_void, out: *mut *mut c_void) -> c_int {
     // SAFETY: by the function's safety requirements.
     let context: Arc<Context> = unsafe { Context::from_ffi(context) }.into();
     match KBox::new(FileState { context }, GFP_KERNEL) {

@@ -19,16 +19,24 @@ use crate::uarg;
 pub(crate) fn get_info(context: &Context, arg: u64, d: &Decoded) -> Result {
     let mut info = Info::decode(&uarg::read::<{ Info::SIZE }>(arg, d)?);
     let req = validate_request(&info).map_err(|e| {
-        warn_user!("GET_INFO: invalid argument (flags {:#x}, reserved {:#x}, entry size {}, capacity {}): errno {}\n",
-            info.flags, info.reserved, info.device_entry_size, info.device_capacity, e);
+        warn_user!(
+            "GET_INFO: invalid argument (flags {:#x}, reserved {:#x}, entry size {}, capacity {}): errno {}\n",
+            info.flags,
+            info.reserved,
+            info.device_entry_size,
+            info.device_capacity,
+            e
+        );
         abi::error(e)
     })?;
 
+    // Snapshot the entries first and let go of the devices before touching
+    // user memory: a copy stalled on a fault (userfaultfd) must not hold up
+    // a device's removal.
     let devices = context.devices()?;
-    for (i, dev) in devices.iter().enumerate() {
-        let Some(slot) = req.slot(i as u32, DeviceInfo::SIZE) else {
-            break;
-        };
+    let count = u32::try_from(devices.len()).map_err(|_| abi::error(abi::errno::EOVERFLOW))?;
+    let mut entries = KVec::with_capacity(devices.len().min(req.capacity as usize), GFP_KERNEL)?;
+    for dev in devices.iter().take(req.capacity as usize) {
         let attr = dev.attr();
         let mut entry = DeviceInfo::zeroed();
         entry.set_name(&attr.name);
@@ -41,6 +49,14 @@ pub(crate) fn get_info(context: &Context, arg: u64, d: &Decoded) -> Result {
         if dev.usable() {
             entry.flags |= DEVICE_F_USABLE;
         }
+        entries.push(entry, GFP_KERNEL)?;
+    }
+    drop(devices);
+
+    for (i, entry) in entries.iter().enumerate() {
+        let Some(slot) = req.slot(i as u32, DeviceInfo::SIZE) else {
+            break;
+        };
         let bytes = entry.encode();
         user_slice(slot.addr, slot.copy_len)
             .writer()
@@ -52,6 +68,6 @@ pub(crate) fn get_info(context: &Context, arg: u64, d: &Decoded) -> Result {
 
     info.abi_version = ABI_VERSION;
     info.features = FEATURES_ALL;
-    info.device_count = u32::try_from(devices.len()).map_err(|_| abi::error(abi::errno::EOVERFLOW))?;
+    info.device_count = count;
     uarg::write(arg, d, &info.encode())
 }

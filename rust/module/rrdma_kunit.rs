@@ -8,8 +8,8 @@
 //! compiled by the kernel's own Rust toolchain and run on the kernel's
 //! target, plus the glue that turns their errnos into kernel errors.
 
-use kernel::ffi::{c_char, c_int, c_void};
 use kernel::error::code;
+use kernel::ffi::{c_char, c_int, c_void};
 
 mod abi;
 

@@ -37,8 +37,8 @@ fn print_info(report: &InfoReport) {
         return;
     }
     println!(
-        "{:<16} {:>5}  {:<6} {:<11} {:>5}  {:<12} {}",
-        "DEVICE", "INDEX", "NODE", "LINK", "PORTS", "PORT1", "USABLE"
+        "{:<16} {:>5}  {:<6} {:<11} {:>5}  {:<12} USABLE",
+        "DEVICE", "INDEX", "NODE", "LINK", "PORTS", "PORT1"
     );
     for d in &report.devices {
         println!(

@@ -6,21 +6,14 @@
 #include <kunit/test.h>
 #include <linux/module.h>
 
+#include "rrdma_kunit.h"
+
 /* Called by the Rust cases for a failed expectation. */
-void rrdma_kunit_fail(struct kunit *test, const char *file, int line,
-		      const char *expr);
 void rrdma_kunit_fail(struct kunit *test, const char *file, int line,
 		      const char *expr)
 {
 	KUNIT_FAIL(test, "%s:%d: expected %s", file, line, expr);
 }
-
-void rrdma_kt_ioctl_decode(struct kunit *test);
-void rrdma_kt_ext_copy(struct kunit *test);
-void rrdma_kt_info_validate(struct kunit *test);
-void rrdma_kt_info_slots(struct kunit *test);
-void rrdma_kt_codec(struct kunit *test);
-void rrdma_kt_errno_mapping(struct kunit *test);
 
 static struct kunit_case rrdma_kunit_cases[] = {
 	KUNIT_CASE(rrdma_kt_ioctl_decode),
@@ -36,6 +29,7 @@ static struct kunit_suite rrdma_kunit_suite = {
 	.name = "rrdma",
 	.test_cases = rrdma_kunit_cases,
 };
+
 kunit_test_suite(rrdma_kunit_suite);
 
 MODULE_DESCRIPTION("KUnit tests of rrdma's logic");

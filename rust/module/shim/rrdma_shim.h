@@ -17,6 +17,7 @@
 #ifndef RRDMA_SHIM_H
 #define RRDMA_SHIM_H
 
+#include <linux/bits.h>
 #include <linux/types.h>
 
 struct ib_device;
@@ -27,7 +28,7 @@ struct seq_file;
 #define RRDMA_SHIM_NAME_MAX 64
 
 /* rrdma_shim_device_attr.caps */
-#define RRDMA_SHIM_CAP_MEM_MGT_EXT (1U << 0) /* fast registration (FRWR) */
+#define RRDMA_SHIM_CAP_MEM_MGT_EXT BIT(0) /* fast registration (FRWR) */
 
 /**
  * struct rrdma_shim_device_attr - what rrdma needs to know of an ib_device

@@ -139,12 +139,12 @@ fn abi_checks(dev: &Rrdma, t: &mut Tap) {
     );
     t.check(
         "far longer struct (4 KiB) with non-zero last byte is E2BIG",
-        (|| {
+        {
             let mut buf = vec![0u8; 4096];
             buf[..Info::SIZE].copy_from_slice(&z.encode());
             buf[4095] = 1;
             expect_errno(dev.ioctl_bytes(iowr(IOCTL_MAGIC, 0, 4096), &mut buf), E2BIG)
-        })(),
+        },
     );
     for bit in [0u32, 1, 7, 31] {
         t.check(

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The C header `include/uapi/rrdma.h` compiles in userspace on its own and
+//! agrees with the Rust mirror on every size, offset and constant.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use rrdma_abi::uapi::{self, DeviceInfo, Info};
+
+const PROBE: &str = r#"
+#include <stddef.h>
+#include <stdio.h>
+#include "uapi/rrdma.h"
+#define F(s, f) printf(#s "." #f " %zu\n", offsetof(struct s, f))
+int main(void)
+{
+	printf("rrdma_info %zu\n", sizeof(struct rrdma_info));
+	F(rrdma_info, abi_version); F(rrdma_info, flags); F(rrdma_info, features);
+	F(rrdma_info, devices); F(rrdma_info, device_entry_size);
+	F(rrdma_info, device_capacity); F(rrdma_info, device_count); F(rrdma_info, reserved);
+	printf("rrdma_device_info %zu\n", sizeof(struct rrdma_device_info));
+	F(rrdma_device_info, name); F(rrdma_device_info, index); F(rrdma_device_info, node_type);
+	F(rrdma_device_info, port_count); F(rrdma_device_info, port_state);
+	F(rrdma_device_info, link_layer); F(rrdma_device_info, flags);
+	F(rrdma_device_info, node_guid); F(rrdma_device_info, reserved);
+	printf("RRDMA_IOCTL_GET_INFO %u\n", (unsigned)RRDMA_IOCTL_GET_INFO);
+	printf("RRDMA_ABI_VERSION %u\n", (unsigned)RRDMA_ABI_VERSION);
+	printf("RRDMA_INFO_SIZE_VER0 %u\n", (unsigned)RRDMA_INFO_SIZE_VER0);
+	printf("RRDMA_DEVICE_INFO_SIZE_VER0 %u\n", (unsigned)RRDMA_DEVICE_INFO_SIZE_VER0);
+	printf("RRDMA_DEVICE_ENTRY_SIZE_MAX %u\n", (unsigned)RRDMA_DEVICE_ENTRY_SIZE_MAX);
+	printf("RRDMA_DEVICE_F_USABLE %u\n", (unsigned)RRDMA_DEVICE_F_USABLE);
+	printf("RRDMA_NODE_RNIC %u\n", (unsigned)RRDMA_NODE_RNIC);
+	printf("RRDMA_NODE_IB_CA %u\n", (unsigned)RRDMA_NODE_IB_CA);
+	printf("RRDMA_PORT_ACTIVE %u\n", (unsigned)RRDMA_PORT_ACTIVE);
+	printf("RRDMA_LINK_LAYER_ETHERNET %u\n", (unsigned)RRDMA_LINK_LAYER_ETHERNET);
+	return 0;
+}
+"#;
+
+#[test]
+fn c_header_matches_rust_mirror() {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("rrdma-header-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("probe.c");
+    let exe = dir.join("probe");
+    std::fs::write(&src, PROBE).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = Command::new(cc)
+        .args(["-std=c99", "-Wall", "-Werror", "-pedantic", "-I"])
+        .arg(repo.join("include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .expect("run the C compiler");
+    assert!(
+        st.success(),
+        "the UAPI header does not compile in userspace"
+    );
+    let out = Command::new(&exe).output().unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let got: std::collections::HashMap<&str, u64> = text
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap();
+            (k, v.parse().unwrap())
+        })
+        .collect();
+
+    macro_rules! off {
+        ($c:literal, $t:ty, $f:ident) => {
+            assert_eq!(
+                got[concat!($c, ".", stringify!($f))],
+                std::mem::offset_of!($t, $f) as u64,
+                "{}",
+                stringify!($f)
+            );
+        };
+    }
+    assert_eq!(got["rrdma_info"], Info::SIZE as u64);
+    off!("rrdma_info", Info, abi_version);
+    off!("rrdma_info", Info, flags);
+    off!("rrdma_info", Info, features);
+    off!("rrdma_info", Info, devices);
+    off!("rrdma_info", Info, device_entry_size);
+    off!("rrdma_info", Info, device_capacity);
+    off!("rrdma_info", Info, device_count);
+    off!("rrdma_info", Info, reserved);
+    assert_eq!(got["rrdma_device_info"], DeviceInfo::SIZE as u64);
+    off!("rrdma_device_info", DeviceInfo, name);
+    off!("rrdma_device_info", DeviceInfo, index);
+    off!("rrdma_device_info", DeviceInfo, node_type);
+    off!("rrdma_device_info", DeviceInfo, port_count);
+    off!("rrdma_device_info", DeviceInfo, port_state);
+    off!("rrdma_device_info", DeviceInfo, link_layer);
+    off!("rrdma_device_info", DeviceInfo, flags);
+    off!("rrdma_device_info", DeviceInfo, node_guid);
+    off!("rrdma_device_info", DeviceInfo, reserved);
+    assert_eq!(got["RRDMA_IOCTL_GET_INFO"], u64::from(uapi::IOCTL_GET_INFO));
+    assert_eq!(got["RRDMA_ABI_VERSION"], u64::from(uapi::ABI_VERSION));
+    assert_eq!(got["RRDMA_INFO_SIZE_VER0"], uapi::INFO_SIZE_VER0 as u64);
+    assert_eq!(
+        got["RRDMA_DEVICE_INFO_SIZE_VER0"],
+        u64::from(uapi::DEVICE_INFO_SIZE_VER0)
+    );
+    assert_eq!(
+        got["RRDMA_DEVICE_ENTRY_SIZE_MAX"],
+        u64::from(uapi::DEVICE_ENTRY_SIZE_MAX)
+    );
+    assert_eq!(
+        got["RRDMA_DEVICE_F_USABLE"],
+        u64::from(uapi::DEVICE_F_USABLE)
+    );
+    assert_eq!(got["RRDMA_NODE_RNIC"], u64::from(uapi::node_type::RNIC));
+    assert_eq!(got["RRDMA_NODE_IB_CA"], u64::from(uapi::node_type::IB_CA));
+    assert_eq!(
+        got["RRDMA_PORT_ACTIVE"],
+        u64::from(uapi::port_state::ACTIVE)
+    );
+    assert_eq!(
+        got["RRDMA_LINK_LAYER_ETHERNET"],
+        u64::from(uapi::link_layer::ETHERNET)
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

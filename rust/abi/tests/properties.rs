@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Property tests of the ABI rules: whatever userspace passes, the rules
+//! never panic, never accept what they must refuse, and the struct codec is
+//! lossless.
+
+use proptest::prelude::*;
+use rrdma_abi::errno::{E2BIG, EINVAL, ENOTTY, EOVERFLOW};
+use rrdma_abi::info::validate_request;
+use rrdma_abi::ioctl::{self, decode, ext_copy, Command};
+use rrdma_abi::uapi::{self, DeviceInfo, Info, DEVICE_ENTRY_SIZE_MAX, DEVICE_INFO_SIZE_VER0};
+
+fn any_info() -> impl Strategy<Value = Info> {
+    (any::<[u64; 5]>(), any::<bool>(), any::<bool>()).prop_map(|(w, zero_flags, zero_res)| {
+        let mut i = Info::decode(&{
+            let mut b = [0u8; Info::SIZE];
+            for (k, v) in w.iter().enumerate() {
+                b[k * 8..k * 8 + 8].copy_from_slice(&v.to_ne_bytes());
+            }
+            b
+        });
+        if zero_flags {
+            i.flags = 0;
+        }
+        if zero_res {
+            i.reserved = 0;
+        }
+        i
+    })
+}
+
+proptest! {
+    #[test]
+    fn decode_accepts_only_our_commands(cmd in any::<u32>()) {
+        match decode(cmd) {
+            Ok(d) => {
+                prop_assert_eq!(ioctl::ty(cmd), uapi::IOCTL_MAGIC);
+                prop_assert_eq!(d.cmd, Command::GetInfo);
+                prop_assert!(d.user_size >= uapi::INFO_SIZE_VER0);
+                prop_assert_eq!(ioctl::dir(cmd), ioctl::IOC_READ | ioctl::IOC_WRITE);
+            }
+            Err(e) => prop_assert!(e == ENOTTY || e == EINVAL),
+        }
+    }
+
+    #[test]
+    fn ext_copy_never_exceeds_either_size(user in 0usize..20000, kernel in 1usize..4096) {
+        let p = ext_copy(user, kernel);
+        prop_assert!(p.copy_len <= user && p.copy_len <= kernel);
+        match p.unknown_tail {
+            Some((s, e)) => prop_assert!(s == kernel && e == user && user > kernel),
+            None => prop_assert!(user <= kernel),
+        }
+    }
+
+    #[test]
+    fn unknown_tail_must_be_zero(tail in proptest::collection::vec(any::<u8>(), 0..256)) {
+        let all_zero = tail.iter().all(|&b| b == 0);
+        prop_assert_eq!(ioctl::check_unknown_tail(&tail).is_ok(), all_zero);
+        if !all_zero {
+            prop_assert_eq!(ioctl::check_unknown_tail(&tail), Err(E2BIG));
+        }
+    }
+
+    #[test]
+    fn info_codec_round_trips(i in any_info()) {
+        prop_assert_eq!(Info::decode(&i.encode()), i);
+    }
+
+    #[test]
+    fn device_info_codec_round_trips(name in proptest::collection::vec(any::<u8>(), 0..100),
+                                     words in any::<[u32; 6]>(), guid in any::<u64>()) {
+        let mut d = DeviceInfo::zeroed();
+        d.set_name(&name);
+        prop_assert_eq!(d.name[uapi::DEVICE_NAME_MAX - 1], 0);
+        d.index = words[0];
+        d.node_type = words[1];
+        d.port_count = words[2];
+        d.port_state = words[3];
+        d.link_layer = words[4];
+        d.flags = words[5];
+        d.node_guid = guid;
+        prop_assert_eq!(DeviceInfo::decode(&d.encode()), d);
+    }
+
+    #[test]
+    fn accepted_requests_are_in_bounds(i in any_info()) {
+        match validate_request(&i) {
+            Ok(r) => {
+                prop_assert_eq!(i.flags, 0);
+                prop_assert_eq!(i.reserved, 0);
+                if r.capacity > 0 {
+                    prop_assert!(r.devices != 0);
+                    prop_assert!((DEVICE_INFO_SIZE_VER0..=DEVICE_ENTRY_SIZE_MAX).contains(&r.entry_size));
+                    // Every slot lies inside the validated, non-wrapping range.
+                    let last = r.slot(r.capacity - 1, DeviceInfo::SIZE).unwrap();
+                    let end = last.addr.checked_add(u64::from(r.entry_size));
+                    prop_assert!(end.is_some());
+                    prop_assert_eq!(last.copy_len + last.zero_len, r.entry_size as usize);
+                    prop_assert!(r.slot(r.capacity, DeviceInfo::SIZE).is_none());
+                }
+            }
+            Err(e) => prop_assert!(e == EINVAL || e == EOVERFLOW),
+        }
+    }
+}

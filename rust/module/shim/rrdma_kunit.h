@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rrdma_kunit.ko: the KUnit cases implemented in Rust (rrdma_kunit.rs) and
+ * the helper they call to report a failed expectation.
+ */
+#ifndef RRDMA_KUNIT_H
+#define RRDMA_KUNIT_H
+
+struct kunit;
+
+void rrdma_kunit_fail(struct kunit *test, const char *file, int line,
+		      const char *expr);
+
+void rrdma_kt_ioctl_decode(struct kunit *test);
+void rrdma_kt_ext_copy(struct kunit *test);
+void rrdma_kt_info_validate(struct kunit *test);
+void rrdma_kt_info_slots(struct kunit *test);
+void rrdma_kt_codec(struct kunit *test);
+void rrdma_kt_errno_mapping(struct kunit *test);
+
+#endif /* RRDMA_KUNIT_H */
