@@ -29,7 +29,7 @@ kernel_check() {
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
 		rust/module/shim/*.c rust/module/shim/*.h include/uapi/rrdma.h
 	"$HERE/build-module.sh" "$kver" base clippy >/tmp/rrdma-clippy.log 2>&1 || { cat /tmp/rrdma-clippy.log; exit 1; }
-	if grep -q "^warning\|^error" /tmp/rrdma-clippy.log; then
+	if grep -qE "warning|error" /tmp/rrdma-clippy.log; then
 		cat /tmp/rrdma-clippy.log
 		exit 1
 	fi
