@@ -78,7 +78,7 @@ kmake tinyconfig >/dev/null
 kmake olddefconfig >/dev/null
 # Fail loudly if Kconfig dropped something the tests depend on.
 for opt in RUST MODULES INFINIBAND INFINIBAND_ADDR_TRANS INFINIBAND_USER_ACCESS \
-	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH; do
+	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH HPET_TIMER KALLSYMS; do
 	grep -q "^CONFIG_$opt=y" "$ROOT$out/.config" ||
 		die "CONFIG_$opt is not =y after olddefconfig (see $ROOT$out/.config)"
 done
@@ -93,5 +93,9 @@ fi
 kmake -j"$jobs" bzImage modules
 kmake modules_install INSTALL_MOD_PATH="$out/modinst" INSTALL_MOD_STRIP=1 >/dev/null
 touch "$ROOT$out/.rrdma-complete"
+# Builds of this version and variant with another key are stale now.
+for stale in "$ROOT$(dirname "$out")/$KVER-$VARIANT-"*; do
+	[ "$stale" = "$ROOT$out" ] || rm -rf "$stale"
+done
 log "kernel $KVER ($VARIANT) built"
 echo "$ROOT$out"

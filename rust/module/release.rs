@@ -31,6 +31,12 @@ impl Release {
         )
     }
 
+    /// Whether the guard has dropped.
+    #[allow(dead_code)] // Used by the KUnit suite.
+    pub(crate) fn is_released(&self) -> bool {
+        *self.done.lock()
+    }
+
     /// Waits until the guard has dropped.
     ///
     /// Uninterruptible by design: it runs in the device removal path, where

@@ -6,12 +6,16 @@
 //! C API (`shim/kunit_suite.c`) and each case is an `extern "C"` function
 //! here. The cases exercise the same `abi` files the module is built from,
 //! compiled by the kernel's own Rust toolchain and run on the kernel's
-//! target, plus the glue that turns their errnos into kernel errors.
+//! target, plus the glue that turns their errnos into kernel errors and the
+//! release signal device removal waits on (`release.rs`, the same file).
 
 use kernel::error::code;
 use kernel::ffi::{c_char, c_int, c_void};
 
 mod abi;
+// Not every item is exercised by the suite.
+#[allow(dead_code)]
+mod release;
 
 use abi::errno::{E2BIG, EINVAL, ENOTTY, EOVERFLOW};
 use abi::info::{validate_request, EntrySlot};
@@ -182,4 +186,31 @@ pub extern "C" fn rrdma_kt_errno_mapping(t: *mut c_void) {
     kexpect!(t, abi::error(EINVAL).to_errno() == code::EINVAL.to_errno());
     kexpect!(t, abi::error(ENOTTY).to_errno() == -25);
     kexpect!(t, abi::error(E2BIG).to_errno() == code::E2BIG.to_errno());
+}
+
+/// A release is signalled exactly when the last holder of the guarded
+/// object lets go, so `wait()` returns instead of blocking device removal.
+#[no_mangle]
+pub extern "C" fn rrdma_kt_release_guard(t: *mut c_void) {
+    use kernel::sync::Arc;
+    use release::{Release, ReleaseGuard};
+
+    let Ok(rel) = Release::new() else {
+        kexpect!(t, false);
+        return;
+    };
+    let Ok(obj) = Arc::new(
+        ReleaseGuard::new(rel.clone()),
+        kernel::alloc::flags::GFP_KERNEL,
+    ) else {
+        kexpect!(t, false);
+        return;
+    };
+    let other = obj.clone();
+    drop(obj);
+    kexpect!(t, !rel.is_released());
+    drop(other);
+    kexpect!(t, rel.is_released());
+    // Returns at once: the guard has dropped.
+    rel.wait();
 }

@@ -38,11 +38,18 @@ else
 		sleep 0.5
 		i=$((i + 1))
 	done
-	if [ "$out" != failed ] && echo "$out" | grep -q "^ 65536 "; then
-		ok "ib_write_bw -R client on $dev"
-		echo "$out" | grep -A1 "#bytes"
+	# Columns: bytes, iterations, BW peak, BW average [MB/s], MsgRate.
+	line=$(echo "$out" | grep "^ 65536 ")
+	set -- $line
+	if [ "$out" = failed ] || [ -z "$line" ]; then
+		fail "ib_write_bw -R client on $dev" "no result line"
+	elif [ "$2" != 200 ]; then
+		fail "ib_write_bw -R client on $dev" "iterations $2, expected 200"
+	elif [ "$(echo "$4" | tr -d '.0')" = "" ]; then
+		fail "ib_write_bw -R client on $dev" "zero bandwidth (guest clock?): $line"
 	else
-		fail "ib_write_bw -R client on $dev" "no bandwidth line"
+		ok "ib_write_bw -R client on $dev"
+		echo "ib_write_bw $dev: $line"
 	fi
 fi
 

@@ -22,6 +22,7 @@ static struct kunit_case rrdma_kunit_cases[] = {
 	KUNIT_CASE(rrdma_kt_info_slots),
 	KUNIT_CASE(rrdma_kt_codec),
 	KUNIT_CASE(rrdma_kt_errno_mapping),
+	KUNIT_CASE(rrdma_kt_release_guard),
 	{}
 };
 

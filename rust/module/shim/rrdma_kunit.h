@@ -17,5 +17,6 @@ void rrdma_kt_info_validate(struct kunit *test);
 void rrdma_kt_info_slots(struct kunit *test);
 void rrdma_kt_codec(struct kunit *test);
 void rrdma_kt_errno_mapping(struct kunit *test);
+void rrdma_kt_release_guard(struct kunit *test);
 
 #endif /* RRDMA_KUNIT_H */
