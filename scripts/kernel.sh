@@ -44,7 +44,9 @@ esac
 
 [ -f "$ROOT$TARBALL" ] || die "$ROOT$TARBALL missing: run scripts/setup.sh"
 
-key=$( { cat "${frags[@]}" "$0"; echo "$toolchain"; } | sha256sum | cut -c1-12)
+# Bump RECIPE when a change to the build steps below needs fresh kernels.
+RECIPE=1
+key=$( { cat "${frags[@]}"; echo "recipe $RECIPE"; echo "$toolchain"; } | sha256sum | cut -c1-12)
 # Paths as seen by the build (inside the chroot for 7.3).
 src=/rrdma-cache/src/$(basename "$TARBALL" .tar.xz)
 out=/rrdma-cache/kernel/$KVER-$VARIANT-$key
@@ -78,7 +80,7 @@ kmake tinyconfig >/dev/null
 kmake olddefconfig >/dev/null
 # Fail loudly if Kconfig dropped something the tests depend on.
 for opt in RUST MODULES INFINIBAND INFINIBAND_ADDR_TRANS INFINIBAND_USER_ACCESS \
-	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH HPET_TIMER KALLSYMS; do
+	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH ACPI HPET_TIMER X86_PM_TIMER KALLSYMS; do
 	grep -q "^CONFIG_$opt=y" "$ROOT$out/.config" ||
 		die "CONFIG_$opt is not =y after olddefconfig (see $ROOT$out/.config)"
 done
