@@ -26,8 +26,9 @@
 /* ioctl type byte; 0xE7 is unassigned in ioctl-number.rst. */
 #define RRDMA_IOCTL_MAGIC	0xE7
 
-/* Feature bits reported by RRDMA_IOCTL_GET_INFO (none yet in ABI 1.0). */
-#define RRDMA_FEATURES_ALL	0ULL
+/* Feature bits reported by RRDMA_IOCTL_GET_INFO. */
+#define RRDMA_FEATURE_REGIONS	(1ULL << 0)	/* REGION_CREATE/DESTROY, mmap */
+#define RRDMA_FEATURES_ALL	RRDMA_FEATURE_REGIONS
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -119,6 +120,52 @@ struct rrdma_info {
 /* Largest device entry stride accepted. */
 #define RRDMA_DEVICE_ENTRY_SIZE_MAX	4096
 
+/**
+ * struct rrdma_region_create - argument of RRDMA_IOCTL_REGION_CREATE
+ * @block_size:	in: bytes per block, a power of two from 512 to 1 MiB
+ * @flags:	in: must be zero
+ * @nblocks:	in: number of blocks, at least one
+ * @handle:	out: the region's handle in this file
+ * @reserved:	in: must be zero
+ * @mmap_offset: out: offset to pass to mmap(2) to map the region
+ * @size:	out: bytes in the region (block_size * nblocks)
+ *
+ * The kernel allocates zeroed pages for the region and charges them to the
+ * caller's RLIMIT_MEMLOCK (unless it has CAP_IPC_LOCK); the module
+ * parameter max_region_mb bounds one region.  The pages are mapped by
+ * mmap(2) of exactly the rounded-up size at exactly @mmap_offset, with
+ * MAP_SHARED and without PROT_EXEC: the mapping is the region's memory
+ * itself, not a copy, is not inherited by fork(2) children, and stays
+ * valid after the region is destroyed or the file is closed.
+ */
+struct rrdma_region_create {
+	__u32 block_size;
+	__u32 flags;
+	__u64 nblocks;
+	__u32 handle;
+	__u32 reserved;
+	__u64 mmap_offset;
+	__u64 size;
+};
+
+#define RRDMA_REGION_CREATE_SIZE_VER0	40
+
+/**
+ * struct rrdma_region_destroy - argument of RRDMA_IOCTL_REGION_DESTROY
+ * @handle:	in: the region's handle
+ * @flags:	in: must be zero
+ */
+struct rrdma_region_destroy {
+	__u32 handle;
+	__u32 flags;
+};
+
+#define RRDMA_REGION_DESTROY_SIZE_VER0	8
+
 #define RRDMA_IOCTL_GET_INFO	_IOWR(RRDMA_IOCTL_MAGIC, 0x00, struct rrdma_info)
+#define RRDMA_IOCTL_REGION_CREATE \
+	_IOWR(RRDMA_IOCTL_MAGIC, 0x01, struct rrdma_region_create)
+#define RRDMA_IOCTL_REGION_DESTROY \
+	_IOW(RRDMA_IOCTL_MAGIC, 0x02, struct rrdma_region_destroy)
 
 #endif /* _UAPI_LINUX_RRDMA_H */

@@ -12,14 +12,22 @@
 #[macro_use]
 #[path = "../abi/src/codec.rs"]
 pub(crate) mod codec;
+#[path = "../abi/src/blocks.rs"]
+pub(crate) mod blocks;
 #[path = "../abi/src/errno.rs"]
 pub(crate) mod errno;
+#[path = "../abi/src/handle.rs"]
+pub(crate) mod handle;
 #[path = "../abi/src/info.rs"]
 pub(crate) mod info;
 #[path = "../abi/src/ioctl.rs"]
 pub(crate) mod ioctl;
+#[path = "../abi/src/region.rs"]
+pub(crate) mod region;
 #[path = "../abi/src/uapi.rs"]
 pub(crate) mod uapi;
+#[path = "../abi/src/wire.rs"]
+pub(crate) mod wire;
 
 /// Converts an errno from the pure rules into a kernel error.
 pub(crate) fn error(errno: errno::Errno) -> kernel::error::Error {

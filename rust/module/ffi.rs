@@ -6,7 +6,7 @@
 //! `rrdma_rust_*` entry points the shim calls are defined next to the code
 //! they serve (`device.rs`, `file.rs`) and listed in the header.
 
-use kernel::ffi::{c_int, c_void};
+use kernel::ffi::{c_char, c_int, c_ulong, c_void};
 
 /// Opaque `struct ib_device`.
 #[repr(C)]
@@ -24,6 +24,37 @@ pub(crate) struct IbPd {
 #[repr(C)]
 pub(crate) struct IbCq {
     _opaque: [u8; 0],
+}
+
+/// Opaque `struct vm_area_struct`.
+#[repr(C)]
+pub(crate) struct VmArea {
+    _opaque: [u8; 0],
+}
+
+/// Opaque `struct seq_file`.
+#[repr(C)]
+pub(crate) struct SeqFile {
+    _opaque: [u8; 0],
+}
+
+/// Opaque `struct user_struct`.
+#[repr(C)]
+pub(crate) struct UserStruct {
+    _opaque: [u8; 0],
+}
+
+/// `struct rrdma_shim_vma_info`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct VmaInfo {
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) pgoff: u64,
+    pub(crate) shared: u32,
+    pub(crate) exec: u32,
+    pub(crate) page_shift: u32,
+    pub(crate) pad: u32,
 }
 
 /// Name length in [`DeviceAttr`] (`RRDMA_SHIM_NAME_MAX`).
@@ -93,6 +124,32 @@ extern "C" {
     pub(crate) fn rrdma_shim_unregister();
     /// Whether a user-triggered warning may be printed now (ratelimited).
     pub(crate) fn rrdma_shim_warn_ratelimit() -> bool;
+    /// Reads the VMA's range, offset and flags.
+    pub(crate) fn rrdma_shim_vma_info(vma: *mut VmArea, info: *mut VmaInfo);
+    /// Sets the region VMA flags and inserts `npages` pages from its start.
+    pub(crate) fn rrdma_shim_vma_map_pages(
+        vma: *mut VmArea,
+        pages: *mut *mut c_void,
+        npages: c_ulong,
+    ) -> c_int;
+    /// Charges `npages` to the caller's RLIMIT_MEMLOCK; NULL and `*err` on failure.
+    pub(crate) fn rrdma_shim_memlock_charge(npages: c_ulong, err: *mut c_int) -> *mut UserStruct;
+    /// Undoes [`rrdma_shim_memlock_charge`].
+    pub(crate) fn rrdma_shim_memlock_uncharge(user: *mut UserStruct, npages: c_ulong);
+    /// `cond_resched()`, then whether a fatal signal is pending.
+    pub(crate) fn rrdma_shim_should_stop() -> bool;
+    /// `seq_printf(m, "%s:\t%llu\n", key, value)`.
+    pub(crate) fn rrdma_shim_seq_u64(m: *mut SeqFile, key: *const c_char, value: u64);
+    /// `PAGE_SIZE`.
+    pub(crate) fn rrdma_shim_page_size() -> c_ulong;
+    /// The `max_region_mb` module parameter, in bytes.
+    pub(crate) fn rrdma_shim_max_region_bytes() -> u64;
+}
+
+/// `PAGE_SIZE` as `u64`.
+pub(crate) fn page_size() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_page_size() as u64 }
 }
 
 /// `pr_warn!` for conditions userspace can trigger at will: ratelimited so

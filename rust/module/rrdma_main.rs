@@ -11,7 +11,8 @@
 //! knows kernel-version differences), `ffi` (the C shim's interface),
 //! `device` (per-RDMA-device contexts), `file` (per-open-file state and
 //! ioctl dispatch), `uarg` (size-extensible ioctl arguments), `info`
-//! (`GET_INFO`), `release` (waiting for the last user of an object).
+//! (`GET_INFO`), `objects` (per-file handles), `region` (regions and their
+//! mappings), `release` (waiting for the last user of an object).
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -23,6 +24,8 @@ mod device;
 mod ffi;
 mod file;
 mod info;
+mod objects;
+mod region;
 mod release;
 mod uarg;
 

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
-# Single-guest tests of the module skeleton: load, /dev/rrdma, GET_INFO and
-# its bad inputs, siw and rxe device add/remove, rmmod, load/unload cycles,
+# Single-guest tests of the module: load, /dev/rrdma, GET_INFO and its bad
+# inputs, regions and their mappings, siw and rxe device add/remove, rmmod, load/unload cycles,
 # module parameters and the KUnit suite.
 . ./lib.sh
 
@@ -12,6 +12,7 @@ check "/dev/rrdma is a character device" test -c /dev/rrdma
 check "/dev/rrdma mode is 0600 by default" sh -c '[ "$(stat -c %a /dev/rrdma)" = 600 ]'
 check "rrdma info with no devices" sh -c 'rrdma info | grep -q "no RDMA devices"'
 tap "abi (no devices)" rrdma-selftest abi
+tap "regions" rrdma-selftest regions
 
 # Devices added while the module is loaded: the ib_client add path.
 check "rdma link add siw0 on veth0" rdma link add siw0 type siw netdev veth0

@@ -18,6 +18,20 @@ pub const ENOTTY: i32 = 25;
 pub const EOVERFLOW: i32 = 75;
 /// No such device: the RDMA device is going away.
 pub const ENODEV: i32 = 19;
+/// Result out of range: a block range outside its region.
+pub const ERANGE: i32 = 34;
+/// Protocol error: a malformed message from the peer.
+pub const EPROTO: i32 = 71;
+/// Protocol not supported: the peer speaks no version we know.
+pub const EPROTONOSUPPORT: i32 = 93;
+/// Operation not permitted.
+pub const EPERM: i32 = 1;
+/// No such object: a handle that names nothing (0, stale, destroyed).
+pub const ENOENT: i32 = 2;
+/// No such device or address: an mmap offset that names no region.
+pub const ENXIO: i32 = 6;
+/// No space left: a table or the mmap offset space is full.
+pub const ENOSPC: i32 = 28;
 /// Out of memory.
 pub const ENOMEM: i32 = 12;
 

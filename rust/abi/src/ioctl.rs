@@ -34,6 +34,11 @@ pub const fn ioc(dir: u32, ty: u8, nr: u8, size: usize) -> IoctlCmd {
         | ((size as u32) << SIZESHIFT)
 }
 
+/// `_IOW(type, nr, size)`.
+pub const fn iow(ty: u8, nr: u8, size: usize) -> IoctlCmd {
+    ioc(IOC_WRITE, ty, nr, size)
+}
+
 /// `_IOWR(type, nr, size)`.
 pub const fn iowr(ty: u8, nr: u8, size: usize) -> IoctlCmd {
     ioc(IOC_READ | IOC_WRITE, ty, nr, size)
@@ -64,6 +69,10 @@ pub const fn size(cmd: IoctlCmd) -> usize {
 pub enum Command {
     /// `RRDMA_IOCTL_GET_INFO`.
     GetInfo,
+    /// `RRDMA_IOCTL_REGION_CREATE`.
+    RegionCreate,
+    /// `RRDMA_IOCTL_REGION_DESTROY`.
+    RegionDestroy,
 }
 
 /// One row of the command table.
@@ -77,13 +86,29 @@ struct CommandSpec {
     cmd: Command,
 }
 
-const COMMANDS: &[CommandSpec] = &[CommandSpec {
-    nr: 0x00,
-    dir: IOC_READ | IOC_WRITE,
-    min_size: uapi::INFO_SIZE_VER0,
-    size: uapi::Info::SIZE,
-    cmd: Command::GetInfo,
-}];
+const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        nr: 0x00,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::INFO_SIZE_VER0,
+        size: uapi::Info::SIZE,
+        cmd: Command::GetInfo,
+    },
+    CommandSpec {
+        nr: 0x01,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::REGION_CREATE_SIZE_VER0,
+        size: uapi::RegionCreate::SIZE,
+        cmd: Command::RegionCreate,
+    },
+    CommandSpec {
+        nr: 0x02,
+        dir: IOC_WRITE,
+        min_size: uapi::REGION_DESTROY_SIZE_VER0,
+        size: uapi::RegionDestroy::SIZE,
+        cmd: Command::RegionDestroy,
+    },
+];
 
 /// A command recognised by [`decode`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

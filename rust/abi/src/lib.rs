@@ -17,7 +17,11 @@
 
 #[macro_use]
 pub mod codec;
+pub mod blocks;
 pub mod errno;
+pub mod handle;
 pub mod info;
 pub mod ioctl;
+pub mod region;
 pub mod uapi;
+pub mod wire;

@@ -6,14 +6,16 @@
 //! `abi_struct!`; the module's C shim checks the same sizes against the
 //! header with `static_assert`, so the two definitions cannot drift apart.
 
-use super::ioctl::{iowr, IoctlCmd};
+use super::ioctl::{iow, iowr, IoctlCmd};
 
 /// ABI version of this definition (`RRDMA_ABI_VERSION`).
 pub const ABI_VERSION: u32 = 1;
 /// ioctl type byte (`RRDMA_IOCTL_MAGIC`).
 pub const IOCTL_MAGIC: u8 = 0xE7;
+/// `RRDMA_FEATURE_REGIONS`: regions and their mappings.
+pub const FEATURE_REGIONS: u64 = 1 << 0;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
-pub const FEATURES_ALL: u64 = 0;
+pub const FEATURES_ALL: u64 = FEATURE_REGIONS;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).
@@ -140,3 +142,44 @@ pub const INFO_SIZE_VER0: usize = 40;
 
 /// `RRDMA_IOCTL_GET_INFO`.
 pub const IOCTL_GET_INFO: IoctlCmd = iowr(IOCTL_MAGIC, 0x00, Info::SIZE);
+
+abi_struct! {
+    /// `struct rrdma_region_create`: argument of `RRDMA_IOCTL_REGION_CREATE`.
+    pub struct RegionCreate (size = 40) {
+        /// In: bytes per block.
+        block_size: u32 = 0,
+        /// In: must be zero.
+        flags: u32 = 4,
+        /// In: number of blocks.
+        nblocks: u64 = 8,
+        /// Out: the region's handle.
+        handle: u32 = 16,
+        /// In: must be zero.
+        reserved: u32 = 20,
+        /// Out: offset for mmap(2).
+        mmap_offset: u64 = 24,
+        /// Out: bytes in the region.
+        size: u64 = 32,
+    }
+}
+
+/// First published size of `struct rrdma_region_create`.
+pub const REGION_CREATE_SIZE_VER0: usize = 40;
+
+abi_struct! {
+    /// `struct rrdma_region_destroy`: argument of `RRDMA_IOCTL_REGION_DESTROY`.
+    pub struct RegionDestroy (size = 8) {
+        /// In: the region's handle.
+        handle: u32 = 0,
+        /// In: must be zero.
+        flags: u32 = 4,
+    }
+}
+
+/// First published size of `struct rrdma_region_destroy`.
+pub const REGION_DESTROY_SIZE_VER0: usize = 8;
+
+/// `RRDMA_IOCTL_REGION_CREATE`.
+pub const IOCTL_REGION_CREATE: IoctlCmd = iowr(IOCTL_MAGIC, 0x01, RegionCreate::SIZE);
+/// `RRDMA_IOCTL_REGION_DESTROY`.
+pub const IOCTL_REGION_DESTROY: IoctlCmd = iow(IOCTL_MAGIC, 0x02, RegionDestroy::SIZE);

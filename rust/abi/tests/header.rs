@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use rrdma_abi::uapi::{self, DeviceInfo, Info};
+use rrdma_abi::uapi::{self, DeviceInfo, Info, RegionCreate, RegionDestroy};
 
 const PROBE: &str = r#"
 #include <stddef.h>
@@ -24,6 +24,16 @@ int main(void)
 	F(rrdma_device_info, port_count); F(rrdma_device_info, port_state);
 	F(rrdma_device_info, link_layer); F(rrdma_device_info, flags);
 	F(rrdma_device_info, node_guid); F(rrdma_device_info, reserved);
+	printf("rrdma_region_create %zu\n", sizeof(struct rrdma_region_create));
+	F(rrdma_region_create, block_size); F(rrdma_region_create, flags);
+	F(rrdma_region_create, nblocks); F(rrdma_region_create, handle);
+	F(rrdma_region_create, reserved); F(rrdma_region_create, mmap_offset);
+	F(rrdma_region_create, size);
+	printf("rrdma_region_destroy %zu\n", sizeof(struct rrdma_region_destroy));
+	F(rrdma_region_destroy, handle); F(rrdma_region_destroy, flags);
+	printf("RRDMA_IOCTL_REGION_CREATE %u\n", (unsigned)RRDMA_IOCTL_REGION_CREATE);
+	printf("RRDMA_IOCTL_REGION_DESTROY %u\n", (unsigned)RRDMA_IOCTL_REGION_DESTROY);
+	printf("RRDMA_FEATURES_ALL %llu\n", (unsigned long long)RRDMA_FEATURES_ALL);
 	printf("RRDMA_IOCTL_GET_INFO %u\n", (unsigned)RRDMA_IOCTL_GET_INFO);
 	printf("RRDMA_ABI_VERSION %u\n", (unsigned)RRDMA_ABI_VERSION);
 	printf("RRDMA_INFO_SIZE_VER0 %u\n", (unsigned)RRDMA_INFO_SIZE_VER0);
@@ -98,6 +108,26 @@ fn c_header_matches_rust_mirror() {
     off!("rrdma_device_info", DeviceInfo, flags);
     off!("rrdma_device_info", DeviceInfo, node_guid);
     off!("rrdma_device_info", DeviceInfo, reserved);
+    assert_eq!(got["rrdma_region_create"], RegionCreate::SIZE as u64);
+    off!("rrdma_region_create", RegionCreate, block_size);
+    off!("rrdma_region_create", RegionCreate, flags);
+    off!("rrdma_region_create", RegionCreate, nblocks);
+    off!("rrdma_region_create", RegionCreate, handle);
+    off!("rrdma_region_create", RegionCreate, reserved);
+    off!("rrdma_region_create", RegionCreate, mmap_offset);
+    off!("rrdma_region_create", RegionCreate, size);
+    assert_eq!(got["rrdma_region_destroy"], RegionDestroy::SIZE as u64);
+    off!("rrdma_region_destroy", RegionDestroy, handle);
+    off!("rrdma_region_destroy", RegionDestroy, flags);
+    assert_eq!(
+        got["RRDMA_IOCTL_REGION_CREATE"],
+        u64::from(uapi::IOCTL_REGION_CREATE)
+    );
+    assert_eq!(
+        got["RRDMA_IOCTL_REGION_DESTROY"],
+        u64::from(uapi::IOCTL_REGION_DESTROY)
+    );
+    assert_eq!(got["RRDMA_FEATURES_ALL"], uapi::FEATURES_ALL);
     assert_eq!(got["RRDMA_IOCTL_GET_INFO"], u64::from(uapi::IOCTL_GET_INFO));
     assert_eq!(got["RRDMA_ABI_VERSION"], u64::from(uapi::ABI_VERSION));
     assert_eq!(got["RRDMA_INFO_SIZE_VER0"], uapi::INFO_SIZE_VER0 as u64);

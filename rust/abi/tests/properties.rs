@@ -35,9 +35,13 @@ proptest! {
         match decode(cmd) {
             Ok(d) => {
                 prop_assert_eq!(ioctl::ty(cmd), uapi::IOCTL_MAGIC);
-                prop_assert_eq!(d.cmd, Command::GetInfo);
-                prop_assert!(d.user_size >= uapi::INFO_SIZE_VER0);
-                prop_assert_eq!(ioctl::dir(cmd), ioctl::IOC_READ | ioctl::IOC_WRITE);
+                let (min, dir) = match d.cmd {
+                    Command::GetInfo => (uapi::INFO_SIZE_VER0, ioctl::IOC_READ | ioctl::IOC_WRITE),
+                    Command::RegionCreate => (uapi::REGION_CREATE_SIZE_VER0, ioctl::IOC_READ | ioctl::IOC_WRITE),
+                    Command::RegionDestroy => (uapi::REGION_DESTROY_SIZE_VER0, ioctl::IOC_WRITE),
+                };
+                prop_assert!(d.user_size >= min);
+                prop_assert_eq!(ioctl::dir(cmd), dir);
             }
             Err(e) => prop_assert!(e == ENOTTY || e == EINVAL),
         }
@@ -101,6 +105,43 @@ proptest! {
                 }
             }
             Err(e) => prop_assert!(e == EINVAL || e == EOVERFLOW),
+        }
+    }
+}
+
+mod wire_and_blocks {
+    use proptest::prelude::*;
+    use rrdma_abi::blocks::Geometry;
+    use rrdma_abi::errno::{EINVAL, EOVERFLOW, ERANGE};
+    use rrdma_abi::wire::{Ctrl, Hello, CTRL_LEN};
+
+    proptest! {
+        #[test]
+        fn ctrl_decode_never_panics_and_round_trips(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+            if let Ok(m) = Ctrl::decode(&b) {
+                prop_assert_eq!(b.len(), CTRL_LEN);
+                prop_assert_eq!(&m.encode()[..], &b[..]);
+            }
+        }
+
+        #[test]
+        fn hello_decode_never_panics(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = Hello::decode(&b);
+        }
+
+        #[test]
+        fn spans_stay_inside_the_region(bs_shift in 9u32..=20, nblocks in 1u64..1_000_000,
+                                        first in any::<u64>(), count in any::<u32>()) {
+            let g = Geometry::new(1 << bs_shift, nblocks, u64::MAX).unwrap();
+            match g.span(first, count) {
+                Ok((off, len)) => {
+                    prop_assert!(count > 0);
+                    prop_assert_eq!(off, first * u64::from(g.block_size()));
+                    prop_assert_eq!(len, u64::from(count) * u64::from(g.block_size()));
+                    prop_assert!(off + len <= g.bytes());
+                }
+                Err(e) => prop_assert!(e == EINVAL || e == EOVERFLOW || e == ERANGE),
+            }
         }
     }
 }

@@ -37,6 +37,33 @@ impl Rrdma {
         Ok(Self { file })
     }
 
+    /// The raw file descriptor (for mmap and tests).
+    pub fn raw_fd(&self) -> i32 {
+        self.file.as_raw_fd()
+    }
+
+    /// The file's fdinfo entries that rrdma adds (`rrdma-*`), as key/value.
+    pub fn fdinfo(&self) -> io::Result<Vec<(String, u64)>> {
+        let text = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", self.raw_fd()))?;
+        Ok(text
+            .lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.starts_with("rrdma-")
+                    .then(|| Some((k.to_string(), v.trim().parse().ok()?)))?
+            })
+            .collect())
+    }
+
+    /// One fdinfo counter, 0 if absent.
+    pub fn fdinfo_value(&self, key: &str) -> io::Result<u64> {
+        Ok(self
+            .fdinfo()?
+            .into_iter()
+            .find(|(k, _)| k == key)
+            .map_or(0, |(_, v)| v))
+    }
+
     /// Issues `cmd` with the argument bytes in `arg`.
     ///
     /// The size encoded in `cmd` must not exceed `arg.len()`: the kernel

@@ -10,9 +10,11 @@
 
 mod device;
 mod info;
+mod region;
 
 pub use device::Rrdma;
 pub use info::{DeviceEntry, InfoReport};
+pub use region::{page_size, Region};
 pub use rrdma_abi as abi;
 
 /// Default path of the device node.

@@ -10,6 +10,7 @@
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/ratelimit.h>
+#include <linux/seq_file.h>
 #include <rdma/ib_verbs.h>
 
 #include "rrdma_shim.h"
@@ -18,6 +19,10 @@
 /* Keep the C header and the Rust mirror (rust/abi/src/uapi.rs) in step. */
 static_assert(sizeof(struct rrdma_info) == RRDMA_INFO_SIZE_VER0);
 static_assert(sizeof(struct rrdma_device_info) == RRDMA_DEVICE_INFO_SIZE_VER0);
+static_assert(sizeof(struct rrdma_region_create) ==
+	      RRDMA_REGION_CREATE_SIZE_VER0);
+static_assert(sizeof(struct rrdma_region_destroy) ==
+	      RRDMA_REGION_DESTROY_SIZE_VER0);
 
 MODULE_AUTHOR("The rrdma developers");
 
@@ -25,6 +30,16 @@ static ushort dev_mode = 0600;
 module_param(dev_mode, ushort, 0444);
 MODULE_PARM_DESC(dev_mode,
 		 "Permission bits of /dev/rrdma (default 0600; at most 0666)");
+
+static uint max_region_mb = 1024;
+module_param(max_region_mb, uint, 0644);
+MODULE_PARM_DESC(max_region_mb,
+		 "Largest region one REGION_CREATE may allocate, in MiB (default 1024)");
+
+u64 rrdma_shim_max_region_bytes(void)
+{
+	return (u64)READ_ONCE(max_region_mb) << 20;
+}
 
 /* Set while registered; the callbacks below only run in that window. */
 static void *rrdma_core;
@@ -77,12 +92,24 @@ static long rrdma_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	return rrdma_rust_file_ioctl(file->private_data, cmd, arg);
 }
 
+static int rrdma_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	return rrdma_rust_file_mmap(file->private_data, vma);
+}
+
+static void rrdma_show_fdinfo(struct seq_file *m, struct file *file)
+{
+	rrdma_rust_file_show_fdinfo(file->private_data, m);
+}
+
 static const struct file_operations rrdma_fops = {
 	.owner = THIS_MODULE,
 	.open = rrdma_open,
 	.release = rrdma_release,
 	.unlocked_ioctl = rrdma_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
+	.mmap = rrdma_mmap,
+	.show_fdinfo = rrdma_show_fdinfo,
 	.llseek = noop_llseek,
 };
 
@@ -106,6 +133,8 @@ int rrdma_shim_register(void *core)
 
 	/* _IOWR() is not an integer constant expression; it folds here. */
 	BUILD_BUG_ON(RRDMA_IOCTL_GET_INFO != 0xC028E700);
+	BUILD_BUG_ON(RRDMA_IOCTL_REGION_CREATE != 0xC028E701);
+	BUILD_BUG_ON(RRDMA_IOCTL_REGION_DESTROY != 0x4008E702);
 
 	if (dev_mode & ~0666) {
 		pr_warn("dev_mode %#o has bits outside 0666\n", dev_mode);

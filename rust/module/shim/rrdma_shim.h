@@ -24,6 +24,9 @@ struct ib_device;
 struct ib_pd;
 struct ib_cq;
 struct seq_file;
+struct vm_area_struct;
+struct page;
+struct user_struct;
 
 #define RRDMA_SHIM_NAME_MAX 64
 
@@ -60,6 +63,37 @@ void rrdma_shim_dealloc_pd(struct ib_pd *pd);
 int rrdma_shim_alloc_cq(struct ib_device *dev, int nr_cqe, struct ib_cq **cq);
 void rrdma_shim_free_cq(struct ib_cq *cq);
 
+/**
+ * struct rrdma_shim_vma_info - what Rust needs to check a mapping request
+ * @start:	first address of the VMA
+ * @end:	address past the VMA
+ * @pgoff:	offset requested, in pages
+ * @shared:	VM_SHARED is set
+ * @exec:	VM_EXEC is set
+ * @page_shift:	PAGE_SHIFT
+ */
+struct rrdma_shim_vma_info {
+	__u64 start;
+	__u64 end;
+	__u64 pgoff;
+	__u32 shared;
+	__u32 exec;
+	__u32 page_shift;
+	__u32 pad;
+};
+
+/* Memory helpers for regions (shim/mm.c). */
+void rrdma_shim_vma_info(struct vm_area_struct *vma,
+			 struct rrdma_shim_vma_info *info);
+int rrdma_shim_vma_map_pages(struct vm_area_struct *vma, struct page **pages,
+			     unsigned long npages);
+struct user_struct *rrdma_shim_memlock_charge(unsigned long npages, int *err);
+void rrdma_shim_memlock_uncharge(struct user_struct *user, unsigned long npages);
+bool rrdma_shim_should_stop(void);
+void rrdma_shim_seq_u64(struct seq_file *m, const char *key, u64 value);
+unsigned long rrdma_shim_page_size(void);
+u64 rrdma_shim_max_region_bytes(void);
+
 /* Registration of the ib_client and /dev/rrdma (shim/chardev.c). */
 int rrdma_shim_register(void *core);
 void rrdma_shim_unregister(void);
@@ -72,5 +106,7 @@ int rrdma_rust_file_open(void *core, void **file_state);
 void rrdma_rust_file_release(void *file_state);
 long rrdma_rust_file_ioctl(void *file_state, unsigned int cmd,
 			   unsigned long arg);
+int rrdma_rust_file_mmap(void *file_state, struct vm_area_struct *vma);
+void rrdma_rust_file_show_fdinfo(void *file_state, struct seq_file *m);
 
 #endif /* RRDMA_SHIM_H */

@@ -8,23 +8,26 @@
 //! - `abi`: ioctl framing, reserved fields, pointers, arithmetic;
 //! - `devices NAME:NODETYPE...`: the named devices are listed, usable, with
 //!   an active port and the given node type (`rnic` or `ib_ca`);
-//! - `absent NAME...`: the named devices are not listed.
+//! - `absent NAME...`: the named devices are not listed;
+//! - `regions`: regions and their mappings (`regions.rs`).
 
 use std::io;
 use std::process::ExitCode;
+
+mod regions;
 
 use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};
 use rrdma::abi::ioctl::{ioc, iowr, IOC_READ, IOC_WRITE};
 use rrdma::abi::uapi::{self, DeviceInfo, Info, IOCTL_MAGIC};
 use rrdma::Rrdma;
 
-struct Tap {
+pub(crate) struct Tap {
     n: u32,
     failed: u32,
 }
 
 impl Tap {
-    fn check(&mut self, name: &str, res: Result<(), String>) {
+    pub(crate) fn check(&mut self, name: &str, res: Result<(), String>) {
         self.n += 1;
         match res {
             Ok(()) => println!("ok {} - {name}", self.n),
@@ -37,7 +40,7 @@ impl Tap {
 }
 
 /// Expects `res` to fail with `errno`.
-fn expect_errno<T>(res: io::Result<T>, errno: i32) -> Result<(), String> {
+pub(crate) fn expect_errno<T>(res: io::Result<T>, errno: i32) -> Result<(), String> {
     match res {
         Ok(_) => Err(format!("succeeded, expected errno {errno}")),
         Err(e) if e.raw_os_error() == Some(errno) => Ok(()),
@@ -45,7 +48,7 @@ fn expect_errno<T>(res: io::Result<T>, errno: i32) -> Result<(), String> {
     }
 }
 
-fn expect_ok<T>(res: io::Result<T>) -> Result<T, String> {
+pub(crate) fn expect_ok<T>(res: io::Result<T>) -> Result<T, String> {
     res.map_err(|e| format!("failed: {e}"))
 }
 
@@ -421,7 +424,7 @@ fn absent_checks(dev: &Rrdma, t: &mut Tap, names: &[String]) {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some((cmd, rest)) = args.split_first() else {
-        eprintln!("usage: rrdma-selftest abi | devices NAME:NODE... | absent NAME...");
+        eprintln!("usage: rrdma-selftest abi | devices NAME:NODE... | absent NAME... | regions");
         return ExitCode::from(2);
     };
     let dev = match Rrdma::open() {
@@ -436,6 +439,7 @@ fn main() -> ExitCode {
         "abi" => abi_checks(&dev, &mut t),
         "devices" => device_checks(&dev, &mut t, rest),
         "absent" => absent_checks(&dev, &mut t, rest),
+        "regions" => regions::checks(&dev, &mut t),
         _ => {
             eprintln!("unknown subcommand {cmd}");
             return ExitCode::from(2);

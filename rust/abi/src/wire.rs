@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! rrdma's wire protocol between two kernels.
+//!
+//! - The **handshake** rides in rdma_cm private data: a [`Hello`] in the
+//!   connect request and in the accept, a [`reject`] message carrying an
+//!   errno when the passive side refuses.
+//! - **Control messages** ([`Ctrl`]) travel as fixed-size SEND/RECV
+//!   messages over the connection's QP into pre-posted receive buffers.
+//!
+//! All integers are little-endian (the peers need not share endianness).
+//! Decoders check length, magic, version and every reserved byte, and never
+//! panic on any input: a peer is not trusted.
+
+use super::errno::{Errno, EPROTO, EPROTONOSUPPORT};
+
+/// `"RRDM"` as a little-endian `u32`.
+pub const MAGIC: u32 = u32::from_le_bytes(*b"RRDM");
+/// Newest protocol version this build speaks.
+pub const VERSION: u16 = 1;
+/// Oldest protocol version this build accepts.
+pub const MIN_VERSION: u16 = 1;
+
+fn le16(b: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([b[o], b[o + 1]])
+}
+fn le32(b: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn le64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_le_bytes(a)
+}
+fn put16(b: &mut [u8], o: usize, v: u16) {
+    b[o..o + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn put32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn put64(b: &mut [u8], o: usize, v: u64) {
+    b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Handshake message, in the connect request and in the accept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hello {
+    /// The sender's newest version (request) or the chosen one (accept).
+    pub version: u16,
+    /// Control messages the sender can receive at once (its posted RECVs).
+    pub ctrl_credits: u16,
+    /// Data QPs the sender offers (request) or accepts (accept).
+    pub qps: u16,
+    /// Random per-connection value, to tell reconnects apart.
+    pub nonce: u64,
+}
+
+/// Bytes of an encoded [`Hello`]; fits the 56 bytes IB CM leaves to rdma_cm
+/// users on RoCE.
+pub const HELLO_LEN: usize = 24;
+
+impl Hello {
+    /// Encodes: magic, version, flags (0), credits, qps, reserved, nonce.
+    pub fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut b = [0u8; HELLO_LEN];
+        put32(&mut b, 0, MAGIC);
+        put16(&mut b, 4, self.version);
+        put16(&mut b, 8, self.ctrl_credits);
+        put16(&mut b, 10, self.qps);
+        put64(&mut b, 16, self.nonce);
+        b
+    }
+
+    /// Decodes a peer's hello. Transports may pad private data, so bytes
+    /// past [`HELLO_LEN`] are ignored. A version older than
+    /// [`MIN_VERSION`] is `EPROTONOSUPPORT`; anything malformed is `EPROTO`.
+    /// Flags and reserved bytes must be zero in version 1; a newer peer's
+    /// are ignored, since it will speak version 1 to us.
+    pub fn decode(b: &[u8]) -> Result<Self, Errno> {
+        if b.len() < HELLO_LEN || le32(b, 0) != MAGIC {
+            return Err(EPROTO);
+        }
+        let version = le16(b, 4);
+        if version < MIN_VERSION {
+            return Err(EPROTONOSUPPORT);
+        }
+        if version == 1 && (le16(b, 6) != 0 || le32(b, 12) != 0) {
+            return Err(EPROTO);
+        }
+        let h = Self {
+            version,
+            ctrl_credits: le16(b, 8),
+            qps: le16(b, 10),
+            nonce: le64(b, 16),
+        };
+        if h.ctrl_credits == 0 || h.qps == 0 {
+            return Err(EPROTO);
+        }
+        Ok(h)
+    }
+}
+
+/// The version both sides speak, given the peer's newest.
+pub fn negotiate(peer_version: u16) -> Result<u16, Errno> {
+    if peer_version < MIN_VERSION {
+        return Err(EPROTONOSUPPORT);
+    }
+    Ok(peer_version.min(VERSION))
+}
+
+/// Bytes of an encoded reject.
+pub const REJECT_LEN: usize = 16;
+
+/// Encodes a reject carrying `errno` (positive).
+pub fn reject(errno: Errno) -> [u8; REJECT_LEN] {
+    let mut b = [0u8; REJECT_LEN];
+    put32(&mut b, 0, MAGIC);
+    put16(&mut b, 4, VERSION);
+    put32(&mut b, 8, errno as u32);
+    b
+}
+
+/// Decodes a peer's reject into the errno it carries. A reject that is not
+/// ours (another consumer, or the CM itself) is `None`.
+pub fn decode_reject(b: &[u8]) -> Option<Errno> {
+    if b.len() < REJECT_LEN || le32(b, 0) != MAGIC {
+        return None;
+    }
+    let e = le32(b, 8) as i32;
+    (1..4096).contains(&e).then_some(e)
+}
+
+/// Bytes of every control message (the size of a receive buffer).
+pub const CTRL_LEN: usize = 64;
+
+const OP_IMPORT_REQ: u8 = 1;
+const OP_IMPORT_RESP: u8 = 2;
+const OP_REVOKE: u8 = 3;
+
+/// What an export grants, as the importer learns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// Block size of the region.
+    pub block_size: u32,
+    /// Number of blocks.
+    pub nblocks: u64,
+    /// Remote address of block 0 (stays in the importing kernel).
+    pub addr: u64,
+    /// rkey of the registration (stays in the importing kernel).
+    pub rkey: u32,
+    /// Export generation; bumped by every revoke.
+    pub generation: u32,
+    /// Whether writes are allowed.
+    pub writable: bool,
+}
+
+/// A control message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ctrl {
+    /// Importer → exporter: resolve `token`.
+    ImportReq {
+        /// Matches the response to the request.
+        req_id: u64,
+        /// The token userspace was given by the exporter.
+        token: u64,
+    },
+    /// Exporter → importer: the answer to an `ImportReq`.
+    ImportResp {
+        /// The request's id.
+        req_id: u64,
+        /// `Ok(grant)` or the errno for the importer.
+        result: Result<Grant, Errno>,
+    },
+    /// Exporter → importer: the export behind `token` is revoked.
+    Revoke {
+        /// The revoked token.
+        token: u64,
+        /// The generation that is no longer valid.
+        generation: u32,
+    },
+}
+
+impl Ctrl {
+    /// Encodes into a [`CTRL_LEN`]-byte message.
+    pub fn encode(&self) -> [u8; CTRL_LEN] {
+        let mut b = [0u8; CTRL_LEN];
+        put32(&mut b, 0, MAGIC);
+        put16(&mut b, 4, VERSION);
+        match *self {
+            Ctrl::ImportReq { req_id, token } => {
+                b[6] = OP_IMPORT_REQ;
+                put64(&mut b, 8, req_id);
+                put64(&mut b, 16, token);
+            }
+            Ctrl::ImportResp { req_id, result } => {
+                b[6] = OP_IMPORT_RESP;
+                put64(&mut b, 8, req_id);
+                match result {
+                    Ok(g) => {
+                        b[7] = u8::from(g.writable);
+                        put32(&mut b, 20, g.block_size);
+                        put64(&mut b, 24, g.nblocks);
+                        put64(&mut b, 32, g.addr);
+                        put32(&mut b, 40, g.rkey);
+                        put32(&mut b, 44, g.generation);
+                    }
+                    Err(e) => put32(&mut b, 16, e as u32),
+                }
+            }
+            Ctrl::Revoke { token, generation } => {
+                b[6] = OP_REVOKE;
+                put64(&mut b, 16, token);
+                put32(&mut b, 24, generation);
+            }
+        }
+        b
+    }
+
+    /// Decodes a received message of exactly [`CTRL_LEN`] bytes.
+    pub fn decode(b: &[u8]) -> Result<Self, Errno> {
+        if b.len() != CTRL_LEN || le32(b, 0) != MAGIC || le16(b, 4) != VERSION {
+            return Err(EPROTO);
+        }
+        let zero = |from: usize, to: usize| b[from..to].iter().all(|&x| x == 0);
+        let req_id = le64(b, 8);
+        let (msg, used) = match b[6] {
+            OP_IMPORT_REQ if b[7] == 0 => (
+                Ctrl::ImportReq {
+                    req_id,
+                    token: le64(b, 16),
+                },
+                24,
+            ),
+            OP_IMPORT_RESP => {
+                let status = le32(b, 16) as i32;
+                if status != 0 {
+                    if !(1..4096).contains(&status) || b[7] != 0 || !zero(20, 48) {
+                        return Err(EPROTO);
+                    }
+                    (
+                        Ctrl::ImportResp {
+                            req_id,
+                            result: Err(status),
+                        },
+                        48,
+                    )
+                } else {
+                    if b[7] > 1 {
+                        return Err(EPROTO);
+                    }
+                    let g = Grant {
+                        writable: b[7] == 1,
+                        block_size: le32(b, 20),
+                        nblocks: le64(b, 24),
+                        addr: le64(b, 32),
+                        rkey: le32(b, 40),
+                        generation: le32(b, 44),
+                    };
+                    (
+                        Ctrl::ImportResp {
+                            req_id,
+                            result: Ok(g),
+                        },
+                        48,
+                    )
+                }
+            }
+            OP_REVOKE if b[7] == 0 && req_id == 0 && zero(28, 32) => (
+                Ctrl::Revoke {
+                    token: le64(b, 16),
+                    generation: le32(b, 24),
+                },
+                32,
+            ),
+            _ => return Err(EPROTO),
+        };
+        if !zero(used, CTRL_LEN) {
+            return Err(EPROTO);
+        }
+        Ok(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello() -> Hello {
+        Hello {
+            version: 1,
+            ctrl_credits: 16,
+            qps: 2,
+            nonce: 0x1122_3344_5566_7788,
+        }
+    }
+
+    #[test]
+    fn hello_round_trips_and_tolerates_padding() {
+        let h = hello();
+        assert_eq!(Hello::decode(&h.encode()), Ok(h));
+        let mut padded = [0u8; 56];
+        padded[..HELLO_LEN].copy_from_slice(&h.encode());
+        assert_eq!(Hello::decode(&padded), Ok(h));
+    }
+
+    #[test]
+    fn malformed_hellos_are_refused() {
+        let b = hello().encode();
+        assert_eq!(Hello::decode(&b[..HELLO_LEN - 1]), Err(EPROTO));
+        assert_eq!(Hello::decode(&[]), Err(EPROTO));
+        let mut bad = b;
+        bad[0] ^= 1;
+        assert_eq!(Hello::decode(&bad), Err(EPROTO));
+        let mut old = b;
+        put16(&mut old, 4, 0);
+        assert_eq!(Hello::decode(&old), Err(EPROTONOSUPPORT));
+        let mut flags = b;
+        put16(&mut flags, 6, 1);
+        assert_eq!(Hello::decode(&flags), Err(EPROTO));
+        let mut res = b;
+        res[13] = 1;
+        assert_eq!(Hello::decode(&res), Err(EPROTO));
+        let mut nocred = b;
+        put16(&mut nocred, 8, 0);
+        assert_eq!(Hello::decode(&nocred), Err(EPROTO));
+    }
+
+    #[test]
+    fn newer_peers_negotiate_down() {
+        let mut b = hello().encode();
+        put16(&mut b, 4, 7);
+        put16(&mut b, 6, 0xffff);
+        let h = Hello::decode(&b).unwrap();
+        assert_eq!(negotiate(h.version), Ok(1));
+        assert_eq!(negotiate(0), Err(EPROTONOSUPPORT));
+    }
+
+    #[test]
+    fn rejects_carry_errnos() {
+        assert_eq!(decode_reject(&reject(111)), Some(111));
+        assert_eq!(decode_reject(&[0u8; 16]), None);
+        assert_eq!(decode_reject(&reject(111)[..8]), None);
+        assert_eq!(decode_reject(&reject(0)), None);
+    }
+
+    #[test]
+    fn ctrl_round_trips() {
+        let g = Grant {
+            block_size: 4096,
+            nblocks: 10,
+            addr: 0xdead_0000,
+            rkey: 0x1234,
+            generation: 3,
+            writable: true,
+        };
+        for m in [
+            Ctrl::ImportReq {
+                req_id: 9,
+                token: u64::MAX,
+            },
+            Ctrl::ImportResp {
+                req_id: 9,
+                result: Ok(g),
+            },
+            Ctrl::ImportResp {
+                req_id: 9,
+                result: Ok(Grant {
+                    writable: false,
+                    ..g
+                }),
+            },
+            Ctrl::ImportResp {
+                req_id: 9,
+                result: Err(2),
+            },
+            Ctrl::Revoke {
+                token: 5,
+                generation: 4,
+            },
+        ] {
+            assert_eq!(Ctrl::decode(&m.encode()), Ok(m));
+        }
+    }
+
+    #[test]
+    fn malformed_ctrl_is_eproto() {
+        let m = Ctrl::ImportReq {
+            req_id: 1,
+            token: 2,
+        }
+        .encode();
+        assert_eq!(Ctrl::decode(&m[..63]), Err(EPROTO));
+        let mut long = [0u8; 65];
+        long[..64].copy_from_slice(&m);
+        assert_eq!(Ctrl::decode(&long), Err(EPROTO));
+        let mut op = m;
+        op[6] = 99;
+        assert_eq!(Ctrl::decode(&op), Err(EPROTO));
+        let mut tail = m;
+        tail[63] = 1;
+        assert_eq!(Ctrl::decode(&tail), Err(EPROTO));
+        let mut st = Ctrl::ImportResp {
+            req_id: 1,
+            result: Err(5),
+        }
+        .encode();
+        put32(&mut st, 16, 5000);
+        assert_eq!(Ctrl::decode(&st), Err(EPROTO));
+    }
+}

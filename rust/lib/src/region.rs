@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Regions: kernel memory blocks mapped into this process without copies.
+
+use std::io;
+use std::ptr::NonNull;
+
+use rrdma_abi::uapi::{self, RegionCreate, RegionDestroy};
+
+use crate::Rrdma;
+
+/// A region, mapped. Unmapped and destroyed on drop.
+#[derive(Debug)]
+pub struct Region<'a> {
+    dev: &'a Rrdma,
+    handle: u32,
+    block_size: u32,
+    nblocks: u64,
+    map: NonNull<u8>,
+    map_len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; `Region` hands out slices only
+// through `&self`/`&mut self`, so Rust's aliasing rules hold within this
+// process.
+unsafe impl Send for Region<'_> {}
+// SAFETY: as above.
+unsafe impl Sync for Region<'_> {}
+
+impl Rrdma {
+    /// Issues `REGION_CREATE` with `req`, returning the kernel's answer.
+    pub fn region_create_raw(&self, req: &RegionCreate) -> io::Result<RegionCreate> {
+        let mut b = req.encode();
+        self.ioctl_bytes(uapi::IOCTL_REGION_CREATE, &mut b)?;
+        Ok(RegionCreate::decode(&b))
+    }
+
+    /// Issues `REGION_DESTROY` for `handle` with `flags`.
+    pub fn region_destroy_raw(&self, handle: u32, flags: u32) -> io::Result<()> {
+        let mut b = RegionDestroy { handle, flags }.encode();
+        self.ioctl_bytes(uapi::IOCTL_REGION_DESTROY, &mut b)
+    }
+
+    /// Creates a region of `nblocks` blocks of `block_size` bytes and maps it.
+    pub fn create_region(&self, block_size: u32, nblocks: u64) -> io::Result<Region<'_>> {
+        let out = self.region_create_raw(&RegionCreate {
+            block_size,
+            nblocks,
+            ..RegionCreate::zeroed()
+        })?;
+        let page = page_size();
+        let map_len = usize::try_from(out.size.div_ceil(page) * page)
+            .map_err(|_| io::Error::from_raw_os_error(libc::EOVERFLOW))?;
+        match self.map_raw(
+            out.mmap_offset,
+            map_len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+        ) {
+            Ok(map) => Ok(Region {
+                dev: self,
+                handle: out.handle,
+                block_size,
+                nblocks,
+                map,
+                map_len,
+            }),
+            Err(e) => {
+                let _ = self.region_destroy_raw(out.handle, 0);
+                Err(e)
+            }
+        }
+    }
+
+    /// mmap(2) of this file at `offset`.
+    pub fn map_raw(
+        &self,
+        offset: u64,
+        len: usize,
+        prot: i32,
+        flags: i32,
+    ) -> io::Result<NonNull<u8>> {
+        // SAFETY: a fresh mapping chosen by the kernel; nothing aliases it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                prot,
+                flags,
+                self.raw_fd(),
+                offset as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(NonNull::new(p.cast()).expect("mmap returned NULL"))
+    }
+}
+
+/// The system page size.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as u64 }
+}
+
+impl Region<'_> {
+    /// The region's handle in its file.
+    pub fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    /// Bytes per block.
+    pub fn block_size(&self) -> u32 {
+        self.block_size
+    }
+
+    /// Number of blocks.
+    pub fn nblocks(&self) -> u64 {
+        self.nblocks
+    }
+
+    /// The region's bytes (the mapping itself: no copy).
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: the mapping is `map_len` bytes, readable, and lives as long
+        // as `self`; the region's size is at most `map_len`.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr(), self.len()) }
+    }
+
+    /// The region's bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` excludes other slices.
+        unsafe { std::slice::from_raw_parts_mut(self.map.as_ptr(), self.len()) }
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        (u64::from(self.block_size) * self.nblocks) as usize
+    }
+
+    /// Whether the region is empty (never: regions have at least one block).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for Region<'_> {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, not used after this.
+        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+        let _ = self.dev.region_destroy_raw(self.handle, 0);
+    }
+}

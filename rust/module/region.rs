@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Regions: kernel-allocated, zeroed pages that userspace maps without copies
+//! and that the NIC will read and write.
+//!
+//! The pages are allocated one by one (order 0) and charged to the creator's
+//! `RLIMIT_MEMLOCK`. Mapping inserts the very pages into the VMA; each
+//! inserted page holds its own reference, so a mapping stays valid after the
+//! region is destroyed, and the memory is freed when the last of both goes.
+
+use core::ptr::NonNull;
+
+use kernel::ffi::{c_int, c_ulong, c_void};
+use kernel::page::Page;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::abi::{self, blocks::Geometry, region::MapRequest};
+use crate::ffi::{self, UserStruct, VmArea};
+
+/// Pages charged to a user's `RLIMIT_MEMLOCK`; uncharged on drop.
+struct MemlockCharge {
+    // INVARIANT: a reference on the user returned by the charge.
+    user: NonNull<UserStruct>,
+    npages: c_ulong,
+}
+
+// SAFETY: the user reference and the atomic counter may be released from
+// any thread.
+unsafe impl Send for MemlockCharge {}
+// SAFETY: no `&self` method.
+unsafe impl Sync for MemlockCharge {}
+
+impl MemlockCharge {
+    fn new(npages: usize) -> Result<Self> {
+        let npages = npages as c_ulong;
+        let mut err: c_int = 0;
+        // SAFETY: `err` is a valid out-pointer.
+        let user = unsafe { ffi::rrdma_shim_memlock_charge(npages, &mut err) };
+        let user = NonNull::new(user).ok_or_else(|| kernel::error::Error::from_errno(err))?;
+        // INVARIANT: the charge succeeded and returned a user reference.
+        Ok(Self { user, npages })
+    }
+}
+
+impl Drop for MemlockCharge {
+    fn drop(&mut self) {
+        // SAFETY: charged in `new()` and uncharged only here.
+        unsafe { ffi::rrdma_shim_memlock_uncharge(self.user.as_ptr(), self.npages) };
+    }
+}
+
+/// A region.
+pub(crate) struct Region {
+    geometry: Geometry,
+    pages: KVVec<Page>,
+    mmap_offset: u64,
+    _memlock: MemlockCharge,
+}
+
+impl Region {
+    /// Allocates a zeroed region of `geometry`, to be mapped at `mmap_offset`.
+    ///
+    /// Interruptible by fatal signals; an allocation that would exceed the
+    /// caller's `RLIMIT_MEMLOCK` fails with `ENOMEM` before any page is taken.
+    pub(crate) fn new(geometry: Geometry, mmap_offset: u64) -> Result<Arc<Self>> {
+        let npages = usize::try_from(geometry.pages(ffi::page_size())).map_err(|_| EINVAL)?;
+        let memlock = MemlockCharge::new(npages).inspect_err(|_| {
+            crate::ffi::warn_user!(
+                "REGION_CREATE: {} pages exceed RLIMIT_MEMLOCK (see ulimit -l)\n",
+                npages
+            );
+        })?;
+        let mut pages = KVVec::with_capacity(npages, GFP_KERNEL)?;
+        for i in 0..npages {
+            // SAFETY: no preconditions.
+            if i % 256 == 0 && unsafe { ffi::rrdma_shim_should_stop() } {
+                return Err(EINTR);
+            }
+            pages.push(Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?, GFP_KERNEL)?;
+        }
+        Ok(Arc::new(
+            Self {
+                geometry,
+                pages,
+                mmap_offset,
+                _memlock: memlock,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// The region's geometry.
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// The offset userspace passes to mmap(2).
+    pub(crate) fn mmap_offset(&self) -> u64 {
+        self.mmap_offset
+    }
+
+    /// Bytes a mapping of the region covers (whole pages).
+    pub(crate) fn mapped_len(&self) -> u64 {
+        self.pages.len() as u64 * ffi::page_size()
+    }
+
+    /// Maps the region into `vma` after checking the request.
+    pub(crate) fn map(&self, vma: *mut VmArea, req: &MapRequest) -> Result {
+        abi::region::check_map(req, self.mmap_offset, self.mapped_len()).map_err(|e| {
+            crate::ffi::warn_user!(
+                "mmap: refused (offset {:#x}, len {}, shared {}, exec {}; region at {:#x}, {} bytes): errno {}\n",
+                req.offset,
+                req.len,
+                req.shared,
+                req.exec,
+                self.mmap_offset,
+                self.mapped_len(),
+                e
+            );
+            abi::error(e)
+        })?;
+        let mut ptrs = KVVec::with_capacity(self.pages.len(), GFP_KERNEL)?;
+        for page in self.pages.iter() {
+            ptrs.push(page.as_ptr().cast::<c_void>(), GFP_KERNEL)?;
+        }
+        // SAFETY: `vma` is the VMA being set up by this mmap(2) call (the
+        // caller holds the mmap lock), and `ptrs` holds valid pages that stay
+        // allocated at least until the mapping takes its own references.
+        kernel::error::to_result(unsafe {
+            ffi::rrdma_shim_vma_map_pages(vma, ptrs.as_mut_ptr(), ptrs.len() as c_ulong)
+        })
+    }
+}

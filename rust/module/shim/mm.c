@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrdma C shim: memory management helpers for regions.
+ *
+ * - mapping a region's pages into a VMA (vm_insert_pages and the VMA flags
+ *   that keep the mapping exactly what was registered);
+ * - charging pinned pages to the caller's RLIMIT_MEMLOCK, the way
+ *   ib_umem_get() and io_uring do;
+ * - small helpers Rust cannot reach on every kernel (fdinfo, signals).
+ */
+#include <linux/capability.h>
+#include <linux/cred.h>
+#include <linux/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/sched/user.h>
+#include <linux/seq_file.h>
+
+#include "rrdma_shim.h"
+
+void rrdma_shim_vma_info(struct vm_area_struct *vma,
+			 struct rrdma_shim_vma_info *info)
+{
+	info->start = vma->vm_start;
+	info->end = vma->vm_end;
+	info->pgoff = vma->vm_pgoff;
+	info->shared = !!(vma->vm_flags & VM_SHARED);
+	info->exec = !!(vma->vm_flags & VM_EXEC);
+	info->page_shift = PAGE_SHIFT;
+}
+
+int rrdma_shim_vma_map_pages(struct vm_area_struct *vma, struct page **pages,
+			     unsigned long npages)
+{
+	unsigned long left = npages;
+	int ret;
+
+	/*
+	 * Not inherited by fork (the child would share registered memory
+	 * without owning it), never grown by mremap, never executable, and
+	 * not dumped.
+	 */
+	vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	vm_flags_clear(vma, VM_MAYEXEC);
+	/* Each inserted page takes a reference: the mapping outlives the region. */
+	ret = vm_insert_pages(vma, vma->vm_start, pages, &left);
+	if (ret)
+		return ret;
+	return left ? -EFAULT : 0;
+}
+
+struct user_struct *rrdma_shim_memlock_charge(unsigned long npages, int *err)
+{
+	struct user_struct *user = get_uid(current_user());
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	unsigned long cur = atomic_long_read(&user->locked_vm);
+	unsigned long new;
+
+	do {
+		new = cur + npages;
+		if (new < cur || (new > limit && !capable(CAP_IPC_LOCK))) {
+			free_uid(user);
+			*err = -ENOMEM;
+			return NULL;
+		}
+	} while (!atomic_long_try_cmpxchg(&user->locked_vm, &cur, new));
+	*err = 0;
+	return user;
+}
+
+void rrdma_shim_memlock_uncharge(struct user_struct *user, unsigned long npages)
+{
+	atomic_long_sub(npages, &user->locked_vm);
+	free_uid(user);
+}
+
+bool rrdma_shim_should_stop(void)
+{
+	cond_resched();
+	return fatal_signal_pending(current);
+}
+
+void rrdma_shim_seq_u64(struct seq_file *m, const char *key, u64 value)
+{
+	seq_printf(m, "%s:\t%llu\n", key, value);
+}
+
+unsigned long rrdma_shim_page_size(void)
+{
+	return PAGE_SIZE;
+}
