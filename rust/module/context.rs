@@ -102,9 +102,8 @@ impl Registration {
         let raw = Arc::into_raw(context.clone());
         // SAFETY: `raw` stays a valid `Arc` reference until `drop()`, and the
         // shim calls back only between register and unregister.
-        if let Err(e) =
-            kernel::error::to_result(unsafe { ffi::rrdma_shim_register(raw.cast_mut().cast()) })
-        {
+        let ret = unsafe { ffi::rrdma_shim_register(raw.cast_mut().cast()) };
+        if let Err(e) = kernel::error::to_result(ret) {
             // SAFETY: registration failed, so the shim has let go of `raw`.
             drop(unsafe { Arc::from_raw(raw) });
             return Err(e);

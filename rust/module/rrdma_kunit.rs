@@ -26,6 +26,19 @@ extern "C" {
     fn rrdma_kunit_fail(test: *mut c_void, file: *const c_char, line: c_int, expr: *const c_char);
 }
 
+/// Defines a KUnit case: an `unsafe extern "C"` function KUnit calls with
+/// the running test's `struct kunit`, documented for its safety contract.
+macro_rules! kunit_case {
+    ($(#[$m:meta])* pub unsafe extern "C" fn $name:ident($t:ident: *mut c_void) $body:block) => {
+        $(#[$m])*
+        ///
+        /// # Safety
+        ///
+        /// Called only by KUnit, with the running test's `struct kunit`.
+        pub unsafe extern "C" fn $name($t: *mut c_void) $body
+    };
+}
+
 /// Marks the running case failed, naming the expectation, unless `$cond`.
 macro_rules! kexpect {
     ($test:expr, $cond:expr) => {
@@ -44,10 +57,11 @@ macro_rules! kexpect {
     };
 }
 
+kunit_case! {
 /// GET_INFO is recognised; foreign, unknown or wrongly directed commands
 /// are `ENOTTY`; a struct shorter than version 1 is `EINVAL`.
 #[no_mangle]
-pub extern "C" fn rrdma_kt_ioctl_decode(t: *mut c_void) {
+pub unsafe extern "C" fn rrdma_kt_ioctl_decode(t: *mut c_void) {
     let d = decode(uapi::IOCTL_GET_INFO);
     kexpect!(
         t,
@@ -76,10 +90,12 @@ pub extern "C" fn rrdma_kt_ioctl_decode(t: *mut c_void) {
         decode(iowr(uapi::IOCTL_MAGIC, 0, Info::SIZE + 64)).is_ok()
     );
 }
+}
 
+kunit_case! {
 /// Size-extensible copies: zero-extend shorter, check the tail of longer.
 #[no_mangle]
-pub extern "C" fn rrdma_kt_ext_copy(t: *mut c_void) {
+pub unsafe extern "C" fn rrdma_kt_ext_copy(t: *mut c_void) {
     kexpect!(
         t,
         ext_copy(40, 40).copy_len == 40 && ext_copy(40, 40).unknown_tail.is_none()
@@ -89,10 +105,12 @@ pub extern "C" fn rrdma_kt_ext_copy(t: *mut c_void) {
     kexpect!(t, ioctl::check_unknown_tail(&[0; 16]).is_ok());
     kexpect!(t, ioctl::check_unknown_tail(&[0, 0, 0, 1]) == Err(E2BIG));
 }
+}
 
+kunit_case! {
 /// GET_INFO input validation: reserved fields, strides, overflow.
 #[no_mangle]
-pub extern "C" fn rrdma_kt_info_validate(t: *mut c_void) {
+pub unsafe extern "C" fn rrdma_kt_info_validate(t: *mut c_void) {
     let base = Info::zeroed();
     kexpect!(t, validate_request(&base).is_ok());
     kexpect!(
@@ -135,10 +153,12 @@ pub extern "C" fn rrdma_kt_info_validate(t: *mut c_void) {
         }) == Err(EOVERFLOW)
     );
 }
+}
 
+kunit_case! {
 /// Device entries land at the caller's stride, zero-filled past ours.
 #[no_mangle]
-pub extern "C" fn rrdma_kt_info_slots(t: *mut c_void) {
+pub unsafe extern "C" fn rrdma_kt_info_slots(t: *mut c_void) {
     let req = Info {
         devices: 0x10000,
         device_entry_size: 160,
@@ -160,10 +180,12 @@ pub extern "C" fn rrdma_kt_info_slots(t: *mut c_void) {
     );
     kexpect!(t, req.slot(2, DeviceInfo::SIZE).is_none());
 }
+}
 
+kunit_case! {
 /// Struct codec: round trip, and names always NUL-terminated.
 #[no_mangle]
-pub extern "C" fn rrdma_kt_codec(t: *mut c_void) {
+pub unsafe extern "C" fn rrdma_kt_codec(t: *mut c_void) {
     let mut d = DeviceInfo::zeroed();
     d.set_name(&[b'x'; 100]);
     kexpect!(t, d.name[63] == 0 && d.name_bytes().len() == 63);
@@ -179,19 +201,23 @@ pub extern "C" fn rrdma_kt_codec(t: *mut c_void) {
     };
     kexpect!(t, Info::decode(&i.encode()) == i);
 }
+}
 
+kunit_case! {
 /// The pure errnos become the kernel errors userspace will see.
 #[no_mangle]
-pub extern "C" fn rrdma_kt_errno_mapping(t: *mut c_void) {
+pub unsafe extern "C" fn rrdma_kt_errno_mapping(t: *mut c_void) {
     kexpect!(t, abi::error(EINVAL).to_errno() == code::EINVAL.to_errno());
     kexpect!(t, abi::error(ENOTTY).to_errno() == -25);
     kexpect!(t, abi::error(E2BIG).to_errno() == code::E2BIG.to_errno());
 }
+}
 
+kunit_case! {
 /// A release is signalled exactly when the last holder of the guarded
 /// object lets go, so `wait()` returns instead of blocking device removal.
 #[no_mangle]
-pub extern "C" fn rrdma_kt_release_guard(t: *mut c_void) {
+pub unsafe extern "C" fn rrdma_kt_release_guard(t: *mut c_void) {
     use kernel::sync::Arc;
     use release::{Release, ReleaseGuard};
 
@@ -213,4 +239,5 @@ pub extern "C" fn rrdma_kt_release_guard(t: *mut c_void) {
     kexpect!(t, rel.is_released());
     // Returns at once: the guard has dropped.
     rel.wait();
+}
 }
