@@ -14,6 +14,9 @@ cd "$REPO"
 
 KERNELS=${KERNELS:-6.12 7.3}
 VARIANT=${VARIANT:-base}
+# Kernels on which the single-guest tests also run under KASAN, lockdep,
+# kmemleak and debug objects ("" to skip).
+DEBUG_KERNELS=${DEBUG_KERNELS-6.12}
 mkdir -p build
 RESULTS=$REPO/build/results.txt
 LOGS=$REPO/build/logs
@@ -72,19 +75,31 @@ step "build: userspace (static)" "$HERE/build-userspace.sh"
 step "lint: rustfmt" "$HERE/lint.sh" rustfmt
 step "lint: cargo clippy" "$HERE/lint.sh" clippy
 
+# g KERNEL VARIANT ARGS...: one guest.py run.
+g() {
+	local kdir
+	kdir=$("$HERE/kernel.sh" "$1" "$2" 2>/dev/null | tail -1)
+	python3 "$HERE/guest.py" --kdir "$kdir" --modules "$REPO/build/mod-$1-$2" \
+		--bindir "$REPO/build/bin" --results "$RESULTS" --logdir "$LOGS" "${@:3}" >/dev/null
+}
+
 for k in $KERNELS; do
 	if ! step "build: kernel $k ($VARIANT)" "$HERE/kernel.sh" "$k" "$VARIANT"; then continue; fi
 	if ! step "build: modules for $k" "$HERE/build-module.sh" "$k" "$VARIANT"; then continue; fi
 	[ "$k" = 6.12 ] && step "lint: checkpatch and clippy on $k" "$HERE/lint.sh" kernel "$k"
-	kdir=$("$HERE/kernel.sh" "$k" "$VARIANT" 2>/dev/null | tail -1)
-	mods=$REPO/build/mod-$k-$VARIANT
-	g() { python3 "$HERE/guest.py" --kdir "$kdir" --modules "$mods" --bindir "$REPO/build/bin" \
-		--results "$RESULTS" --logdir "$LOGS" "$@" >/dev/null; }
 	log "guest tests on $k"
-	g --label "$k basic" --test basic --timeout 600
+	g "$k" "$VARIANT" --label "$k basic" --test basic --timeout 600
 	for prov in siw rxe; do
-		g --label "$k pair $prov" --test pair --arg "$prov" --guests 2 --timeout 400
+		g "$k" "$VARIANT" --label "$k pair $prov" --test pair --arg "$prov" --guests 2 --timeout 400
 	done
+done
+
+for k in $DEBUG_KERNELS; do
+	[ "$VARIANT" = debug ] && break
+	if ! step "build: kernel $k (debug)" "$HERE/kernel.sh" "$k" debug; then continue; fi
+	if ! step "build: modules for $k (debug)" "$HERE/build-module.sh" "$k" debug; then continue; fi
+	log "guest tests on $k (debug)"
+	g "$k" debug --label "$k debug basic" --test basic --timeout 1200 --memory 1024
 done
 
 summary

@@ -125,7 +125,13 @@ export RRDMA_SELF=$(arg self) RRDMA_PEER=$(arg peer)
 exec 9>/dev/ttyS1
 echo "RRDMA-GUEST-START role=$RRDMA_ROLE test=$RRDMA_TEST" >&9
 ( cd /tests/guest && sh ./$RRDMA_TEST.sh )
-echo "RRDMA-GUEST-DONE rc=$?" >&9
+rc=$?
+# Debug kernels: report leaks on the console, where the harness sees them.
+if [ -e /sys/kernel/debug/kmemleak ]; then
+	echo scan > /sys/kernel/debug/kmemleak
+	cat /sys/kernel/debug/kmemleak
+fi
+echo "RRDMA-GUEST-DONE rc=$rc" >&9
 sync
 reboot -f
 """
