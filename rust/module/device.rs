@@ -167,8 +167,11 @@ unsafe extern "C" fn rrdma_rust_device_add(
     }
 }
 
-/// `ib_client.remove`: forgets the device, tells its users to let go and
-/// waits until they have, so nothing touches the device afterwards.
+/// `ib_client.remove`: marks the device as going, forgets it and waits until
+/// the last reference to its context is gone, so that nothing touches the
+/// device afterwards. Today the only other holders are short-lived
+/// (`GET_INFO` snapshots); connections will register removal notifiers that
+/// are called here before the wait.
 ///
 /// # Safety
 ///
@@ -185,10 +188,10 @@ unsafe extern "C" fn rrdma_rust_device_remove(
     // SAFETY: `client_data` holds the reference `add` leaked with `into_raw`.
     let ctx = unsafe { Arc::from_raw(client_data.cast::<DeviceCtx>().cast_const()) };
     ctx.removing.store(true, Ordering::Release);
-    let name = ctx.attr();
+    let attr = ctx.attr();
     context.remove_device(&ctx);
     let release = ctx.release.release();
     drop(ctx);
     release.wait();
-    pr_info!("{}: removed\n", name.name_str());
+    pr_info!("{}: removed\n", attr.name_str());
 }
