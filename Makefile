@@ -31,17 +31,17 @@ clean:
 	cd rust && cargo clean
 
 userspace:
-	scripts/build-userspace.sh
+	@scripts/build-userspace.sh
 
 kernels:
 	scripts/setup.sh
 	for k in $(KERNELS); do scripts/kernel.sh $$k $(VARIANT) || exit 1; done
 
 check:
-	scripts/check.sh
+	@scripts/check.sh
 
 demo:
-	scripts/demo.sh
+	@scripts/demo.sh
 
 lint:
-	scripts/lint.sh
+	@scripts/lint.sh

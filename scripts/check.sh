@@ -75,12 +75,17 @@ step "build: userspace (static)" "$HERE/build-userspace.sh"
 step "lint: rustfmt" "$HERE/lint.sh" rustfmt
 step "lint: cargo clippy" "$HERE/lint.sh" clippy
 
-# g KERNEL VARIANT ARGS...: one guest.py run.
+# g KERNEL VARIANT --label LABEL ARGS...: one guest.py run.  A harness that
+# dies without recording anything is a failure too.
 g() {
-	local kdir
+	local kdir before
 	kdir=$("$HERE/kernel.sh" "$1" "$2" 2>/dev/null | tail -1)
+	before=$(wc -l <"$RESULTS")
 	python3 "$HERE/guest.py" --kdir "$kdir" --modules "$REPO/build/mod-$1-$2" \
-		--bindir "$REPO/build/bin" --results "$RESULTS" --logdir "$LOGS" "${@:3}" >/dev/null
+		--bindir "$REPO/build/bin" --results "$RESULTS" --logdir "$LOGS" "${@:3}" \
+		>"$LOGS/guest-$(echo "$4" | tr -c 'A-Za-z0-9.-' '_').log" 2>&1
+	[ "$(wc -l <"$RESULTS")" -gt "$before" ] ||
+		record FAIL "$4: guest harness ran # see $LOGS"
 }
 
 for k in $KERNELS; do

@@ -27,10 +27,27 @@ enum Command {
     },
 }
 
+/// Names of the feature bits `GET_INFO` reports.
+fn feature_names(features: u64) -> String {
+    let known = [(rrdma::abi::uapi::FEATURE_REGIONS, "regions")];
+    let mut names: Vec<String> = known
+        .iter()
+        .filter(|(bit, _)| features & bit != 0)
+        .map(|(_, n)| n.to_string())
+        .collect();
+    let unknown = known.iter().fold(features, |f, (bit, _)| f & !bit);
+    if unknown != 0 {
+        names.push(format!("unknown {unknown:#x}"));
+    }
+    names.join(", ")
+}
+
 fn print_info(report: &InfoReport) {
     println!(
-        "rrdma ABI {}, features {:#x}",
-        report.abi_version, report.features
+        "rrdma ABI {}, features {:#x} ({})",
+        report.abi_version,
+        report.features,
+        feature_names(report.features)
     );
     if report.devices.is_empty() {
         println!("no RDMA devices (add one with `rdma link add NAME type siw|rxe netdev IFACE`)");
@@ -79,5 +96,17 @@ fn main() -> ExitCode {
             eprintln!("rrdma: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::feature_names;
+
+    #[test]
+    fn feature_bits_are_named() {
+        assert_eq!(feature_names(0), "");
+        assert_eq!(feature_names(1), "regions");
+        assert_eq!(feature_names(1 | 1 << 40), "regions, unknown 0x10000000000");
     }
 }
