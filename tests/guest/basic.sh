@@ -30,8 +30,23 @@ tap "rxe0 survives siw0 removal" rrdma-selftest devices rxe0:ib_ca
 check "rdma link del rxe0 while rrdma holds it" rdma link del rxe0
 tap "after rxe0 removal" rrdma-selftest absent rxe0
 
-# An open file pins the module.
+# A GET_INFO whose copy-out is stalled on a userfaultfd page must not hold
+# up device removal (rrdma drops device references before user copies).
 check "re-add siw0" rdma link add siw0 type siw netdev veth0
+wait_active siw0
+rm -f /tmp/release
+rrdma-selftest hold-get-info /tmp/release >/tmp/hold.out 2>&1 &
+hold=$!
+i=0
+until grep -q holding /tmp/hold.out || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+check "GET_INFO stalled on a userfaultfd page" grep -q holding /tmp/hold.out
+check "rdma link del siw0 is not held up by the stalled GET_INFO" timeout 10 rdma link del siw0
+touch /tmp/release
+wait $hold
+check "the stalled GET_INFO completes once the fault is resolved" grep -q "^completed" /tmp/hold.out
+
+# An open file pins the module.
+check "re-add siw0 again" rdma link add siw0 type siw netdev veth0
 exec 3<>/dev/rrdma
 check_fails "rmmod refused while /dev/rrdma is open" rmmod rrdma
 exec 3>&-

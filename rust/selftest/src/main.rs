@@ -9,12 +9,15 @@
 //! - `devices NAME:NODETYPE...`: the named devices are listed, usable, with
 //!   an active port and the given node type (`rnic` or `ib_ca`);
 //! - `absent NAME...`: the named devices are not listed;
-//! - `regions`: regions and their mappings (`regions.rs`).
+//! - `regions`: regions and their mappings (`regions.rs`);
+//! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
+//!   page until `RELEASE_FILE` exists (`uffd.rs`).
 
 use std::io;
 use std::process::ExitCode;
 
 mod regions;
+mod uffd;
 
 use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};
 use rrdma::abi::ioctl::{ioc, iowr, IOC_READ, IOC_WRITE};
@@ -427,6 +430,13 @@ fn main() -> ExitCode {
         eprintln!("usage: rrdma-selftest abi | devices NAME:NODE... | absent NAME... | regions");
         return ExitCode::from(2);
     };
+    if cmd == "hold-get-info" {
+        let Some(release) = rest.first() else {
+            eprintln!("usage: rrdma-selftest hold-get-info RELEASE_FILE");
+            return ExitCode::from(2);
+        };
+        return ExitCode::from(uffd::hold_get_info(std::path::Path::new(release)) as u8);
+    }
     let dev = match Rrdma::open() {
         Ok(d) => d,
         Err(e) => {

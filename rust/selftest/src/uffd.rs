@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `rrdma-selftest hold-get-info RELEASE_FILE`: starts a `GET_INFO` whose
+//! device array lies on a userfaultfd-registered page that is never
+//! populated, so the kernel's copy-out stalls; prints `holding` and keeps
+//! the fault unresolved until `RELEASE_FILE` exists (at most 60 s), then
+//! resolves it and prints `completed N` with the `GET_INFO` result.
+//!
+//! The guest test removes a device meanwhile: rrdma must not hold device
+//! references across user copies, or the removal would hang until release.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use rrdma::abi::uapi::{DeviceInfo, Info};
+use rrdma::Rrdma;
+
+#[repr(C)]
+struct UffdioApi {
+    api: u64,
+    features: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct UffdioRange {
+    start: u64,
+    len: u64,
+}
+
+#[repr(C)]
+struct UffdioRegister {
+    range: UffdioRange,
+    mode: u64,
+    ioctls: u64,
+}
+
+#[repr(C)]
+struct UffdioZeropage {
+    range: UffdioRange,
+    mode: u64,
+    zeropage: i64,
+}
+
+const UFFD_API: u64 = 0xAA;
+const UFFDIO_API: u32 = 0xc018_aa3f;
+const UFFDIO_REGISTER: u32 = 0xc020_aa00;
+const UFFDIO_ZEROPAGE: u32 = 0xc020_aa04;
+const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+
+fn fail(what: &str) -> ! {
+    println!("error: {what}: {}", std::io::Error::last_os_error());
+    std::process::exit(1);
+}
+
+pub(crate) fn hold_get_info(release: &Path) -> i32 {
+    let page = rrdma::page_size() as usize;
+    // SAFETY: plain system call.
+    let uffd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
+    if uffd < 0 {
+        fail("userfaultfd");
+    }
+    let mut api = UffdioApi {
+        api: UFFD_API,
+        features: 0,
+        ioctls: 0,
+    };
+    // SAFETY: valid argument struct for UFFDIO_API.
+    if unsafe { libc::ioctl(uffd, UFFDIO_API as _, &mut api) } != 0 {
+        fail("UFFDIO_API");
+    }
+    // SAFETY: an anonymous mapping, never touched before registration.
+    let area = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if area == libc::MAP_FAILED {
+        fail("mmap");
+    }
+    let mut reg = UffdioRegister {
+        range: UffdioRange {
+            start: area as u64,
+            len: page as u64,
+        },
+        mode: UFFDIO_REGISTER_MODE_MISSING,
+        ioctls: 0,
+    };
+    // SAFETY: valid argument struct for UFFDIO_REGISTER.
+    if unsafe { libc::ioctl(uffd, UFFDIO_REGISTER as _, &mut reg) } != 0 {
+        fail("UFFDIO_REGISTER");
+    }
+    let dev = match Rrdma::open() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("error: open: {e}");
+            return 1;
+        }
+    };
+    let addr = area as u64;
+    let worker = std::thread::spawn(move || {
+        let req = Info {
+            devices: addr,
+            device_entry_size: DeviceInfo::SIZE as u32,
+            device_capacity: 4,
+            ..Info::zeroed()
+        };
+        dev.get_info_raw(&req).map(|i| i.device_count)
+    });
+    // Give the worker time to enter the kernel and stall on the page.
+    std::thread::sleep(Duration::from_millis(500));
+    println!("holding");
+    let _ = std::io::stdout().flush();
+    let start = Instant::now();
+    while !release.exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut zp = UffdioZeropage {
+        range: UffdioRange {
+            start: addr,
+            len: page as u64,
+        },
+        mode: 0,
+        zeropage: 0,
+    };
+    // SAFETY: valid argument struct for UFFDIO_ZEROPAGE.
+    if unsafe { libc::ioctl(uffd, UFFDIO_ZEROPAGE as _, &mut zp) } != 0 {
+        fail("UFFDIO_ZEROPAGE");
+    }
+    match worker.join() {
+        Ok(Ok(n)) => {
+            println!("completed {n}");
+            0
+        }
+        Ok(Err(e)) => {
+            println!("error: GET_INFO: {e}");
+            1
+        }
+        Err(_) => 1,
+    }
+}
