@@ -14,6 +14,8 @@
 pub(crate) mod codec;
 #[path = "../abi/src/blocks.rs"]
 pub(crate) mod blocks;
+#[path = "../abi/src/conn.rs"]
+pub(crate) mod conn;
 #[path = "../abi/src/errno.rs"]
 pub(crate) mod errno;
 #[path = "../abi/src/handle.rs"]

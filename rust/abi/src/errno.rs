@@ -32,6 +32,18 @@ pub const ENOENT: i32 = 2;
 pub const ENXIO: i32 = 6;
 /// No space left: a table or the mmap offset space is full.
 pub const ENOSPC: i32 = 28;
+/// Network unreachable.
+pub const ENETUNREACH: i32 = 101;
+/// Connection aborted: the QP failed (e.g. a peer's access error).
+pub const ECONNABORTED: i32 = 103;
+/// Connection reset: the peer went away.
+pub const ECONNRESET: i32 = 104;
+/// Connection timed out.
+pub const ETIMEDOUT: i32 = 110;
+/// Connection refused: the peer rejected us.
+pub const ECONNREFUSED: i32 = 111;
+/// No route to host.
+pub const EHOSTUNREACH: i32 = 113;
 /// Out of memory.
 pub const ENOMEM: i32 = 12;
 

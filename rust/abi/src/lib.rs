@@ -18,6 +18,7 @@
 #[macro_use]
 pub mod codec;
 pub mod blocks;
+pub mod conn;
 pub mod errno;
 pub mod handle;
 pub mod info;

@@ -145,3 +145,53 @@ mod wire_and_blocks {
         }
     }
 }
+
+mod conn_machine {
+    use proptest::prelude::*;
+    use rrdma_abi::conn::{step, Action, Event, State};
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            Just(Event::AddrResolved),
+            (-200i32..200).prop_map(Event::AddrError),
+            Just(Event::RouteResolved),
+            (-200i32..200).prop_map(Event::RouteError),
+            Just(Event::Established),
+            proptest::option::of(1i32..200).prop_map(Event::Rejected),
+            Just(Event::Unreachable),
+            (-200i32..200).prop_map(Event::ConnectError),
+            Just(Event::Disconnected),
+            Just(Event::DeviceRemoval),
+            Just(Event::Timeout),
+            Just(Event::QpFatal),
+            Just(Event::UserClose),
+        ]
+    }
+
+    proptest! {
+        /// Whatever rdma_cm and userspace do, teardown happens exactly once,
+        /// only on entering Closed; Closed is final; every close errno is a
+        /// valid errno; and a user close plus a timeout always ends it.
+        #[test]
+        fn teardown_exactly_once(start_active in any::<bool>(), events in proptest::collection::vec(event(), 0..40)) {
+            let mut s = if start_active { State::Resolving } else { State::Accepting };
+            let mut teardowns = 0;
+            for e in events.into_iter().chain([Event::UserClose, Event::Timeout]) {
+                let (next, action) = step(s, e);
+                if action == Action::Teardown {
+                    teardowns += 1;
+                    prop_assert!(next.is_closed() && !s.is_closed());
+                }
+                if s.is_closed() {
+                    prop_assert_eq!(next, s);
+                }
+                if let State::Closed { error: Some(errno) } | State::Closing { error: Some(errno) } = next {
+                    prop_assert!(errno > 0 && errno < 4096);
+                }
+                s = next;
+            }
+            prop_assert!(s.is_closed());
+            prop_assert_eq!(teardowns, 1);
+        }
+    }
+}
