@@ -241,3 +241,79 @@ pub unsafe extern "C" fn rrdma_kt_release_guard(t: *mut c_void) {
     rel.wait();
 }
 }
+
+kunit_case! {
+/// Region geometry and block spans: checked arithmetic, clear errnos.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_block_spans(t: *mut c_void) {
+    use abi::blocks::Geometry;
+    use abi::errno::ERANGE;
+    let Ok(g) = Geometry::new(4096, 8, u64::MAX) else {
+        kexpect!(t, false);
+        return;
+    };
+    kexpect!(t, g.span(7, 1) == Ok((7 * 4096, 4096)));
+    kexpect!(t, g.span(8, 1) == Err(ERANGE));
+    kexpect!(t, g.span(u64::MAX, 2) == Err(EOVERFLOW));
+    kexpect!(t, g.span(0, 0) == Err(EINVAL));
+    kexpect!(t, Geometry::new(1000, 1, u64::MAX) == Err(EINVAL));
+    kexpect!(t, Geometry::new(1 << 20, u64::MAX, u64::MAX) == Err(EOVERFLOW));
+}
+}
+
+kunit_case! {
+/// Handles never encode to 0 and carry their slot's generation.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_handles(t: *mut c_void) {
+    use abi::handle::{decode, encode};
+    kexpect!(t, decode(0).is_none());
+    kexpect!(t, encode(0, 0) != 0);
+    kexpect!(t, decode(encode(5, 9)) == Some((5, 9)));
+    kexpect!(t, encode(5, 9) != encode(5, 10));
+}
+}
+
+kunit_case! {
+/// Region mappings: exact offset and length, shared, never executable.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_map_rules(t: *mut c_void) {
+    use abi::errno::{ENXIO, EPERM};
+    use abi::region::{check_map, MapRequest};
+    let m = MapRequest { offset: 8192, len: 4096, shared: true, exec: false };
+    kexpect!(t, check_map(&m, 8192, 4096).is_ok());
+    kexpect!(t, check_map(&MapRequest { offset: 0, ..m }, 8192, 4096) == Err(ENXIO));
+    kexpect!(t, check_map(&MapRequest { shared: false, ..m }, 8192, 4096) == Err(EINVAL));
+    kexpect!(t, check_map(&MapRequest { exec: true, ..m }, 8192, 4096) == Err(EPERM));
+}
+}
+
+kunit_case! {
+/// Wire format: round trips, and malformed peer input is EPROTO.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_wire(t: *mut c_void) {
+    use abi::errno::EPROTO;
+    use abi::wire::{Ctrl, Hello};
+    let h = Hello { version: 1, ctrl_credits: 8, qps: 1, nonce: 42 };
+    kexpect!(t, Hello::decode(&h.encode()) == Ok(h));
+    kexpect!(t, Hello::decode(&h.encode()[..10]) == Err(EPROTO));
+    let m = Ctrl::Revoke { token: 7, generation: 3 };
+    let mut b = m.encode();
+    kexpect!(t, Ctrl::decode(&b) == Ok(m));
+    b[60] = 1;
+    kexpect!(t, Ctrl::decode(&b) == Err(EPROTO));
+}
+}
+
+kunit_case! {
+/// Connection machine: establishment, and a device removal ends with ENODEV.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_conn_machine(t: *mut c_void) {
+    use abi::conn::{step, Action, Event, State};
+    use abi::errno::ENODEV;
+    let (s, a) = step(State::Connecting, Event::Established);
+    kexpect!(t, s == State::Connected && a == Action::Ready);
+    let (s, a) = step(s, Event::DeviceRemoval);
+    kexpect!(t, s == State::Closed { error: Some(ENODEV) } && a == Action::Teardown);
+    kexpect!(t, step(s, Event::Disconnected) == (s, Action::None));
+}
+}

@@ -23,6 +23,11 @@ static struct kunit_case rrdma_kunit_cases[] = {
 	KUNIT_CASE(rrdma_kt_codec),
 	KUNIT_CASE(rrdma_kt_errno_mapping),
 	KUNIT_CASE(rrdma_kt_release_guard),
+	KUNIT_CASE(rrdma_kt_block_spans),
+	KUNIT_CASE(rrdma_kt_handles),
+	KUNIT_CASE(rrdma_kt_map_rules),
+	KUNIT_CASE(rrdma_kt_wire),
+	KUNIT_CASE(rrdma_kt_conn_machine),
 	{}
 };
 

@@ -18,5 +18,10 @@ void rrdma_kt_info_slots(struct kunit *test);
 void rrdma_kt_codec(struct kunit *test);
 void rrdma_kt_errno_mapping(struct kunit *test);
 void rrdma_kt_release_guard(struct kunit *test);
+void rrdma_kt_block_spans(struct kunit *test);
+void rrdma_kt_handles(struct kunit *test);
+void rrdma_kt_map_rules(struct kunit *test);
+void rrdma_kt_wire(struct kunit *test);
+void rrdma_kt_conn_machine(struct kunit *test);
 
 #endif /* RRDMA_KUNIT_H */
