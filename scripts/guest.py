@@ -149,7 +149,10 @@ def qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip):
     kimg = Path(args.kdir) / "arch/x86/boot/bzImage"
     append = (f"console=ttyS0 panic=-1 rrdma.role={role} rrdma.test={args.test} "
               f"rrdma.arg={args.arg or '-'} rrdma.self={self_ip} rrdma.peer={peer_ip}")
-    cmd = ["qemu-system-x86_64", "-machine", "q35", "-cpu", "max", "-smp", "2",
+    # la57=off: with 5-level paging a timer IRQ during early boot can trip
+    # KASAN ("wild-memory-access" in identify_boot_cpu) before any of our
+    # code runs; 4-level paging avoids that flake.
+    cmd = ["qemu-system-x86_64", "-machine", "q35", "-cpu", "max,la57=off", "-smp", "2",
            "-m", str(args.memory), "-display", "none", "-no-reboot", "-nodefaults",
            "-kernel", str(kimg), "-initrd", str(initrd), "-append", append,
            "-serial", f"file:{work}/console-{role}.log",
