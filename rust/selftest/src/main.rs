@@ -64,8 +64,8 @@ fn get_info_sized(dev: &Rrdma, info: &Info, size: usize, tail: u8) -> io::Result
     Ok(buf)
 }
 
-/// Maps `len` bytes with `prot`, returning the address.
-fn map(len: usize, prot: i32) -> u64 {
+/// Maps `len` anonymous bytes with `prot`, returning the address.
+pub(crate) fn map_anon(len: usize, prot: i32) -> u64 {
     // SAFETY: an anonymous private mapping has no preconditions.
     let p = unsafe {
         libc::mmap(
@@ -264,13 +264,13 @@ fn abi_checks(dev: &Rrdma, t: &mut Tap) {
             EFAULT,
         ),
     );
-    let ro = map(page, libc::PROT_READ);
+    let ro = map_anon(page, libc::PROT_READ);
     // SAFETY: read-only page: the kernel's write back must fail.
     t.check(
         "read-only argument is EFAULT",
         expect_errno(unsafe { dev.ioctl_raw(uapi::IOCTL_GET_INFO, ro) }, EFAULT),
     );
-    let none = map(page, libc::PROT_NONE);
+    let none = map_anon(page, libc::PROT_NONE);
     // SAFETY: inaccessible page.
     t.check(
         "unmapped (PROT_NONE) argument is EFAULT",
@@ -278,7 +278,7 @@ fn abi_checks(dev: &Rrdma, t: &mut Tap) {
     );
     // An argument whose first bytes are readable but whose tail runs into an
     // inaccessible page.
-    let two = map(2 * page, libc::PROT_READ | libc::PROT_WRITE);
+    let two = map_anon(2 * page, libc::PROT_READ | libc::PROT_WRITE);
     // SAFETY: valid mapping of two pages, second one made inaccessible.
     unsafe { libc::mprotect((two + page as u64) as *mut _, page, libc::PROT_NONE) };
     // SAFETY: the first 16 bytes are ours; the rest faults.

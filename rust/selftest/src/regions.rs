@@ -124,7 +124,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap) {
     t.check(
         "create with read-only argument leaves no region behind",
         (|| {
-            let ro = map_anon(page, libc::PROT_READ | libc::PROT_WRITE);
+            let ro = crate::map_anon(page, libc::PROT_READ | libc::PROT_WRITE) as *mut u8;
             let req = RegionCreate {
                 block_size: 4096,
                 nblocks: 1,
@@ -482,22 +482,6 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap) {
             )
         })(),
     );
-}
-
-fn map_anon(len: usize, prot: i32) -> *mut u8 {
-    // SAFETY: an anonymous private mapping has no preconditions.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            prot,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert!(p != libc::MAP_FAILED);
-    p.cast()
 }
 
 /// In a child that opened its own file and then dropped to an unprivileged
