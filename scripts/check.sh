@@ -75,11 +75,11 @@ step "build: userspace (static)" "$HERE/build-userspace.sh"
 step "lint: rustfmt" "$HERE/lint.sh" rustfmt
 step "lint: cargo clippy" "$HERE/lint.sh" clippy
 
-# g KERNEL VARIANT --label LABEL ARGS...: one guest.py run.  A harness that
-# dies without recording anything is a failure too.
+# g KERNEL VARIANT --label LABEL ARGS...: one guest.py run on the kernel whose
+# build directory is in $kdir.  A harness that dies without recording
+# anything is a failure too.
 g() {
-	local kdir before
-	kdir=$("$HERE/kernel.sh" "$1" "$2" 2>/dev/null | tail -1)
+	local before
 	before=$(wc -l <"$RESULTS")
 	python3 "$HERE/guest.py" --kdir "$kdir" --modules "$REPO/build/mod-$1-$2" \
 		--bindir "$REPO/build/bin" --results "$RESULTS" --logdir "$LOGS" "${@:3}" \
@@ -92,6 +92,7 @@ for k in $KERNELS; do
 	if ! step "build: kernel $k ($VARIANT)" "$HERE/kernel.sh" "$k" "$VARIANT"; then continue; fi
 	if ! step "build: modules for $k" "$HERE/build-module.sh" "$k" "$VARIANT"; then continue; fi
 	[ "$k" = 6.12 ] && step "lint: checkpatch and clippy on $k" "$HERE/lint.sh" kernel "$k"
+	kdir=$("$HERE/kernel.sh" "$k" "$VARIANT" 2>/dev/null | tail -1)
 	log "guest tests on $k"
 	g "$k" "$VARIANT" --label "$k basic" --test basic --timeout 600
 	for prov in siw rxe; do
@@ -103,6 +104,7 @@ for k in $DEBUG_KERNELS; do
 	[ "$VARIANT" = debug ] && break
 	if ! step "build: kernel $k (debug)" "$HERE/kernel.sh" "$k" debug; then continue; fi
 	if ! step "build: modules for $k (debug)" "$HERE/build-module.sh" "$k" debug; then continue; fi
+	kdir=$("$HERE/kernel.sh" "$k" debug 2>/dev/null | tail -1)
 	log "guest tests on $k (debug)"
 	g "$k" debug --label "$k debug basic" --test basic --timeout 1200 --memory 1024
 done

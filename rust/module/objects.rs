@@ -11,7 +11,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::abi::{
-    errno::{Errno, EINVAL, ENOENT, ENOSPC},
+    errno::{Errno, ENOENT, ENOSPC},
     handle,
 };
 use crate::region::Region;
@@ -28,7 +28,7 @@ struct Slot {
 }
 
 /// Counts shown in fdinfo, so tests can see leaks.
-#[derive(Clone, Copy, Default)]
+#[derive(Default)]
 pub(crate) struct Counts {
     pub(crate) regions: u64,
     pub(crate) region_bytes: u64,
@@ -38,7 +38,6 @@ pub(crate) struct Counts {
 pub(crate) struct Objects {
     slots: KVec<Slot>,
     next_mmap_offset: u64,
-    counts: Counts,
 }
 
 impl Objects {
@@ -47,7 +46,6 @@ impl Objects {
         Self {
             slots: KVec::new(),
             next_mmap_offset: 0,
-            counts: Counts::default(),
         }
     }
 
@@ -76,49 +74,33 @@ impl Objects {
                 self.slots.len() - 1
             }
         };
-        let Object::Region(ref r) = object;
-        self.counts.regions += 1;
-        self.counts.region_bytes += r.geometry().bytes();
         let slot = &mut self.slots[index];
         slot.object = Some(object);
         Ok(handle::encode(index as u32, slot.generation))
     }
 
-    fn slot(&self, h: u32) -> Result<&Slot, Errno> {
+    /// The index of the live slot `h` names: `ENOENT` if it names nothing
+    /// (0, stale, destroyed).
+    fn index(&self, h: u32) -> Result<usize, Errno> {
         let (index, generation) = handle::decode(h).ok_or(ENOENT)?;
-        let slot = self.slots.get(index as usize).ok_or(ENOENT)?;
-        if slot.generation != generation || slot.object.is_none() {
-            return Err(ENOENT);
-        }
-        Ok(slot)
-    }
-
-    /// The region named by `h`: `ENOENT` if `h` names nothing (0, stale,
-    /// destroyed), `EINVAL` if it names another kind of object.
-    #[allow(dead_code)] // Used by the data path.
-    pub(crate) fn region(&self, h: u32) -> Result<Arc<Region>, Errno> {
-        match &self.slot(h)?.object {
-            Some(Object::Region(r)) => Ok(r.clone()),
-            #[allow(unreachable_patterns)]
-            _ => Err(EINVAL),
+        match self.slots.get(index as usize) {
+            Some(s) if s.generation == generation && s.object.is_some() => Ok(index as usize),
+            _ => Err(ENOENT),
         }
     }
 
     /// Removes the region named by `h` and returns it (the caller drops it
     /// outside the lock).
     pub(crate) fn remove_region(&mut self, h: u32) -> Result<Arc<Region>, Errno> {
-        self.slot(h)?;
-        let (index, _) = handle::decode(h).ok_or(ENOENT)?;
-        let slot = &mut self.slots[index as usize];
-        match slot.object.take() {
-            Some(Object::Region(r)) => {
-                slot.generation = slot.generation.wrapping_add(1);
-                self.counts.regions -= 1;
-                self.counts.region_bytes -= r.geometry().bytes();
-                Ok(r)
-            }
-            None => Err(ENOENT),
-        }
+        let index = self.index(h)?;
+        let slot = &mut self.slots[index];
+        // `index()` found the slot live; once other kinds exist, check the
+        // kind (EINVAL) before taking the object out.
+        let Some(Object::Region(r)) = slot.object.take() else {
+            return Err(ENOENT);
+        };
+        slot.generation = slot.generation.wrapping_add(1);
+        Ok(r)
     }
 
     /// The region mapped at byte offset `offset`, if any.
@@ -129,8 +111,13 @@ impl Objects {
         })
     }
 
-    /// Current counts.
+    /// Current counts, derived from the table (read by fdinfo only).
     pub(crate) fn counts(&self) -> Counts {
-        self.counts
+        let mut c = Counts::default();
+        for Object::Region(r) in self.slots.iter().filter_map(|s| s.object.as_ref()) {
+            c.regions += 1;
+            c.region_bytes += r.geometry().bytes();
+        }
+        c
     }
 }
