@@ -28,7 +28,9 @@
 
 /* Feature bits reported by RRDMA_IOCTL_GET_INFO. */
 #define RRDMA_FEATURE_REGIONS	(1ULL << 0)	/* REGION_CREATE/DESTROY, mmap */
-#define RRDMA_FEATURES_ALL	RRDMA_FEATURE_REGIONS
+/* LISTEN .. SUBMIT, RW_SYNC, completions by read(2)/poll(2) */
+#define RRDMA_FEATURE_REMOTE	(1ULL << 1)
+#define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -167,5 +169,252 @@ struct rrdma_region_destroy {
 	_IOWR(RRDMA_IOCTL_MAGIC, 0x01, struct rrdma_region_create)
 #define RRDMA_IOCTL_REGION_DESTROY \
 	_IOW(RRDMA_IOCTL_MAGIC, 0x02, struct rrdma_region_destroy)
+
+/* rrdma_addr.family */
+#define RRDMA_AF_INET		2	/* AF_INET */
+#define RRDMA_AF_INET6		10	/* AF_INET6 */
+
+/**
+ * struct rrdma_addr - an IP address and port, as rdma_cm resolves them
+ * @family:	RRDMA_AF_INET or RRDMA_AF_INET6
+ * @port:	port, host byte order (not 0)
+ * @scope_id:	IPv6 scope (interface index) for link-local addresses, else 0
+ * @addr:	address in network byte order; IPv4 uses the first 4 bytes and
+ *		the other 12 must be zero
+ */
+struct rrdma_addr {
+	__u16 family;
+	__u16 port;
+	__u32 scope_id;
+	__u8 addr[16];
+};
+
+/* Largest listen backlog; 0 asks for RRDMA_BACKLOG_DEFAULT. */
+#define RRDMA_BACKLOG_DEFAULT	16
+#define RRDMA_BACKLOG_MAX	256
+
+/**
+ * struct rrdma_listen - argument of RRDMA_IOCTL_LISTEN
+ * @addr:	in: local address to listen on (any address: all zero)
+ * @backlog:	in: connections accepted by the kernel but not yet taken by
+ *		RRDMA_IOCTL_ACCEPT; further requests are rejected with EBUSY
+ * @flags:	in: must be zero
+ * @handle:	out: the listener's handle
+ * @reserved:	in: must be zero
+ *
+ * The kernel completes the handshake of every valid connection request
+ * itself (auto-accept) and queues the established connection for ACCEPT.
+ * Queued connections already serve this file's exports.
+ */
+struct rrdma_listen {
+	struct rrdma_addr addr;
+	__u32 backlog;
+	__u32 flags;
+	__u32 handle;
+	__u32 reserved;
+};
+
+/**
+ * struct rrdma_accept - argument of RRDMA_IOCTL_ACCEPT
+ * @listener:	in: the listener's handle
+ * @flags:	in: must be zero
+ * @timeout_ms:	in: how long to wait for a connection; 0 does not wait
+ *		(EAGAIN), ~0U waits until a signal
+ * @handle:	out: the connection's handle
+ * @peer:	out: the peer's address
+ */
+struct rrdma_accept {
+	__u32 listener;
+	__u32 flags;
+	__u32 timeout_ms;
+	__u32 handle;
+	struct rrdma_addr peer;
+};
+
+/**
+ * struct rrdma_connect - argument of RRDMA_IOCTL_CONNECT
+ * @addr:	in: the peer's address
+ * @timeout_ms:	in: for address and route resolution and the handshake;
+ *		0 means the default (5000)
+ * @flags:	in: must be zero
+ * @handle:	out: the connection's handle
+ * @reserved:	in: must be zero
+ *
+ * Waits interruptibly until the connection is established or has failed:
+ * ECONNREFUSED (nobody listens, or the peer refused: its errno is
+ * returned if it sent one), ETIMEDOUT, EHOSTUNREACH, ENODEV (no usable RDMA
+ * device owns the route), EINTR.
+ */
+struct rrdma_connect {
+	struct rrdma_addr addr;
+	__u32 timeout_ms;
+	__u32 flags;
+	__u32 handle;
+	__u32 reserved;
+};
+
+/**
+ * struct rrdma_handle_arg - argument of DISCONNECT, UNIMPORT and UNLISTEN
+ * @handle:	in: the object's handle
+ * @flags:	in: must be zero
+ */
+struct rrdma_handle_arg {
+	__u32 handle;
+	__u32 flags;
+};
+
+/* rrdma_export.access */
+#define RRDMA_ACCESS_READ	(1U << 0)	/* peers may READ the region */
+#define RRDMA_ACCESS_WRITE	(1U << 1)	/* peers may WRITE it (needs READ) */
+
+/**
+ * struct rrdma_export - argument of RRDMA_IOCTL_EXPORT
+ * @region:	in: the region's handle
+ * @access:	in: RRDMA_ACCESS_READ, or READ | WRITE
+ * @conn:	in: a connection handle to restrict the export to, or 0 for
+ *		any connection of this file
+ * @flags:	in: must be zero
+ * @token:	out: a random 64-bit token naming the export to peers
+ *
+ * Registration for the NIC happens per importing connection, by fast
+ * registration with a fresh key, and a read-only export is registered
+ * without remote write access.  A region with exports cannot be destroyed
+ * (EBUSY) until they are unexported.
+ */
+struct rrdma_export {
+	__u32 region;
+	__u32 access;
+	__u32 conn;
+	__u32 flags;
+	__u64 token;
+};
+
+/**
+ * struct rrdma_unexport - argument of RRDMA_IOCTL_UNEXPORT
+ * @token:	in: the token EXPORT returned
+ * @flags:	in: must be zero
+ * @reserved:	in: must be zero
+ *
+ * Revokes: every registration of the export is deregistered (the NIC
+ * refuses the old keys) and importers are told; their later operations
+ * fail with EKEYREVOKED.
+ */
+struct rrdma_unexport {
+	__u64 token;
+	__u32 flags;
+	__u32 reserved;
+};
+
+/**
+ * struct rrdma_import - argument of RRDMA_IOCTL_IMPORT
+ * @conn:	in: the connection to the exporting peer
+ * @flags:	in: must be zero
+ * @token:	in: the token the peer's EXPORT returned
+ * @timeout_ms:	in: for the peer's answer; 0 means the default (5000)
+ * @handle:	out: the remote region's handle
+ * @block_size:	out: the remote region's block size
+ * @access:	out: RRDMA_ACCESS_* granted
+ * @nblocks:	out: the remote region's number of blocks
+ */
+struct rrdma_import {
+	__u32 conn;
+	__u32 flags;
+	__u64 token;
+	__u32 timeout_ms;
+	__u32 handle;
+	__u32 block_size;
+	__u32 access;
+	__u64 nblocks;
+};
+
+/* rrdma_op.opcode */
+#define RRDMA_OP_READ		1	/* remote blocks -> local region */
+#define RRDMA_OP_WRITE		2	/* local region -> remote blocks */
+
+/**
+ * struct rrdma_op - one block operation
+ * @opcode:	RRDMA_OP_READ or RRDMA_OP_WRITE
+ * @flags:	must be zero
+ * @remote:	handle of an imported remote region
+ * @local:	handle of a local region; same block size as the remote one
+ * @remote_block: first remote block
+ * @local_block: first local block
+ * @count:	number of contiguous blocks, at least one
+ * @reserved:	must be zero
+ * @user_data:	returned unchanged in the completion
+ */
+struct rrdma_op {
+	__u32 opcode;
+	__u32 flags;
+	__u32 remote;
+	__u32 local;
+	__u64 remote_block;
+	__u64 local_block;
+	__u32 count;
+	__u32 reserved;
+	__u64 user_data;
+};
+
+#define RRDMA_OP_SIZE_VER0	48
+
+/**
+ * struct rrdma_submit - argument of RRDMA_IOCTL_SUBMIT
+ * @ops:	in: user pointer to @count struct rrdma_op, @op_size apart
+ * @count:	in: number of operations, 1 to RRDMA_SUBMIT_MAX
+ * @op_size:	in: the caller's sizeof(struct rrdma_op), at least
+ *		RRDMA_OP_SIZE_VER0
+ * @flags:	in: must be zero
+ * @submitted:	out: operations posted, in order
+ *
+ * Every operation is checked (handles, kinds, bounds, access) before any is
+ * posted: if one is refused, the ioctl fails with its errno, nothing is
+ * posted and @submitted is the index of the refused operation.  When the
+ * queues are full, a prefix is posted and @submitted says how many; EAGAIN
+ * when none could be.  Each posted operation produces exactly one
+ * struct rrdma_completion, read from the file.
+ */
+struct rrdma_submit {
+	__u64 ops;
+	__u32 count;
+	__u32 op_size;
+	__u32 flags;
+	__u32 submitted;
+};
+
+#define RRDMA_SUBMIT_MAX	1024
+
+/**
+ * struct rrdma_completion - what read(2) of /dev/rrdma returns
+ * @user_data:	the operation's user_data
+ * @status:	0, or a negative errno: EKEYREVOKED (export revoked),
+ *		EACCES (the peer's NIC refused the access), ECONNRESET /
+ *		ECONNABORTED (the connection went down), ECANCELED (flushed by
+ *		a disconnect or close), EIO
+ * @opcode:	the operation's opcode
+ * @bytes:	bytes transferred (0 on error)
+ *
+ * read(2) returns whole records only (EINVAL for a smaller buffer), blocks
+ * interruptibly unless O_NONBLOCK (EAGAIN), and poll(2) reports POLLIN while
+ * completions are pending.
+ */
+struct rrdma_completion {
+	__u64 user_data;
+	__s32 status;
+	__u32 opcode;
+	__u64 bytes;
+};
+
+#define RRDMA_IOCTL_LISTEN	_IOWR(RRDMA_IOCTL_MAGIC, 0x03, struct rrdma_listen)
+#define RRDMA_IOCTL_ACCEPT	_IOWR(RRDMA_IOCTL_MAGIC, 0x04, struct rrdma_accept)
+#define RRDMA_IOCTL_CONNECT	_IOWR(RRDMA_IOCTL_MAGIC, 0x05, struct rrdma_connect)
+#define RRDMA_IOCTL_DISCONNECT	_IOW(RRDMA_IOCTL_MAGIC, 0x06, struct rrdma_handle_arg)
+#define RRDMA_IOCTL_EXPORT	_IOWR(RRDMA_IOCTL_MAGIC, 0x07, struct rrdma_export)
+#define RRDMA_IOCTL_UNEXPORT	_IOW(RRDMA_IOCTL_MAGIC, 0x08, struct rrdma_unexport)
+#define RRDMA_IOCTL_IMPORT	_IOWR(RRDMA_IOCTL_MAGIC, 0x09, struct rrdma_import)
+#define RRDMA_IOCTL_UNIMPORT	_IOW(RRDMA_IOCTL_MAGIC, 0x0a, struct rrdma_handle_arg)
+#define RRDMA_IOCTL_UNLISTEN	_IOW(RRDMA_IOCTL_MAGIC, 0x0b, struct rrdma_handle_arg)
+#define RRDMA_IOCTL_SUBMIT	_IOWR(RRDMA_IOCTL_MAGIC, 0x0c, struct rrdma_submit)
+/* One operation, waited for: returns its status (user_data is ignored). */
+#define RRDMA_IOCTL_RW_SYNC	_IOW(RRDMA_IOCTL_MAGIC, 0x0d, struct rrdma_op)
 
 #endif /* _UAPI_LINUX_RRDMA_H */

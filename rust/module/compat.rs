@@ -15,3 +15,28 @@ mod imp;
 mod imp;
 
 pub(crate) use imp::*;
+
+/// Removes element `i`, keeping the order of the others.
+pub(crate) fn vec_remove<T>(v: &mut kernel::alloc::KVec<T>, i: usize) -> Option<T> {
+    if i >= v.len() {
+        return None;
+    }
+    v.as_mut_slice()[i..].rotate_left(1);
+    vec_pop(v)
+}
+
+/// Removes element `i`, moving the last one into its place.
+pub(crate) fn vec_swap_remove<T>(v: &mut kernel::alloc::KVec<T>, i: usize) -> Option<T> {
+    let last = v.len().checked_sub(1)?;
+    if i > last {
+        return None;
+    }
+    v.as_mut_slice().swap(i, last);
+    vec_pop(v)
+}
+
+/// The address of an `Arc`'s value (6.12's `Arc` has no `as_ptr`); the
+/// same pointer `Arc::into_raw` returns.
+pub(crate) fn arc_ptr<T>(a: &kernel::sync::Arc<T>) -> *const T {
+    core::ptr::from_ref::<T>(a)
+}

@@ -75,6 +75,12 @@ impl Context {
         Ok(out)
     }
 
+    /// The context of `dev`, if known.
+    pub(crate) fn find_device(&self, dev: *mut ffi::IbDevice) -> Option<Arc<DeviceCtx>> {
+        let devices = self.devices.lock();
+        devices.iter().flatten().find(|d| d.is(dev)).cloned()
+    }
+
     /// Number of devices known.
     pub(crate) fn device_count(&self) -> usize {
         self.devices.lock().iter().flatten().count()

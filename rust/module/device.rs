@@ -13,8 +13,9 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::sync::{new_mutex, Arc, Mutex};
 
+use crate::conn::Conn;
 use crate::context::Context;
 use crate::ffi::{self, DeviceAttr, IbCq, IbDevice, IbPd};
 use crate::release::{Release, ReleaseGuard};
@@ -67,14 +68,19 @@ impl Drop for Cq {
 /// the CQ goes before the PD.
 struct Verbs {
     _cq: Cq,
-    _pd: Pd,
+    pd: Pd,
 }
 
 /// rrdma's view of one RDMA device.
+#[pin_data]
 pub(crate) struct DeviceCtx {
     dev: NonNull<IbDevice>,
     verbs: Option<Verbs>,
     removing: AtomicBool,
+    /// Connections using the device: `remove` destroys them (the removal
+    /// notifiers of xprtrdma), which drops their references.
+    #[pin]
+    conns: Mutex<KVec<Arc<Conn>>>,
     /// Must stay the last field: signals `remove` after the verbs are freed.
     release: ReleaseGuard,
 }
@@ -102,17 +108,44 @@ impl DeviceCtx {
             let cq = Cq::new(dev.as_ptr(), DEVICE_CQ_ENTRIES).inspect_err(|e| {
                 pr_warn!("{}: ib_alloc_cq failed ({:?})\n", attr.name_str(), e);
             })?;
-            Some(Verbs { _cq: cq, _pd: pd })
+            Some(Verbs { _cq: cq, pd })
         };
-        Ok(Arc::new(
-            Self {
+        Arc::pin_init(
+            pin_init!(Self {
                 dev,
                 verbs,
                 removing: AtomicBool::new(false),
+                conns <- new_mutex!(KVec::new()),
                 release: ReleaseGuard::new(release),
-            },
+            }),
             GFP_KERNEL,
-        )?)
+        )
+    }
+
+    /// The device's protection domain, if rrdma uses the device.
+    pub(crate) fn pd(&self) -> Option<*mut IbPd> {
+        self.verbs.as_ref().map(|v| v.pd.0.as_ptr())
+    }
+
+    /// Whether this context is the one of `dev`.
+    pub(crate) fn is(&self, dev: *mut IbDevice) -> bool {
+        self.dev.as_ptr() == dev
+    }
+
+    /// Records a connection using the device.
+    pub(crate) fn add_conn(&self, conn: &Arc<Conn>) -> Result {
+        self.conns.lock().push(conn.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Forgets a connection (it released its device objects).
+    pub(crate) fn remove_conn(&self, conn: &Conn) {
+        let gone = {
+            let mut conns = self.conns.lock();
+            let i = conns.iter().position(|c| core::ptr::eq::<Conn>(&**c, conn));
+            i.and_then(|i| crate::compat::vec_swap_remove(&mut conns, i))
+        };
+        drop(gone);
     }
 
     /// The device's current attributes (name, port state, ...).
@@ -169,9 +202,8 @@ unsafe extern "C" fn rrdma_rust_device_add(
 
 /// `ib_client.remove`: marks the device as going, forgets it and waits until
 /// the last reference to its context is gone, so that nothing touches the
-/// device afterwards. Today the only other holders are short-lived
-/// (`GET_INFO` snapshots); connections will register removal notifiers that
-/// are called here before the wait.
+/// device afterwards. Connections on the device are destroyed first; the
+/// other holders are short-lived (`GET_INFO` snapshots).
 ///
 /// # Safety
 ///
@@ -189,6 +221,14 @@ unsafe extern "C" fn rrdma_rust_device_remove(
     let ctx = unsafe { Arc::from_raw(client_data.cast::<DeviceCtx>().cast_const()) };
     ctx.removing.store(true, Ordering::Release);
     let attr = ctx.attr();
+    // Removal notifiers: every connection on the device closes with
+    // ENODEV, its operations complete with errors, its QP and
+    // registrations are freed and it lets go of the device.
+    let conns = core::mem::replace(&mut *ctx.conns.lock(), KVec::new());
+    for conn in conns.iter() {
+        Conn::destroy(conn, Some(crate::abi::errno::ENODEV));
+    }
+    drop(conns);
     context.remove_device(&ctx);
     let release = ctx.release.release();
     drop(ctx);

@@ -44,6 +44,103 @@ pub(crate) struct UserStruct {
     _opaque: [u8; 0],
 }
 
+/// Opaque `struct rdma_cm_id`.
+#[repr(C)]
+pub(crate) struct RdmaCmId {
+    _opaque: [u8; 0],
+}
+
+/// Opaque `struct rrdma_shim_qp`: a QP with its CQs and control buffers.
+#[repr(C)]
+pub(crate) struct ShimQp {
+    _opaque: [u8; 0],
+}
+
+/// Opaque `struct rrdma_shim_mr`: one fast-registration MR.
+#[repr(C)]
+pub(crate) struct ShimMr {
+    _opaque: [u8; 0],
+}
+
+/// `struct ib_cqe`: a single `done` function pointer, set by the shim when
+/// it posts; Rust embeds it first in its completion contexts.
+#[repr(C)]
+pub(crate) struct IbCqe {
+    pub(crate) done: *const c_void,
+}
+
+/// `struct rrdma_shim_addr` (same layout as `struct rrdma_addr`).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ShimAddr {
+    pub(crate) family: u16,
+    pub(crate) port: u16,
+    pub(crate) scope_id: u32,
+    pub(crate) addr: [u8; 16],
+}
+
+const _: () = assert!(core::mem::size_of::<ShimAddr>() == 24);
+
+/// `RRDMA_SHIM_WR_READ`.
+pub(crate) const WR_READ: u32 = 1;
+/// `RRDMA_SHIM_WR_WRITE`.
+pub(crate) const WR_WRITE: u32 = 2;
+/// `RRDMA_SHIM_WR_REG`.
+pub(crate) const WR_REG: u32 = 3;
+/// `RRDMA_SHIM_ACCESS_LOCAL_WRITE`.
+pub(crate) const ACCESS_LOCAL_WRITE: u32 = 1 << 0;
+/// `RRDMA_SHIM_ACCESS_REMOTE_READ`.
+pub(crate) const ACCESS_REMOTE_READ: u32 = 1 << 1;
+/// `RRDMA_SHIM_ACCESS_REMOTE_WRITE`.
+pub(crate) const ACCESS_REMOTE_WRITE: u32 = 1 << 2;
+
+/// `struct rrdma_shim_wr`.
+#[repr(C)]
+pub(crate) struct ShimWr {
+    pub(crate) opcode: u32,
+    pub(crate) signaled: u32,
+    pub(crate) cqe: *mut IbCqe,
+    pub(crate) local_addr: u64,
+    pub(crate) lkey: u32,
+    pub(crate) len: u32,
+    pub(crate) remote_addr: u64,
+    pub(crate) rkey: u32,
+    pub(crate) access: u32,
+    pub(crate) mr: *mut ShimMr,
+}
+
+impl ShimWr {
+    /// An unsignaled registration of `mr` with `access`.
+    pub(crate) fn reg(mr: *mut ShimMr, access: u32, signaled: bool) -> Self {
+        Self {
+            opcode: WR_REG,
+            signaled: u32::from(signaled),
+            cqe: core::ptr::null_mut(),
+            local_addr: 0,
+            lkey: 0,
+            len: 0,
+            remote_addr: 0,
+            rkey: 0,
+            access,
+            mr,
+        }
+    }
+}
+
+/// `rdma_cm_event_type` values rrdma handles.
+pub(crate) mod cm_event {
+    pub(crate) const ADDR_RESOLVED: i32 = 0;
+    pub(crate) const ADDR_ERROR: i32 = 1;
+    pub(crate) const ROUTE_RESOLVED: i32 = 2;
+    pub(crate) const ROUTE_ERROR: i32 = 3;
+    pub(crate) const CONNECT_ERROR: i32 = 6;
+    pub(crate) const UNREACHABLE: i32 = 7;
+    pub(crate) const REJECTED: i32 = 8;
+    pub(crate) const ESTABLISHED: i32 = 9;
+    pub(crate) const DISCONNECTED: i32 = 10;
+    pub(crate) const DEVICE_REMOVAL: i32 = 11;
+}
+
 /// `struct rrdma_shim_vma_info`.
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -144,6 +241,87 @@ extern "C" {
     pub(crate) fn rrdma_shim_page_size() -> c_ulong;
     /// The `max_region_mb` module parameter, in bytes.
     pub(crate) fn rrdma_shim_max_region_bytes() -> u64;
+    /// `get_random_u64()`.
+    pub(crate) fn rrdma_shim_random_u64() -> u64;
+    /// Wakes read(2)/poll(2) sleepers of a file.
+    pub(crate) fn rrdma_shim_file_wake(waitq: *mut c_void);
+
+    /// Creates an active cm_id owned by `owner` and starts resolving `dst`.
+    pub(crate) fn rrdma_shim_cm_connect_start(
+        owner: *mut c_void,
+        dst: *const ShimAddr,
+        timeout_ms: u32,
+        out: *mut *mut RdmaCmId,
+    ) -> c_int;
+    /// Creates a listening cm_id owned by `owner` bound to `src`.
+    pub(crate) fn rrdma_shim_cm_listen(
+        owner: *mut c_void,
+        src: *const ShimAddr,
+        backlog: u32,
+        out: *mut *mut RdmaCmId,
+    ) -> c_int;
+    /// `rdma_resolve_route()`.
+    pub(crate) fn rrdma_shim_cm_resolve_route(id: *mut RdmaCmId, timeout_ms: u32) -> c_int;
+    /// `rdma_connect_locked()` with `pdata` as private data.
+    pub(crate) fn rrdma_shim_cm_connect(id: *mut RdmaCmId, pdata: *const c_void, len: u8)
+        -> c_int;
+    /// `rdma_accept()` with `pdata` as private data.
+    pub(crate) fn rrdma_shim_cm_accept(
+        id: *mut RdmaCmId,
+        pdata: *const c_void,
+        len: u8,
+        peer_initiator: u8,
+        peer_responder: u8,
+    ) -> c_int;
+    /// `rdma_reject()` with a consumer-defined reason and `pdata`.
+    pub(crate) fn rrdma_shim_cm_reject(id: *mut RdmaCmId, pdata: *const c_void, len: u8)
+        -> c_int;
+    /// `rdma_disconnect()`.
+    pub(crate) fn rrdma_shim_cm_disconnect(id: *mut RdmaCmId) -> c_int;
+    /// `rdma_destroy_id()`: waits for a running handler of `id`.
+    pub(crate) fn rrdma_shim_cm_destroy_id(id: *mut RdmaCmId);
+    /// The device `id` is bound to (NULL before address resolution).
+    pub(crate) fn rrdma_shim_cm_device(id: *mut RdmaCmId) -> *mut IbDevice;
+    /// The peer's address.
+    pub(crate) fn rrdma_shim_cm_peer(id: *mut RdmaCmId, out: *mut ShimAddr);
+    /// Creates the RC QP of `id` with its CQs and control buffers.
+    pub(crate) fn rrdma_shim_qp_create(
+        id: *mut RdmaCmId,
+        pd: *mut IbPd,
+        owner: *mut c_void,
+        sq_depth: u32,
+        nrecv: u32,
+        nsend: u32,
+        msg_len: u32,
+        out: *mut *mut ShimQp,
+    ) -> c_int;
+    /// Stops posting and drains the QP (flushes everything outstanding).
+    pub(crate) fn rrdma_shim_qp_drain(q: *mut ShimQp);
+    /// Destroys a drained QP, its CQs and buffers.
+    pub(crate) fn rrdma_shim_qp_destroy(q: *mut ShimQp);
+    /// Sends one control message.
+    pub(crate) fn rrdma_shim_ctrl_send(q: *mut ShimQp, msg: *const c_void, len: u32) -> c_int;
+    /// Allocates and maps an MR over `npages` pages at I/O address `iova`.
+    pub(crate) fn rrdma_shim_mr_alloc(
+        pd: *mut IbPd,
+        pages: *mut *mut c_void,
+        npages: u32,
+        iova: u64,
+        err: *mut c_int,
+    ) -> *mut ShimMr;
+    /// The MR's keys.
+    pub(crate) fn rrdma_shim_mr_keys(m: *mut ShimMr, lkey: *mut u32, rkey: *mut u32);
+    /// Deregisters and frees an MR.
+    pub(crate) fn rrdma_shim_mr_free(m: *mut ShimMr);
+    /// `max_fast_reg_page_list_len` of a device.
+    pub(crate) fn rrdma_shim_max_fast_reg_pages(dev: *mut IbDevice) -> u32;
+    /// Posts `n` work requests in order; `posted` says how many were.
+    pub(crate) fn rrdma_shim_post(
+        q: *mut ShimQp,
+        wrs: *const ShimWr,
+        n: u32,
+        posted: *mut u32,
+    ) -> c_int;
 }
 
 /// `PAGE_SIZE` as `u64`.

@@ -9,6 +9,7 @@
 //! region is destroyed, and the memory is freed when the last of both goes.
 
 use core::ptr::NonNull;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::ffi::{c_int, c_ulong, c_void};
 use kernel::page::Page;
@@ -55,6 +56,7 @@ pub(crate) struct Region {
     geometry: Geometry,
     pages: KVVec<Page>,
     mmap_offset: u64,
+    destroyed: AtomicBool,
     _memlock: MemlockCharge,
 }
 
@@ -84,6 +86,7 @@ impl Region {
                 geometry,
                 pages,
                 mmap_offset,
+                destroyed: AtomicBool::new(false),
                 _memlock: memlock,
             },
             GFP_KERNEL,
@@ -93,6 +96,22 @@ impl Region {
     /// The region's geometry.
     pub(crate) fn geometry(&self) -> &Geometry {
         &self.geometry
+    }
+
+    /// Marks the region's handle destroyed: connections drop their cached
+    /// registrations of it once no operation uses them.
+    pub(crate) fn mark_destroyed(&self) {
+        self.destroyed.store(true, Ordering::Release);
+    }
+
+    /// Whether the region's handle was destroyed.
+    pub(crate) fn is_destroyed(&self) -> bool {
+        self.destroyed.load(Ordering::Acquire)
+    }
+
+    /// The region's pages, in order.
+    pub(crate) fn pages(&self) -> &[Page] {
+        &self.pages
     }
 
     /// The offset userspace passes to mmap(2).

@@ -292,14 +292,14 @@ kunit_case! {
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_kt_wire(t: *mut c_void) {
     use abi::errno::EPROTO;
-    use abi::wire::{Ctrl, Hello};
+    use abi::wire::{Ctrl, Hello, CTRL_LEN};
     let h = Hello { version: 1, ctrl_credits: 8, qps: 1, nonce: 42 };
     kexpect!(t, Hello::decode(&h.encode()) == Ok(h));
     kexpect!(t, Hello::decode(&h.encode()[..10]) == Err(EPROTO));
     let m = Ctrl::Revoke { token: 7, generation: 3 };
     let mut b = m.encode();
     kexpect!(t, Ctrl::decode(&b) == Ok(m));
-    b[60] = 1;
+    b[CTRL_LEN - 1] = 1;
     kexpect!(t, Ctrl::decode(&b) == Err(EPROTO));
 }
 }

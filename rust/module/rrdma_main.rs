@@ -19,13 +19,19 @@ use kernel::sync::Arc;
 
 mod abi;
 mod compat;
+mod conn;
 mod context;
 mod device;
+mod export;
 mod ffi;
 mod file;
 mod info;
+mod listener;
+mod mr;
 mod objects;
 mod region;
+mod ring;
+mod shared;
 mod release;
 mod uarg;
 

@@ -28,6 +28,20 @@ pub(crate) fn read<const N: usize>(arg: u64, d: &Decoded) -> Result<[u8; N]> {
     Ok(buf)
 }
 
+/// Reads a `user_size`-byte struct at `addr` into a zero-extended `N`-byte
+/// buffer (an element of a user array, e.g. SUBMIT's operations).
+pub(crate) fn read_sized<const N: usize>(addr: u64, user_size: usize) -> Result<[u8; N]> {
+    let plan = abi::ioctl::ext_copy(user_size, N);
+    let mut buf = [0u8; N];
+    user_slice(addr, plan.copy_len)
+        .reader()
+        .read_slice(&mut buf[..plan.copy_len])?;
+    if let Some((start, end)) = plan.unknown_tail {
+        check_zero(addr.checked_add(start as u64).ok_or(EFAULT)?, end - start)?;
+    }
+    Ok(buf)
+}
+
 /// Writes `buf` back to the ioctl argument at `arg`, up to the caller's size.
 pub(crate) fn write<const N: usize>(arg: u64, d: &Decoded, buf: &[u8; N]) -> Result {
     let plan = abi::ioctl::ext_copy(d.user_size, N);

@@ -47,5 +47,24 @@ pub const EHOSTUNREACH: i32 = 113;
 /// Out of memory.
 pub const ENOMEM: i32 = 12;
 
+/// Permission denied: the peer's NIC refused the access.
+pub const EACCES: i32 = 13;
+/// Device or resource busy.
+pub const EBUSY: i32 = 16;
+/// Try again: queues full, or nothing to wait for without blocking.
+pub const EAGAIN: i32 = 11;
+/// Interrupted by a signal.
+pub const EINTR: i32 = 4;
+/// I/O error.
+pub const EIO: i32 = 5;
+/// Transport endpoint is not connected.
+pub const ENOTCONN: i32 = 107;
+/// Operation canceled: flushed by a disconnect or close.
+pub const ECANCELED: i32 = 125;
+/// Key has been revoked: the export was unexported.
+pub const EKEYREVOKED: i32 = 128;
+/// Address family not supported.
+pub const EAFNOSUPPORT: i32 = 97;
+
 /// An errno as returned by the ABI rules (always positive).
 pub type Errno = i32;

@@ -73,6 +73,28 @@ pub enum Command {
     RegionCreate,
     /// `RRDMA_IOCTL_REGION_DESTROY`.
     RegionDestroy,
+    /// `RRDMA_IOCTL_LISTEN`.
+    Listen,
+    /// `RRDMA_IOCTL_ACCEPT`.
+    Accept,
+    /// `RRDMA_IOCTL_CONNECT`.
+    Connect,
+    /// `RRDMA_IOCTL_DISCONNECT`.
+    Disconnect,
+    /// `RRDMA_IOCTL_EXPORT`.
+    Export,
+    /// `RRDMA_IOCTL_UNEXPORT`.
+    Unexport,
+    /// `RRDMA_IOCTL_IMPORT`.
+    Import,
+    /// `RRDMA_IOCTL_UNIMPORT`.
+    Unimport,
+    /// `RRDMA_IOCTL_UNLISTEN`.
+    Unlisten,
+    /// `RRDMA_IOCTL_SUBMIT`.
+    Submit,
+    /// `RRDMA_IOCTL_RW_SYNC`.
+    RwSync,
 }
 
 /// One row of the command table.
@@ -107,6 +129,83 @@ const COMMANDS: &[CommandSpec] = &[
         min_size: uapi::REGION_DESTROY_SIZE_VER0,
         size: uapi::RegionDestroy::SIZE,
         cmd: Command::RegionDestroy,
+    },
+    CommandSpec {
+        nr: 0x03,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::Listen::SIZE,
+        size: uapi::Listen::SIZE,
+        cmd: Command::Listen,
+    },
+    CommandSpec {
+        nr: 0x04,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::Accept::SIZE,
+        size: uapi::Accept::SIZE,
+        cmd: Command::Accept,
+    },
+    CommandSpec {
+        nr: 0x05,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::Connect::SIZE,
+        size: uapi::Connect::SIZE,
+        cmd: Command::Connect,
+    },
+    CommandSpec {
+        nr: 0x06,
+        dir: IOC_WRITE,
+        min_size: uapi::HandleArg::SIZE,
+        size: uapi::HandleArg::SIZE,
+        cmd: Command::Disconnect,
+    },
+    CommandSpec {
+        nr: 0x07,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::Export::SIZE,
+        size: uapi::Export::SIZE,
+        cmd: Command::Export,
+    },
+    CommandSpec {
+        nr: 0x08,
+        dir: IOC_WRITE,
+        min_size: uapi::Unexport::SIZE,
+        size: uapi::Unexport::SIZE,
+        cmd: Command::Unexport,
+    },
+    CommandSpec {
+        nr: 0x09,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::Import::SIZE,
+        size: uapi::Import::SIZE,
+        cmd: Command::Import,
+    },
+    CommandSpec {
+        nr: 0x0a,
+        dir: IOC_WRITE,
+        min_size: uapi::HandleArg::SIZE,
+        size: uapi::HandleArg::SIZE,
+        cmd: Command::Unimport,
+    },
+    CommandSpec {
+        nr: 0x0b,
+        dir: IOC_WRITE,
+        min_size: uapi::HandleArg::SIZE,
+        size: uapi::HandleArg::SIZE,
+        cmd: Command::Unlisten,
+    },
+    CommandSpec {
+        nr: 0x0c,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::Submit::SIZE,
+        size: uapi::Submit::SIZE,
+        cmd: Command::Submit,
+    },
+    CommandSpec {
+        nr: 0x0d,
+        dir: IOC_WRITE,
+        min_size: uapi::Op::SIZE,
+        size: uapi::Op::SIZE,
+        cmd: Command::RwSync,
     },
 ];
 

@@ -14,8 +14,10 @@ pub const ABI_VERSION: u32 = 1;
 pub const IOCTL_MAGIC: u8 = 0xE7;
 /// `RRDMA_FEATURE_REGIONS`: regions and their mappings.
 pub const FEATURE_REGIONS: u64 = 1 << 0;
+/// `RRDMA_FEATURE_REMOTE`: connections, export/import and block operations.
+pub const FEATURE_REMOTE: u64 = 1 << 1;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
-pub const FEATURES_ALL: u64 = FEATURE_REGIONS;
+pub const FEATURES_ALL: u64 = FEATURE_REGIONS | FEATURE_REMOTE;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).
@@ -183,3 +185,240 @@ pub const REGION_DESTROY_SIZE_VER0: usize = 8;
 pub const IOCTL_REGION_CREATE: IoctlCmd = iowr(IOCTL_MAGIC, 0x01, RegionCreate::SIZE);
 /// `RRDMA_IOCTL_REGION_DESTROY`.
 pub const IOCTL_REGION_DESTROY: IoctlCmd = iow(IOCTL_MAGIC, 0x02, RegionDestroy::SIZE);
+
+/// `RRDMA_AF_INET`.
+pub const AF_INET: u16 = 2;
+/// `RRDMA_AF_INET6`.
+pub const AF_INET6: u16 = 10;
+
+abi_struct! {
+    /// `struct rrdma_addr`: an IP address and port.
+    pub struct Addr (size = 24) {
+        /// `AF_INET` or `AF_INET6`.
+        family: u16 = 0,
+        /// Port, host byte order.
+        port: u16 = 2,
+        /// IPv6 scope id.
+        scope_id: u32 = 4,
+        /// Address, network byte order.
+        addr: [u8; 16] = 8,
+    }
+}
+
+impl super::codec::Field for Addr {
+    const SIZE: usize = Addr::SIZE;
+    fn get(b: &[u8]) -> Self {
+        let mut a = [0u8; Addr::SIZE];
+        a.copy_from_slice(&b[..Addr::SIZE]);
+        Addr::decode(&a)
+    }
+    fn put(&self, b: &mut [u8]) {
+        b[..Addr::SIZE].copy_from_slice(&self.encode());
+    }
+}
+
+/// `RRDMA_BACKLOG_DEFAULT`.
+pub const BACKLOG_DEFAULT: u32 = 16;
+/// `RRDMA_BACKLOG_MAX`.
+pub const BACKLOG_MAX: u32 = 256;
+
+abi_struct! {
+    /// `struct rrdma_listen`.
+    pub struct Listen (size = 40) {
+        /// In: local address.
+        addr: Addr = 0,
+        /// In: accepted connections not yet taken (0: default).
+        backlog: u32 = 24,
+        /// In: must be zero.
+        flags: u32 = 28,
+        /// Out: the listener's handle.
+        handle: u32 = 32,
+        /// In: must be zero.
+        reserved: u32 = 36,
+    }
+}
+
+abi_struct! {
+    /// `struct rrdma_accept`.
+    pub struct Accept (size = 40) {
+        /// In: the listener's handle.
+        listener: u32 = 0,
+        /// In: must be zero.
+        flags: u32 = 4,
+        /// In: milliseconds to wait; 0 does not wait, `u32::MAX` forever.
+        timeout_ms: u32 = 8,
+        /// Out: the connection's handle.
+        handle: u32 = 12,
+        /// Out: the peer's address.
+        peer: Addr = 16,
+    }
+}
+
+abi_struct! {
+    /// `struct rrdma_connect`.
+    pub struct Connect (size = 40) {
+        /// In: the peer's address.
+        addr: Addr = 0,
+        /// In: milliseconds (0: default).
+        timeout_ms: u32 = 24,
+        /// In: must be zero.
+        flags: u32 = 28,
+        /// Out: the connection's handle.
+        handle: u32 = 32,
+        /// In: must be zero.
+        reserved: u32 = 36,
+    }
+}
+
+abi_struct! {
+    /// `struct rrdma_handle_arg`: DISCONNECT, UNIMPORT, UNLISTEN.
+    pub struct HandleArg (size = 8) {
+        /// In: the handle.
+        handle: u32 = 0,
+        /// In: must be zero.
+        flags: u32 = 4,
+    }
+}
+
+/// `RRDMA_ACCESS_READ`.
+pub const ACCESS_READ: u32 = 1 << 0;
+/// `RRDMA_ACCESS_WRITE`.
+pub const ACCESS_WRITE: u32 = 1 << 1;
+
+abi_struct! {
+    /// `struct rrdma_export`.
+    pub struct Export (size = 24) {
+        /// In: the region's handle.
+        region: u32 = 0,
+        /// In: `ACCESS_READ` or `ACCESS_READ | ACCESS_WRITE`.
+        access: u32 = 4,
+        /// In: connection restriction, or 0.
+        conn: u32 = 8,
+        /// In: must be zero.
+        flags: u32 = 12,
+        /// Out: the token.
+        token: u64 = 16,
+    }
+}
+
+abi_struct! {
+    /// `struct rrdma_unexport`.
+    pub struct Unexport (size = 16) {
+        /// In: the token.
+        token: u64 = 0,
+        /// In: must be zero.
+        flags: u32 = 8,
+        /// In: must be zero.
+        reserved: u32 = 12,
+    }
+}
+
+abi_struct! {
+    /// `struct rrdma_import`.
+    pub struct Import (size = 40) {
+        /// In: the connection.
+        conn: u32 = 0,
+        /// In: must be zero.
+        flags: u32 = 4,
+        /// In: the peer's token.
+        token: u64 = 8,
+        /// In: milliseconds (0: default).
+        timeout_ms: u32 = 16,
+        /// Out: the remote region's handle.
+        handle: u32 = 20,
+        /// Out: block size.
+        block_size: u32 = 24,
+        /// Out: `ACCESS_*` granted.
+        access: u32 = 28,
+        /// Out: number of blocks.
+        nblocks: u64 = 32,
+    }
+}
+
+/// `RRDMA_OP_READ`.
+pub const OP_READ: u32 = 1;
+/// `RRDMA_OP_WRITE`.
+pub const OP_WRITE: u32 = 2;
+
+abi_struct! {
+    /// `struct rrdma_op`.
+    pub struct Op (size = 48) {
+        /// `OP_READ` or `OP_WRITE`.
+        opcode: u32 = 0,
+        /// Must be zero.
+        flags: u32 = 4,
+        /// Import handle.
+        remote: u32 = 8,
+        /// Region handle.
+        local: u32 = 12,
+        /// First remote block.
+        remote_block: u64 = 16,
+        /// First local block.
+        local_block: u64 = 24,
+        /// Number of blocks.
+        count: u32 = 32,
+        /// Must be zero.
+        reserved: u32 = 36,
+        /// Returned in the completion.
+        user_data: u64 = 40,
+    }
+}
+
+/// `RRDMA_OP_SIZE_VER0`.
+pub const OP_SIZE_VER0: usize = 48;
+
+abi_struct! {
+    /// `struct rrdma_submit`.
+    pub struct Submit (size = 24) {
+        /// In: user pointer to the ops.
+        ops: u64 = 0,
+        /// In: number of ops.
+        count: u32 = 8,
+        /// In: the caller's op size.
+        op_size: u32 = 12,
+        /// In: must be zero.
+        flags: u32 = 16,
+        /// Out: ops posted (or index of the refused op).
+        submitted: u32 = 20,
+    }
+}
+
+/// `RRDMA_SUBMIT_MAX`.
+pub const SUBMIT_MAX: u32 = 1024;
+
+abi_struct! {
+    /// `struct rrdma_completion`.
+    pub struct Completion (size = 24) {
+        /// The op's user data.
+        user_data: u64 = 0,
+        /// 0 or a negative errno.
+        status: i32 = 8,
+        /// The op's opcode.
+        opcode: u32 = 12,
+        /// Bytes transferred.
+        bytes: u64 = 16,
+    }
+}
+
+/// `RRDMA_IOCTL_LISTEN`.
+pub const IOCTL_LISTEN: IoctlCmd = iowr(IOCTL_MAGIC, 0x03, Listen::SIZE);
+/// `RRDMA_IOCTL_ACCEPT`.
+pub const IOCTL_ACCEPT: IoctlCmd = iowr(IOCTL_MAGIC, 0x04, Accept::SIZE);
+/// `RRDMA_IOCTL_CONNECT`.
+pub const IOCTL_CONNECT: IoctlCmd = iowr(IOCTL_MAGIC, 0x05, Connect::SIZE);
+/// `RRDMA_IOCTL_DISCONNECT`.
+pub const IOCTL_DISCONNECT: IoctlCmd = iow(IOCTL_MAGIC, 0x06, HandleArg::SIZE);
+/// `RRDMA_IOCTL_EXPORT`.
+pub const IOCTL_EXPORT: IoctlCmd = iowr(IOCTL_MAGIC, 0x07, Export::SIZE);
+/// `RRDMA_IOCTL_UNEXPORT`.
+pub const IOCTL_UNEXPORT: IoctlCmd = iow(IOCTL_MAGIC, 0x08, Unexport::SIZE);
+/// `RRDMA_IOCTL_IMPORT`.
+pub const IOCTL_IMPORT: IoctlCmd = iowr(IOCTL_MAGIC, 0x09, Import::SIZE);
+/// `RRDMA_IOCTL_UNIMPORT`.
+pub const IOCTL_UNIMPORT: IoctlCmd = iow(IOCTL_MAGIC, 0x0a, HandleArg::SIZE);
+/// `RRDMA_IOCTL_UNLISTEN`.
+pub const IOCTL_UNLISTEN: IoctlCmd = iow(IOCTL_MAGIC, 0x0b, HandleArg::SIZE);
+/// `RRDMA_IOCTL_SUBMIT`.
+pub const IOCTL_SUBMIT: IoctlCmd = iowr(IOCTL_MAGIC, 0x0c, Submit::SIZE);
+/// `RRDMA_IOCTL_RW_SYNC`.
+pub const IOCTL_RW_SYNC: IoctlCmd = iow(IOCTL_MAGIC, 0x0d, Op::SIZE);

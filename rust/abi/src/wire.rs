@@ -131,38 +131,74 @@ pub fn decode_reject(b: &[u8]) -> Option<Errno> {
 }
 
 /// Bytes of every control message (the size of a receive buffer).
-pub const CTRL_LEN: usize = 64;
+pub const CTRL_LEN: usize = 512;
+
+/// Bytes before the rkeys of an import response.
+const RESP_HEADER: usize = 48;
+
+/// Most rkeys one import response carries; a region with more chunks is
+/// imported in several request/response rounds.
+pub const GRANT_KEYS_MAX: usize = (CTRL_LEN - RESP_HEADER) / 4;
 
 const OP_IMPORT_REQ: u8 = 1;
 const OP_IMPORT_RESP: u8 = 2;
 const OP_REVOKE: u8 = 3;
 
-/// What an export grants, as the importer learns it.
+/// Smallest registration chunk (`chunk_shift`): one page.
+pub const CHUNK_SHIFT_MIN: u8 = 12;
+/// Largest registration chunk: 1 GiB.
+pub const CHUNK_SHIFT_MAX: u8 = 30;
+
+/// What an export grants, as the importer learns it: the region's shape
+/// and the rkeys of a run of its registration chunks. Chunk `i` covers
+/// region bytes `[i << chunk_shift, (i + 1) << chunk_shift)` and is
+/// registered at that same offset (the I/O virtual address is the offset in
+/// the region), so no kernel address crosses the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grant {
     /// Block size of the region.
     pub block_size: u32,
     /// Number of blocks.
     pub nblocks: u64,
-    /// Remote address of block 0 (stays in the importing kernel).
-    pub addr: u64,
-    /// rkey of the registration (stays in the importing kernel).
-    pub rkey: u32,
-    /// Export generation; bumped by every revoke.
+    /// Export generation.
     pub generation: u32,
     /// Whether writes are allowed.
     pub writable: bool,
+    /// log2 of the registration chunk size.
+    pub chunk_shift: u8,
+    /// Index of the chunk `rkeys[0]` registers.
+    pub first_chunk: u32,
+    /// Number of valid entries in `rkeys`.
+    pub nkeys: u16,
+    /// rkeys (stay in the importing kernel).
+    pub rkeys: [u32; GRANT_KEYS_MAX],
+}
+
+impl Grant {
+    /// Number of registration chunks of the region.
+    pub fn chunks(&self) -> u64 {
+        let bytes = self.nblocks.saturating_mul(u64::from(self.block_size));
+        bytes.div_ceil(1u64 << self.chunk_shift)
+    }
+
+    /// The valid rkeys.
+    pub fn keys(&self) -> &[u32] {
+        &self.rkeys[..usize::from(self.nkeys).min(GRANT_KEYS_MAX)]
+    }
 }
 
 /// A control message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ctrl {
-    /// Importer → exporter: resolve `token`.
+    /// Importer → exporter: resolve `token` and register chunks from
+    /// `first_chunk` on for this connection.
     ImportReq {
         /// Matches the response to the request.
         req_id: u64,
         /// The token userspace was given by the exporter.
         token: u64,
+        /// First chunk wanted.
+        first_chunk: u32,
     },
     /// Exporter → importer: the answer to an `ImportReq`.
     ImportResp {
@@ -187,10 +223,15 @@ impl Ctrl {
         put32(&mut b, 0, MAGIC);
         put16(&mut b, 4, VERSION);
         match *self {
-            Ctrl::ImportReq { req_id, token } => {
+            Ctrl::ImportReq {
+                req_id,
+                token,
+                first_chunk,
+            } => {
                 b[6] = OP_IMPORT_REQ;
                 put64(&mut b, 8, req_id);
                 put64(&mut b, 16, token);
+                put32(&mut b, 24, first_chunk);
             }
             Ctrl::ImportResp { req_id, result } => {
                 b[6] = OP_IMPORT_RESP;
@@ -200,9 +241,13 @@ impl Ctrl {
                         b[7] = u8::from(g.writable);
                         put32(&mut b, 20, g.block_size);
                         put64(&mut b, 24, g.nblocks);
-                        put64(&mut b, 32, g.addr);
-                        put32(&mut b, 40, g.rkey);
-                        put32(&mut b, 44, g.generation);
+                        put32(&mut b, 32, g.generation);
+                        put32(&mut b, 36, g.first_chunk);
+                        put16(&mut b, 40, g.nkeys);
+                        b[42] = g.chunk_shift;
+                        for (i, k) in g.keys().iter().enumerate() {
+                            put32(&mut b, RESP_HEADER + 4 * i, *k);
+                        }
                     }
                     Err(e) => put32(&mut b, 16, e as u32),
                 }
@@ -228,13 +273,14 @@ impl Ctrl {
                 Ctrl::ImportReq {
                     req_id,
                     token: le64(b, 16),
+                    first_chunk: le32(b, 24),
                 },
-                24,
+                28,
             ),
             OP_IMPORT_RESP => {
                 let status = le32(b, 16) as i32;
                 if status != 0 {
-                    if !(1..4096).contains(&status) || b[7] != 0 || !zero(20, 48) {
+                    if !(1..4096).contains(&status) || b[7] != 0 || !zero(20, RESP_HEADER) {
                         return Err(EPROTO);
                     }
                     (
@@ -242,26 +288,37 @@ impl Ctrl {
                             req_id,
                             result: Err(status),
                         },
-                        48,
+                        RESP_HEADER,
                     )
                 } else {
-                    if b[7] > 1 {
+                    let nkeys = le16(b, 40);
+                    let chunk_shift = b[42];
+                    if b[7] > 1
+                        || usize::from(nkeys) > GRANT_KEYS_MAX
+                        || !(CHUNK_SHIFT_MIN..=CHUNK_SHIFT_MAX).contains(&chunk_shift)
+                        || !zero(43, RESP_HEADER)
+                    {
                         return Err(EPROTO);
                     }
-                    let g = Grant {
+                    let mut g = Grant {
                         writable: b[7] == 1,
                         block_size: le32(b, 20),
                         nblocks: le64(b, 24),
-                        addr: le64(b, 32),
-                        rkey: le32(b, 40),
-                        generation: le32(b, 44),
+                        generation: le32(b, 32),
+                        first_chunk: le32(b, 36),
+                        nkeys,
+                        chunk_shift,
+                        rkeys: [0; GRANT_KEYS_MAX],
                     };
+                    for i in 0..usize::from(nkeys) {
+                        g.rkeys[i] = le32(b, RESP_HEADER + 4 * i);
+                    }
                     (
                         Ctrl::ImportResp {
                             req_id,
                             result: Ok(g),
                         },
-                        48,
+                        RESP_HEADER + 4 * usize::from(nkeys),
                     )
                 }
             }
@@ -343,24 +400,41 @@ mod tests {
         assert_eq!(decode_reject(&reject(0)), None);
     }
 
-    #[test]
-    fn ctrl_round_trips() {
-        let g = Grant {
+    fn grant() -> Grant {
+        let mut g = Grant {
             block_size: 4096,
             nblocks: 10,
-            addr: 0xdead_0000,
-            rkey: 0x1234,
             generation: 3,
             writable: true,
+            chunk_shift: 20,
+            first_chunk: 0,
+            nkeys: 2,
+            rkeys: [0; GRANT_KEYS_MAX],
         };
+        g.rkeys[0] = 0x1234;
+        g.rkeys[1] = 0xffff_ffff;
+        g
+    }
+
+    #[test]
+    fn ctrl_round_trips() {
+        let g = grant();
+        let mut full = g;
+        full.nkeys = GRANT_KEYS_MAX as u16;
+        full.rkeys = [7; GRANT_KEYS_MAX];
         for m in [
             Ctrl::ImportReq {
                 req_id: 9,
                 token: u64::MAX,
+                first_chunk: 116,
             },
             Ctrl::ImportResp {
                 req_id: 9,
                 result: Ok(g),
+            },
+            Ctrl::ImportResp {
+                req_id: 9,
+                result: Ok(full),
             },
             Ctrl::ImportResp {
                 req_id: 9,
@@ -380,6 +454,8 @@ mod tests {
         ] {
             assert_eq!(Ctrl::decode(&m.encode()), Ok(m));
         }
+        assert_eq!(g.chunks(), 1);
+        assert_eq!(g.keys(), &[0x1234, 0xffff_ffff]);
     }
 
     #[test]
@@ -387,17 +463,18 @@ mod tests {
         let m = Ctrl::ImportReq {
             req_id: 1,
             token: 2,
+            first_chunk: 0,
         }
         .encode();
-        assert_eq!(Ctrl::decode(&m[..63]), Err(EPROTO));
-        let mut long = [0u8; 65];
-        long[..64].copy_from_slice(&m);
+        assert_eq!(Ctrl::decode(&m[..CTRL_LEN - 1]), Err(EPROTO));
+        let mut long = [0u8; CTRL_LEN + 1];
+        long[..CTRL_LEN].copy_from_slice(&m);
         assert_eq!(Ctrl::decode(&long), Err(EPROTO));
         let mut op = m;
         op[6] = 99;
         assert_eq!(Ctrl::decode(&op), Err(EPROTO));
         let mut tail = m;
-        tail[63] = 1;
+        tail[CTRL_LEN - 1] = 1;
         assert_eq!(Ctrl::decode(&tail), Err(EPROTO));
         let mut st = Ctrl::ImportResp {
             req_id: 1,
@@ -406,5 +483,20 @@ mod tests {
         .encode();
         put32(&mut st, 16, 5000);
         assert_eq!(Ctrl::decode(&st), Err(EPROTO));
+        let ok = Ctrl::ImportResp {
+            req_id: 1,
+            result: Ok(grant()),
+        }
+        .encode();
+        let mut many = ok;
+        put16(&mut many, 40, GRANT_KEYS_MAX as u16 + 1);
+        assert_eq!(Ctrl::decode(&many), Err(EPROTO));
+        let mut shift = ok;
+        shift[42] = 40;
+        assert_eq!(Ctrl::decode(&shift), Err(EPROTO));
+        // A key past nkeys is trailing garbage.
+        let mut extra = ok;
+        put32(&mut extra, RESP_HEADER + 8, 1);
+        assert_eq!(Ctrl::decode(&extra), Err(EPROTO));
     }
 }

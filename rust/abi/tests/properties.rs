@@ -39,6 +39,17 @@ proptest! {
                     Command::GetInfo => (uapi::INFO_SIZE_VER0, ioctl::IOC_READ | ioctl::IOC_WRITE),
                     Command::RegionCreate => (uapi::REGION_CREATE_SIZE_VER0, ioctl::IOC_READ | ioctl::IOC_WRITE),
                     Command::RegionDestroy => (uapi::REGION_DESTROY_SIZE_VER0, ioctl::IOC_WRITE),
+                    Command::Listen => (uapi::Listen::SIZE, ioctl::IOC_READ | ioctl::IOC_WRITE),
+                    Command::Accept => (uapi::Accept::SIZE, ioctl::IOC_READ | ioctl::IOC_WRITE),
+                    Command::Connect => (uapi::Connect::SIZE, ioctl::IOC_READ | ioctl::IOC_WRITE),
+                    Command::Export => (uapi::Export::SIZE, ioctl::IOC_READ | ioctl::IOC_WRITE),
+                    Command::Import => (uapi::Import::SIZE, ioctl::IOC_READ | ioctl::IOC_WRITE),
+                    Command::Submit => (uapi::Submit::SIZE, ioctl::IOC_READ | ioctl::IOC_WRITE),
+                    Command::Unexport => (uapi::Unexport::SIZE, ioctl::IOC_WRITE),
+                    Command::RwSync => (uapi::Op::SIZE, ioctl::IOC_WRITE),
+                    Command::Disconnect | Command::Unimport | Command::Unlisten => {
+                        (uapi::HandleArg::SIZE, ioctl::IOC_WRITE)
+                    }
                 };
                 prop_assert!(d.user_size >= min);
                 prop_assert_eq!(ioctl::dir(cmd), dir);
@@ -117,7 +128,17 @@ mod wire_and_blocks {
 
     proptest! {
         #[test]
-        fn ctrl_decode_never_panics_and_round_trips(b in proptest::collection::vec(any::<u8>(), 0..80)) {
+        fn ctrl_decode_never_panics_and_round_trips(
+            token in any::<u64>(),
+            first in any::<u32>(),
+            flips in proptest::collection::vec((0usize..CTRL_LEN, any::<u8>()), 0..4),
+            len in prop_oneof![Just(CTRL_LEN), 0usize..CTRL_LEN + 8],
+        ) {
+            let mut b = Ctrl::ImportReq { req_id: 1, token, first_chunk: first }.encode().to_vec();
+            for (i, v) in flips {
+                b[i] = v;
+            }
+            b.resize(len, 0);
             if let Ok(m) = Ctrl::decode(&b) {
                 prop_assert_eq!(b.len(), CTRL_LEN);
                 prop_assert_eq!(&m.encode()[..], &b[..]);

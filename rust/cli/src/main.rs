@@ -2,10 +2,51 @@
 
 //! `rrdma`: command-line front end of `/dev/rrdma`.
 
+use std::net::SocketAddr;
 use std::process::ExitCode;
+use std::time::Duration;
 
-use clap::{Parser, Subcommand};
-use rrdma::{InfoReport, Rrdma};
+use clap::{Parser, Subcommand, ValueEnum};
+use rrdma::{Access, InfoReport, Rrdma};
+
+mod serve;
+mod stats;
+mod transfer;
+
+use transfer::Target;
+
+/// Export access on the command line.
+#[derive(Clone, Copy, ValueEnum)]
+enum AccessArg {
+    /// Read-only: the NIC refuses the peer's writes.
+    Ro,
+    /// Read and write.
+    Rw,
+}
+
+/// Where the export is, for the importer's commands.
+#[derive(clap::Args)]
+struct TargetArgs {
+    /// The serving peer's rrdma address (IP:PORT).
+    #[arg(long)]
+    peer: SocketAddr,
+    /// The export's token: hex, or @IP:PORT[/ro|/rw] to ask `serve --control`.
+    #[arg(long)]
+    token: String,
+    /// Connect and import timeout, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    timeout_ms: u64,
+}
+
+impl TargetArgs {
+    fn target(&self) -> Target {
+        Target {
+            peer: self.peer,
+            token: self.token.clone(),
+            timeout: Duration::from_millis(self.timeout_ms),
+        }
+    }
+}
 
 #[derive(Parser)]
 #[command(name = "rrdma", version, about = "Remote memory blocks over RDMA")]
@@ -25,11 +66,119 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Create a region, listen, export it and print its token(s).
+    Serve {
+        /// Address to listen on.
+        #[arg(long, default_value = "0.0.0.0:7471")]
+        listen: SocketAddr,
+        /// Block size in bytes.
+        #[arg(long, default_value_t = 4096)]
+        block_size: u32,
+        /// Number of blocks.
+        #[arg(long, default_value_t = 1024)]
+        blocks: u64,
+        /// Export access; repeat for several exports of the region.
+        #[arg(long, value_enum, default_values_t = vec![AccessArg::Rw])]
+        access: Vec<AccessArg>,
+        /// TCP port of a line-based control channel that hands out the
+        /// tokens (tests and demos on a private network only).
+        #[arg(long)]
+        control: Option<u16>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read remote blocks to a file or stdout.
+    Read {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// First remote block.
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Number of blocks (default: to the end of the region).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Output file ("-": stdout).
+        #[arg(long, short, default_value = "-")]
+        output: String,
+        /// Draw a progress bar on stderr even if it is not a terminal.
+        #[arg(long)]
+        progress: bool,
+        /// Print a JSON summary on stderr.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a file or stdin to remote blocks (the last one zero-padded).
+    Write {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// First remote block.
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Input file ("-": stdin).
+        #[arg(long, short, default_value = "-")]
+        input: String,
+        /// Draw a progress bar on stderr even if it is not a terminal.
+        #[arg(long)]
+        progress: bool,
+        /// Print a JSON summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a pattern to remote blocks, read it back and compare checksums.
+    Verify {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// First remote block.
+        #[arg(long, default_value_t = 0)]
+        first: u64,
+        /// Number of blocks (default: to the end of the region).
+        #[arg(long)]
+        count: Option<u64>,
+        /// Pattern seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Draw a progress bar on stderr even if it is not a terminal.
+        #[arg(long)]
+        progress: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure bandwidth (or latency) with perftest's columns.
+    Bench {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// Operation.
+        #[arg(long, value_parser = ["read", "write"], default_value = "read")]
+        op: String,
+        /// Bytes per operation (a multiple of the block size); repeatable.
+        #[arg(long, default_values_t = vec![4096u64])]
+        size: Vec<u64>,
+        /// Operations in flight.
+        #[arg(long, default_value_t = 16)]
+        depth: u32,
+        /// Seconds per size (ignored with --iters).
+        #[arg(long, default_value_t = 2.0)]
+        duration: f64,
+        /// Operations per size instead of a duration.
+        #[arg(long)]
+        iters: Option<u64>,
+        /// Latency: one synchronous operation at a time, each timed.
+        #[arg(long)]
+        latency: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// Names of the feature bits `GET_INFO` reports.
 fn feature_names(features: u64) -> String {
-    let known = [(rrdma::abi::uapi::FEATURE_REGIONS, "regions")];
+    let known = [
+        (rrdma::abi::uapi::FEATURE_REGIONS, "regions"),
+        (rrdma::abi::uapi::FEATURE_REMOTE, "remote"),
+    ];
     let mut names: Vec<String> = known
         .iter()
         .filter(|(bit, _)| features & bit != 0)
@@ -85,6 +234,140 @@ fn run(cli: Cli) -> std::io::Result<()> {
                 print_info(&report);
             }
         }
+        Command::Serve {
+            listen,
+            block_size,
+            blocks,
+            access,
+            control,
+            json,
+        } => {
+            let access = access
+                .iter()
+                .map(|a| match a {
+                    AccessArg::Ro => Access::ReadOnly,
+                    AccessArg::Rw => Access::ReadWrite,
+                })
+                .collect();
+            serve::serve(
+                &dev,
+                &serve::ServeArgs {
+                    listen,
+                    block_size,
+                    blocks,
+                    access,
+                    control,
+                    json,
+                },
+            )?;
+        }
+        Command::Read {
+            target,
+            first,
+            count,
+            output,
+            progress,
+            json,
+        } => {
+            let mut out: Box<dyn std::io::Write> = if output == "-" {
+                Box::new(std::io::stdout().lock())
+            } else {
+                Box::new(std::io::BufWriter::new(std::fs::File::create(&output)?))
+            };
+            let n = transfer::read(&dev, &target.target(), first, count, &mut out, progress)?;
+            if json {
+                eprintln!(
+                    "{}",
+                    serde_json::json!({"op": "read", "first": first, "blocks": n})
+                );
+            }
+        }
+        Command::Write {
+            target,
+            first,
+            input,
+            progress,
+            json,
+        } => {
+            let mut inp: Box<dyn std::io::Read> = if input == "-" {
+                Box::new(std::io::stdin().lock())
+            } else {
+                Box::new(std::fs::File::open(&input)?)
+            };
+            let n = transfer::write(&dev, &target.target(), first, &mut inp, progress)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"op": "write", "first": first, "blocks": n})
+                );
+            } else {
+                println!("wrote {n} blocks from block {first}");
+            }
+        }
+        Command::Verify {
+            target,
+            first,
+            count,
+            seed,
+            progress,
+            json,
+        } => {
+            let v = transfer::verify(&dev, &target.target(), first, count, seed, progress)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&v).map_err(std::io::Error::other)?
+                );
+            } else {
+                println!(
+                    "verify: {} blocks of {} bytes ({} bytes): written {} read {}: {}",
+                    v.blocks,
+                    v.block_size,
+                    v.bytes,
+                    v.written_checksum,
+                    v.read_checksum,
+                    if v.ok { "OK" } else { "MISMATCH" }
+                );
+            }
+            if !v.ok {
+                return Err(std::io::Error::other(
+                    "data read back differs from data written",
+                ));
+            }
+        }
+        Command::Bench {
+            target,
+            op,
+            size,
+            depth,
+            duration,
+            iters,
+            latency,
+            json,
+        } => {
+            let mut results = Vec::new();
+            for s in size {
+                let a = transfer::BenchArgs {
+                    write: op == "write",
+                    size: s,
+                    depth,
+                    duration: Duration::from_secs_f64(duration),
+                    iters,
+                    latency,
+                };
+                let r = transfer::bench(&dev, &target.target(), &a)?;
+                if !json {
+                    transfer::print_bench(&r);
+                }
+                results.push(r);
+            }
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&results).map_err(std::io::Error::other)?
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -107,6 +390,7 @@ mod tests {
     fn feature_bits_are_named() {
         assert_eq!(feature_names(0), "");
         assert_eq!(feature_names(1), "regions");
+        assert_eq!(feature_names(3), "regions, remote");
         assert_eq!(feature_names(1 | 1 << 40), "regions, unknown 0x10000000000");
     }
 }

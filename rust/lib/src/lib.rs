@@ -11,10 +11,14 @@
 mod device;
 mod info;
 mod region;
+mod remote;
 
 pub use device::Rrdma;
 pub use info::{DeviceEntry, InfoReport};
 pub use region::{page_size, Region};
+pub use remote::{
+    errno, from_addr, to_addr, Access, Connection, Export, Listener, RemoteRegion, SubmitError,
+};
 pub use rrdma_abi as abi;
 
 /// Default path of the device node.

@@ -11,3 +11,8 @@ pub(crate) fn user_slice(addr: u64, len: usize) -> UserSlice {
     // `usize` is 64 bits on every architecture rrdma builds for.
     UserSlice::new(UserPtr::from_addr(addr as usize), len)
 }
+
+/// Removes and returns the last element.
+pub(crate) fn vec_pop<T>(v: &mut kernel::alloc::KVec<T>) -> Option<T> {
+    v.pop()
+}

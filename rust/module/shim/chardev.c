@@ -9,6 +9,10 @@
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/poll.h>
+#include <linux/random.h>
+#include <linux/slab.h>
+#include <linux/wait.h>
 #include <linux/ratelimit.h>
 #include <linux/seq_file.h>
 #include <rdma/ib_verbs.h>
@@ -23,6 +27,17 @@ static_assert(sizeof(struct rrdma_region_create) ==
 	      RRDMA_REGION_CREATE_SIZE_VER0);
 static_assert(sizeof(struct rrdma_region_destroy) ==
 	      RRDMA_REGION_DESTROY_SIZE_VER0);
+static_assert(sizeof(struct rrdma_addr) == 24);
+static_assert(sizeof(struct rrdma_listen) == 40);
+static_assert(sizeof(struct rrdma_accept) == 40);
+static_assert(sizeof(struct rrdma_connect) == 40);
+static_assert(sizeof(struct rrdma_handle_arg) == 8);
+static_assert(sizeof(struct rrdma_export) == 24);
+static_assert(sizeof(struct rrdma_unexport) == 16);
+static_assert(sizeof(struct rrdma_import) == 40);
+static_assert(sizeof(struct rrdma_op) == RRDMA_OP_SIZE_VER0);
+static_assert(sizeof(struct rrdma_submit) == 24);
+static_assert(sizeof(struct rrdma_completion) == 24);
 
 MODULE_AUTHOR("The rrdma developers");
 
@@ -69,37 +84,99 @@ static struct ib_client rrdma_ib_client = {
 	.remove = rrdma_ib_remove,
 };
 
+/**
+ * struct rrdma_file - what an open /dev/rrdma points to
+ * @state:	the Rust FileState
+ * @waitq:	woken when completions arrive (read(2) and poll(2) sleep here)
+ */
+struct rrdma_file {
+	void *state;
+	wait_queue_head_t waitq;
+};
+
+void rrdma_shim_file_wake(void *waitq)
+{
+	wake_up_interruptible_all(waitq);
+}
+
+u64 rrdma_shim_random_u64(void)
+{
+	return get_random_u64();
+}
+
 static int rrdma_open(struct inode *inode, struct file *file)
 {
-	void *state;
+	struct rrdma_file *f;
 	int ret;
 
-	ret = rrdma_rust_file_open(rrdma_core, &state);
-	if (ret)
+	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	if (!f)
+		return -ENOMEM;
+	init_waitqueue_head(&f->waitq);
+	ret = rrdma_rust_file_open(rrdma_core, &f->waitq, &f->state);
+	if (ret) {
+		kfree(f);
 		return ret;
-	file->private_data = state;
+	}
+	file->private_data = f;
 	return 0;
 }
 
 static int rrdma_release(struct inode *inode, struct file *file)
 {
-	rrdma_rust_file_release(file->private_data);
+	struct rrdma_file *f = file->private_data;
+
+	/* Tears down every object; no completion wakes @waitq afterwards. */
+	rrdma_rust_file_release(f->state);
+	kfree(f);
 	return 0;
 }
 
 static long rrdma_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
-	return rrdma_rust_file_ioctl(file->private_data, cmd, arg);
+	struct rrdma_file *f = file->private_data;
+
+	return rrdma_rust_file_ioctl(f->state, cmd, arg);
 }
 
 static int rrdma_mmap(struct file *file, struct vm_area_struct *vma)
 {
-	return rrdma_rust_file_mmap(file->private_data, vma);
+	struct rrdma_file *f = file->private_data;
+
+	return rrdma_rust_file_mmap(f->state, vma);
 }
 
 static void rrdma_show_fdinfo(struct seq_file *m, struct file *file)
 {
-	rrdma_rust_file_show_fdinfo(file->private_data, m);
+	struct rrdma_file *f = file->private_data;
+
+	rrdma_rust_file_show_fdinfo(f->state, m);
+}
+
+static ssize_t rrdma_read(struct file *file, char __user *buf, size_t len,
+			  loff_t *ppos)
+{
+	struct rrdma_file *f = file->private_data;
+	bool nonblock = file->f_flags & O_NONBLOCK;
+	long ret;
+
+	for (;;) {
+		ret = rrdma_rust_file_read(f->state, buf, len, nonblock);
+		if (ret != -EAGAIN || nonblock)
+			return ret;
+		ret = wait_event_interruptible(f->waitq,
+					       rrdma_rust_file_readable(f->state));
+		if (ret)
+			return ret;
+	}
+}
+
+static __poll_t rrdma_poll(struct file *file, struct poll_table_struct *pt)
+{
+	struct rrdma_file *f = file->private_data;
+
+	poll_wait(file, &f->waitq, pt);
+	return rrdma_rust_file_readable(f->state) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
 static const struct file_operations rrdma_fops = {
@@ -110,6 +187,8 @@ static const struct file_operations rrdma_fops = {
 	.compat_ioctl = compat_ptr_ioctl,
 	.mmap = rrdma_mmap,
 	.show_fdinfo = rrdma_show_fdinfo,
+	.read = rrdma_read,
+	.poll = rrdma_poll,
 	.llseek = noop_llseek,
 };
 
@@ -135,6 +214,8 @@ int rrdma_shim_register(void *core)
 	BUILD_BUG_ON(RRDMA_IOCTL_GET_INFO != 0xC028E700);
 	BUILD_BUG_ON(RRDMA_IOCTL_REGION_CREATE != 0xC028E701);
 	BUILD_BUG_ON(RRDMA_IOCTL_REGION_DESTROY != 0x4008E702);
+	BUILD_BUG_ON(RRDMA_IOCTL_SUBMIT != 0xC018E70C);
+	BUILD_BUG_ON(RRDMA_IOCTL_RW_SYNC != 0x4030E70D);
 
 	if (dev_mode & ~0666) {
 		pr_warn("dev_mode %#o has bits outside 0666\n", dev_mode);

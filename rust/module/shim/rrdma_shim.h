@@ -27,6 +27,10 @@ struct seq_file;
 struct vm_area_struct;
 struct page;
 struct user_struct;
+struct rdma_cm_id;
+struct ib_cqe;
+struct rrdma_shim_qp;
+struct rrdma_shim_mr;
 
 #define RRDMA_SHIM_NAME_MAX 64
 
@@ -94,6 +98,88 @@ void rrdma_shim_seq_u64(struct seq_file *m, const char *key, u64 value);
 unsigned long rrdma_shim_page_size(void);
 u64 rrdma_shim_max_region_bytes(void);
 
+/**
+ * struct rrdma_shim_addr - IP address and port; same layout as the UAPI's
+ * struct rrdma_addr (family AF_INET/AF_INET6, port in host order, address
+ * in network order)
+ */
+struct rrdma_shim_addr {
+	__u16 family;
+	__u16 port;
+	__u32 scope_id;
+	__u8 addr[16];
+};
+
+/* rrdma_shim_wr.opcode */
+#define RRDMA_SHIM_WR_READ	1
+#define RRDMA_SHIM_WR_WRITE	2
+#define RRDMA_SHIM_WR_REG	3
+
+/* rrdma_shim_wr.access, for RRDMA_SHIM_WR_REG */
+#define RRDMA_SHIM_ACCESS_LOCAL_WRITE	BIT(0)
+#define RRDMA_SHIM_ACCESS_REMOTE_READ	BIT(1)
+#define RRDMA_SHIM_ACCESS_REMOTE_WRITE	BIT(2)
+
+/**
+ * struct rrdma_shim_wr - one send-queue work request, flattened
+ * @opcode:	RRDMA_SHIM_WR_*
+ * @signaled:	request a completion even on success
+ * @cqe:	completion context (its done pointer is set by the shim), or
+ *		NULL for an unsignaled request whose only possible completion,
+ *		an error, is reported through rrdma_rust_qp_error()
+ * @local_addr:	READ/WRITE: local address (the local MR's iova space)
+ * @lkey:	READ/WRITE: local key
+ * @len:	READ/WRITE: bytes
+ * @pad:	zero
+ * @remote_addr: READ/WRITE: remote address (the remote MR's iova space)
+ * @rkey:	READ/WRITE: remote key
+ * @access:	REG: RRDMA_SHIM_ACCESS_*
+ * @mr:		REG: the MR to register
+ */
+struct rrdma_shim_wr {
+	__u32 opcode;
+	__u32 signaled;
+	struct ib_cqe *cqe;
+	__u64 local_addr;
+	__u32 lkey;
+	__u32 len;
+	__u64 remote_addr;
+	__u32 rkey;
+	__u32 access;
+	struct rrdma_shim_mr *mr;
+};
+
+/* rdma_cm, QPs, MRs and posting (shim/cm.c). */
+int rrdma_shim_cm_connect_start(void *owner, const struct rrdma_shim_addr *dst,
+				u32 timeout_ms, struct rdma_cm_id **out);
+int rrdma_shim_cm_listen(void *owner, const struct rrdma_shim_addr *src,
+			 u32 backlog, struct rdma_cm_id **out);
+int rrdma_shim_cm_resolve_route(struct rdma_cm_id *id, u32 timeout_ms);
+int rrdma_shim_cm_connect(struct rdma_cm_id *id, const void *pdata, u8 len);
+int rrdma_shim_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len,
+			 u8 peer_initiator, u8 peer_responder);
+int rrdma_shim_cm_reject(struct rdma_cm_id *id, const void *pdata, u8 len);
+int rrdma_shim_cm_disconnect(struct rdma_cm_id *id);
+void rrdma_shim_cm_destroy_id(struct rdma_cm_id *id);
+struct ib_device *rrdma_shim_cm_device(struct rdma_cm_id *id);
+void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
+int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
+			 u32 sq_depth, u32 nrecv, u32 nsend, u32 msg_len,
+			 struct rrdma_shim_qp **out);
+void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
+void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
+int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len);
+struct rrdma_shim_mr *rrdma_shim_mr_alloc(struct ib_pd *pd, struct page **pages,
+					  u32 npages, u64 iova, int *err);
+void rrdma_shim_mr_keys(struct rrdma_shim_mr *m, u32 *lkey, u32 *rkey);
+void rrdma_shim_mr_free(struct rrdma_shim_mr *m);
+u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev);
+int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
+		    u32 n, u32 *posted);
+
+/* Completion-ring wait queue for poll(2) (shim/chardev.c). */
+void rrdma_shim_file_wake(void *waitq);
+
 /* Registration of the ib_client and /dev/rrdma (shim/chardev.c). */
 int rrdma_shim_register(void *core);
 void rrdma_shim_unregister(void);
@@ -102,11 +188,26 @@ bool rrdma_shim_warn_ratelimit(void);
 /* Implemented in Rust. */
 int rrdma_rust_device_add(void *core, struct ib_device *dev, void **ctx);
 void rrdma_rust_device_remove(void *core, struct ib_device *dev, void *ctx);
-int rrdma_rust_file_open(void *core, void **file_state);
+int rrdma_rust_file_open(void *core, void *waitq, void **file_state);
 void rrdma_rust_file_release(void *file_state);
 long rrdma_rust_file_ioctl(void *file_state, unsigned int cmd,
 			   unsigned long arg);
 int rrdma_rust_file_mmap(void *file_state, struct vm_area_struct *vma);
 void rrdma_rust_file_show_fdinfo(void *file_state, struct seq_file *m);
+long rrdma_rust_file_read(void *file_state, char __user *buf, size_t len,
+			  bool nonblock);
+bool rrdma_rust_file_readable(void *file_state);
+int rrdma_rust_conn_event(void *conn, int event, int status,
+			  const void *pdata, u8 len);
+int rrdma_rust_listen_event(void *listener, int event);
+int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
+			      const void *pdata, u8 len, u8 peer_initiator,
+			      u8 peer_responder, void **conn);
+void rrdma_rust_qp_error(void *conn, int wc_status);
+void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
+void rrdma_rust_ctrl_sent(void *conn, int wc_status);
+void rrdma_rust_wr_done(struct ib_cqe *cqe, int wc_status);
+void rrdma_rust_quiet_done(void *conn, int wc_status);
+u64 rrdma_shim_random_u64(void);
 
 #endif /* RRDMA_SHIM_H */

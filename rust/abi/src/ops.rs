@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Rules for remote access: export access modes, block operations and how
+//! they are cut into work requests, and what a work completion means.
+//!
+//! Everything here runs before anything is posted, with checked arithmetic.
+
+use super::blocks::Geometry;
+use super::errno::{
+    Errno, EACCES, EAFNOSUPPORT, ECANCELED, ECONNABORTED, ECONNRESET, EINVAL, EIO, EKEYREVOKED,
+    EPERM, ERANGE,
+};
+use super::uapi::{Addr, Op, ACCESS_READ, ACCESS_WRITE, AF_INET, AF_INET6, OP_READ, OP_WRITE};
+
+/// Checks an address for LISTEN or CONNECT: a known family, a port, and
+/// zeros where the family has none.
+pub fn check_addr(a: &Addr) -> Result<(), Errno> {
+    match a.family {
+        AF_INET if a.scope_id != 0 || a.addr[4..].iter().any(|&b| b != 0) => Err(EINVAL),
+        AF_INET | AF_INET6 if a.port == 0 => Err(EINVAL),
+        AF_INET | AF_INET6 => Ok(()),
+        _ => Err(EAFNOSUPPORT),
+    }
+}
+
+/// Checks an `EXPORT` access mode; returns whether peers may write.
+pub fn export_access(access: u32) -> Result<bool, Errno> {
+    match access {
+        ACCESS_READ => Ok(false),
+        a if a == ACCESS_READ | ACCESS_WRITE => Ok(true),
+        _ => Err(EINVAL),
+    }
+}
+
+/// Direction of a block operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    /// Remote → local (RDMA READ).
+    Read,
+    /// Local → remote (RDMA WRITE).
+    Write,
+}
+
+/// A checked block operation: byte offsets into both regions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Checked {
+    /// Direction.
+    pub dir: Dir,
+    /// Offset in the local region.
+    pub local_off: u64,
+    /// Offset in the remote region.
+    pub remote_off: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+/// What the initiator knows of an imported region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteView {
+    /// The remote region's geometry.
+    pub geometry: Geometry,
+    /// Whether the export allows writes.
+    pub writable: bool,
+    /// Whether the exporter revoked it.
+    pub revoked: bool,
+}
+
+/// Checks `op` (already resolved to its local region and remote view).
+///
+/// Reserved fields and flags: `EINVAL`; different block sizes: `EINVAL`;
+/// a range outside either region: `ERANGE` (or `EOVERFLOW` / `EINVAL` from
+/// [`Geometry::span`]); a write to a read-only export: `EPERM`; a revoked
+/// export: `EKEYREVOKED`.
+pub fn check_op(op: &Op, local: &Geometry, remote: &RemoteView) -> Result<Checked, Errno> {
+    if op.flags != 0 || op.reserved != 0 {
+        return Err(EINVAL);
+    }
+    let dir = match op.opcode {
+        OP_READ => Dir::Read,
+        OP_WRITE => Dir::Write,
+        _ => return Err(EINVAL),
+    };
+    if local.block_size() != remote.geometry.block_size() {
+        return Err(EINVAL);
+    }
+    let (local_off, len) = local.span(op.local_block, op.count)?;
+    let (remote_off, _) = remote.geometry.span(op.remote_block, op.count)?;
+    if remote.revoked {
+        return Err(EKEYREVOKED);
+    }
+    if dir == Dir::Write && !remote.writable {
+        return Err(EPERM);
+    }
+    Ok(Checked {
+        dir,
+        local_off,
+        remote_off,
+        len,
+    })
+}
+
+/// One work request's piece of an operation: it stays inside one
+/// registration chunk on each side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Offset in the local region.
+    pub local_off: u64,
+    /// Offset in the remote region.
+    pub remote_off: u64,
+    /// Bytes (at most one chunk).
+    pub len: u32,
+}
+
+/// Cuts `[off, off + len)` on both sides at every local chunk boundary
+/// (`1 << local_shift`) and remote one (`1 << remote_shift`).
+pub fn segments(c: &Checked, local_shift: u32, remote_shift: u32) -> Segments {
+    Segments {
+        local_off: c.local_off,
+        remote_off: c.remote_off,
+        left: c.len,
+        local_shift,
+        remote_shift,
+    }
+}
+
+/// Iterator returned by [`segments`].
+#[derive(Clone, Debug)]
+pub struct Segments {
+    local_off: u64,
+    remote_off: u64,
+    left: u64,
+    local_shift: u32,
+    remote_shift: u32,
+}
+
+fn to_boundary(off: u64, shift: u32) -> u64 {
+    let size = 1u64 << shift;
+    size - (off & (size - 1))
+}
+
+impl Iterator for Segments {
+    type Item = Segment;
+
+    fn next(&mut self) -> Option<Segment> {
+        if self.left == 0 {
+            return None;
+        }
+        let n = self
+            .left
+            .min(to_boundary(self.local_off, self.local_shift))
+            .min(to_boundary(self.remote_off, self.remote_shift))
+            .min(u64::from(u32::MAX));
+        let s = Segment {
+            local_off: self.local_off,
+            remote_off: self.remote_off,
+            len: n as u32,
+        };
+        self.local_off += n;
+        self.remote_off += n;
+        self.left -= n;
+        Some(s)
+    }
+}
+
+/// Registration chunk index of byte offset `off`.
+pub fn chunk_of(off: u64, shift: u32) -> u64 {
+    off >> shift
+}
+
+/// The chunk size (log2) rrdma registers with a device that maps at most
+/// `max_pages` pages per fast registration: the largest power of two of
+/// pages that fits, capped at 256 pages, and never below one page.
+pub fn chunk_shift(max_pages: u32, page_shift: u32) -> u32 {
+    let pages = max_pages.clamp(1, 256);
+    page_shift + (31 - pages.leading_zeros())
+}
+
+/// `enum ib_wc_status` values rrdma tells apart.
+pub mod wc {
+    /// `IB_WC_SUCCESS`.
+    pub const SUCCESS: u32 = 0;
+    /// `IB_WC_LOC_PROT_ERR`.
+    pub const LOC_PROT_ERR: u32 = 4;
+    /// `IB_WC_WR_FLUSH_ERR`.
+    pub const WR_FLUSH_ERR: u32 = 5;
+    /// `IB_WC_REM_INV_REQ_ERR`.
+    pub const REM_INV_REQ_ERR: u32 = 9;
+    /// `IB_WC_REM_ACCESS_ERR`.
+    pub const REM_ACCESS_ERR: u32 = 10;
+    /// `IB_WC_REM_OP_ERR`.
+    pub const REM_OP_ERR: u32 = 11;
+    /// `IB_WC_RETRY_EXC_ERR`.
+    pub const RETRY_EXC_ERR: u32 = 12;
+    /// `IB_WC_RNR_RETRY_EXC_ERR`.
+    pub const RNR_RETRY_EXC_ERR: u32 = 13;
+}
+
+/// The errno an operation completes with, given its work completion status
+/// (`None`: success).
+pub fn wc_errno(status: u32) -> Option<Errno> {
+    Some(match status {
+        wc::SUCCESS => return None,
+        wc::REM_ACCESS_ERR | wc::REM_INV_REQ_ERR | wc::LOC_PROT_ERR => EACCES,
+        wc::WR_FLUSH_ERR => ECANCELED,
+        wc::RETRY_EXC_ERR | wc::RNR_RETRY_EXC_ERR => ECONNRESET,
+        wc::REM_OP_ERR => ECONNABORTED,
+        _ => EIO,
+    })
+}
+
+/// Range check helper for handles of the right kind but wrong region:
+/// `ERANGE` if `block` is past `nblocks`.
+pub fn check_block(block: u64, nblocks: u64) -> Result<(), Errno> {
+    if block < nblocks {
+        Ok(())
+    } else {
+        Err(ERANGE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errno::EOVERFLOW;
+
+    fn op(opcode: u32, local: u64, remote: u64, count: u32) -> Op {
+        Op {
+            opcode,
+            local_block: local,
+            remote_block: remote,
+            count,
+            ..Op::zeroed()
+        }
+    }
+
+    fn view(nblocks: u64, writable: bool) -> RemoteView {
+        RemoteView {
+            geometry: Geometry::new(4096, nblocks, u64::MAX).unwrap(),
+            writable,
+            revoked: false,
+        }
+    }
+
+    #[test]
+    fn addresses() {
+        let mut a = Addr {
+            family: AF_INET,
+            port: 7471,
+            ..Addr::zeroed()
+        };
+        a.addr[..4].copy_from_slice(&[10, 99, 0, 1]);
+        assert_eq!(check_addr(&a), Ok(()));
+        assert_eq!(check_addr(&Addr { port: 0, ..a }), Err(EINVAL));
+        assert_eq!(check_addr(&Addr { scope_id: 1, ..a }), Err(EINVAL));
+        let mut tail = a;
+        tail.addr[4] = 1;
+        assert_eq!(check_addr(&tail), Err(EINVAL));
+        assert_eq!(
+            check_addr(&Addr {
+                family: AF_INET6,
+                ..tail
+            }),
+            Ok(())
+        );
+        assert_eq!(check_addr(&Addr { family: 1, ..a }), Err(EAFNOSUPPORT));
+    }
+
+    #[test]
+    fn access_modes() {
+        assert_eq!(export_access(ACCESS_READ), Ok(false));
+        assert_eq!(export_access(ACCESS_READ | ACCESS_WRITE), Ok(true));
+        assert_eq!(export_access(ACCESS_WRITE), Err(EINVAL));
+        assert_eq!(export_access(0), Err(EINVAL));
+        assert_eq!(export_access(4 | ACCESS_READ), Err(EINVAL));
+    }
+
+    #[test]
+    fn ops_are_checked_before_posting() {
+        let local = Geometry::new(4096, 8, u64::MAX).unwrap();
+        let rw = view(16, true);
+        let c = check_op(&op(OP_WRITE, 1, 2, 3), &local, &rw).unwrap();
+        assert_eq!((c.local_off, c.remote_off, c.len), (4096, 8192, 3 * 4096));
+        assert_eq!(check_op(&op(OP_READ, 8, 0, 1), &local, &rw), Err(ERANGE));
+        assert_eq!(check_op(&op(OP_READ, 0, 16, 1), &local, &rw), Err(ERANGE));
+        assert_eq!(check_op(&op(OP_READ, 0, 15, 2), &local, &rw), Err(ERANGE));
+        assert_eq!(check_op(&op(OP_READ, 0, 0, 0), &local, &rw), Err(EINVAL));
+        assert_eq!(
+            check_op(&op(OP_READ, 0, u64::MAX, 1), &local, &rw),
+            Err(EOVERFLOW)
+        );
+        assert_eq!(check_op(&op(3, 0, 0, 1), &local, &rw), Err(EINVAL));
+        assert_eq!(
+            check_op(
+                &Op {
+                    flags: 1,
+                    ..op(OP_READ, 0, 0, 1)
+                },
+                &local,
+                &rw
+            ),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            check_op(
+                &Op {
+                    reserved: 1,
+                    ..op(OP_READ, 0, 0, 1)
+                },
+                &local,
+                &rw
+            ),
+            Err(EINVAL)
+        );
+        assert_eq!(
+            check_op(&op(OP_WRITE, 0, 0, 1), &local, &view(16, false)),
+            Err(EPERM)
+        );
+        assert!(check_op(&op(OP_READ, 0, 0, 1), &local, &view(16, false)).is_ok());
+        let revoked = RemoteView {
+            revoked: true,
+            ..rw
+        };
+        assert_eq!(
+            check_op(&op(OP_READ, 0, 0, 1), &local, &revoked),
+            Err(EKEYREVOKED)
+        );
+        let other = RemoteView {
+            geometry: Geometry::new(512, 64, u64::MAX).unwrap(),
+            ..rw
+        };
+        assert_eq!(check_op(&op(OP_READ, 0, 0, 1), &local, &other), Err(EINVAL));
+    }
+
+    #[test]
+    fn segments_stop_at_both_chunk_boundaries() {
+        let c = Checked {
+            dir: Dir::Read,
+            local_off: 4096,
+            remote_off: 12288,
+            len: 5 * 4096,
+        };
+        let v: Vec<Segment> = segments(&c, 14, 13).collect();
+        // Remote chunks (8 KiB) end at 16K and 24K, the local one (16 KiB) at 16K.
+        let lens: Vec<u32> = v.iter().map(|s| s.len).collect();
+        assert_eq!(lens, vec![4096, 8192, 8192]);
+        assert_eq!(v.iter().map(|s| u64::from(s.len)).sum::<u64>(), c.len);
+        assert_eq!(v[1].local_off, 8192);
+        assert_eq!(v[1].remote_off, 16384);
+    }
+
+    #[test]
+    fn chunk_sizes() {
+        assert_eq!(chunk_shift(256, 12), 20);
+        assert_eq!(chunk_shift(512, 12), 20);
+        assert_eq!(chunk_shift(300, 12), 20);
+        assert_eq!(chunk_shift(100, 12), 18);
+        assert_eq!(chunk_shift(0, 12), 12);
+        assert_eq!(chunk_of(3 << 20, 20), 3);
+    }
+
+    #[test]
+    fn completion_statuses() {
+        assert_eq!(wc_errno(wc::SUCCESS), None);
+        assert_eq!(wc_errno(wc::REM_ACCESS_ERR), Some(EACCES));
+        assert_eq!(wc_errno(wc::WR_FLUSH_ERR), Some(ECANCELED));
+        assert_eq!(wc_errno(wc::RETRY_EXC_ERR), Some(ECONNRESET));
+        assert_eq!(wc_errno(99), Some(EIO));
+    }
+
+    extern crate std;
+    use std::vec;
+    use std::vec::Vec;
+}

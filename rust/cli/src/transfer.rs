@@ -1,0 +1,392 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `rrdma read`, `write`, `verify` and `bench`: an importer's commands.
+
+use std::io::{self, IsTerminal, Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rrdma::abi::uapi::{Completion, Op, OP_READ, OP_WRITE};
+use rrdma::{Connection, RemoteRegion, Rrdma};
+
+use crate::serve;
+use crate::stats::{checksum, fill_pattern, latency, Latency};
+
+/// Largest local staging region of read/write/verify, in bytes.
+const STAGE_BYTES: u64 = 8 << 20;
+
+/// Where to find the export.
+pub struct Target {
+    pub peer: SocketAddr,
+    pub token: String,
+    pub timeout: Duration,
+}
+
+/// Resolves a token argument: hex (`0x...`), or `@HOST:PORT[/ro|/rw]` to
+/// ask a `serve --control` endpoint.
+pub fn resolve_token(spec: &str) -> io::Result<u64> {
+    let bad = || io::Error::new(io::ErrorKind::InvalidInput, format!("bad token '{spec}'"));
+    if let Some(rest) = spec.strip_prefix('@') {
+        let (addr, want) = rest.split_once('/').unwrap_or((rest, "rw"));
+        let addr: SocketAddr = addr.parse().map_err(|_| bad())?;
+        let line = serve::control(addr, "tokens")?;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let tok = words
+            .chunks(2)
+            .find(|w| w.len() == 2 && w[0] == want)
+            .map(|w| w[1])
+            .ok_or_else(bad)?;
+        return resolve_token(tok);
+    }
+    let hex = spec.strip_prefix("0x").unwrap_or(spec);
+    u64::from_str_radix(hex, 16).map_err(|_| bad())
+}
+
+/// Connects and imports.
+pub fn open<'a>(dev: &'a Rrdma, t: &Target) -> io::Result<(Connection<'a>, RemoteRegion<'a>)> {
+    let ctx = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
+    let token = resolve_token(&t.token)?;
+    let conn = dev
+        .connect(t.peer, t.timeout)
+        .map_err(ctx(format!("connect to {}", t.peer)))?;
+    let remote = conn
+        .import(token, t.timeout)
+        .map_err(ctx(format!("import {token:#x}")))?;
+    Ok((conn, remote))
+}
+
+/// A progress bar on stderr, drawn at most ten times a second.
+pub struct Progress {
+    total: u64,
+    done: u64,
+    start: Instant,
+    last: Instant,
+    on: bool,
+}
+
+impl Progress {
+    /// A bar for `total` bytes; drawn if `force` or stderr is a terminal.
+    pub fn new(total: u64, force: bool) -> Self {
+        let now = Instant::now();
+        Self {
+            total,
+            done: 0,
+            start: now,
+            last: now,
+            on: force || io::stderr().is_terminal(),
+        }
+    }
+
+    /// Adds `n` bytes.
+    pub fn add(&mut self, n: u64) {
+        self.done += n;
+        if self.on && (self.last.elapsed() >= Duration::from_millis(100) || self.done >= self.total)
+        {
+            self.last = Instant::now();
+            let frac = if self.total == 0 {
+                1.0
+            } else {
+                self.done as f64 / self.total as f64
+            };
+            let width = 30;
+            let fill = (frac * width as f64) as usize;
+            let secs = self.start.elapsed().as_secs_f64().max(1e-9);
+            eprint!(
+                "\r[{}{}] {:5.1}% {:>10} bytes {:8.2} MB/s",
+                "#".repeat(fill.min(width)),
+                " ".repeat(width - fill.min(width)),
+                frac * 100.0,
+                self.done,
+                self.done as f64 / secs / 1e6
+            );
+            if self.done >= self.total {
+                eprintln!();
+            }
+        }
+    }
+}
+
+fn stage_blocks(bs: u32, count: u64) -> u64 {
+    (STAGE_BYTES / u64::from(bs)).clamp(1, count.max(1))
+}
+
+/// `read`: remote blocks to `out`.
+pub fn read(
+    dev: &Rrdma,
+    t: &Target,
+    first: u64,
+    count: Option<u64>,
+    out: &mut dyn Write,
+    progress: bool,
+) -> io::Result<u64> {
+    let (_conn, remote) = open(dev, t)?;
+    let count = count.unwrap_or(remote.nblocks().saturating_sub(first));
+    let bs = remote.block_size();
+    let stage = stage_blocks(bs, count);
+    let local = dev.create_region(bs, stage)?;
+    let mut bar = Progress::new(count * u64::from(bs), progress);
+    let mut done = 0;
+    while done < count {
+        let n = (count - done).min(stage);
+        remote.read(&local, 0, first + done, n as u32)?;
+        let bytes = (n * u64::from(bs)) as usize;
+        out.write_all(&local.as_slice()[..bytes])?;
+        bar.add(bytes as u64);
+        done += n;
+    }
+    out.flush()?;
+    Ok(count)
+}
+
+/// `write`: `input` to remote blocks from `first`; the last block is padded
+/// with zeros. Returns blocks written.
+pub fn write(
+    dev: &Rrdma,
+    t: &Target,
+    first: u64,
+    input: &mut dyn Read,
+    progress: bool,
+) -> io::Result<u64> {
+    let (_conn, remote) = open(dev, t)?;
+    let bs = remote.block_size();
+    let stage = stage_blocks(bs, remote.nblocks());
+    let mut local = dev.create_region(bs, stage)?;
+    let mut bar = Progress::new(0, progress);
+    let mut block = first;
+    loop {
+        let buf = local.as_mut_slice();
+        let cap = buf.len();
+        let mut filled = 0;
+        while filled < cap {
+            match input.read(&mut buf[filled..])? {
+                0 => break,
+                n => filled += n,
+            }
+        }
+        if filled == 0 {
+            break;
+        }
+        let n = (filled as u64).div_ceil(u64::from(bs));
+        buf[filled..(n * u64::from(bs)) as usize].fill(0);
+        if block + n > remote.nblocks() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "input is larger than the remote region",
+            ));
+        }
+        remote.write(&local, 0, block, n as u32)?;
+        bar.total += filled as u64;
+        bar.add(filled as u64);
+        block += n;
+        if filled < cap {
+            break;
+        }
+    }
+    Ok(block - first)
+}
+
+/// What `verify` found.
+#[derive(serde::Serialize)]
+pub struct Verified {
+    pub blocks: u64,
+    pub block_size: u32,
+    pub bytes: u64,
+    pub written_checksum: String,
+    pub read_checksum: String,
+    pub ok: bool,
+}
+
+/// `verify`: writes a pattern to `count` blocks from `first`, reads them
+/// back into other pages and compares.
+pub fn verify(
+    dev: &Rrdma,
+    t: &Target,
+    first: u64,
+    count: Option<u64>,
+    seed: u64,
+    progress: bool,
+) -> io::Result<Verified> {
+    let (_conn, remote) = open(dev, t)?;
+    let count = count
+        .unwrap_or(remote.nblocks().saturating_sub(first))
+        .min(remote.nblocks().saturating_sub(first));
+    let bs = remote.block_size();
+    let stage = stage_blocks(bs, count);
+    let mut out = dev.create_region(bs, stage)?;
+    let back = dev.create_region(bs, stage)?;
+    let mut bar = Progress::new(2 * count * u64::from(bs), progress);
+    let (mut w_sum, mut r_sum, mut same) = (Vec::new(), Vec::new(), true);
+    let mut done = 0;
+    while done < count {
+        let n = (count - done).min(stage);
+        let bytes = (n * u64::from(bs)) as usize;
+        fill_pattern(&mut out.as_mut_slice()[..bytes], seed ^ (first + done));
+        remote.write(&out, 0, first + done, n as u32)?;
+        bar.add(bytes as u64);
+        remote.read(&back, 0, first + done, n as u32)?;
+        bar.add(bytes as u64);
+        let (a, b) = (&out.as_slice()[..bytes], &back.as_slice()[..bytes]);
+        w_sum.extend_from_slice(&checksum(a).to_le_bytes());
+        r_sum.extend_from_slice(&checksum(b).to_le_bytes());
+        same &= a == b;
+        done += n;
+    }
+    let (w, r) = (checksum(&w_sum), checksum(&r_sum));
+    Ok(Verified {
+        blocks: count,
+        block_size: bs,
+        bytes: count * u64::from(bs),
+        written_checksum: format!("{w:#018x}"),
+        read_checksum: format!("{r:#018x}"),
+        ok: same && w == r,
+    })
+}
+
+/// Options of `bench`.
+pub struct BenchArgs {
+    pub write: bool,
+    pub size: u64,
+    pub depth: u32,
+    pub duration: Duration,
+    pub iters: Option<u64>,
+    pub latency: bool,
+}
+
+/// One `bench` result, in perftest's terms.
+#[derive(serde::Serialize)]
+pub struct BenchResult {
+    pub op: &'static str,
+    pub bytes: u64,
+    pub iterations: u64,
+    pub depth: u32,
+    pub seconds: f64,
+    pub bw_peak_mbps: f64,
+    pub bw_avg_mbps: f64,
+    pub msg_rate_mpps: f64,
+    pub latency_usec: Option<Latency>,
+}
+
+/// `bench`: operations of `size` bytes, `depth` in flight, for a duration
+/// or a number of iterations, timed with CLOCK_MONOTONIC (`Instant`).
+/// With `latency`, one synchronous operation at a time, each timed.
+pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> {
+    let (_conn, remote) = open(dev, t)?;
+    let bs = u64::from(remote.block_size());
+    if a.size == 0 || a.size % bs != 0 || a.size / bs > remote.nblocks() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "size {} is not a multiple of the block size {bs} within the region",
+                a.size
+            ),
+        ));
+    }
+    let count = a.size / bs;
+    let slots = remote.nblocks() / count;
+    let depth = if a.latency {
+        1
+    } else {
+        u64::from(a.depth.max(1)).min(slots.max(1)).min(1024)
+    };
+    let local = dev.create_region(bs as u32, depth * count)?;
+    let opcode = if a.write { OP_WRITE } else { OP_READ };
+    let mk = |i: u64| -> Op {
+        remote.op(
+            opcode,
+            &local,
+            (i % depth) * count,
+            (i % slots) * count,
+            count as u32,
+            i % depth,
+        )
+    };
+    let done_when = |n: u64, start: Instant| match a.iters {
+        Some(it) => n >= it,
+        None => start.elapsed() >= a.duration,
+    };
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    let mut completed: u64 = 0;
+    let mut peak: f64 = 0.0;
+    let mut window = (Instant::now(), 0u64);
+    if a.latency {
+        while !done_when(completed, start) {
+            let t0 = Instant::now();
+            dev.rw_sync(&mk(completed))?;
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+            completed += 1;
+        }
+    } else {
+        let mut issued: u64 = 0;
+        let first: Vec<Op> = (0..depth).map(&mk).collect();
+        issued += dev.submit(&first)? as u64;
+        let mut comps = vec![Completion::zeroed(); depth as usize];
+        while completed < issued {
+            let n = dev.completions(&mut comps, Some(Duration::from_secs(10)))?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "no completion within 10 s",
+                ));
+            }
+            let mut again = Vec::with_capacity(n);
+            for c in &comps[..n] {
+                if c.status != 0 {
+                    return Err(io::Error::from_raw_os_error(-c.status));
+                }
+                completed += 1;
+                if !done_when(completed, start)
+                    && issued + (again.len() as u64) < a.iters.unwrap_or(u64::MAX)
+                {
+                    // Reuse the completed slot (user_data).
+                    let mut op = mk(issued + again.len() as u64);
+                    op.local_block = c.user_data * count;
+                    op.user_data = c.user_data;
+                    again.push(op);
+                }
+            }
+            if !again.is_empty() {
+                issued += dev.submit(&again)? as u64;
+            }
+            let el = window.0.elapsed().as_secs_f64();
+            if el >= 0.1 {
+                peak = peak.max((completed - window.1) as f64 * a.size as f64 / el / 1e6);
+                window = (Instant::now(), completed);
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    let avg = completed as f64 * a.size as f64 / secs / 1e6;
+    Ok(BenchResult {
+        op: if a.write { "write" } else { "read" },
+        bytes: a.size,
+        iterations: completed,
+        depth: depth as u32,
+        seconds: secs,
+        bw_peak_mbps: peak.max(avg),
+        bw_avg_mbps: avg,
+        msg_rate_mpps: completed as f64 / secs / 1e6,
+        latency_usec: latency(&mut samples),
+    })
+}
+
+/// Prints a result with perftest's column names.
+pub fn print_bench(r: &BenchResult) {
+    if let Some(l) = &r.latency_usec {
+        println!(
+            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]"
+        );
+        println!(
+            " {:<6} {:<10} {:<14.2} {:<14.2} {:<16.2} {:<14.2} {:<15.2} {:<22.2} {:.2}",
+            r.bytes, l.iterations, l.t_min, l.t_max, l.p50, l.t_avg, l.t_stdev, l.p99, l.p99_9
+        );
+    } else {
+        println!(
+            " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]"
+        );
+        println!(
+            " {:<10} {:<14} {:<18.2} {:<20.2} {:.6}",
+            r.bytes, r.iterations, r.bw_peak_mbps, r.bw_avg_mbps, r.msg_rate_mpps
+        );
+    }
+}

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Fast-registration memory regions over a run of a region's pages.
+//!
+//! A region is registered in chunks of `1 << chunk_shift` bytes (at most
+//! what the device maps per registration); chunk `i` is registered at I/O
+//! virtual address `i << chunk_shift`, so addresses on the wire are offsets
+//! in the region. Each [`Mr`] is a fresh registration with a fresh key and
+//! is deregistered (its keys invalidated) on drop.
+
+use core::ptr::NonNull;
+
+use kernel::ffi::{c_int, c_void};
+use kernel::prelude::*;
+
+use crate::ffi::{self, IbPd, ShimMr};
+use crate::region::Region;
+
+/// One registration; deregistered on drop.
+pub(crate) struct Mr {
+    // INVARIANT: allocated by `rrdma_shim_mr_alloc`, freed only in `drop`.
+    ptr: NonNull<ShimMr>,
+    lkey: u32,
+    rkey: u32,
+}
+
+// SAFETY: an MR may be used and deregistered from any thread.
+unsafe impl Send for Mr {}
+// SAFETY: `&Mr` only reads immutable keys.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// Maps chunk `chunk` of `region` (chunks of `1 << chunk_shift` bytes)
+    /// in `pd`. The caller posts the registration work request.
+    pub(crate) fn new(pd: *mut IbPd, region: &Region, chunk: u64, chunk_shift: u32) -> Result<Self> {
+        let page_shift = ffi::page_size().trailing_zeros();
+        let per_chunk = 1usize << (chunk_shift - page_shift);
+        let first = usize::try_from(chunk).map_err(|_| EINVAL)? * per_chunk;
+        let pages = region.pages();
+        let end = pages.len().min(first.checked_add(per_chunk).ok_or(EINVAL)?);
+        if first >= end {
+            return Err(EINVAL);
+        }
+        let mut ptrs = KVec::with_capacity(end - first, GFP_KERNEL)?;
+        for page in &pages[first..end] {
+            ptrs.push(page.as_ptr().cast::<c_void>(), GFP_KERNEL)?;
+        }
+        let mut err: c_int = 0;
+        // SAFETY: `pd` is the live PD of the connection's device; `ptrs`
+        // holds `end - first` valid pages that the region keeps allocated
+        // for as long as the region lives, and the caller keeps the region
+        // alive as long as this MR.
+        let raw = unsafe {
+            ffi::rrdma_shim_mr_alloc(
+                pd,
+                ptrs.as_mut_ptr(),
+                (end - first) as u32,
+                chunk << chunk_shift,
+                &mut err,
+            )
+        };
+        let ptr = NonNull::new(raw).ok_or_else(|| kernel::error::Error::from_errno(err))?;
+        let (mut lkey, mut rkey) = (0, 0);
+        // SAFETY: `ptr` was just allocated.
+        unsafe { ffi::rrdma_shim_mr_keys(ptr.as_ptr(), &mut lkey, &mut rkey) };
+        // INVARIANT: allocated just above.
+        Ok(Self { ptr, lkey, rkey })
+    }
+
+    /// The shim object, for a registration work request.
+    pub(crate) fn as_ptr(&self) -> *mut ShimMr {
+        self.ptr.as_ptr()
+    }
+
+    /// Local key.
+    pub(crate) fn lkey(&self) -> u32 {
+        self.lkey
+    }
+
+    /// Remote key.
+    pub(crate) fn rkey(&self) -> u32 {
+        self.rkey
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant; no work request uses it any more
+        // (the owners drop MRs only once their registrations completed).
+        unsafe { ffi::rrdma_shim_mr_free(self.ptr.as_ptr()) };
+    }
+}
+
+/// The registration chunks of one region on one connection, registered
+/// lazily as operations first touch them.
+pub(crate) struct Chunks {
+    shift: u32,
+    mrs: KVec<Option<Mr>>,
+}
+
+impl Chunks {
+    /// No chunk registered yet, for a region of `bytes` bytes.
+    pub(crate) fn new(bytes: u64, shift: u32) -> Result<Self> {
+        let n = usize::try_from(bytes.div_ceil(1u64 << shift)).map_err(|_| EINVAL)?;
+        let mut mrs = KVec::with_capacity(n, GFP_KERNEL)?;
+        for _ in 0..n {
+            mrs.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self { shift, mrs })
+    }
+
+    /// Chunk size, log2.
+    pub(crate) fn shift(&self) -> u32 {
+        self.shift
+    }
+
+    /// The registration of chunk `i`, if made.
+    pub(crate) fn get(&self, i: usize) -> Option<&Mr> {
+        self.mrs.get(i).and_then(|m| m.as_ref())
+    }
+
+    /// Stores the registration of chunk `i`.
+    pub(crate) fn set(&mut self, i: usize, mr: Mr) -> Result {
+        let slot = self.mrs.get_mut(i).ok_or(EINVAL)?;
+        *slot = Some(mr);
+        Ok(())
+    }
+}

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! State of one open file that its connections reach too: the completion
+//! ring, the exports and the registry of connections.
+//!
+//! Connections hold an `Arc<Shared>` (not the file's object table), and the
+//! registry holds every connection of the file until it is destroyed, so
+//! that release, revocation and region destruction can reach them all,
+//! including those a listener accepted but userspace has not yet taken.
+
+use kernel::ffi::c_void;
+use kernel::prelude::*;
+use kernel::sync::{new_mutex, Arc, Mutex};
+
+use crate::abi::uapi::Completion;
+use crate::conn::Conn;
+use crate::context::Context;
+use crate::export::Exports;
+use crate::ffi;
+use crate::ring::Ring;
+
+/// Shared per-file state.
+#[pin_data]
+pub(crate) struct Shared {
+    /// Module-wide state (devices).
+    pub(crate) context: Arc<Context>,
+    // INVARIANT: the file's wait queue, valid until the file's release
+    // returns, which happens only after every connection was destroyed.
+    waitq: *mut c_void,
+    /// Completions of asynchronous operations.
+    #[pin]
+    pub(crate) ring: Mutex<Ring>,
+    /// Exports, by token.
+    #[pin]
+    pub(crate) exports: Mutex<Exports>,
+    /// Every live connection of the file.
+    #[pin]
+    pub(crate) conns: Mutex<KVec<Arc<Conn>>>,
+}
+
+// SAFETY: `waitq` is only passed to `wake_up`, which may be called from any
+// thread; everything else is `Send + Sync`.
+unsafe impl Send for Shared {}
+// SAFETY: as above.
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// State for a file whose wait queue is `waitq`.
+    pub(crate) fn new(context: Arc<Context>, waitq: *mut c_void) -> Result<Arc<Self>> {
+        let ring = Ring::new()?;
+        Arc::pin_init(
+            pin_init!(Self {
+                context,
+                waitq,
+                ring <- new_mutex!(ring),
+                exports <- new_mutex!(Exports::new()),
+                conns <- new_mutex!(KVec::new()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Queues a completion (its slot was reserved) and wakes readers.
+    pub(crate) fn complete(&self, c: Completion) {
+        self.ring.lock().push(c);
+        // SAFETY: by the type invariant.
+        unsafe { ffi::rrdma_shim_file_wake(self.waitq) };
+    }
+
+    /// Adds a connection to the registry.
+    pub(crate) fn register(&self, conn: &Arc<Conn>) -> Result {
+        self.conns.lock().push(conn.clone(), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Removes a connection from the registry.
+    pub(crate) fn unregister(&self, conn: &Conn) {
+        let removed = {
+            let mut conns = self.conns.lock();
+            let i = conns
+                .iter()
+                .position(|c| core::ptr::eq::<Conn>(&**c, conn));
+            i.and_then(|i| crate::compat::vec_swap_remove(&mut conns, i))
+        };
+        // The last reference may go here: outside the lock.
+        drop(removed);
+    }
+
+    /// A snapshot of the live connections.
+    pub(crate) fn conns(&self) -> Result<KVec<Arc<Conn>>> {
+        let conns = self.conns.lock();
+        let mut out = KVec::with_capacity(conns.len(), GFP_KERNEL)?;
+        for c in conns.iter() {
+            out.push(c.clone(), GFP_KERNEL)?;
+        }
+        Ok(out)
+    }
+}

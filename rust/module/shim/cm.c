@@ -1,0 +1,680 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrdma C shim: rdma_cm identifiers, RC queue pairs with their completion
+ * queues and control-message buffers, fast-registration memory regions and
+ * work-request posting.
+ *
+ * Policy (state machines, accounting, what to post) lives in Rust; this file
+ * only builds verbs structures whose layout Rust cannot rely on and calls
+ * the static-inline verbs.  Every path here is non-blocking except
+ * rrdma_shim_qp_drain() and rrdma_shim_cm_destroy_id(), which Rust calls
+ * from process context outside its locks.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/in.h>
+#include <linux/in6.h>
+#include <linux/nsproxy.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <net/net_namespace.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/ib_cm.h>
+#include <rdma/rdma_cm.h>
+
+#include "rrdma_shim.h"
+
+/* Outstanding RDMA READs each side allows; devices may allow fewer. */
+#define RRDMA_RD_ATOMS 16
+
+static_assert(sizeof(struct rrdma_shim_addr) == 24);
+static_assert(sizeof(struct ib_cqe) == sizeof(void *));
+
+/* ---- addresses ---- */
+
+static void to_sockaddr(const struct rrdma_shim_addr *a,
+			struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (a->family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+
+		in->sin_family = AF_INET;
+		in->sin_port = htons(a->port);
+		memcpy(&in->sin_addr, a->addr, 4);
+	} else {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+
+		in6->sin6_family = AF_INET6;
+		in6->sin6_port = htons(a->port);
+		in6->sin6_scope_id = a->scope_id;
+		memcpy(&in6->sin6_addr, a->addr, 16);
+	}
+}
+
+static void from_sockaddr(const struct sockaddr *sa, struct rrdma_shim_addr *a)
+{
+	memset(a, 0, sizeof(*a));
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+
+		a->family = AF_INET;
+		a->port = ntohs(in->sin_port);
+		memcpy(a->addr, &in->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+
+		a->family = AF_INET6;
+		a->port = ntohs(in6->sin6_port);
+		a->scope_id = in6->sin6_scope_id;
+		memcpy(a->addr, &in6->sin6_addr, 16);
+	}
+}
+
+/* ---- rdma_cm ---- */
+
+static bool carries_private_data(enum rdma_cm_event_type e)
+{
+	return e == RDMA_CM_EVENT_CONNECT_REQUEST ||
+	       e == RDMA_CM_EVENT_ESTABLISHED ||
+	       e == RDMA_CM_EVENT_CONNECT_RESPONSE;
+}
+
+/* Handler of connection ids: every event goes to the owning Rust Conn. */
+static int rrdma_conn_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	const void *pdata = NULL;
+	u8 len = 0;
+
+	if (ev->event == RDMA_CM_EVENT_REJECTED) {
+		pdata = rdma_consumer_reject_data(id, ev, &len);
+	} else if (carries_private_data(ev->event)) {
+		pdata = ev->param.conn.private_data;
+		len = ev->param.conn.private_data_len;
+	}
+	if (!pdata)
+		len = 0;
+	return rrdma_rust_conn_event(id->context, ev->event, ev->status,
+				     pdata, len);
+}
+
+/*
+ * Handler of listening ids.  A connect request arrives on a new child id
+ * that inherits this handler and the listener's context; once Rust adopts
+ * the child, it gets the connection handler and the Conn as context.
+ */
+static int rrdma_listen_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	void *conn = NULL;
+	int ret;
+
+	if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+		return rrdma_rust_listen_event(id->context, ev->event);
+	ret = rrdma_rust_listen_request(id->context, id,
+					ev->param.conn.private_data,
+					ev->param.conn.private_data_len,
+					ev->param.conn.initiator_depth,
+					ev->param.conn.responder_resources,
+					&conn);
+	if (ret)
+		return ret; /* non-zero: the CM destroys the child */
+	id->context = conn;
+	id->event_handler = rrdma_conn_handler;
+	return 0;
+}
+
+static int create_id(rdma_cm_event_handler handler, void *owner,
+		     struct rdma_cm_id **out)
+{
+	struct rdma_cm_id *id;
+
+	id = rdma_create_id(current->nsproxy->net_ns, handler, owner,
+			    RDMA_PS_TCP, IB_QPT_RC);
+	if (IS_ERR(id))
+		return PTR_ERR(id);
+	*out = id;
+	return 0;
+}
+
+int rrdma_shim_cm_connect_start(void *owner, const struct rrdma_shim_addr *dst,
+				u32 timeout_ms, struct rdma_cm_id **out)
+{
+	struct sockaddr_storage ss;
+	struct rdma_cm_id *id;
+	int ret;
+
+	ret = create_id(rrdma_conn_handler, owner, &id);
+	if (ret)
+		return ret;
+	to_sockaddr(dst, &ss);
+	ret = rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
+	if (ret) {
+		rdma_destroy_id(id);
+		return ret;
+	}
+	*out = id;
+	return 0;
+}
+
+int rrdma_shim_cm_listen(void *owner, const struct rrdma_shim_addr *src,
+			 u32 backlog, struct rdma_cm_id **out)
+{
+	struct sockaddr_storage ss;
+	struct rdma_cm_id *id;
+	int ret;
+
+	ret = create_id(rrdma_listen_handler, owner, &id);
+	if (ret)
+		return ret;
+	to_sockaddr(src, &ss);
+	ret = rdma_bind_addr(id, (struct sockaddr *)&ss);
+	if (!ret)
+		ret = rdma_listen(id, backlog);
+	if (ret) {
+		rdma_destroy_id(id);
+		return ret;
+	}
+	*out = id;
+	return 0;
+}
+
+int rrdma_shim_cm_resolve_route(struct rdma_cm_id *id, u32 timeout_ms)
+{
+	return rdma_resolve_route(id, timeout_ms);
+}
+
+static void conn_param(struct rdma_cm_id *id, struct rdma_conn_param *p,
+		       const void *pdata, u8 len, u8 peer_initiator,
+		       u8 peer_responder)
+{
+	const struct ib_device_attr *attrs = &id->device->attrs;
+
+	memset(p, 0, sizeof(*p));
+	p->private_data = pdata;
+	p->private_data_len = len;
+	p->responder_resources = min3(RRDMA_RD_ATOMS, attrs->max_qp_rd_atom,
+				      (int)peer_initiator);
+	p->initiator_depth = min3(RRDMA_RD_ATOMS, attrs->max_qp_init_rd_atom,
+				  (int)peer_responder);
+	p->retry_count = 7;
+	p->rnr_retry_count = 7;
+}
+
+int rrdma_shim_cm_connect(struct rdma_cm_id *id, const void *pdata, u8 len)
+{
+	struct rdma_conn_param p;
+
+	conn_param(id, &p, pdata, len, RRDMA_RD_ATOMS, RRDMA_RD_ATOMS);
+	return rdma_connect_locked(id, &p);
+}
+
+int rrdma_shim_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len,
+			 u8 peer_initiator, u8 peer_responder)
+{
+	struct rdma_conn_param p;
+
+	conn_param(id, &p, pdata, len, peer_initiator, peer_responder);
+	return rdma_accept(id, &p);
+}
+
+int rrdma_shim_cm_reject(struct rdma_cm_id *id, const void *pdata, u8 len)
+{
+	return rdma_reject(id, pdata, len, IB_CM_REJ_CONSUMER_DEFINED);
+}
+
+int rrdma_shim_cm_disconnect(struct rdma_cm_id *id)
+{
+	return rdma_disconnect(id);
+}
+
+void rrdma_shim_cm_destroy_id(struct rdma_cm_id *id)
+{
+	rdma_destroy_id(id);
+}
+
+struct ib_device *rrdma_shim_cm_device(struct rdma_cm_id *id)
+{
+	return id->device;
+}
+
+void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out)
+{
+	from_sockaddr((struct sockaddr *)&id->route.addr.dst_addr, out);
+}
+
+/* ---- queue pairs and control messages ---- */
+
+/* One control-message buffer and its completion context. */
+struct rrdma_shim_ctrl_slot {
+	struct ib_cqe cqe;
+	struct rrdma_shim_qp *q;
+	u32 index;
+};
+
+/**
+ * struct rrdma_shim_qp - an RC QP with its CQs and control buffers
+ * @id:		the connection's cm_id (owns the QP)
+ * @pd:		protection domain (the device's)
+ * @scq:	send CQ: data work requests and control sends
+ * @rcq:	receive CQ: control messages
+ * @owner:	the Rust Conn, passed to every callback
+ * @lock:	protects @draining and @send_busy
+ * @draining:	set before the drain: nothing is posted afterwards
+ * @nrecv:	receive buffers, all posted while the QP lives
+ * @nsend:	control send buffers
+ * @send_busy:	bitmap of control send buffers in flight
+ * @msg_len:	bytes per control buffer
+ * @bufs:	(@nrecv + @nsend) * @msg_len bytes, DMA-mapped at @dma
+ * @slots:	one per buffer, receive buffers first
+ */
+struct rrdma_shim_qp {
+	struct rdma_cm_id *id;
+	struct ib_pd *pd;
+	struct ib_cq *scq;
+	struct ib_cq *rcq;
+	void *owner;
+	spinlock_t lock;
+	bool draining;
+	u32 nrecv;
+	u32 nsend;
+	unsigned long *send_busy;
+	u32 msg_len;
+	void *bufs;
+	u64 dma;
+	struct rrdma_shim_ctrl_slot slots[];
+};
+
+static int post_recv_locked(struct rrdma_shim_qp *q, u32 i)
+{
+	struct ib_sge sge = {
+		.addr = q->dma + (u64)i * q->msg_len,
+		.length = q->msg_len,
+		.lkey = q->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = {
+		.wr_cqe = &q->slots[i].cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+
+	lockdep_assert_held(&q->lock);
+	if (q->draining)
+		return -ENOTCONN;
+	return ib_post_recv(q->id->qp, &wr, NULL);
+}
+
+static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rrdma_shim_ctrl_slot *s =
+		container_of(wc->wr_cqe, struct rrdma_shim_ctrl_slot, cqe);
+	struct rrdma_shim_qp *q = s->q;
+	struct ib_device *dev = q->id->device;
+	u64 off = (u64)s->index * q->msg_len;
+	unsigned long flags;
+
+	if (wc->status != IB_WC_SUCCESS) {
+		rrdma_rust_qp_error(q->owner, wc->status);
+		return;
+	}
+	ib_dma_sync_single_for_cpu(dev, q->dma + off, q->msg_len,
+				   DMA_BIDIRECTIONAL);
+	rrdma_rust_ctrl_recv(q->owner, q->bufs + off, wc->byte_len);
+	ib_dma_sync_single_for_device(dev, q->dma + off, q->msg_len,
+				      DMA_BIDIRECTIONAL);
+	spin_lock_irqsave(&q->lock, flags);
+	if (post_recv_locked(q, s->index) && !q->draining)
+		rrdma_rust_qp_error(q->owner, IB_WC_GENERAL_ERR);
+	spin_unlock_irqrestore(&q->lock, flags);
+}
+
+static void send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rrdma_shim_ctrl_slot *s =
+		container_of(wc->wr_cqe, struct rrdma_shim_ctrl_slot, cqe);
+	struct rrdma_shim_qp *q = s->q;
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	__clear_bit(s->index - q->nrecv, q->send_busy);
+	spin_unlock_irqrestore(&q->lock, flags);
+	rrdma_rust_ctrl_sent(q->owner, wc->status);
+}
+
+/*
+ * Work requests without a Rust completion context: registrations.  Those
+ * of exports are signaled (Rust counts them), those of the data path are
+ * not and complete here only on error.
+ */
+static void quiet_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	rrdma_rust_quiet_done(cq->cq_context, wc->status);
+}
+
+static struct ib_cqe quiet_cqe = { .done = quiet_done };
+
+int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
+			 u32 sq_depth, u32 nrecv, u32 nsend, u32 msg_len,
+			 struct rrdma_shim_qp **out)
+{
+	struct ib_device *dev = id->device;
+	struct ib_qp_init_attr attr = {};
+	struct rrdma_shim_qp *q;
+	u32 i, n = nrecv + nsend;
+	int ret;
+
+	q = kzalloc(struct_size(q, slots, n), GFP_KERNEL);
+	if (!q)
+		return -ENOMEM;
+	q->send_busy = bitmap_zalloc(nsend, GFP_KERNEL);
+	q->bufs = kzalloc((size_t)n * msg_len, GFP_KERNEL);
+	if (!q->send_busy || !q->bufs) {
+		ret = -ENOMEM;
+		goto free;
+	}
+	q->id = id;
+	q->pd = pd;
+	q->owner = owner;
+	q->nrecv = nrecv;
+	q->nsend = nsend;
+	q->msg_len = msg_len;
+	spin_lock_init(&q->lock);
+	for (i = 0; i < n; i++) {
+		q->slots[i].q = q;
+		q->slots[i].index = i;
+		q->slots[i].cqe.done = i < nrecv ? recv_done : send_done;
+	}
+	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
+				   DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(dev, q->dma)) {
+		ret = -ENOMEM;
+		goto free;
+	}
+	/* Every send may complete (with an error) and the drain needs one. */
+	q->scq = ib_alloc_cq_any(dev, owner, sq_depth + nsend + 1,
+				 IB_POLL_WORKQUEUE);
+	if (IS_ERR(q->scq)) {
+		ret = PTR_ERR(q->scq);
+		goto unmap;
+	}
+	q->rcq = ib_alloc_cq_any(dev, owner, nrecv + 1, IB_POLL_WORKQUEUE);
+	if (IS_ERR(q->rcq)) {
+		ret = PTR_ERR(q->rcq);
+		goto free_scq;
+	}
+	attr.qp_context = owner;
+	attr.send_cq = q->scq;
+	attr.recv_cq = q->rcq;
+	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
+	attr.qp_type = IB_QPT_RC;
+	attr.cap.max_send_wr = sq_depth + nsend;
+	attr.cap.max_recv_wr = nrecv;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	ret = rdma_create_qp(id, pd, &attr);
+	if (ret)
+		goto free_rcq;
+	spin_lock_irq(&q->lock);
+	for (i = 0; i < nrecv && !ret; i++)
+		ret = post_recv_locked(q, i);
+	spin_unlock_irq(&q->lock);
+	if (ret) {
+		rdma_destroy_qp(id);
+		goto free_rcq;
+	}
+	*out = q;
+	return 0;
+
+free_rcq:
+	ib_free_cq(q->rcq);
+free_scq:
+	ib_free_cq(q->scq);
+unmap:
+	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len, DMA_BIDIRECTIONAL);
+free:
+	kfree(q->bufs);
+	bitmap_free(q->send_busy);
+	kfree(q);
+	return ret;
+}
+
+void rrdma_shim_qp_drain(struct rrdma_shim_qp *q)
+{
+	spin_lock_irq(&q->lock);
+	q->draining = true;
+	spin_unlock_irq(&q->lock);
+	ib_drain_qp(q->id->qp);
+}
+
+void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
+{
+	struct ib_device *dev = q->id->device;
+
+	rdma_destroy_qp(q->id);
+	ib_free_cq(q->rcq);
+	ib_free_cq(q->scq);
+	ib_dma_unmap_single(dev, q->dma, (size_t)(q->nrecv + q->nsend) * q->msg_len,
+			    DMA_BIDIRECTIONAL);
+	kfree(q->bufs);
+	bitmap_free(q->send_busy);
+	kfree(q);
+}
+
+int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len)
+{
+	struct ib_device *dev = q->id->device;
+	struct ib_send_wr wr = {};
+	struct ib_sge sge;
+	unsigned long flags;
+	u32 i;
+	u64 off;
+	int ret;
+
+	if (len > q->msg_len)
+		return -EMSGSIZE;
+	spin_lock_irqsave(&q->lock, flags);
+	i = find_first_zero_bit(q->send_busy, q->nsend);
+	if (q->draining || i >= q->nsend) {
+		spin_unlock_irqrestore(&q->lock, flags);
+		return q->draining ? -ENOTCONN : -EAGAIN;
+	}
+	__set_bit(i, q->send_busy);
+	off = (u64)(q->nrecv + i) * q->msg_len;
+	memcpy(q->bufs + off, msg, len);
+	ib_dma_sync_single_for_device(dev, q->dma + off, len,
+				      DMA_BIDIRECTIONAL);
+	sge.addr = q->dma + off;
+	sge.length = len;
+	sge.lkey = q->pd->local_dma_lkey;
+	wr.wr_cqe = &q->slots[q->nrecv + i].cqe;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IB_WR_SEND;
+	wr.send_flags = IB_SEND_SIGNALED;
+	ret = ib_post_send(q->id->qp, &wr, NULL);
+	if (ret)
+		__clear_bit(i, q->send_busy);
+	spin_unlock_irqrestore(&q->lock, flags);
+	return ret;
+}
+
+/* ---- memory regions ---- */
+
+/**
+ * struct rrdma_shim_mr - one fast-registration MR over a run of pages
+ * @mr:		the MR
+ * @dev:	its device
+ * @sgt:	the pages, DMA-mapped for as long as the MR lives
+ */
+struct rrdma_shim_mr {
+	struct ib_mr *mr;
+	struct ib_device *dev;
+	struct sg_table sgt;
+};
+
+struct rrdma_shim_mr *rrdma_shim_mr_alloc(struct ib_pd *pd, struct page **pages,
+					  u32 npages, u64 iova, int *err)
+{
+	struct rrdma_shim_mr *m;
+	int ret, n;
+
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	m->dev = pd->device;
+	ret = sg_alloc_table_from_pages(&m->sgt, pages, npages, 0,
+					(unsigned long)npages << PAGE_SHIFT,
+					GFP_KERNEL);
+	if (ret)
+		goto free;
+	ret = ib_dma_map_sgtable_attrs(m->dev, &m->sgt, DMA_BIDIRECTIONAL, 0);
+	if (ret)
+		goto free_table;
+	m->mr = ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, npages);
+	if (IS_ERR(m->mr)) {
+		ret = PTR_ERR(m->mr);
+		goto unmap;
+	}
+	n = ib_map_mr_sg(m->mr, m->sgt.sgl, m->sgt.nents, NULL, PAGE_SIZE);
+	if (n != m->sgt.nents) {
+		ret = n < 0 ? n : -EINVAL;
+		goto dereg;
+	}
+	/* Addresses on the wire are offsets in the region, not kernel VAs. */
+	m->mr->iova = iova;
+	/* A fresh key for this registration. */
+	ib_update_fast_reg_key(m->mr, ib_inc_rkey(m->mr->rkey));
+	return m;
+
+dereg:
+	ib_dereg_mr(m->mr);
+unmap:
+	ib_dma_unmap_sgtable_attrs(m->dev, &m->sgt, DMA_BIDIRECTIONAL, 0);
+free_table:
+	sg_free_table(&m->sgt);
+free:
+	kfree(m);
+	*err = ret;
+	return NULL;
+}
+
+void rrdma_shim_mr_keys(struct rrdma_shim_mr *m, u32 *lkey, u32 *rkey)
+{
+	*lkey = m->mr->lkey;
+	*rkey = m->mr->rkey;
+}
+
+void rrdma_shim_mr_free(struct rrdma_shim_mr *m)
+{
+	ib_dereg_mr(m->mr);
+	ib_dma_unmap_sgtable_attrs(m->dev, &m->sgt, DMA_BIDIRECTIONAL, 0);
+	sg_free_table(&m->sgt);
+	kfree(m);
+}
+
+u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev)
+{
+	return dev->attrs.max_fast_reg_page_list_len;
+}
+
+/* ---- work requests ---- */
+
+static void data_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	rrdma_rust_wr_done(wc->wr_cqe, wc->status);
+}
+
+static int access_flags(u32 a)
+{
+	int f = 0;
+
+	if (a & RRDMA_SHIM_ACCESS_LOCAL_WRITE)
+		f |= IB_ACCESS_LOCAL_WRITE;
+	if (a & RRDMA_SHIM_ACCESS_REMOTE_READ)
+		f |= IB_ACCESS_REMOTE_READ;
+	if (a & RRDMA_SHIM_ACCESS_REMOTE_WRITE)
+		f |= IB_ACCESS_REMOTE_WRITE;
+	return f;
+}
+
+union rrdma_any_wr {
+	struct ib_send_wr send;
+	struct ib_rdma_wr rdma;
+	struct ib_reg_wr reg;
+};
+
+#define RRDMA_POST_CHUNK 8
+
+int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
+		    u32 n, u32 *posted)
+{
+	union rrdma_any_wr w[RRDMA_POST_CHUNK];
+	struct ib_sge sge[RRDMA_POST_CHUNK];
+	const struct ib_send_wr *bad;
+	unsigned long flags;
+	u32 done = 0;
+	int ret = 0;
+
+	spin_lock_irqsave(&q->lock, flags);
+	if (q->draining)
+		ret = -ENOTCONN;
+	while (!ret && done < n) {
+		u32 k, m = min_t(u32, n - done, RRDMA_POST_CHUNK);
+
+		memset(w, 0, sizeof(w[0]) * m);
+		for (k = 0; k < m; k++) {
+			const struct rrdma_shim_wr *s = &wrs[done + k];
+			struct ib_send_wr *wr = &w[k].send;
+			struct ib_cqe *cqe = s->cqe;
+
+			if (cqe) {
+				cqe->done = data_done;
+				wr->wr_cqe = cqe;
+			} else {
+				wr->wr_cqe = &quiet_cqe;
+			}
+			if (s->signaled)
+				wr->send_flags = IB_SEND_SIGNALED;
+			switch (s->opcode) {
+			case RRDMA_SHIM_WR_REG:
+				wr->opcode = IB_WR_REG_MR;
+				w[k].reg.mr = s->mr->mr;
+				w[k].reg.key = s->mr->mr->rkey;
+				w[k].reg.access = access_flags(s->access);
+				break;
+			case RRDMA_SHIM_WR_READ:
+			case RRDMA_SHIM_WR_WRITE:
+				wr->opcode = s->opcode == RRDMA_SHIM_WR_READ ?
+					     IB_WR_RDMA_READ : IB_WR_RDMA_WRITE;
+				sge[k].addr = s->local_addr;
+				sge[k].length = s->len;
+				sge[k].lkey = s->lkey;
+				wr->sg_list = &sge[k];
+				wr->num_sge = 1;
+				w[k].rdma.remote_addr = s->remote_addr;
+				w[k].rdma.rkey = s->rkey;
+				break;
+			default:
+				ret = -EINVAL;
+				goto out;
+			}
+			if (k + 1 < m)
+				wr->next = &w[k + 1].send;
+		}
+		bad = NULL;
+		ret = ib_post_send(q->id->qp, &w[0].send, &bad);
+		if (ret) {
+			/* Work requests before @bad were posted. */
+			for (k = 0; k < m && bad && &w[k].send != bad; k++)
+				done++;
+			break;
+		}
+		done += m;
+	}
+out:
+	spin_unlock_irqrestore(&q->lock, flags);
+	*posted = done;
+	return ret;
+}
