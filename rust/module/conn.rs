@@ -23,7 +23,7 @@ use crate::abi::{
     blocks::Geometry,
     conn::{step, Action, Event, State},
     errno::{
-        Errno, E2BIG, EBUSY, ECANCELED, ECONNABORTED, EINTR, EINVAL, EKEYREVOKED,
+        Errno, E2BIG, EBUSY, ECANCELED, ECONNABORTED, ECONNRESET, EINTR, EINVAL, EKEYREVOKED,
         ENODEV, ENOENT, ENOTCONN, EPROTO, ETIMEDOUT,
     },
     ops::{self, Checked, Dir},
@@ -95,6 +95,10 @@ struct Inner {
     listener: Option<Arc<Listener>>,
     timeout_ms: u32,
     destroyed: bool,
+    /// Operations posted and not yet completed (their `OpCtx` addresses):
+    /// a provider that does not flush everything in the drain (siw leaves
+    /// RDMA READs of a closing QP) still gets each one completed, once.
+    ops: KVec<usize>,
 }
 
 /// A connection.
@@ -239,6 +243,7 @@ impl Conn {
                     listener: None,
                     timeout_ms,
                     destroyed: false,
+                    ops: KVec::new(),
                 }),
                 cv <- new_condvar!(),
             }),
@@ -584,8 +589,18 @@ impl Conn {
             // SAFETY: drained; its id is still alive.
             unsafe { ffi::rrdma_shim_qp_destroy(qp) };
         }
+        // The CQs are gone: no completion callback runs any more. What the
+        // provider did not flush completes here.
+        let left = core::mem::replace(&mut this.inner.lock().ops, KVec::new());
+        for &raw in left.iter() {
+            // SAFETY: `raw` came from `KBox::into_raw` in `post_op` and was
+            // still listed, so no completion took it.
+            let op = unsafe { KBox::from_raw(raw as *mut OpCtx) };
+            this.op_done(op, ops::wc::WR_FLUSH_ERR);
+        }
         let (local, grants, retired, device) = {
             let mut g = this.inner.lock();
+
             (
                 core::mem::replace(&mut g.local, KVec::new()),
                 core::mem::replace(&mut g.grants, KVec::new()),
@@ -945,6 +960,7 @@ impl Conn {
         if n > g.sq_free {
             return Ok(false);
         }
+        g.ops.reserve(1, GFP_KERNEL)?;
         let ctx = KBox::new(
             OpCtx {
                 cqe: IbCqe { done: ptr::null() },
@@ -981,27 +997,61 @@ impl Conn {
             return Err(abi::error(e));
         }
         g.sq_free -= n;
+        // Cannot fail: reserved above.
+        let _ = g.ops.push(raw as usize, GFP_KERNEL);
         g.local[li].inflight += 1;
         Ok(true)
     }
 
-    /// The last work request of an operation completed.
+    /// A completion for `cqe`. Only a context still listed in `ops` is
+    /// ours to take: siw can complete a flushed RDMA READ twice (from its
+    /// outbound read queue and as the in-progress request), and the second
+    /// completion must not touch freed memory.
+    fn wr_done(&self, cqe: *mut IbCqe, wc_status: u32) {
+        let raw = cqe as usize;
+        let listed = {
+            let mut g = self.inner.lock();
+            match g.ops.iter().position(|&p| p == raw) {
+                Some(i) => crate::compat::vec_swap_remove(&mut g.ops, i).is_some(),
+                None => false,
+            }
+        };
+        if !listed {
+            pr_debug!("ignoring a second completion of an operation (status {})\n", wc_status);
+            return;
+        }
+        // SAFETY: `raw` was listed in `ops`, so it is a live context from
+        // `KBox::into_raw` in `post_op`; unlisting it made it ours alone.
+        let op = unsafe { KBox::from_raw(raw as *mut OpCtx) };
+        self.op_done(op, wc_status);
+    }
+
+    /// An operation completed (it is no longer listed in `ops`).
     fn op_done(&self, op: KBox<OpCtx>, wc_status: u32) {
         let (errno, prune) = {
             let mut g = self.inner.lock();
             g.sq_free += op.wrs;
             let mut prune = None;
             if let Some(i) = g.local.iter().position(|l| Arc::ptr_eq(&l.region, &op.region)) {
-                g.local[i].inflight -= 1;
+                match g.local[i].inflight.checked_sub(1) {
+                    Some(n) => g.local[i].inflight = n,
+                    None => pr_warn!(
+                        "BUG: completion of an operation not in flight (user_data {:#x}, opcode {}, wrs {}, status {})\n",
+                        op.user_data, op.opcode, op.wrs, wc_status
+                    ),
+                }
                 if g.local[i].inflight == 0 && op.region.is_destroyed() {
                     prune = crate::compat::vec_swap_remove(&mut g.local, i);
                 }
             }
             let errno = match ops::wc_errno(wc_status) {
                 Some(ECANCELED) if g.fatal.is_some() => Some(ECONNABORTED),
+                // Flushed: by our own close (ECANCELED), or because the
+                // connection failed under it (the peer went away).
                 Some(ECANCELED) => match g.state {
                     State::Closing { error: Some(e) } | State::Closed { error: Some(e) } => Some(e),
-                    _ => Some(ECANCELED),
+                    State::Closing { error: None } | State::Closed { error: None } => Some(ECANCELED),
+                    _ => Some(ECONNRESET),
                 },
                 e => e,
             };
@@ -1168,13 +1218,11 @@ unsafe extern "C" fn rrdma_rust_ctrl_sent(conn: *mut c_void, wc_status: c_int) {
 ///
 /// # Safety
 ///
-/// `cqe` is the `cqe` field of an [`OpCtx`] leaked by `post_op`, completed
-/// exactly once.
+/// `conn` is the completion queue's owner (a live connection's
+/// [`Conn::raw`] pointer); `cqe` is what a work request of it carried.
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_wr_done(cqe: *mut IbCqe, wc_status: c_int) {
-    // SAFETY: `cqe` is the first field of a `repr(C)` `OpCtx` from
-    // `KBox::into_raw`, and this is its only completion.
-    let op = unsafe { KBox::from_raw(cqe.cast::<OpCtx>()) };
-    let conn = op.conn.clone();
-    conn.op_done(op, wc_status as u32);
+unsafe extern "C" fn rrdma_rust_wr_done(conn: *mut c_void, cqe: *mut IbCqe, wc_status: c_int) {
+    // SAFETY: by the function's safety requirements.
+    let this = unsafe { Conn::from_ctx(conn) };
+    this.wr_done(cqe, wc_status as u32);
 }

@@ -15,40 +15,98 @@ check "rrdma.ko loads" insmod $RRDMA_KO
 check "rdma link add $dev on eth0" rdma link add $dev type $prov netdev eth0
 wait_active $dev
 
-if [ "$RRDMA_ROLE" = a ]; then
+serve() {
 	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks 256 --access rw --access ro \
-		>/tmp/serve.out 2>&1 &
+		>>/tmp/serve.out 2>&1 &
 	pid=$!
-	# Serve until the peer says quit (or the test's time runs out).
+}
+
+# Serves until the peer says quit or die (or the test's time runs out).
+wait_serve() {
 	i=0
 	while kill -0 $pid 2>/dev/null && [ $i -lt 1500 ]; do
 		sleep 0.2
 		i=$((i + 1))
 	done
 	if kill -0 $pid 2>/dev/null; then
-		fail "serve ends on quit" "still running"
 		kill $pid
-	else
-		wait $pid
-		check "serve exits cleanly" test $? = 0
+		return 124
 	fi
+	wait $pid
+}
+
+# Waits until the peer's control channel answers with tokens.
+wait_tokens() {
+	i=0
+	until echo tokens | nc $RRDMA_PEER 7470 2>/dev/null | grep -q rw || [ $i -ge 150 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+}
+
+tok="--peer $RRDMA_PEER:7471 --token @$ctl"
+
+if [ "$RRDMA_ROLE" = a ]; then
+	serve
+	wait_serve
+	check "serve ends cleanly on quit" test $? = 0
+	# Second run: the peer's bench is in flight when serve dies.
+	serve
+	wait_serve
+	check "serve dies on request (peer death)" test $? = 9
 	cat /tmp/serve.out
 else
 	i=0
 	until ping -c 1 -W 1 "$RRDMA_PEER" >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); done
-	i=0
-	until rrdma info >/dev/null && echo tokens | nc $RRDMA_PEER 7470 2>/dev/null | grep -q rw || [ $i -ge 100 ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
-	check "verify 256 blocks on $dev" rrdma verify --peer $RRDMA_PEER:7471 --token @$ctl/rw
+	wait_tokens
+	tap "remote $prov" rrdma-selftest remote $RRDMA_PEER
+	# (The selftest revoked the rw token last; ask the peer to quit and
+	# start over with fresh tokens.)
+	echo quit | nc $RRDMA_PEER 7470 >/dev/null
+	sleep 1
+	wait_tokens
+	check "verify 256 blocks on $dev" rrdma verify $tok/rw
 	dd if=/dev/urandom of=/tmp/in bs=1000 count=300 2>/dev/null
-	check "write a file on $dev" rrdma write --peer $RRDMA_PEER:7471 --token @$ctl/rw --first 10 --input /tmp/in
-	check "read it back on $dev" rrdma read --peer $RRDMA_PEER:7471 --token @$ctl/ro --first 10 --count 74 --output /tmp/out
+	check "write a file on $dev" rrdma write $tok/rw --first 10 --input /tmp/in
+	check "read it back on $dev" rrdma read $tok/ro --first 10 --count 74 --output /tmp/out
 	check "file round trip is bit-exact" sh -c "head -c 300000 /tmp/out | cmp - /tmp/in"
-	check_fails "RO export refuses writes" rrdma write --peer $RRDMA_PEER:7471 --token @$ctl/ro --input /tmp/in
-	for i in 1 2 3; do rrdma bench --peer $RRDMA_PEER:7471 --token @$ctl/rw --size 4096 --size 65536 --duration 1; done
-	echo quit | nc $RRDMA_PEER 7470
+	check_fails "a read-only export refuses writes" rrdma write $tok/ro --input /tmp/in
+	check "bench runs" rrdma bench $tok/rw --size 4096 --size 65536 --duration 1
+
+	# Device removal under load: operations fail, nothing hangs, and a new
+	# connection works once the device is back.
+	rrdma bench $tok/rw --duration 60 >/tmp/bench1.out 2>&1 &
+	bpid=$!
+	sleep 1
+	check "rdma link del $dev under load" rdma link del $dev
+	i=0
+	while kill -0 $bpid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+	if kill -0 $bpid 2>/dev/null; then
+		fail "bench fails after its device went away" "still running"
+		kill $bpid
+	else
+		wait $bpid
+		check "bench fails after its device went away" test $? != 0
+	fi
+	check "rdma link add $dev again" rdma link add $dev type $prov netdev eth0
+	wait_active $dev
+	check "a new connection works on the new $dev" rrdma verify $tok/rw --count 16
+
+	# Peer death: the serving process is killed with operations in flight.
+	rrdma bench $tok/rw --duration 60 >/tmp/bench2.out 2>&1 &
+	bpid=$!
+	sleep 1
+	echo die | nc $RRDMA_PEER 7470 >/dev/null
+	i=0
+	while kill -0 $bpid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
+	if kill -0 $bpid 2>/dev/null; then
+		fail "bench fails when the peer dies" "still running"
+		kill $bpid
+	else
+		wait $bpid
+		check "bench fails when the peer dies" test $? != 0
+	fi
+	cat /tmp/bench1.out /tmp/bench2.out
 fi
 
 rdma link del $dev

@@ -5,7 +5,8 @@
 //! With `--control PORT`, a line-based TCP channel (for tests and demos on
 //! a private network; it hands out the tokens, which are capabilities)
 //! answers: `tokens`, `checksum FIRST COUNT`, `fill SEED`,
-//! `unexport ACCESS`, `fdinfo`, `connections`, `quit`.
+//! `unexport ACCESS`, `fdinfo`, `connections`, `quit`, and `die` (exit at
+//! once without cleanup, as if killed).
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -102,6 +103,9 @@ fn answer(dev: &Rrdma, st: &Mutex<State<'_>>, line: &str) -> String {
                 .join(" "),
             Err(e) => format!("error {e}"),
         },
+        // Dies at once, like a killed process: the kernel's file release
+        // tears down every connection with operations in flight.
+        ["die"] => std::process::exit(9),
         ["quit"] => {
             st.quit = true;
             "ok".into()

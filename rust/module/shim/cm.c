@@ -583,7 +583,7 @@ u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev)
 
 static void data_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	rrdma_rust_wr_done(wc->wr_cqe, wc->status);
+	rrdma_rust_wr_done(cq->cq_context, wc->wr_cqe, wc->status);
 }
 
 static int access_flags(u32 a)

@@ -206,7 +206,7 @@ int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
 void rrdma_rust_qp_error(void *conn, int wc_status);
 void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
-void rrdma_rust_wr_done(struct ib_cqe *cqe, int wc_status);
+void rrdma_rust_wr_done(void *conn, struct ib_cqe *cqe, int wc_status);
 void rrdma_rust_quiet_done(void *conn, int wc_status);
 u64 rrdma_shim_random_u64(void);
 

@@ -10,6 +10,8 @@
 //!   an active port and the given node type (`rnic` or `ib_ca`);
 //! - `absent NAME...`: the named devices are not listed;
 //! - `regions`: regions and their mappings (`regions.rs`);
+//! - `remote PEER_IP`: connections, export/import and block operations
+//!   against a peer running `rrdma serve` (`remote.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
 //!   page until `RELEASE_FILE` exists (`uffd.rs`).
 
@@ -17,6 +19,7 @@ use std::io;
 use std::process::ExitCode;
 
 mod regions;
+mod remote;
 mod uffd;
 
 use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};
@@ -450,6 +453,13 @@ fn main() -> ExitCode {
         "devices" => device_checks(&dev, &mut t, rest),
         "absent" => absent_checks(&dev, &mut t, rest),
         "regions" => regions::checks(&dev, &mut t),
+        "remote" => match rest.first() {
+            Some(peer) => remote::checks(&dev, &mut t, peer),
+            None => {
+                eprintln!("usage: rrdma-selftest remote PEER_IP");
+                return ExitCode::from(2);
+            }
+        },
         _ => {
             eprintln!("unknown subcommand {cmd}");
             return ExitCode::from(2);

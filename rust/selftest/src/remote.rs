@@ -1,0 +1,553 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `remote PEER_IP`: checks of connections, export/import and block
+//! operations against a peer running
+//! `rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks 256 --access rw --access ro`.
+//!
+//! The serving side's memory is checked through its control channel
+//! (`checksum FIRST COUNT`), so integrity is end to end: what this side
+//! wrote is what the peer's region holds, and what it reads back. The
+//! revocation check runs last: it unexports the read-write token.
+
+use std::io::{self, BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use rrdma::abi::errno::{
+    EAFNOSUPPORT, EAGAIN, EBUSY, ECONNREFUSED, EFAULT, EINVAL, EKEYREVOKED, ENOENT, EOVERFLOW,
+    EPERM, ERANGE,
+};
+use rrdma::abi::uapi::{
+    Addr, Completion, Connect, Export as ExportArg, Import, Listen, Op, Submit, ACCESS_READ,
+    ACCESS_WRITE, AF_INET, OP_READ, OP_WRITE,
+};
+use rrdma::{errno, to_addr, Access, Connection, Region, RemoteRegion, Rrdma};
+
+use crate::{expect_errno, expect_ok, map_anon, Tap};
+
+const T: Duration = Duration::from_secs(10);
+
+fn control(peer: &str, line: &str) -> io::Result<String> {
+    let addr: SocketAddr = format!("{peer}:7470").parse().map_err(io::Error::other)?;
+    let s = TcpStream::connect_timeout(&addr, T)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    writeln!(&s, "{line}")?;
+    let mut out = String::new();
+    BufReader::new(s).read_line(&mut out)?;
+    Ok(out.trim().to_string())
+}
+
+fn token(peer: &str, which: &str) -> io::Result<u64> {
+    let line = control(peer, "tokens")?;
+    let w: Vec<&str> = line.split_whitespace().collect();
+    let t = w
+        .chunks(2)
+        .find(|p| p.len() == 2 && p[0] == which)
+        .map(|p| p[1].trim_start_matches("0x"))
+        .ok_or_else(|| io::Error::other(format!("no {which} token in '{line}'")))?;
+    u64::from_str_radix(t, 16).map_err(io::Error::other)
+}
+
+fn fnv(data: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in data {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+fn pattern(buf: &mut [u8], seed: u64) {
+    let mut x = seed | 1;
+    for b in buf.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+}
+
+fn expect_errno_any<T>(res: io::Result<T>, want: i32) -> Result<(), String> {
+    match res {
+        Ok(_) => Err(format!("succeeded, expected errno {want}")),
+        Err(e) if errno(&e) == Some(want) => Ok(()),
+        Err(e) => Err(format!("got {e}, expected errno {want}")),
+    }
+}
+
+fn op(r: &RemoteRegion<'_>, l: &Region<'_>, opcode: u32, lb: u64, rb: u64, n: u32, ud: u64) -> Op {
+    r.op(opcode, l, lb, rb, n, ud)
+}
+
+/// Waits up to 10 s for `n` completions.
+fn reap(dev: &Rrdma, n: usize) -> io::Result<Vec<Completion>> {
+    let mut out = Vec::new();
+    let start = Instant::now();
+    while out.len() < n && start.elapsed() < T {
+        let mut buf = vec![Completion::zeroed(); n - out.len()];
+        let k = dev.completions(&mut buf, Some(Duration::from_millis(500)))?;
+        out.extend_from_slice(&buf[..k]);
+    }
+    Ok(out)
+}
+
+/// No completion arrives within `ms`.
+fn quiet(dev: &Rrdma, ms: u64) -> Result<(), String> {
+    let mut buf = [Completion::zeroed(); 4];
+    match dev.completions(&mut buf, Some(Duration::from_millis(ms))) {
+        Ok(0) => Ok(()),
+        Ok(n) => Err(format!("{n} unexpected completions")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn addr(peer: &str, port: u16) -> SocketAddr {
+    format!("{peer}:{port}").parse().expect("address")
+}
+
+fn connect_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    t.check(
+        "connect to a port nobody listens on: ECONNREFUSED",
+        expect_errno(dev.connect(addr(peer, 7999), T), ECONNREFUSED),
+    );
+    let good = Connect {
+        addr: to_addr(addr(peer, 7471)),
+        timeout_ms: 5000,
+        ..Connect::zeroed()
+    };
+    t.check(
+        "connect with an unknown address family: EAFNOSUPPORT",
+        expect_errno(
+            dev.connect_raw(&Connect {
+                addr: Addr { family: 1, ..good.addr },
+                ..good
+            }),
+            EAFNOSUPPORT,
+        ),
+    );
+    t.check(
+        "connect to port 0: EINVAL",
+        expect_errno(dev.connect_raw(&Connect { addr: Addr { port: 0, ..good.addr }, ..good }), EINVAL),
+    );
+    let mut tail = good.addr;
+    tail.addr[15] = 1;
+    t.check(
+        "connect with bytes past an IPv4 address: EINVAL",
+        expect_errno(dev.connect_raw(&Connect { addr: tail, ..good }), EINVAL),
+    );
+    t.check(
+        "connect with a flag set: EINVAL",
+        expect_errno(dev.connect_raw(&Connect { flags: 1, ..good }), EINVAL),
+    );
+    t.check(
+        "connect with the reserved field set: EINVAL",
+        expect_errno(dev.connect_raw(&Connect { reserved: 1, ..good }), EINVAL),
+    );
+}
+
+fn listen_checks(dev: &Rrdma, t: &mut Tap) {
+    let any = |port| Listen {
+        addr: Addr {
+            family: AF_INET,
+            port,
+            ..Addr::zeroed()
+        },
+        ..Listen::zeroed()
+    };
+    t.check("listen on port 0: EINVAL", expect_errno(dev.listen_raw(&any(0)), EINVAL));
+    t.check(
+        "listen with a backlog above 256: EINVAL",
+        expect_errno(dev.listen_raw(&Listen { backlog: 257, ..any(7600) }), EINVAL),
+    );
+    let l = dev.listen(addr("0.0.0.0", 7601), 0);
+    t.check("listen on a free port", l.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    t.check(
+        "listen twice on one port: EADDRNOTAVAIL (rdma_cm's answer)",
+        expect_errno(dev.listen(addr("0.0.0.0", 7601), 0), libc::EADDRNOTAVAIL),
+    );
+    if let Ok(l) = l {
+        t.check(
+            "accept without waiting when nothing came: EAGAIN",
+            match l.accept(Some(Duration::ZERO)) {
+                // A zero Duration becomes 1 ms: nothing arrives.
+                Ok(None) => Ok(()),
+                Ok(Some(_)) => Err("a connection appeared".into()),
+                Err(e) => Err(e.to_string()),
+            },
+        );
+    }
+}
+
+fn import_checks<'a>(dev: &'a Rrdma, t: &mut Tap, conn: &Connection<'a>, rw: u64, region: &Region<'_>) {
+    let req = Import {
+        conn: conn.handle(),
+        token: rw,
+        timeout_ms: 5000,
+        ..Import::zeroed()
+    };
+    t.check(
+        "import of an unknown token: ENOENT",
+        expect_errno(dev.import_raw(&Import { token: rw ^ 0x5a5a, ..req }), ENOENT),
+    );
+    t.check(
+        "import through a region handle: EINVAL",
+        expect_errno(dev.import_raw(&Import { conn: region.handle(), ..req }), EINVAL),
+    );
+    t.check(
+        "import through handle 0: ENOENT",
+        expect_errno(dev.import_raw(&Import { conn: 0, ..req }), ENOENT),
+    );
+    t.check(
+        "import with a flag set: EINVAL",
+        expect_errno(dev.import_raw(&Import { flags: 1, ..req }), EINVAL),
+    );
+}
+
+fn integrity_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
+    let mut out = expect_ok(dev.create_region(4096, 128)).expect("region");
+    let back = expect_ok(dev.create_region(4096, 128)).expect("region");
+    let mut seed = 0x1234_5678_u64;
+    for (i, &(rb, n)) in [(0u64, 1u32), (1, 2), (5, 3), (17, 7), (40, 16), (100, 31), (130, 64), (0, 100), (192, 64)]
+        .iter()
+        .enumerate()
+    {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
+        let bytes = n as usize * 4096;
+        pattern(&mut out.as_mut_slice()[..bytes], seed);
+        let res = (|| -> Result<(), String> {
+            rw.write(&out, 0, rb, n).map_err(|e| format!("write: {e}"))?;
+            rw.read(&back, 0, rb, n).map_err(|e| format!("read: {e}"))?;
+            if out.as_slice()[..bytes] != back.as_slice()[..bytes] {
+                return Err("read back differs".into());
+            }
+            let theirs = control(peer, &format!("checksum {rb} {n}")).map_err(|e| e.to_string())?;
+            let ours = format!("{:#x}", fnv(&out.as_slice()[..bytes]));
+            if theirs != ours {
+                return Err(format!("peer's memory checksum {theirs}, ours {ours}"));
+            }
+            Ok(())
+        })();
+        t.check(&format!("integrity {i}: {n} blocks at {rb}, peer memory and read-back match"), res);
+    }
+}
+
+fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
+    let local = expect_ok(dev.create_region(4096, 64)).expect("region");
+    let ops: Vec<Op> = (0..64).map(|i| op(rw, &local, OP_WRITE, i, i, 1, 1000 + i)).collect();
+    t.check(
+        "a batch of 64 writes is posted whole",
+        match dev.submit(&ops) {
+            Ok(64) => Ok(()),
+            Ok(n) => Err(format!("{n} posted")),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+    let comps = reap(dev, 64).unwrap_or_default();
+    let mut uds: Vec<u64> = comps.iter().map(|c| c.user_data).collect();
+    uds.sort_unstable();
+    t.check(
+        "64 completions, each user_data once, all successful",
+        if comps.len() == 64
+            && uds == (1000..1064).collect::<Vec<_>>()
+            && comps.iter().all(|c| c.status == 0 && c.bytes == 4096 && c.opcode == OP_WRITE)
+        {
+            Ok(())
+        } else {
+            Err(format!("{} completions: {:?}", comps.len(), comps.iter().take(3).collect::<Vec<_>>()))
+        },
+    );
+    t.check("no completion beyond the batch", quiet(dev, 200));
+    // poll(2) readiness, then a read of exactly one record.
+    let _ = dev.submit(&[op(rw, &local, OP_READ, 0, 0, 1, 7)]);
+    let mut pfd = libc::pollfd {
+        fd: dev.raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+    t.check(
+        "poll reports POLLIN once a completion is pending",
+        if r == 1 && pfd.revents & libc::POLLIN != 0 { Ok(()) } else { Err(format!("poll {r} revents {:#x}", pfd.revents)) },
+    );
+    let mut small = [0u8; 23];
+    // SAFETY: `small` is valid for its length.
+    let n = unsafe { libc::read(dev.raw_fd(), small.as_mut_ptr().cast(), small.len()) };
+    t.check(
+        "read with a buffer shorter than a record: EINVAL",
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EINVAL) { Ok(()) } else { Err(format!("read {n}")) },
+    );
+    let got = reap(dev, 1).unwrap_or_default();
+    t.check(
+        "the pending completion is the read's",
+        if got.len() == 1 && got[0].user_data == 7 && got[0].status == 0 { Ok(()) } else { Err(format!("{got:?}")) },
+    );
+    // SAFETY: F_GETFL/F_SETFL on our own descriptor.
+    unsafe {
+        let fl = libc::fcntl(dev.raw_fd(), libc::F_GETFL);
+        libc::fcntl(dev.raw_fd(), libc::F_SETFL, fl | libc::O_NONBLOCK);
+    }
+    let mut rec = [0u8; 24];
+    // SAFETY: `rec` is valid for its length.
+    let n = unsafe { libc::read(dev.raw_fd(), rec.as_mut_ptr().cast(), rec.len()) };
+    t.check(
+        "non-blocking read with nothing pending: EAGAIN",
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EAGAIN) { Ok(()) } else { Err(format!("read {n}")) },
+    );
+    // SAFETY: as above.
+    unsafe {
+        let fl = libc::fcntl(dev.raw_fd(), libc::F_GETFL);
+        libc::fcntl(dev.raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+    }
+    // More than the queues hold: a prefix is posted, every posted op completes.
+    let many: Vec<Op> = (0..1024).map(|i| op(rw, &local, OP_READ, i % 64, i % 256, 1, i)).collect();
+    let res = dev.submit(&many);
+    let posted = *res.as_ref().unwrap_or(&0);
+    t.check(
+        "a 1024-op batch posts a prefix",
+        match res {
+            Ok(n) if n > 0 && n <= 1024 => Ok(()),
+            Ok(n) => Err(format!("{n} posted")),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+    let comps = reap(dev, posted).unwrap_or_default();
+    t.check(
+        "every posted operation of the big batch completes once",
+        if comps.len() == posted && comps.iter().all(|c| c.status == 0) { Ok(()) } else { Err(format!("{} of {posted}", comps.len())) },
+    );
+}
+
+fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteRegion<'_>) {
+    let local = expect_ok(dev.create_region(4096, 8)).expect("region");
+    let small = expect_ok(dev.create_region(512, 8)).expect("region");
+    let good = op(rw, &local, OP_READ, 0, 0, 1, 0);
+    let cases: Vec<(&str, Op, i32)> = vec![
+        ("remote block == nblocks: ERANGE", Op { remote_block: 256, ..good }, ERANGE),
+        ("remote range crossing the end: ERANGE", Op { remote_block: 250, count: 7, ..good }, ERANGE),
+        ("local range crossing the end: ERANGE", Op { local_block: 7, count: 2, ..good }, ERANGE),
+        ("count 0: EINVAL", Op { count: 0, ..good }, EINVAL),
+        ("remote block u64::MAX: EOVERFLOW", Op { remote_block: u64::MAX, ..good }, EOVERFLOW),
+        ("unknown opcode: EINVAL", Op { opcode: 3, ..good }, EINVAL),
+        ("a flag set: EINVAL", Op { flags: 1, ..good }, EINVAL),
+        ("the reserved field set: EINVAL", Op { reserved: 1, ..good }, EINVAL),
+        ("a region handle as the remote: EINVAL", Op { remote: local.handle(), ..good }, EINVAL),
+        ("an import handle as the local: EINVAL", Op { local: rw.handle(), ..good }, EINVAL),
+        ("remote handle 0: ENOENT", Op { remote: 0, ..good }, ENOENT),
+        ("local region of another block size: EINVAL", Op { local: small.handle(), ..good }, EINVAL),
+        ("write to a read-only export: EPERM", op(ro, &local, OP_WRITE, 0, 0, 1, 0), EPERM),
+    ];
+    for (name, o, e) in cases {
+        t.check(&format!("RW_SYNC {name}"), expect_errno(dev.rw_sync(&o), e));
+    }
+    t.check("read of a read-only export works", expect_ok(dev.rw_sync(&op(ro, &local, OP_READ, 0, 0, 8, 0))).map(|_| ()));
+    // SUBMIT framing.
+    let bytes: Vec<u8> = [good, Op { count: 0, ..good }].iter().flat_map(|o| o.encode()).collect();
+    let base = Submit {
+        ops: bytes.as_ptr() as u64,
+        count: 1,
+        op_size: Op::SIZE as u32,
+        ..Submit::zeroed()
+    };
+    t.check("SUBMIT of 0 ops: EINVAL", expect_errno_any(dev.submit_raw(&Submit { count: 0, ..base }), EINVAL));
+    t.check("SUBMIT of 1025 ops: EINVAL", expect_errno_any(dev.submit_raw(&Submit { count: 1025, ..base }), EINVAL));
+    t.check("SUBMIT with op_size 40: EINVAL", expect_errno_any(dev.submit_raw(&Submit { op_size: 40, ..base }), EINVAL));
+    t.check("SUBMIT with a flag set: EINVAL", expect_errno_any(dev.submit_raw(&Submit { flags: 1, ..base }), EINVAL));
+    t.check("SUBMIT of a NULL op array: EFAULT", expect_errno_any(dev.submit_raw(&Submit { ops: 0, ..base }), EFAULT));
+    let res = dev.submit_raw(&Submit { count: 2, ..base });
+    t.check(
+        "SUBMIT whose 2nd op is bad fails with its errno and index 1",
+        match &res {
+            Err(e) => match e.get_ref().and_then(|x| x.downcast_ref::<rrdma::SubmitError>()) {
+                Some(s) if s.index == 1 && s.err.raw_os_error() == Some(EINVAL) => Ok(()),
+                other => Err(format!("{other:?}")),
+            },
+            Ok(s) => Err(format!("succeeded with {}", s.submitted)),
+        },
+    );
+    t.check("... and posts nothing", quiet(dev, 300));
+    // An op array running into an unmapped page half way.
+    let page = rrdma::page_size() as usize;
+    let map = map_anon(2 * page, libc::PROT_READ | libc::PROT_WRITE);
+    // SAFETY: unmapping the second page of our own mapping.
+    unsafe { libc::munmap((map as usize + page) as *mut libc::c_void, page) };
+    let first = map + page as u64 - Op::SIZE as u64;
+    // SAFETY: `first` is inside the mapped first page.
+    unsafe { std::ptr::copy_nonoverlapping(good.encode().as_ptr(), first as *mut u8, Op::SIZE) };
+    t.check(
+        "SUBMIT of ops running into an unmapped page: EFAULT",
+        expect_errno_any(dev.submit_raw(&Submit { ops: first, count: 2, ..base }), EFAULT),
+    );
+    t.check("... and posts nothing", quiet(dev, 300));
+}
+
+fn export_checks(dev: &Rrdma, t: &mut Tap, conn: &Connection<'_>) {
+    let region = expect_ok(dev.create_region(4096, 4)).expect("region");
+    let base = ExportArg {
+        region: region.handle(),
+        access: ACCESS_READ,
+        ..ExportArg::zeroed()
+    };
+    t.check("export with access 0: EINVAL", expect_errno(dev.export_raw(&ExportArg { access: 0, ..base }), EINVAL));
+    t.check(
+        "export write-only: EINVAL",
+        expect_errno(dev.export_raw(&ExportArg { access: ACCESS_WRITE, ..base }), EINVAL),
+    );
+    t.check("export of handle 0: ENOENT", expect_errno(dev.export_raw(&ExportArg { region: 0, ..base }), ENOENT));
+    t.check(
+        "export restricted to a region handle: EINVAL",
+        expect_errno(dev.export_raw(&ExportArg { conn: region.handle(), ..base }), EINVAL),
+    );
+    t.check("unexport of an unknown token: ENOENT", expect_errno(dev.unexport_raw(0x1234, 0), ENOENT));
+    let e = dev.export(&region, Access::ReadWrite, Some(conn));
+    t.check("export restricted to a connection", e.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    t.check(
+        "destroy of an exported region: EBUSY",
+        expect_errno(dev.region_destroy_raw(region.handle(), 0), EBUSY),
+    );
+    if let Ok(e) = e {
+        let tok = e.token();
+        t.check("unexport", expect_ok(e.revoke()));
+        t.check("unexport twice: ENOENT", expect_errno(dev.unexport_raw(tok, 0), ENOENT));
+    }
+    t.check("destroy after unexport", expect_ok(dev.region_destroy_raw(region.handle(), 0)));
+    std::mem::forget(region);
+}
+
+fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
+    let res: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4u64)
+            .map(|k| {
+                s.spawn(move || -> Result<(), String> {
+                    let mut out = dev.create_region(4096, 32).map_err(|e| e.to_string())?;
+                    let back = dev.create_region(4096, 32).map_err(|e| e.to_string())?;
+                    for i in 0..25u64 {
+                        let n = 1 + (i % 8) as u32;
+                        let rb = k * 32 + (i * 3) % (32 - u64::from(n));
+                        pattern(out.as_mut_slice(), k * 1000 + i);
+                        rw.write(&out, 0, rb, n).map_err(|e| format!("write: {e}"))?;
+                        rw.read(&back, 0, rb, n).map_err(|e| format!("read: {e}"))?;
+                        let b = n as usize * 4096;
+                        if out.as_slice()[..b] != back.as_slice()[..b] {
+                            return Err(format!("thread {k} iteration {i}: data differs"));
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap_or(Err("panicked".into()))).collect()
+    });
+    for (k, r) in res.into_iter().enumerate() {
+        t.check(&format!("thread {k}: 25 write/read round trips on its own blocks"), r);
+    }
+}
+
+fn close_in_flight(t: &mut Tap, peer: &str, rw_token: u64) {
+    let start = Instant::now();
+    let res = (|| -> io::Result<usize> {
+        let dev = Rrdma::open()?;
+        let conn = dev.connect(addr(peer, 7471), T)?;
+        let rw = conn.import(rw_token, T)?;
+        let local = dev.create_region(4096, 256)?;
+        let ops: Vec<Op> = (0..512).map(|i| rw.op(OP_READ, &local, i % 256, i % 256, 1, i)).collect();
+        let n = dev.submit(&ops)?;
+        // Everything drops here with operations in flight: close drains.
+        drop((rw, conn, local));
+        Ok(n)
+    })();
+    t.check(
+        "close with operations in flight returns promptly",
+        match res {
+            Ok(n) if n > 0 && start.elapsed() < Duration::from_secs(20) => Ok(()),
+            Ok(n) => Err(format!("{n} posted, took {:?}", start.elapsed())),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+}
+
+fn revoke_checks(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection<'_>, rw_token: u64) {
+    let local = expect_ok(dev.create_region(4096, 1)).expect("region");
+    let Ok(rw) = conn.import(rw_token, T) else {
+        t.check("import before revoke", Err("failed".into()));
+        return;
+    };
+    t.check("read before revoke", expect_ok(rw.read(&local, 0, 0, 1)));
+    t.check("the peer unexports", match control(peer, "unexport rw") {
+        Ok(s) if s == "ok" => Ok(()),
+        other => Err(format!("{other:?}")),
+    });
+    let start = Instant::now();
+    let mut last = Ok(());
+    while start.elapsed() < T {
+        last = rw.read(&local, 0, 0, 1);
+        if matches!(&last, Err(e) if e.raw_os_error() == Some(EKEYREVOKED)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t.check("operations after the revoke fail: EKEYREVOKED", expect_errno(last, EKEYREVOKED));
+    t.check("import of the revoked token: ENOENT", expect_errno(conn.import(rw_token, T), ENOENT));
+}
+
+/// Runs the checks against the serving peer at `peer` (an IPv4 address).
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let (rw_token, ro_token) = match (token(peer, "rw"), token(peer, "ro")) {
+        (Ok(a), Ok(b)) => (a, b),
+        (a, b) => {
+            t.check("the peer hands out its tokens", Err(format!("{a:?} {b:?}")));
+            return;
+        }
+    };
+    connect_checks(dev, t, peer);
+    listen_checks(dev, t);
+    let conn = match dev.connect(addr(peer, 7471), T) {
+        Ok(c) => c,
+        Err(e) => {
+            t.check("connect", Err(e.to_string()));
+            return;
+        }
+    };
+    t.check("connect", Ok(()));
+    let region = expect_ok(dev.create_region(4096, 1)).expect("region");
+    import_checks(dev, t, &conn, rw_token, &region);
+    let rw = conn.import(rw_token, T);
+    t.check(
+        "import read-write: geometry and access",
+        match &rw {
+            Ok(r) if r.block_size() == 4096 && r.nblocks() == 256 && r.writable() => Ok(()),
+            Ok(r) => Err(format!("{} x {} writable {}", r.block_size(), r.nblocks(), r.writable())),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+    let ro = conn.import(ro_token, T);
+    t.check(
+        "import read-only: not writable",
+        match &ro {
+            Ok(r) if !r.writable() => Ok(()),
+            Ok(_) => Err("writable".into()),
+            Err(e) => Err(e.to_string()),
+        },
+    );
+    let (Ok(rw), Ok(ro)) = (rw, ro) else { return };
+    integrity_checks(dev, t, peer, &rw);
+    batch_checks(dev, t, &rw);
+    bad_op_checks(dev, t, &rw, &ro);
+    export_checks(dev, t, &conn);
+    thread_checks(dev, t, &rw);
+    close_in_flight(t, peer, rw_token);
+    t.check("stale import handle after UNIMPORT: ENOENT", {
+        let h = ro.handle();
+        drop(ro);
+        expect_errno(dev.rw_sync(&Op { remote: h, ..op(&rw, &region, OP_READ, 0, 0, 1, 0) }), ENOENT)
+    });
+    drop(rw);
+    revoke_checks(dev, t, peer, &conn, rw_token);
+    drop(conn);
+    drop(region);
+    let counts = dev.fdinfo().unwrap_or_default();
+    t.check(
+        "after dropping everything, fdinfo counts are all zero",
+        if counts.iter().all(|(_, v)| *v == 0) && !counts.is_empty() { Ok(()) } else { Err(format!("{counts:?}")) },
+    );
+}
