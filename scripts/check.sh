@@ -14,9 +14,11 @@ cd "$REPO"
 
 KERNELS=${KERNELS:-6.12 7.3}
 VARIANT=${VARIANT:-base}
-# Kernels on which the single-guest tests also run under KASAN, lockdep,
-# kmemleak and debug objects ("" to skip).
+# Kernels on which the single-guest tests, and the data-path tests on
+# $DEBUG_PROVIDERS, also run under KASAN, lockdep, kmemleak and debug
+# objects ("" to skip).
 DEBUG_KERNELS=${DEBUG_KERNELS-6.12}
+DEBUG_PROVIDERS=${DEBUG_PROVIDERS-siw rxe}
 mkdir -p build
 RESULTS=$REPO/build/results.txt
 LOGS=$REPO/build/logs
@@ -97,6 +99,7 @@ for k in $KERNELS; do
 	g "$k" "$VARIANT" --label "$k basic" --test basic --timeout 600
 	for prov in siw rxe; do
 		g "$k" "$VARIANT" --label "$k pair $prov" --test pair --arg "$prov" --guests 2 --timeout 400
+		g "$k" "$VARIANT" --label "$k remote $prov" --test remote --arg "$prov" --guests 2 --timeout 600
 	done
 done
 
@@ -107,6 +110,10 @@ for k in $DEBUG_KERNELS; do
 	kdir=$("$HERE/kernel.sh" "$k" debug 2>/dev/null | tail -1)
 	log "guest tests on $k (debug)"
 	g "$k" debug --label "$k debug basic" --test basic --timeout 1200 --memory 1024
+	for prov in $DEBUG_PROVIDERS; do
+		g "$k" debug --label "$k debug remote $prov" --test remote --arg "$prov" --guests 2 \
+			--timeout 1500 --memory 1024
+	done
 done
 
 summary

@@ -31,7 +31,7 @@ use crate::abi::{
     wire::{self, Ctrl, Grant, Hello, CTRL_LEN, GRANT_KEYS_MAX},
 };
 use crate::device::DeviceCtx;
-use crate::ffi::{self, cm_event, IbCqe, IbPd, RdmaCmId, ShimAddr, ShimQp, ShimWr};
+use crate::ffi::{self, cm_event, IbPd, RdmaCmId, ShimAddr, ShimQp, ShimWr};
 use crate::mr::{Chunks, Mr};
 use crate::listener::Listener;
 use crate::region::Region;
@@ -95,10 +95,14 @@ struct Inner {
     listener: Option<Arc<Listener>>,
     timeout_ms: u32,
     destroyed: bool,
-    /// Operations posted and not yet completed (their `OpCtx` addresses):
-    /// a provider that does not flush everything in the drain (siw leaves
-    /// RDMA READs of a closing QP) still gets each one completed, once.
-    ops: KVec<usize>,
+    /// Operation slots (`SQ_DEPTH`, one completion context each in the
+    /// shim): `Some` while the operation is in flight. A completion takes
+    /// its slot's operation; a second completion of the same slot finds
+    /// nothing (siw's flush path can complete a READ twice). What the
+    /// provider never completes, the teardown completes, once.
+    ops: KVec<Option<KBox<OpCtx>>>,
+    /// Free operation slots.
+    free_slots: KVec<u32>,
 }
 
 /// A connection.
@@ -117,12 +121,9 @@ pub(crate) struct Conn {
 // used under `inner`'s lock or after being taken out of it.
 unsafe impl Send for Inner {}
 
-/// Completion context of one operation: the signaled, last work request of
-/// an operation points at `cqe`.
-#[repr(C)]
+/// An operation in flight: the signaled, last work request of an
+/// operation carries its slot.
 struct OpCtx {
-    cqe: IbCqe,
-    conn: Arc<Conn>,
     region: Arc<Region>,
     user_data: u64,
     opcode: u32,
@@ -218,6 +219,12 @@ fn closed_errno(state: State) -> Errno {
 
 impl Conn {
     fn new(shared: Arc<Shared>, active: bool, state: State, timeout_ms: u32) -> Result<Arc<Self>> {
+        let mut ops = KVec::with_capacity(SQ_DEPTH as usize, GFP_KERNEL)?;
+        let mut free_slots = KVec::with_capacity(SQ_DEPTH as usize, GFP_KERNEL)?;
+        for i in 0..SQ_DEPTH {
+            ops.push(None, GFP_KERNEL)?;
+            free_slots.push(SQ_DEPTH - 1 - i, GFP_KERNEL)?;
+        }
         Arc::pin_init(
             pin_init!(Self {
                 shared,
@@ -243,7 +250,8 @@ impl Conn {
                     listener: None,
                     timeout_ms,
                     destroyed: false,
-                    ops: KVec::new(),
+                    ops,
+                    free_slots,
                 }),
                 cv <- new_condvar!(),
             }),
@@ -417,6 +425,7 @@ impl Conn {
                 pd,
                 Self::raw(self),
                 SQ_DEPTH + GRANT_REG_DEPTH,
+                SQ_DEPTH,
                 CTRL_RECV,
                 CTRL_SEND,
                 CTRL_LEN as u32,
@@ -590,13 +599,16 @@ impl Conn {
             unsafe { ffi::rrdma_shim_qp_destroy(qp) };
         }
         // The CQs are gone: no completion callback runs any more. What the
-        // provider did not flush completes here.
-        let left = core::mem::replace(&mut this.inner.lock().ops, KVec::new());
-        for &raw in left.iter() {
-            // SAFETY: `raw` came from `KBox::into_raw` in `post_op` and was
-            // still listed, so no completion took it.
-            let op = unsafe { KBox::from_raw(raw as *mut OpCtx) };
-            this.op_done(op, ops::wc::WR_FLUSH_ERR);
+        // provider did not complete, completes here.
+        loop {
+            let op = {
+                let mut g = this.inner.lock();
+                g.ops.iter_mut().find_map(|o| o.take())
+            };
+            match op {
+                Some(op) => this.op_done(op, ops::wc::WR_FLUSH_ERR),
+                None => break,
+            }
         }
         let (local, grants, retired, device) = {
             let mut g = this.inner.lock();
@@ -766,6 +778,13 @@ impl Conn {
         let Some(granted) = crate::compat::vec_swap_remove(&mut g.grants, i) else {
             return;
         };
+        drop(g);
+        // Tell the importer first, so that its later operations fail in its
+        // kernel (EKEYREVOKED); one already on the wire meets the
+        // invalidated key and takes the connection down.
+        let msg = Ctrl::Revoke { token, generation }.encode();
+        let _ = self.send_ctrl(&msg);
+        let mut g = self.inner.lock();
         let mut now = None;
         if g.grant_regs == 0 {
             now = Some(granted);
@@ -775,8 +794,6 @@ impl Conn {
         drop(g);
         // Deregistering invalidates the keys: the peer's NIC access fails.
         drop(now);
-        let msg = Ctrl::Revoke { token, generation }.encode();
-        let _ = self.send_ctrl(&msg);
     }
 
     /// A registration of the control path completed (`wc_status`).
@@ -941,7 +958,8 @@ impl Conn {
                 ShimWr {
                     opcode: if c.dir == Dir::Read { ffi::WR_READ } else { ffi::WR_WRITE },
                     signaled: 0,
-                    cqe: ptr::null_mut(),
+                    slot: ffi::NO_SLOT,
+                    pad: 0,
                     local_addr: s.local_off,
                     lkey,
                     len: s.len,
@@ -960,11 +978,11 @@ impl Conn {
         if n > g.sq_free {
             return Ok(false);
         }
-        g.ops.reserve(1, GFP_KERNEL)?;
+        let Some(slot) = crate::compat::vec_pop(&mut g.free_slots) else {
+            return Ok(false);
+        };
         let ctx = KBox::new(
             OpCtx {
-                cqe: IbCqe { done: ptr::null() },
-                conn: self.clone(),
                 region: region.clone(),
                 user_data,
                 opcode,
@@ -973,23 +991,28 @@ impl Conn {
                 sync,
             },
             GFP_KERNEL,
-        )?;
-        let raw = KBox::into_raw(ctx);
+        );
+        let ctx = match ctx {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                let _ = g.free_slots.push(slot, GFP_KERNEL);
+                return Err(e.into());
+            }
+        };
         if let Some(last) = wrs.last_mut() {
             last.signaled = 1;
-            // `cqe` is the first field of the `repr(C)` context.
-            last.cqe = raw.cast::<IbCqe>();
+            last.slot = slot;
         }
+        g.ops[slot as usize] = Some(ctx);
         let mut posted = 0;
         // SAFETY: `g.qp` is live while set; every MR the requests name is
-        // kept in `g.local` until no operation uses it; `raw` stays valid
-        // until its completion reclaims it.
+        // kept in `g.local` until no operation uses it.
         let ret = unsafe { ffi::rrdma_shim_post(g.qp, wrs.as_ptr(), n, &mut posted) };
         if posted < n {
-            // The signaled request was not posted: no completion will
-            // reclaim the context. What was posted fails with the QP.
-            // SAFETY: `raw` came from `KBox::into_raw` and was not posted.
-            drop(unsafe { KBox::from_raw(raw) });
+            // The signaled request was not posted: no completion will come
+            // for the slot. What was posted fails with the QP.
+            g.ops[slot as usize] = None;
+            let _ = g.free_slots.push(slot, GFP_KERNEL);
             g.sq_free -= posted;
             drop(g);
             let e = if ret != 0 { -ret } else { abi::errno::EIO };
@@ -997,36 +1020,30 @@ impl Conn {
             return Err(abi::error(e));
         }
         g.sq_free -= n;
-        // Cannot fail: reserved above.
-        let _ = g.ops.push(raw as usize, GFP_KERNEL);
         g.local[li].inflight += 1;
         Ok(true)
     }
 
-    /// A completion for `cqe`. Only a context still listed in `ops` is
-    /// ours to take: siw can complete a flushed RDMA READ twice (from its
-    /// outbound read queue and as the in-progress request), and the second
-    /// completion must not touch freed memory.
-    fn wr_done(&self, cqe: *mut IbCqe, wc_status: u32) {
-        let raw = cqe as usize;
-        let listed = {
+    /// The completion of operation slot `slot`. A second completion of a
+    /// slot (siw's flush path) finds it empty, or holding a newer
+    /// operation that then fails with the flush status: only flushes are
+    /// ever duplicated, and they happen while the connection is failing.
+    fn slot_done(&self, slot: u32, wc_status: u32) {
+        let op = {
             let mut g = self.inner.lock();
-            match g.ops.iter().position(|&p| p == raw) {
-                Some(i) => crate::compat::vec_swap_remove(&mut g.ops, i).is_some(),
-                None => false,
+            let op = g.ops.get_mut(slot as usize).and_then(|o| o.take());
+            if op.is_some() {
+                let _ = g.free_slots.push(slot, GFP_KERNEL);
             }
+            op
         };
-        if !listed {
-            pr_debug!("ignoring a second completion of an operation (status {})\n", wc_status);
-            return;
+        match op {
+            Some(op) => self.op_done(op, wc_status),
+            None => pr_debug!("second completion of slot {} (status {}) ignored\n", slot, wc_status),
         }
-        // SAFETY: `raw` was listed in `ops`, so it is a live context from
-        // `KBox::into_raw` in `post_op`; unlisting it made it ours alone.
-        let op = unsafe { KBox::from_raw(raw as *mut OpCtx) };
-        self.op_done(op, wc_status);
     }
 
-    /// An operation completed (it is no longer listed in `ops`).
+    /// An operation completed (it no longer occupies a slot).
     fn op_done(&self, op: KBox<OpCtx>, wc_status: u32) {
         let (errno, prune) = {
             let mut g = self.inner.lock();
@@ -1214,15 +1231,15 @@ unsafe extern "C" fn rrdma_rust_ctrl_sent(conn: *mut c_void, wc_status: c_int) {
     }
 }
 
-/// The signaled last request of an operation completed.
+/// The signaled last request of the operation in slot `slot` completed.
 ///
 /// # Safety
 ///
 /// `conn` is the completion queue's owner (a live connection's
-/// [`Conn::raw`] pointer); `cqe` is what a work request of it carried.
+/// [`Conn::raw`] pointer).
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_wr_done(conn: *mut c_void, cqe: *mut IbCqe, wc_status: c_int) {
+unsafe extern "C" fn rrdma_rust_op_done(conn: *mut c_void, slot: u32, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { Conn::from_ctx(conn) };
-    this.wr_done(cqe, wc_status as u32);
+    this.slot_done(slot, wc_status as u32);
 }

@@ -62,13 +62,6 @@ pub(crate) struct ShimMr {
     _opaque: [u8; 0],
 }
 
-/// `struct ib_cqe`: a single `done` function pointer, set by the shim when
-/// it posts; Rust embeds it first in its completion contexts.
-#[repr(C)]
-pub(crate) struct IbCqe {
-    pub(crate) done: *const c_void,
-}
-
 /// `struct rrdma_shim_addr` (same layout as `struct rrdma_addr`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -81,6 +74,8 @@ pub(crate) struct ShimAddr {
 
 const _: () = assert!(core::mem::size_of::<ShimAddr>() == 24);
 
+/// `RRDMA_SHIM_NO_SLOT`: a work request without an operation slot.
+pub(crate) const NO_SLOT: u32 = u32::MAX;
 /// `RRDMA_SHIM_WR_READ`.
 pub(crate) const WR_READ: u32 = 1;
 /// `RRDMA_SHIM_WR_WRITE`.
@@ -99,7 +94,8 @@ pub(crate) const ACCESS_REMOTE_WRITE: u32 = 1 << 2;
 pub(crate) struct ShimWr {
     pub(crate) opcode: u32,
     pub(crate) signaled: u32,
-    pub(crate) cqe: *mut IbCqe,
+    pub(crate) slot: u32,
+    pub(crate) pad: u32,
     pub(crate) local_addr: u64,
     pub(crate) lkey: u32,
     pub(crate) len: u32,
@@ -115,7 +111,8 @@ impl ShimWr {
         Self {
             opcode: WR_REG,
             signaled: u32::from(signaled),
-            cqe: core::ptr::null_mut(),
+            slot: NO_SLOT,
+            pad: 0,
             local_addr: 0,
             lkey: 0,
             len: 0,
@@ -290,6 +287,7 @@ extern "C" {
         pd: *mut IbPd,
         owner: *mut c_void,
         sq_depth: u32,
+        nops: u32,
         nrecv: u32,
         nsend: u32,
         msg_len: u32,

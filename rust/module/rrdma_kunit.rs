@@ -317,3 +317,62 @@ pub unsafe extern "C" fn rrdma_kt_conn_machine(t: *mut c_void) {
     kexpect!(t, step(s, Event::Disconnected) == (s, Action::None));
 }
 }
+
+kunit_case! {
+/// Block operations: every check runs before posting, with the right errno.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_op_checks(t: *mut c_void) {
+    use abi::blocks::Geometry;
+    use abi::errno::{EKEYREVOKED, EPERM, ERANGE};
+    use abi::ops::{check_op, RemoteView};
+    use abi::uapi::{Op, OP_READ, OP_WRITE};
+    let local = Geometry::new(4096, 8, u64::MAX).unwrap();
+    let view = RemoteView {
+        geometry: Geometry::new(4096, 16, u64::MAX).unwrap(),
+        writable: false,
+        revoked: false,
+    };
+    let op = Op { opcode: OP_READ, count: 2, remote_block: 14, ..Op::zeroed() };
+    kexpect!(t, check_op(&op, &local, &view).map(|c| c.remote_off) == Ok(14 * 4096));
+    kexpect!(t, check_op(&Op { remote_block: 15, ..op }, &local, &view) == Err(ERANGE));
+    kexpect!(t, check_op(&Op { remote_block: u64::MAX, ..op }, &local, &view) == Err(EOVERFLOW));
+    kexpect!(t, check_op(&Op { opcode: OP_WRITE, ..op }, &local, &view) == Err(EPERM));
+    kexpect!(t, check_op(&Op { reserved: 1, ..op }, &local, &view) == Err(EINVAL));
+    let revoked = RemoteView { revoked: true, ..view };
+    kexpect!(t, check_op(&op, &local, &revoked) == Err(EKEYREVOKED));
+}
+}
+
+kunit_case! {
+/// Work requests never cross a registration chunk on either side.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_segments(t: *mut c_void) {
+    use abi::ops::{chunk_shift, segments, Checked, Dir};
+    let c = Checked { dir: Dir::Write, local_off: 3 << 20, remote_off: (1 << 20) - 4096, len: 3 << 20 };
+    let mut total = 0u64;
+    let mut n = 0;
+    for s in segments(&c, 20, 20) {
+        kexpect!(t, s.local_off >> 20 == (s.local_off + u64::from(s.len) - 1) >> 20);
+        kexpect!(t, s.remote_off >> 20 == (s.remote_off + u64::from(s.len) - 1) >> 20);
+        total += u64::from(s.len);
+        n += 1;
+    }
+    kexpect!(t, total == 3 << 20);
+    kexpect!(t, n == 6);
+    kexpect!(t, chunk_shift(256, 12) == 20);
+    kexpect!(t, chunk_shift(512, 12) == 20);
+}
+}
+
+kunit_case! {
+/// Work completion statuses map to the errnos userspace sees.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_wc_errno(t: *mut c_void) {
+    use abi::errno::{EACCES, ECANCELED, ECONNRESET};
+    use abi::ops::{wc, wc_errno};
+    kexpect!(t, wc_errno(wc::SUCCESS).is_none());
+    kexpect!(t, wc_errno(wc::REM_ACCESS_ERR) == Some(EACCES));
+    kexpect!(t, wc_errno(wc::WR_FLUSH_ERR) == Some(ECANCELED));
+    kexpect!(t, wc_errno(wc::RETRY_EXC_ERR) == Some(ECONNRESET));
+}
+}

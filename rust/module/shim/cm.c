@@ -29,7 +29,6 @@
 #define RRDMA_RD_ATOMS 16
 
 static_assert(sizeof(struct rrdma_shim_addr) == 24);
-static_assert(sizeof(struct ib_cqe) == sizeof(void *));
 
 /* ---- addresses ---- */
 
@@ -245,6 +244,18 @@ void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out)
 
 /* ---- queue pairs and control messages ---- */
 
+/*
+ * Completion context of an operation slot.  It lives as long as the QP's
+ * CQs, so a provider completing a work request twice (siw's flush path can)
+ * never makes the RDMA core read freed memory; Rust decides whether the
+ * slot still holds an operation.
+ */
+struct rrdma_shim_op_slot {
+	struct ib_cqe cqe;
+	struct rrdma_shim_qp *q;
+	u32 index;
+};
+
 /* One control-message buffer and its completion context. */
 struct rrdma_shim_ctrl_slot {
 	struct ib_cqe cqe;
@@ -266,6 +277,8 @@ struct rrdma_shim_ctrl_slot {
  * @send_busy:	bitmap of control send buffers in flight
  * @msg_len:	bytes per control buffer
  * @bufs:	(@nrecv + @nsend) * @msg_len bytes, DMA-mapped at @dma
+ * @nops:	operation slots
+ * @ops:	completion contexts of the operation slots
  * @slots:	one per buffer, receive buffers first
  */
 struct rrdma_shim_qp {
@@ -282,6 +295,8 @@ struct rrdma_shim_qp {
 	u32 msg_len;
 	void *bufs;
 	u64 dma;
+	u32 nops;
+	struct rrdma_shim_op_slot *ops;
 	struct rrdma_shim_ctrl_slot slots[];
 };
 
@@ -353,9 +368,17 @@ static void quiet_done(struct ib_cq *cq, struct ib_wc *wc)
 
 static struct ib_cqe quiet_cqe = { .done = quiet_done };
 
+static void op_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rrdma_shim_op_slot *s =
+		container_of(wc->wr_cqe, struct rrdma_shim_op_slot, cqe);
+
+	rrdma_rust_op_done(s->q->owner, s->index, wc->status);
+}
+
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
-			 u32 sq_depth, u32 nrecv, u32 nsend, u32 msg_len,
-			 struct rrdma_shim_qp **out)
+			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
+			 u32 msg_len, struct rrdma_shim_qp **out)
 {
 	struct ib_device *dev = id->device;
 	struct ib_qp_init_attr attr = {};
@@ -368,7 +391,8 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		return -ENOMEM;
 	q->send_busy = bitmap_zalloc(nsend, GFP_KERNEL);
 	q->bufs = kzalloc((size_t)n * msg_len, GFP_KERNEL);
-	if (!q->send_busy || !q->bufs) {
+	q->ops = kcalloc(nops, sizeof(*q->ops), GFP_KERNEL);
+	if (!q->send_busy || !q->bufs || !q->ops) {
 		ret = -ENOMEM;
 		goto free;
 	}
@@ -383,6 +407,12 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		q->slots[i].q = q;
 		q->slots[i].index = i;
 		q->slots[i].cqe.done = i < nrecv ? recv_done : send_done;
+	}
+	q->nops = nops;
+	for (i = 0; i < nops; i++) {
+		q->ops[i].q = q;
+		q->ops[i].index = i;
+		q->ops[i].cqe.done = op_done;
 	}
 	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
 				   DMA_BIDIRECTIONAL);
@@ -432,6 +462,7 @@ free_scq:
 unmap:
 	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len, DMA_BIDIRECTIONAL);
 free:
+	kfree(q->ops);
 	kfree(q->bufs);
 	bitmap_free(q->send_busy);
 	kfree(q);
@@ -455,6 +486,7 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	ib_free_cq(q->scq);
 	ib_dma_unmap_single(dev, q->dma, (size_t)(q->nrecv + q->nsend) * q->msg_len,
 			    DMA_BIDIRECTIONAL);
+	kfree(q->ops);
 	kfree(q->bufs);
 	bitmap_free(q->send_busy);
 	kfree(q);
@@ -581,10 +613,6 @@ u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev)
 
 /* ---- work requests ---- */
 
-static void data_done(struct ib_cq *cq, struct ib_wc *wc)
-{
-	rrdma_rust_wr_done(cq->cq_context, wc->wr_cqe, wc->status);
-}
 
 static int access_flags(u32 a)
 {
@@ -627,14 +655,11 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 		for (k = 0; k < m; k++) {
 			const struct rrdma_shim_wr *s = &wrs[done + k];
 			struct ib_send_wr *wr = &w[k].send;
-			struct ib_cqe *cqe = s->cqe;
 
-			if (cqe) {
-				cqe->done = data_done;
-				wr->wr_cqe = cqe;
-			} else {
+			if (s->slot < q->nops)
+				wr->wr_cqe = &q->ops[s->slot].cqe;
+			else
 				wr->wr_cqe = &quiet_cqe;
-			}
 			if (s->signaled)
 				wr->send_flags = IB_SEND_SIGNALED;
 			switch (s->opcode) {

@@ -28,6 +28,9 @@ static struct kunit_case rrdma_kunit_cases[] = {
 	KUNIT_CASE(rrdma_kt_map_rules),
 	KUNIT_CASE(rrdma_kt_wire),
 	KUNIT_CASE(rrdma_kt_conn_machine),
+	KUNIT_CASE(rrdma_kt_op_checks),
+	KUNIT_CASE(rrdma_kt_segments),
+	KUNIT_CASE(rrdma_kt_wc_errno),
 	{}
 };
 

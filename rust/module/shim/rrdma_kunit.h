@@ -23,5 +23,8 @@ void rrdma_kt_handles(struct kunit *test);
 void rrdma_kt_map_rules(struct kunit *test);
 void rrdma_kt_wire(struct kunit *test);
 void rrdma_kt_conn_machine(struct kunit *test);
+void rrdma_kt_op_checks(struct kunit *test);
+void rrdma_kt_segments(struct kunit *test);
+void rrdma_kt_wc_errno(struct kunit *test);
 
 #endif /* RRDMA_KUNIT_H */

@@ -28,7 +28,6 @@ struct vm_area_struct;
 struct page;
 struct user_struct;
 struct rdma_cm_id;
-struct ib_cqe;
 struct rrdma_shim_qp;
 struct rrdma_shim_mr;
 
@@ -124,9 +123,9 @@ struct rrdma_shim_addr {
  * struct rrdma_shim_wr - one send-queue work request, flattened
  * @opcode:	RRDMA_SHIM_WR_*
  * @signaled:	request a completion even on success
- * @cqe:	completion context (its done pointer is set by the shim), or
- *		NULL for an unsignaled request whose only possible completion,
- *		an error, is reported through rrdma_rust_qp_error()
+ * @slot:	operation slot whose completion this is (reported through
+ *		rrdma_rust_op_done()), or RRDMA_SHIM_NO_SLOT: completions go to
+ *		rrdma_rust_quiet_done()
  * @local_addr:	READ/WRITE: local address (the local MR's iova space)
  * @lkey:	READ/WRITE: local key
  * @len:	READ/WRITE: bytes
@@ -136,10 +135,13 @@ struct rrdma_shim_addr {
  * @access:	REG: RRDMA_SHIM_ACCESS_*
  * @mr:		REG: the MR to register
  */
+#define RRDMA_SHIM_NO_SLOT	0xffffffffU
+
 struct rrdma_shim_wr {
 	__u32 opcode;
 	__u32 signaled;
-	struct ib_cqe *cqe;
+	__u32 slot;
+	__u32 pad;
 	__u64 local_addr;
 	__u32 lkey;
 	__u32 len;
@@ -164,8 +166,8 @@ void rrdma_shim_cm_destroy_id(struct rdma_cm_id *id);
 struct ib_device *rrdma_shim_cm_device(struct rdma_cm_id *id);
 void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
-			 u32 sq_depth, u32 nrecv, u32 nsend, u32 msg_len,
-			 struct rrdma_shim_qp **out);
+			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
+			 u32 msg_len, struct rrdma_shim_qp **out);
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len);
@@ -206,7 +208,7 @@ int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
 void rrdma_rust_qp_error(void *conn, int wc_status);
 void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
-void rrdma_rust_wr_done(void *conn, struct ib_cqe *cqe, int wc_status);
+void rrdma_rust_op_done(void *conn, u32 slot, int wc_status);
 void rrdma_rust_quiet_done(void *conn, int wc_status);
 u64 rrdma_shim_random_u64(void);
 

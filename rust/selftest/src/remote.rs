@@ -477,6 +477,9 @@ fn revoke_checks(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection<'_>, rw
         Ok(s) if s == "ok" => Ok(()),
         other => Err(format!("{other:?}")),
     });
+    // No operation in flight while the revoke travels: one on the wire
+    // would meet the invalidated key and take the connection down.
+    std::thread::sleep(Duration::from_millis(500));
     let start = Instant::now();
     let mut last = Ok(());
     while start.elapsed() < T {
