@@ -32,8 +32,8 @@ use crate::abi::{
 };
 use crate::device::DeviceCtx;
 use crate::ffi::{self, cm_event, IbPd, RdmaCmId, ShimAddr, ShimQp, ShimWr};
-use crate::mr::{Chunks, Mr};
 use crate::listener::Listener;
+use crate::mr::{Chunks, Mr};
 use crate::region::Region;
 use crate::shared::Shared;
 
@@ -304,7 +304,11 @@ impl Conn {
     }
 
     /// Connects to `addr`; waits until established or failed.
-    pub(crate) fn connect(shared: &Arc<Shared>, addr: &ShimAddr, timeout_ms: u32) -> Result<Arc<Self>> {
+    pub(crate) fn connect(
+        shared: &Arc<Shared>,
+        addr: &ShimAddr,
+        timeout_ms: u32,
+    ) -> Result<Arc<Self>> {
         let this = Self::new(shared.clone(), true, State::Resolving, timeout_ms)?;
         shared.register(&this)?;
         let ret = {
@@ -318,9 +322,7 @@ impl Conn {
                 g.id = id;
                 g.ctx_ref = true;
             } else {
-                g.state = State::Closed {
-                    error: Some(-ret),
-                };
+                g.state = State::Closed { error: Some(-ret) };
                 // SAFETY: the id was not created: nothing uses the reference.
                 unsafe { Self::drop_ref(&this) };
             }
@@ -563,8 +565,9 @@ impl Conn {
             };
             g.state = State::Closed { error: e };
         }
-        let id = core::mem::replace(&mut g.id, ptr::null_mut());
-        let ctx_ref = core::mem::replace(&mut g.ctx_ref, false);
+        let id = g.id;
+        g.id = ptr::null_mut();
+        let ctx_ref = core::mem::take(&mut g.ctx_ref);
         let listener = g.listener.take();
         drop(g);
         this.cv.notify_all();
@@ -590,7 +593,12 @@ impl Conn {
 
     /// Drains and destroys the QP, frees registrations, leaves the device.
     fn release_resources(this: &Arc<Self>, _error: Errno) {
-        let qp = core::mem::replace(&mut this.inner.lock().qp, ptr::null_mut());
+        let qp = {
+            let mut g = this.inner.lock();
+            let qp = g.qp;
+            g.qp = ptr::null_mut();
+            qp
+        };
         if !qp.is_null() {
             // SAFETY: `qp` is ours; nothing is posted once draining starts,
             // and we hold no lock the completion callbacks take.
@@ -614,9 +622,9 @@ impl Conn {
             let mut g = this.inner.lock();
 
             (
-                core::mem::replace(&mut g.local, KVec::new()),
-                core::mem::replace(&mut g.grants, KVec::new()),
-                core::mem::replace(&mut g.retired, KVec::new()),
+                core::mem::take(&mut g.local),
+                core::mem::take(&mut g.grants),
+                core::mem::take(&mut g.retired),
                 g.device.take(),
             )
         };
@@ -635,7 +643,10 @@ impl Conn {
         let m = match Ctrl::decode(msg) {
             Ok(m) => m,
             Err(e) => {
-                pr_warn!("peer sent a malformed control message ({} bytes); disconnecting\n", msg.len());
+                pr_warn!(
+                    "peer sent a malformed control message ({} bytes); disconnecting\n",
+                    msg.len()
+                );
                 self.fail(e);
                 return;
             }
@@ -688,8 +699,17 @@ impl Conn {
     /// Registers chunks of the export behind `token` for the peer and
     /// returns their keys.
     fn grant(self: &Arc<Self>, token: u64, first: u32) -> Result<Grant, Errno> {
-        let export = self.shared.exports.lock().find(token).cloned().ok_or(ENOENT)?;
-        if export.conn.is_some_and(|c| c != crate::compat::arc_ptr(self) as usize) {
+        let export = self
+            .shared
+            .exports
+            .lock()
+            .find(token)
+            .cloned()
+            .ok_or(ENOENT)?;
+        if export
+            .conn
+            .is_some_and(|c| c != crate::compat::arc_ptr(self) as usize)
+        {
             // Same answer as an unknown token: do not confirm it exists.
             return Err(ENOENT);
         }
@@ -714,7 +734,8 @@ impl Conn {
         let i = match g.grants.iter().position(|x| x.token == token) {
             Some(i) => i,
             None => {
-                let chunks = Chunks::new(geometry.bytes(), shift).map_err(|_| abi::errno::ENOMEM)?;
+                let chunks =
+                    Chunks::new(geometry.bytes(), shift).map_err(|_| abi::errno::ENOMEM)?;
                 g.grants
                     .push(
                         Granted {
@@ -759,7 +780,8 @@ impl Conn {
             let mut posted = 0;
             // SAFETY: `g.qp` is live; the MRs stay registered in `g.grants`
             // (or `g.retired`) until their registrations completed.
-            let ret = unsafe { ffi::rrdma_shim_post(g.qp, wrs.as_ptr(), wrs.len() as u32, &mut posted) };
+            let ret =
+                unsafe { ffi::rrdma_shim_post(g.qp, wrs.as_ptr(), wrs.len() as u32, &mut posted) };
             g.grant_regs += posted;
             if ret != 0 {
                 return Err(-ret);
@@ -808,7 +830,7 @@ impl Conn {
             let mut g = self.inner.lock();
             g.grant_regs = g.grant_regs.saturating_sub(1);
             if g.grant_regs == 0 {
-                core::mem::replace(&mut g.retired, KVec::new())
+                core::mem::take(&mut g.retired)
             } else {
                 KVec::new()
             }
@@ -826,21 +848,35 @@ impl Conn {
             let chunks = g.chunks();
             match &head {
                 None => {
-                    Geometry::new(g.block_size, g.nblocks, u64::MAX).map_err(|_| abi::error(EPROTO))?;
+                    Geometry::new(g.block_size, g.nblocks, u64::MAX)
+                        .map_err(|_| abi::error(EPROTO))?;
                     if chunks > IMPORT_CHUNKS_MAX {
                         return Err(abi::error(E2BIG));
                     }
                     rkeys = KVVec::with_capacity(chunks as usize, GFP_KERNEL)?;
                 }
                 Some(h) => {
-                    if (h.block_size, h.nblocks, h.chunk_shift, h.generation, h.writable)
-                        != (g.block_size, g.nblocks, g.chunk_shift, g.generation, g.writable)
-                    {
+                    if (
+                        h.block_size,
+                        h.nblocks,
+                        h.chunk_shift,
+                        h.generation,
+                        h.writable,
+                    ) != (
+                        g.block_size,
+                        g.nblocks,
+                        g.chunk_shift,
+                        g.generation,
+                        g.writable,
+                    ) {
                         return Err(abi::error(EPROTO));
                     }
                 }
             }
-            if g.first_chunk != first || g.nkeys == 0 || u64::from(first) + u64::from(g.nkeys) > chunks {
+            if g.first_chunk != first
+                || g.nkeys == 0
+                || u64::from(first) + u64::from(g.nkeys) > chunks
+            {
                 return Err(abi::error(EPROTO));
             }
             for k in g.keys() {
@@ -875,7 +911,13 @@ impl Conn {
             let id = g.next_req;
             g.next_req += 1;
             g.pending
-                .push(Pending { req_id: id, result: None }, GFP_KERNEL)
+                .push(
+                    Pending {
+                        req_id: id,
+                        result: None,
+                    },
+                    GFP_KERNEL,
+                )
                 .map_err(|_| abi::errno::ENOMEM)?;
             id
         };
@@ -892,7 +934,9 @@ impl Conn {
             wait_until(&self.cv, &mut g, timeout_ms, |i| {
                 !i.state.is_connected()
                     || i.destroyed
-                    || i.pending.iter().any(|p| p.req_id == req_id && p.result.is_some())
+                    || i.pending
+                        .iter()
+                        .any(|p| p.req_id == req_id && p.result.is_some())
             })
         });
         let i = g.pending.iter().position(|p| p.req_id == req_id);
@@ -948,7 +992,10 @@ impl Conn {
             let lc = ops::chunk_of(s.local_off, lshift) as usize;
             if g.local[li].chunks.get(lc).is_none() {
                 let mr = Mr::new(pd, region, lc as u64, lshift)?;
-                wrs.push(ShimWr::reg(mr.as_ptr(), ffi::ACCESS_LOCAL_WRITE, false), GFP_KERNEL)?;
+                wrs.push(
+                    ShimWr::reg(mr.as_ptr(), ffi::ACCESS_LOCAL_WRITE, false),
+                    GFP_KERNEL,
+                )?;
                 g.local[li].chunks.set(lc, mr)?;
             }
             let lkey = g.local[li].chunks.get(lc).map_or(0, |m| m.lkey());
@@ -956,7 +1003,11 @@ impl Conn {
             let rkey = *import.rkeys.get(rc).ok_or(abi::error(EINVAL))?;
             wrs.push(
                 ShimWr {
-                    opcode: if c.dir == Dir::Read { ffi::WR_READ } else { ffi::WR_WRITE },
+                    opcode: if c.dir == Dir::Read {
+                        ffi::WR_READ
+                    } else {
+                        ffi::WR_WRITE
+                    },
                     signaled: 0,
                     slot: ffi::NO_SLOT,
                     pad: 0,
@@ -1039,7 +1090,11 @@ impl Conn {
         };
         match op {
             Some(op) => self.op_done(op, wc_status),
-            None => pr_debug!("second completion of slot {} (status {}) ignored\n", slot, wc_status),
+            None => pr_debug!(
+                "second completion of slot {} (status {}) ignored\n",
+                slot,
+                wc_status
+            ),
         }
     }
 
@@ -1049,7 +1104,11 @@ impl Conn {
             let mut g = self.inner.lock();
             g.sq_free += op.wrs;
             let mut prune = None;
-            if let Some(i) = g.local.iter().position(|l| Arc::ptr_eq(&l.region, &op.region)) {
+            if let Some(i) = g
+                .local
+                .iter()
+                .position(|l| Arc::ptr_eq(&l.region, &op.region))
+            {
                 match g.local[i].inflight.checked_sub(1) {
                     Some(n) => g.local[i].inflight = n,
                     None => pr_warn!(
@@ -1067,7 +1126,9 @@ impl Conn {
                 // connection failed under it (the peer went away).
                 Some(ECANCELED) => match g.state {
                     State::Closing { error: Some(e) } | State::Closed { error: Some(e) } => Some(e),
-                    State::Closing { error: None } | State::Closed { error: None } => Some(ECANCELED),
+                    State::Closing { error: None } | State::Closed { error: None } => {
+                        Some(ECANCELED)
+                    }
                     _ => Some(ECONNRESET),
                 },
                 e => e,
@@ -1103,7 +1164,9 @@ impl Conn {
         let gone = {
             let mut g = self.inner.lock();
             match g.local.iter().position(|l| Arc::ptr_eq(&l.region, region)) {
-                Some(i) if g.local[i].inflight == 0 => crate::compat::vec_swap_remove(&mut g.local, i),
+                Some(i) if g.local[i].inflight == 0 => {
+                    crate::compat::vec_swap_remove(&mut g.local, i)
+                }
                 _ => None,
             }
         };
@@ -1134,7 +1197,6 @@ impl Conn {
         wait_until(&w.cv, &mut s, u32::MAX, |s| s.is_some()).map_err(abi::error)?;
         Ok(s.unwrap_or(0))
     }
-
 }
 
 impl Import {

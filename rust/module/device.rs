@@ -224,7 +224,7 @@ unsafe extern "C" fn rrdma_rust_device_remove(
     // Removal notifiers: every connection on the device closes with
     // ENODEV, its operations complete with errors, its QP and
     // registrations are freed and it lets go of the device.
-    let conns = core::mem::replace(&mut *ctx.conns.lock(), KVec::new());
+    let conns = core::mem::take(&mut *ctx.conns.lock());
     for conn in conns.iter() {
         Conn::destroy(conn, Some(crate::abi::errno::ENODEV));
     }

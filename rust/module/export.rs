@@ -86,7 +86,11 @@ impl Exports {
 
     /// Removes and returns the export named by `token`.
     pub(crate) fn remove(&mut self, token: u64) -> Result<Export, Errno> {
-        let i = self.list.iter().position(|e| e.token == token).ok_or(ENOENT)?;
+        let i = self
+            .list
+            .iter()
+            .position(|e| e.token == token)
+            .ok_or(ENOENT)?;
         crate::compat::vec_swap_remove(&mut self.list, i).ok_or(ENOENT)
     }
 
@@ -102,6 +106,6 @@ impl Exports {
 
     /// Takes every export (file release).
     pub(crate) fn take_all(&mut self) -> KVec<Export> {
-        core::mem::replace(&mut self.list, KVec::new())
+        core::mem::take(&mut self.list)
     }
 }

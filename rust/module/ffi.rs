@@ -260,8 +260,7 @@ extern "C" {
     /// `rdma_resolve_route()`.
     pub(crate) fn rrdma_shim_cm_resolve_route(id: *mut RdmaCmId, timeout_ms: u32) -> c_int;
     /// `rdma_connect_locked()` with `pdata` as private data.
-    pub(crate) fn rrdma_shim_cm_connect(id: *mut RdmaCmId, pdata: *const c_void, len: u8)
-        -> c_int;
+    pub(crate) fn rrdma_shim_cm_connect(id: *mut RdmaCmId, pdata: *const c_void, len: u8) -> c_int;
     /// `rdma_accept()` with `pdata` as private data.
     pub(crate) fn rrdma_shim_cm_accept(
         id: *mut RdmaCmId,
@@ -271,8 +270,7 @@ extern "C" {
         peer_responder: u8,
     ) -> c_int;
     /// `rdma_reject()` with a consumer-defined reason and `pdata`.
-    pub(crate) fn rrdma_shim_cm_reject(id: *mut RdmaCmId, pdata: *const c_void, len: u8)
-        -> c_int;
+    pub(crate) fn rrdma_shim_cm_reject(id: *mut RdmaCmId, pdata: *const c_void, len: u8) -> c_int;
     /// `rdma_disconnect()`.
     pub(crate) fn rrdma_shim_cm_disconnect(id: *mut RdmaCmId) -> c_int;
     /// `rdma_destroy_id()`: waits for a running handler of `id`.

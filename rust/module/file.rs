@@ -73,7 +73,12 @@ fn timeout(ms: u32) -> u32 {
 
 fn zero_flags(what: &str, flags: u32, reserved: u32) -> Result {
     if flags != 0 || reserved != 0 {
-        warn_user!("{}: flags {:#x} / reserved {:#x} must be zero\n", what, flags, reserved);
+        warn_user!(
+            "{}: flags {:#x} / reserved {:#x} must be zero\n",
+            what,
+            flags,
+            reserved
+        );
         return Err(abi::error(EINVAL));
     }
     Ok(())
@@ -105,7 +110,12 @@ impl FileState {
         let mut req = Listen::decode(&uarg::read::<{ Listen::SIZE }>(arg, d)?);
         zero_flags("LISTEN", req.flags, req.reserved)?;
         ops::check_addr(&req.addr).map_err(|e| {
-            warn_user!("LISTEN: bad address (family {}, port {}): errno {}\n", req.addr.family, req.addr.port, e);
+            warn_user!(
+                "LISTEN: bad address (family {}, port {}): errno {}\n",
+                req.addr.family,
+                req.addr.port,
+                e
+            );
             abi::error(e)
         })?;
         let backlog = match req.backlog {
@@ -118,7 +128,11 @@ impl FileState {
         };
         let listener = Listener::new(&self.shared, &shim_addr(&req.addr), backlog)
             .inspect_err(|e| warn_user!("LISTEN: rdma_cm refused the address: {:?}\n", e))?;
-        let handle = match self.objects.lock().insert(Object::Listener(listener.clone())) {
+        let handle = match self
+            .objects
+            .lock()
+            .insert(Object::Listener(listener.clone()))
+        {
             Ok(h) => h,
             Err(e) => {
                 Listener::close(&listener);
@@ -139,13 +153,23 @@ impl FileState {
     fn unlisten(&self, arg: u64, d: &Decoded) -> Result {
         let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
         zero_flags("UNLISTEN", req.flags, 0)?;
-        let l = self.objects.lock().remove_listener(req.handle).map_err(abi::error)?;
+        let l = self
+            .objects
+            .lock()
+            .remove_listener(req.handle)
+            .map_err(abi::error)?;
         Listener::close(&l);
         Ok(())
     }
 
     /// Gives `conn` a handle and writes `out` back; undoes on failure.
-    fn publish_conn(&self, conn: &Arc<Conn>, arg: u64, d: &Decoded, out: impl FnOnce(u32) -> Result) -> Result {
+    fn publish_conn(
+        &self,
+        conn: &Arc<Conn>,
+        arg: u64,
+        d: &Decoded,
+        out: impl FnOnce(u32) -> Result,
+    ) -> Result {
         let handle = match self.objects.lock().insert(Object::Conn(conn.clone())) {
             Ok(h) => h,
             Err(e) => {
@@ -167,7 +191,11 @@ impl FileState {
     fn accept(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = Accept::decode(&uarg::read::<{ Accept::SIZE }>(arg, d)?);
         zero_flags("ACCEPT", req.flags, 0)?;
-        let listener = self.objects.lock().listener(req.listener).map_err(abi::error)?;
+        let listener = self
+            .objects
+            .lock()
+            .listener(req.listener)
+            .map_err(abi::error)?;
         let conn = listener.accept(req.timeout_ms)?;
         self.publish_conn(&conn, arg, d, |h| {
             req.handle = h;
@@ -180,7 +208,12 @@ impl FileState {
         let mut req = Connect::decode(&uarg::read::<{ Connect::SIZE }>(arg, d)?);
         zero_flags("CONNECT", req.flags, req.reserved)?;
         ops::check_addr(&req.addr).map_err(|e| {
-            warn_user!("CONNECT: bad address (family {}, port {}): errno {}\n", req.addr.family, req.addr.port, e);
+            warn_user!(
+                "CONNECT: bad address (family {}, port {}): errno {}\n",
+                req.addr.family,
+                req.addr.port,
+                e
+            );
             abi::error(e)
         })?;
         let conn = Conn::connect(&self.shared, &shim_addr(&req.addr), timeout(req.timeout_ms))?;
@@ -193,7 +226,11 @@ impl FileState {
     fn disconnect(&self, arg: u64, d: &Decoded) -> Result {
         let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
         zero_flags("DISCONNECT", req.flags, 0)?;
-        let conn = self.objects.lock().remove_conn(req.handle).map_err(abi::error)?;
+        let conn = self
+            .objects
+            .lock()
+            .remove_conn(req.handle)
+            .map_err(abi::error)?;
         Conn::destroy(&conn, None);
         Ok(())
     }
@@ -202,7 +239,10 @@ impl FileState {
         let mut req = Export::decode(&uarg::read::<{ Export::SIZE }>(arg, d)?);
         zero_flags("EXPORT", req.flags, 0)?;
         let writable = ops::export_access(req.access).map_err(|e| {
-            warn_user!("EXPORT: access {:#x} is not READ or READ|WRITE\n", req.access);
+            warn_user!(
+                "EXPORT: access {:#x} is not READ or READ|WRITE\n",
+                req.access
+            );
             abi::error(e)
         })?;
         let (region, restrict) = {
@@ -214,7 +254,11 @@ impl FileState {
             };
             (region, restrict)
         };
-        let token = self.shared.exports.lock().insert(region, writable, restrict)?;
+        let token = self
+            .shared
+            .exports
+            .lock()
+            .insert(region, writable, restrict)?;
         req.token = token;
         if let Err(e) = uarg::write(arg, d, &req.encode()) {
             let _ = self.shared.exports.lock().remove(token);
@@ -226,7 +270,12 @@ impl FileState {
     fn unexport(&self, arg: u64, d: &Decoded) -> Result {
         let req = Unexport::decode(&uarg::read::<{ Unexport::SIZE }>(arg, d)?);
         zero_flags("UNEXPORT", req.flags, req.reserved)?;
-        let export = self.shared.exports.lock().remove(req.token).map_err(abi::error)?;
+        let export = self
+            .shared
+            .exports
+            .lock()
+            .remove(req.token)
+            .map_err(abi::error)?;
         for conn in self.shared.conns()?.iter() {
             conn.revoke(export.token, export.generation);
         }
@@ -242,7 +291,11 @@ impl FileState {
         req.handle = handle;
         req.block_size = imp.geometry.block_size();
         req.nblocks = imp.geometry.nblocks();
-        req.access = if imp.writable { ACCESS_READ | ACCESS_WRITE } else { ACCESS_READ };
+        req.access = if imp.writable {
+            ACCESS_READ | ACCESS_WRITE
+        } else {
+            ACCESS_READ
+        };
         if let Err(e) = uarg::write(arg, d, &req.encode()) {
             let _ = self.objects.lock().remove_import(handle);
             return Err(e);
@@ -253,7 +306,11 @@ impl FileState {
     fn unimport(&self, arg: u64, d: &Decoded) -> Result {
         let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
         zero_flags("UNIMPORT", req.flags, 0)?;
-        let imp = self.objects.lock().remove_import(req.handle).map_err(abi::error)?;
+        let imp = self
+            .objects
+            .lock()
+            .remove_import(req.handle)
+            .map_err(abi::error)?;
         drop(imp);
         Ok(())
     }
@@ -278,7 +335,12 @@ impl FileState {
         {
             warn_user!(
                 "SUBMIT: flags {:#x}, count {} (1..={}), op_size {} ({}..={}) refused\n",
-                req.flags, req.count, SUBMIT_MAX, req.op_size, OP_SIZE_VER0, OP_SIZE_MAX
+                req.flags,
+                req.count,
+                SUBMIT_MAX,
+                req.op_size,
+                OP_SIZE_VER0,
+                OP_SIZE_MAX
             );
             return Err(abi::error(EINVAL));
         }
@@ -288,7 +350,10 @@ impl FileState {
                 .ops
                 .checked_add(u64::from(i) * u64::from(req.op_size))
                 .ok_or(EFAULT)?;
-            let op = Op::decode(&uarg::read_sized::<{ Op::SIZE }>(addr, req.op_size as usize)?);
+            let op = Op::decode(&uarg::read_sized::<{ Op::SIZE }>(
+                addr,
+                req.op_size as usize,
+            )?);
             match self.resolve(&op) {
                 Ok((imp, region, c)) => resolved.push((imp, region, c, op), GFP_KERNEL)?,
                 Err(e) => {
@@ -303,7 +368,10 @@ impl FileState {
         let mut posted = 0;
         let mut err = None;
         for (imp, region, c, op) in resolved.iter().take(reserved) {
-            match imp.conn.post_op(imp, region, c, op.user_data, op.opcode, None) {
+            match imp
+                .conn
+                .post_op(imp, region, c, op.user_data, op.opcode, None)
+            {
                 Ok(true) => posted += 1,
                 Ok(false) => break,
                 Err(e) => {
@@ -381,7 +449,10 @@ impl FileState {
             let mut o = self.objects.lock();
             let region = o.region(req.handle).map_err(abi::error)?;
             if self.shared.exports.lock().exports_region(&region) {
-                warn_user!("REGION_DESTROY: region {:#x} is exported; unexport it first\n", req.handle);
+                warn_user!(
+                    "REGION_DESTROY: region {:#x} is exported; unexport it first\n",
+                    req.handle
+                );
                 return Err(abi::error(EBUSY));
             }
             o.remove_region(req.handle).map_err(abi::error)?

@@ -159,9 +159,7 @@ impl Listener {
                             kernel::sync::CondVarTimeoutResult::Timeout => {
                                 return Err(abi::error(EAGAIN))
                             }
-                            kernel::sync::CondVarTimeoutResult::Signal { .. } => {
-                                return Err(EINTR)
-                            }
+                            kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
                             kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
                         }
                     }
@@ -185,11 +183,13 @@ impl Listener {
         let (id, ctx_ref, pending, queue) = {
             let mut g = this.inner.lock();
             g.closed = true;
+            let id = g.id;
+            g.id = ptr::null_mut();
             (
-                core::mem::replace(&mut g.id, ptr::null_mut()),
-                core::mem::replace(&mut g.ctx_ref, false),
-                core::mem::replace(&mut g.pending, KVec::new()),
-                core::mem::replace(&mut g.queue, KVec::new()),
+                id,
+                core::mem::take(&mut g.ctx_ref),
+                core::mem::take(&mut g.pending),
+                core::mem::take(&mut g.queue),
             )
         };
         this.cv.notify_all();
@@ -273,7 +273,7 @@ unsafe extern "C" fn rrdma_rust_listen_event(listener: *mut c_void, event: c_int
     pr_warn!("listener: its RDMA device is going away; no more connections\n");
     g.id = ptr::null_mut();
     g.closed = true;
-    let ctx_ref = core::mem::replace(&mut g.ctx_ref, false);
+    let ctx_ref = core::mem::take(&mut g.ctx_ref);
     drop(g);
     this.cv.notify_all();
     if ctx_ref {

@@ -32,7 +32,12 @@ unsafe impl Sync for Mr {}
 impl Mr {
     /// Maps chunk `chunk` of `region` (chunks of `1 << chunk_shift` bytes)
     /// in `pd`. The caller posts the registration work request.
-    pub(crate) fn new(pd: *mut IbPd, region: &Region, chunk: u64, chunk_shift: u32) -> Result<Self> {
+    pub(crate) fn new(
+        pd: *mut IbPd,
+        region: &Region,
+        chunk: u64,
+        chunk_shift: u32,
+    ) -> Result<Self> {
         let page_shift = ffi::page_size().trailing_zeros();
         let per_chunk = 1usize << (chunk_shift - page_shift);
         let first = usize::try_from(chunk).map_err(|_| EINVAL)? * per_chunk;

@@ -53,7 +53,10 @@ impl Ring {
     pub(crate) fn push(&mut self, c: Completion) {
         if self.reserved == 0 || self.len == RING_CAPACITY {
             // Cannot happen: every pushed completion was reserved.
-            pr_warn!("completion ring overrun; completion {:#x} dropped\n", c.user_data);
+            pr_warn!(
+                "completion ring overrun; completion {:#x} dropped\n",
+                c.user_data
+            );
             return;
         }
         self.reserved -= 1;

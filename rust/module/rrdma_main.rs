@@ -30,9 +30,9 @@ mod listener;
 mod mr;
 mod objects;
 mod region;
+mod release;
 mod ring;
 mod shared;
-mod release;
 mod uarg;
 
 use context::{Context, Registration};

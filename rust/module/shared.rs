@@ -77,9 +77,7 @@ impl Shared {
     pub(crate) fn unregister(&self, conn: &Conn) {
         let removed = {
             let mut conns = self.conns.lock();
-            let i = conns
-                .iter()
-                .position(|c| core::ptr::eq::<Conn>(&**c, conn));
+            let i = conns.iter().position(|c| core::ptr::eq::<Conn>(&**c, conn));
             i.and_then(|i| crate::compat::vec_swap_remove(&mut conns, i))
         };
         // The last reference may go here: outside the lock.

@@ -272,7 +272,7 @@ pub struct BenchResult {
 pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> {
     let (_conn, remote) = open(dev, t)?;
     let bs = u64::from(remote.block_size());
-    if a.size == 0 || a.size % bs != 0 || a.size / bs > remote.nblocks() {
+    if a.size == 0 || !a.size.is_multiple_of(bs) || a.size / bs > remote.nblocks() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!(

@@ -287,7 +287,7 @@ struct rrdma_shim_qp {
 	struct ib_cq *scq;
 	struct ib_cq *rcq;
 	void *owner;
-	spinlock_t lock;
+	spinlock_t lock; /* protects draining and send_busy */
 	bool draining;
 	u32 nrecv;
 	u32 nsend;
@@ -612,7 +612,6 @@ u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev)
 }
 
 /* ---- work requests ---- */
-
 
 static int access_flags(u32 a)
 {

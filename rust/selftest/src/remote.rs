@@ -119,7 +119,10 @@ fn connect_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         "connect with an unknown address family: EAFNOSUPPORT",
         expect_errno(
             dev.connect_raw(&Connect {
-                addr: Addr { family: 1, ..good.addr },
+                addr: Addr {
+                    family: 1,
+                    ..good.addr
+                },
                 ..good
             }),
             EAFNOSUPPORT,
@@ -127,7 +130,16 @@ fn connect_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     );
     t.check(
         "connect to port 0: EINVAL",
-        expect_errno(dev.connect_raw(&Connect { addr: Addr { port: 0, ..good.addr }, ..good }), EINVAL),
+        expect_errno(
+            dev.connect_raw(&Connect {
+                addr: Addr {
+                    port: 0,
+                    ..good.addr
+                },
+                ..good
+            }),
+            EINVAL,
+        ),
     );
     let mut tail = good.addr;
     tail.addr[15] = 1;
@@ -141,7 +153,13 @@ fn connect_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     );
     t.check(
         "connect with the reserved field set: EINVAL",
-        expect_errno(dev.connect_raw(&Connect { reserved: 1, ..good }), EINVAL),
+        expect_errno(
+            dev.connect_raw(&Connect {
+                reserved: 1,
+                ..good
+            }),
+            EINVAL,
+        ),
     );
 }
 
@@ -154,13 +172,25 @@ fn listen_checks(dev: &Rrdma, t: &mut Tap) {
         },
         ..Listen::zeroed()
     };
-    t.check("listen on port 0: EINVAL", expect_errno(dev.listen_raw(&any(0)), EINVAL));
+    t.check(
+        "listen on port 0: EINVAL",
+        expect_errno(dev.listen_raw(&any(0)), EINVAL),
+    );
     t.check(
         "listen with a backlog above 256: EINVAL",
-        expect_errno(dev.listen_raw(&Listen { backlog: 257, ..any(7600) }), EINVAL),
+        expect_errno(
+            dev.listen_raw(&Listen {
+                backlog: 257,
+                ..any(7600)
+            }),
+            EINVAL,
+        ),
     );
     let l = dev.listen(addr("0.0.0.0", 7601), 0);
-    t.check("listen on a free port", l.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    t.check(
+        "listen on a free port",
+        l.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+    );
     t.check(
         "listen twice on one port: EADDRNOTAVAIL (rdma_cm's answer)",
         expect_errno(dev.listen(addr("0.0.0.0", 7601), 0), libc::EADDRNOTAVAIL),
@@ -178,7 +208,13 @@ fn listen_checks(dev: &Rrdma, t: &mut Tap) {
     }
 }
 
-fn import_checks<'a>(dev: &'a Rrdma, t: &mut Tap, conn: &Connection<'a>, rw: u64, region: &Region<'_>) {
+fn import_checks<'a>(
+    dev: &'a Rrdma,
+    t: &mut Tap,
+    conn: &Connection<'a>,
+    rw: u64,
+    region: &Region<'_>,
+) {
     let req = Import {
         conn: conn.handle(),
         token: rw,
@@ -187,11 +223,23 @@ fn import_checks<'a>(dev: &'a Rrdma, t: &mut Tap, conn: &Connection<'a>, rw: u64
     };
     t.check(
         "import of an unknown token: ENOENT",
-        expect_errno(dev.import_raw(&Import { token: rw ^ 0x5a5a, ..req }), ENOENT),
+        expect_errno(
+            dev.import_raw(&Import {
+                token: rw ^ 0x5a5a,
+                ..req
+            }),
+            ENOENT,
+        ),
     );
     t.check(
         "import through a region handle: EINVAL",
-        expect_errno(dev.import_raw(&Import { conn: region.handle(), ..req }), EINVAL),
+        expect_errno(
+            dev.import_raw(&Import {
+                conn: region.handle(),
+                ..req
+            }),
+            EINVAL,
+        ),
     );
     t.check(
         "import through handle 0: ENOENT",
@@ -207,15 +255,26 @@ fn integrity_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>)
     let mut out = expect_ok(dev.create_region(4096, 128)).expect("region");
     let back = expect_ok(dev.create_region(4096, 128)).expect("region");
     let mut seed = 0x1234_5678_u64;
-    for (i, &(rb, n)) in [(0u64, 1u32), (1, 2), (5, 3), (17, 7), (40, 16), (100, 31), (130, 64), (0, 100), (192, 64)]
-        .iter()
-        .enumerate()
+    for (i, &(rb, n)) in [
+        (0u64, 1u32),
+        (1, 2),
+        (5, 3),
+        (17, 7),
+        (40, 16),
+        (100, 31),
+        (130, 64),
+        (0, 100),
+        (192, 64),
+    ]
+    .iter()
+    .enumerate()
     {
         seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1);
         let bytes = n as usize * 4096;
         pattern(&mut out.as_mut_slice()[..bytes], seed);
         let res = (|| -> Result<(), String> {
-            rw.write(&out, 0, rb, n).map_err(|e| format!("write: {e}"))?;
+            rw.write(&out, 0, rb, n)
+                .map_err(|e| format!("write: {e}"))?;
             rw.read(&back, 0, rb, n).map_err(|e| format!("read: {e}"))?;
             if out.as_slice()[..bytes] != back.as_slice()[..bytes] {
                 return Err("read back differs".into());
@@ -227,13 +286,18 @@ fn integrity_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>)
             }
             Ok(())
         })();
-        t.check(&format!("integrity {i}: {n} blocks at {rb}, peer memory and read-back match"), res);
+        t.check(
+            &format!("integrity {i}: {n} blocks at {rb}, peer memory and read-back match"),
+            res,
+        );
     }
 }
 
 fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     let local = expect_ok(dev.create_region(4096, 64)).expect("region");
-    let ops: Vec<Op> = (0..64).map(|i| op(rw, &local, OP_WRITE, i, i, 1, 1000 + i)).collect();
+    let ops: Vec<Op> = (0..64)
+        .map(|i| op(rw, &local, OP_WRITE, i, i, 1, 1000 + i))
+        .collect();
     t.check(
         "a batch of 64 writes is posted whole",
         match dev.submit(&ops) {
@@ -249,11 +313,17 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
         "64 completions, each user_data once, all successful",
         if comps.len() == 64
             && uds == (1000..1064).collect::<Vec<_>>()
-            && comps.iter().all(|c| c.status == 0 && c.bytes == 4096 && c.opcode == OP_WRITE)
+            && comps
+                .iter()
+                .all(|c| c.status == 0 && c.bytes == 4096 && c.opcode == OP_WRITE)
         {
             Ok(())
         } else {
-            Err(format!("{} completions: {:?}", comps.len(), comps.iter().take(3).collect::<Vec<_>>()))
+            Err(format!(
+                "{} completions: {:?}",
+                comps.len(),
+                comps.iter().take(3).collect::<Vec<_>>()
+            ))
         },
     );
     t.check("no completion beyond the batch", quiet(dev, 200));
@@ -268,19 +338,31 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     let r = unsafe { libc::poll(&mut pfd, 1, 10_000) };
     t.check(
         "poll reports POLLIN once a completion is pending",
-        if r == 1 && pfd.revents & libc::POLLIN != 0 { Ok(()) } else { Err(format!("poll {r} revents {:#x}", pfd.revents)) },
+        if r == 1 && pfd.revents & libc::POLLIN != 0 {
+            Ok(())
+        } else {
+            Err(format!("poll {r} revents {:#x}", pfd.revents))
+        },
     );
     let mut small = [0u8; 23];
     // SAFETY: `small` is valid for its length.
     let n = unsafe { libc::read(dev.raw_fd(), small.as_mut_ptr().cast(), small.len()) };
     t.check(
         "read with a buffer shorter than a record: EINVAL",
-        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EINVAL) { Ok(()) } else { Err(format!("read {n}")) },
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EINVAL) {
+            Ok(())
+        } else {
+            Err(format!("read {n}"))
+        },
     );
     let got = reap(dev, 1).unwrap_or_default();
     t.check(
         "the pending completion is the read's",
-        if got.len() == 1 && got[0].user_data == 7 && got[0].status == 0 { Ok(()) } else { Err(format!("{got:?}")) },
+        if got.len() == 1 && got[0].user_data == 7 && got[0].status == 0 {
+            Ok(())
+        } else {
+            Err(format!("{got:?}"))
+        },
     );
     // SAFETY: F_GETFL/F_SETFL on our own descriptor.
     unsafe {
@@ -292,7 +374,11 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     let n = unsafe { libc::read(dev.raw_fd(), rec.as_mut_ptr().cast(), rec.len()) };
     t.check(
         "non-blocking read with nothing pending: EAGAIN",
-        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EAGAIN) { Ok(()) } else { Err(format!("read {n}")) },
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EAGAIN) {
+            Ok(())
+        } else {
+            Err(format!("read {n}"))
+        },
     );
     // SAFETY: as above.
     unsafe {
@@ -300,7 +386,9 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
         libc::fcntl(dev.raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
     }
     // More than the queues hold: a prefix is posted, every posted op completes.
-    let many: Vec<Op> = (0..1024).map(|i| op(rw, &local, OP_READ, i % 64, i % 256, 1, i)).collect();
+    let many: Vec<Op> = (0..1024)
+        .map(|i| op(rw, &local, OP_READ, i % 64, i % 256, 1, i))
+        .collect();
     let res = dev.submit(&many);
     let posted = *res.as_ref().unwrap_or(&0);
     t.check(
@@ -314,7 +402,11 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     let comps = reap(dev, posted).unwrap_or_default();
     t.check(
         "every posted operation of the big batch completes once",
-        if comps.len() == posted && comps.iter().all(|c| c.status == 0) { Ok(()) } else { Err(format!("{} of {posted}", comps.len())) },
+        if comps.len() == posted && comps.iter().all(|c| c.status == 0) {
+            Ok(())
+        } else {
+            Err(format!("{} of {posted}", comps.len()))
+        },
     );
 }
 
@@ -323,42 +415,140 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
     let small = expect_ok(dev.create_region(512, 8)).expect("region");
     let good = op(rw, &local, OP_READ, 0, 0, 1, 0);
     let cases: Vec<(&str, Op, i32)> = vec![
-        ("remote block == nblocks: ERANGE", Op { remote_block: 256, ..good }, ERANGE),
-        ("remote range crossing the end: ERANGE", Op { remote_block: 250, count: 7, ..good }, ERANGE),
-        ("local range crossing the end: ERANGE", Op { local_block: 7, count: 2, ..good }, ERANGE),
+        (
+            "remote block == nblocks: ERANGE",
+            Op {
+                remote_block: 256,
+                ..good
+            },
+            ERANGE,
+        ),
+        (
+            "remote range crossing the end: ERANGE",
+            Op {
+                remote_block: 250,
+                count: 7,
+                ..good
+            },
+            ERANGE,
+        ),
+        (
+            "local range crossing the end: ERANGE",
+            Op {
+                local_block: 7,
+                count: 2,
+                ..good
+            },
+            ERANGE,
+        ),
         ("count 0: EINVAL", Op { count: 0, ..good }, EINVAL),
-        ("remote block u64::MAX: EOVERFLOW", Op { remote_block: u64::MAX, ..good }, EOVERFLOW),
+        (
+            "remote block u64::MAX: EOVERFLOW",
+            Op {
+                remote_block: u64::MAX,
+                ..good
+            },
+            EOVERFLOW,
+        ),
         ("unknown opcode: EINVAL", Op { opcode: 3, ..good }, EINVAL),
         ("a flag set: EINVAL", Op { flags: 1, ..good }, EINVAL),
-        ("the reserved field set: EINVAL", Op { reserved: 1, ..good }, EINVAL),
-        ("a region handle as the remote: EINVAL", Op { remote: local.handle(), ..good }, EINVAL),
-        ("an import handle as the local: EINVAL", Op { local: rw.handle(), ..good }, EINVAL),
+        (
+            "the reserved field set: EINVAL",
+            Op {
+                reserved: 1,
+                ..good
+            },
+            EINVAL,
+        ),
+        (
+            "a region handle as the remote: EINVAL",
+            Op {
+                remote: local.handle(),
+                ..good
+            },
+            EINVAL,
+        ),
+        (
+            "an import handle as the local: EINVAL",
+            Op {
+                local: rw.handle(),
+                ..good
+            },
+            EINVAL,
+        ),
         ("remote handle 0: ENOENT", Op { remote: 0, ..good }, ENOENT),
-        ("local region of another block size: EINVAL", Op { local: small.handle(), ..good }, EINVAL),
-        ("write to a read-only export: EPERM", op(ro, &local, OP_WRITE, 0, 0, 1, 0), EPERM),
+        (
+            "local region of another block size: EINVAL",
+            Op {
+                local: small.handle(),
+                ..good
+            },
+            EINVAL,
+        ),
+        (
+            "write to a read-only export: EPERM",
+            op(ro, &local, OP_WRITE, 0, 0, 1, 0),
+            EPERM,
+        ),
     ];
     for (name, o, e) in cases {
         t.check(&format!("RW_SYNC {name}"), expect_errno(dev.rw_sync(&o), e));
     }
-    t.check("read of a read-only export works", expect_ok(dev.rw_sync(&op(ro, &local, OP_READ, 0, 0, 8, 0))).map(|_| ()));
+    t.check(
+        "read of a read-only export works",
+        expect_ok(dev.rw_sync(&op(ro, &local, OP_READ, 0, 0, 8, 0))).map(|_| ()),
+    );
     // SUBMIT framing.
-    let bytes: Vec<u8> = [good, Op { count: 0, ..good }].iter().flat_map(|o| o.encode()).collect();
+    let bytes: Vec<u8> = [good, Op { count: 0, ..good }]
+        .iter()
+        .flat_map(|o| o.encode())
+        .collect();
     let base = Submit {
         ops: bytes.as_ptr() as u64,
         count: 1,
         op_size: Op::SIZE as u32,
         ..Submit::zeroed()
     };
-    t.check("SUBMIT of 0 ops: EINVAL", expect_errno_any(dev.submit_raw(&Submit { count: 0, ..base }), EINVAL));
-    t.check("SUBMIT of 1025 ops: EINVAL", expect_errno_any(dev.submit_raw(&Submit { count: 1025, ..base }), EINVAL));
-    t.check("SUBMIT with op_size 40: EINVAL", expect_errno_any(dev.submit_raw(&Submit { op_size: 40, ..base }), EINVAL));
-    t.check("SUBMIT with a flag set: EINVAL", expect_errno_any(dev.submit_raw(&Submit { flags: 1, ..base }), EINVAL));
-    t.check("SUBMIT of a NULL op array: EFAULT", expect_errno_any(dev.submit_raw(&Submit { ops: 0, ..base }), EFAULT));
+    t.check(
+        "SUBMIT of 0 ops: EINVAL",
+        expect_errno_any(dev.submit_raw(&Submit { count: 0, ..base }), EINVAL),
+    );
+    t.check(
+        "SUBMIT of 1025 ops: EINVAL",
+        expect_errno_any(
+            dev.submit_raw(&Submit {
+                count: 1025,
+                ..base
+            }),
+            EINVAL,
+        ),
+    );
+    t.check(
+        "SUBMIT with op_size 40: EINVAL",
+        expect_errno_any(
+            dev.submit_raw(&Submit {
+                op_size: 40,
+                ..base
+            }),
+            EINVAL,
+        ),
+    );
+    t.check(
+        "SUBMIT with a flag set: EINVAL",
+        expect_errno_any(dev.submit_raw(&Submit { flags: 1, ..base }), EINVAL),
+    );
+    t.check(
+        "SUBMIT of a NULL op array: EFAULT",
+        expect_errno_any(dev.submit_raw(&Submit { ops: 0, ..base }), EFAULT),
+    );
     let res = dev.submit_raw(&Submit { count: 2, ..base });
     t.check(
         "SUBMIT whose 2nd op is bad fails with its errno and index 1",
         match &res {
-            Err(e) => match e.get_ref().and_then(|x| x.downcast_ref::<rrdma::SubmitError>()) {
+            Err(e) => match e
+                .get_ref()
+                .and_then(|x| x.downcast_ref::<rrdma::SubmitError>())
+            {
                 Some(s) if s.index == 1 && s.err.raw_os_error() == Some(EINVAL) => Ok(()),
                 other => Err(format!("{other:?}")),
             },
@@ -376,7 +566,14 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
     unsafe { std::ptr::copy_nonoverlapping(good.encode().as_ptr(), first as *mut u8, Op::SIZE) };
     t.check(
         "SUBMIT of ops running into an unmapped page: EFAULT",
-        expect_errno_any(dev.submit_raw(&Submit { ops: first, count: 2, ..base }), EFAULT),
+        expect_errno_any(
+            dev.submit_raw(&Submit {
+                ops: first,
+                count: 2,
+                ..base
+            }),
+            EFAULT,
+        ),
     );
     t.check("... and posts nothing", quiet(dev, 300));
 }
@@ -388,19 +585,43 @@ fn export_checks(dev: &Rrdma, t: &mut Tap, conn: &Connection<'_>) {
         access: ACCESS_READ,
         ..ExportArg::zeroed()
     };
-    t.check("export with access 0: EINVAL", expect_errno(dev.export_raw(&ExportArg { access: 0, ..base }), EINVAL));
+    t.check(
+        "export with access 0: EINVAL",
+        expect_errno(dev.export_raw(&ExportArg { access: 0, ..base }), EINVAL),
+    );
     t.check(
         "export write-only: EINVAL",
-        expect_errno(dev.export_raw(&ExportArg { access: ACCESS_WRITE, ..base }), EINVAL),
+        expect_errno(
+            dev.export_raw(&ExportArg {
+                access: ACCESS_WRITE,
+                ..base
+            }),
+            EINVAL,
+        ),
     );
-    t.check("export of handle 0: ENOENT", expect_errno(dev.export_raw(&ExportArg { region: 0, ..base }), ENOENT));
+    t.check(
+        "export of handle 0: ENOENT",
+        expect_errno(dev.export_raw(&ExportArg { region: 0, ..base }), ENOENT),
+    );
     t.check(
         "export restricted to a region handle: EINVAL",
-        expect_errno(dev.export_raw(&ExportArg { conn: region.handle(), ..base }), EINVAL),
+        expect_errno(
+            dev.export_raw(&ExportArg {
+                conn: region.handle(),
+                ..base
+            }),
+            EINVAL,
+        ),
     );
-    t.check("unexport of an unknown token: ENOENT", expect_errno(dev.unexport_raw(0x1234, 0), ENOENT));
+    t.check(
+        "unexport of an unknown token: ENOENT",
+        expect_errno(dev.unexport_raw(0x1234, 0), ENOENT),
+    );
     let e = dev.export(&region, Access::ReadWrite, Some(conn));
-    t.check("export restricted to a connection", e.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+    t.check(
+        "export restricted to a connection",
+        e.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+    );
     t.check(
         "destroy of an exported region: EBUSY",
         expect_errno(dev.region_destroy_raw(region.handle(), 0), EBUSY),
@@ -408,9 +629,15 @@ fn export_checks(dev: &Rrdma, t: &mut Tap, conn: &Connection<'_>) {
     if let Ok(e) = e {
         let tok = e.token();
         t.check("unexport", expect_ok(e.revoke()));
-        t.check("unexport twice: ENOENT", expect_errno(dev.unexport_raw(tok, 0), ENOENT));
+        t.check(
+            "unexport twice: ENOENT",
+            expect_errno(dev.unexport_raw(tok, 0), ENOENT),
+        );
     }
-    t.check("destroy after unexport", expect_ok(dev.region_destroy_raw(region.handle(), 0)));
+    t.check(
+        "destroy after unexport",
+        expect_ok(dev.region_destroy_raw(region.handle(), 0)),
+    );
     std::mem::forget(region);
 }
 
@@ -425,7 +652,8 @@ fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
                         let n = 1 + (i % 8) as u32;
                         let rb = k * 32 + (i * 3) % (32 - u64::from(n));
                         pattern(out.as_mut_slice(), k * 1000 + i);
-                        rw.write(&out, 0, rb, n).map_err(|e| format!("write: {e}"))?;
+                        rw.write(&out, 0, rb, n)
+                            .map_err(|e| format!("write: {e}"))?;
                         rw.read(&back, 0, rb, n).map_err(|e| format!("read: {e}"))?;
                         let b = n as usize * 4096;
                         if out.as_slice()[..b] != back.as_slice()[..b] {
@@ -436,10 +664,15 @@ fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
                 })
             })
             .collect();
-        hs.into_iter().map(|h| h.join().unwrap_or(Err("panicked".into()))).collect()
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or(Err("panicked".into())))
+            .collect()
     });
     for (k, r) in res.into_iter().enumerate() {
-        t.check(&format!("thread {k}: 25 write/read round trips on its own blocks"), r);
+        t.check(
+            &format!("thread {k}: 25 write/read round trips on its own blocks"),
+            r,
+        );
     }
 }
 
@@ -450,7 +683,9 @@ fn close_in_flight(t: &mut Tap, peer: &str, rw_token: u64) {
         let conn = dev.connect(addr(peer, 7471), T)?;
         let rw = conn.import(rw_token, T)?;
         let local = dev.create_region(4096, 256)?;
-        let ops: Vec<Op> = (0..512).map(|i| rw.op(OP_READ, &local, i % 256, i % 256, 1, i)).collect();
+        let ops: Vec<Op> = (0..512)
+            .map(|i| rw.op(OP_READ, &local, i % 256, i % 256, 1, i))
+            .collect();
         let n = dev.submit(&ops)?;
         // Everything drops here with operations in flight: close drains.
         drop((rw, conn, local));
@@ -473,10 +708,13 @@ fn revoke_checks(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection<'_>, rw
         return;
     };
     t.check("read before revoke", expect_ok(rw.read(&local, 0, 0, 1)));
-    t.check("the peer unexports", match control(peer, "unexport rw") {
-        Ok(s) if s == "ok" => Ok(()),
-        other => Err(format!("{other:?}")),
-    });
+    t.check(
+        "the peer unexports",
+        match control(peer, "unexport rw") {
+            Ok(s) if s == "ok" => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
     // No operation in flight while the revoke travels: one on the wire
     // would meet the invalidated key and take the connection down.
     std::thread::sleep(Duration::from_millis(500));
@@ -489,8 +727,14 @@ fn revoke_checks(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection<'_>, rw
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    t.check("operations after the revoke fail: EKEYREVOKED", expect_errno(last, EKEYREVOKED));
-    t.check("import of the revoked token: ENOENT", expect_errno(conn.import(rw_token, T), ENOENT));
+    t.check(
+        "operations after the revoke fail: EKEYREVOKED",
+        expect_errno(last, EKEYREVOKED),
+    );
+    t.check(
+        "import of the revoked token: ENOENT",
+        expect_errno(conn.import(rw_token, T), ENOENT),
+    );
 }
 
 /// Runs the checks against the serving peer at `peer` (an IPv4 address).
@@ -519,7 +763,12 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         "import read-write: geometry and access",
         match &rw {
             Ok(r) if r.block_size() == 4096 && r.nblocks() == 256 && r.writable() => Ok(()),
-            Ok(r) => Err(format!("{} x {} writable {}", r.block_size(), r.nblocks(), r.writable())),
+            Ok(r) => Err(format!(
+                "{} x {} writable {}",
+                r.block_size(),
+                r.nblocks(),
+                r.writable()
+            )),
             Err(e) => Err(e.to_string()),
         },
     );
@@ -542,7 +791,13 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     t.check("stale import handle after UNIMPORT: ENOENT", {
         let h = ro.handle();
         drop(ro);
-        expect_errno(dev.rw_sync(&Op { remote: h, ..op(&rw, &region, OP_READ, 0, 0, 1, 0) }), ENOENT)
+        expect_errno(
+            dev.rw_sync(&Op {
+                remote: h,
+                ..op(&rw, &region, OP_READ, 0, 0, 1, 0)
+            }),
+            ENOENT,
+        )
     });
     drop(rw);
     revoke_checks(dev, t, peer, &conn, rw_token);
@@ -551,6 +806,10 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     let counts = dev.fdinfo().unwrap_or_default();
     t.check(
         "after dropping everything, fdinfo counts are all zero",
-        if counts.iter().all(|(_, v)| *v == 0) && !counts.is_empty() { Ok(()) } else { Err(format!("{counts:?}")) },
+        if counts.iter().all(|(_, v)| *v == 0) && !counts.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{counts:?}"))
+        },
     );
 }
