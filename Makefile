@@ -5,7 +5,9 @@
 #   make KDIR=<kernel build dir>   build rrdma.ko (and rrdma_kunit.ko) in place
 #   make check                     everything: set-up, kernels, builds, host
 #                                  tests, KUnit and guest tests on 6.12 and 7.3
-#   make demo                      boot two guests and show rrdma on both
+#   make demo                      two guests: serve, write/read, verify, bench
+#   make bench                     rrdma against perftest on siw and rxe, with
+#                                  a ratio table, JSON report and PNG plot
 #   make lint                      checkpatch, rustfmt, clippy
 #
 # Knobs: KERNELS="6.12 7.3" (for check/demo), VARIANT=base|debug (debug
@@ -18,7 +20,7 @@ KERNELS ?= 6.12 7.3
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check demo lint userspace kernels
+.PHONY: all modules clean check demo bench lint userspace kernels
 
 all: modules
 
@@ -42,6 +44,9 @@ check:
 
 demo:
 	@scripts/demo.sh
+
+bench:
+	@scripts/bench.sh
 
 lint:
 	@scripts/lint.sh

@@ -148,7 +148,8 @@ def free_port():
 def qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip):
     kimg = Path(args.kdir) / "arch/x86/boot/bzImage"
     append = (f"console=ttyS0 panic=-1 rrdma.role={role} rrdma.test={args.test} "
-              f"rrdma.arg={args.arg or '-'} rrdma.self={self_ip} rrdma.peer={peer_ip}")
+              f"rrdma.arg={args.arg or '-'} rrdma.self={self_ip} rrdma.peer={peer_ip} "
+              f"{args.append}").rstrip()
     # la57=off: with 5-level paging a timer IRQ during early boot can trip
     # KASAN ("wild-memory-access" in identify_boot_cpu) before any of our
     # code runs; 4-level paging avoids that flake.
@@ -255,6 +256,7 @@ def main():
     ap.add_argument("--bindir", required=True, help="dir with rrdma's static binaries")
     ap.add_argument("--test", required=True, help="tests/guest/NAME.sh to run")
     ap.add_argument("--arg", help="argument for the test (rrdma.arg=)")
+    ap.add_argument("--append", default="", help="more kernel command line (rrdma.NAME=VALUE)")
     ap.add_argument("--guests", type=int, default=1, choices=[1, 2])
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--memory", type=int, default=512)

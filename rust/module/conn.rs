@@ -103,6 +103,8 @@ struct Inner {
     ops: KVec<Option<KBox<OpCtx>>>,
     /// Free operation slots.
     free_slots: KVec<u32>,
+    /// The teardown finished (set last, under the lock).
+    torn_down: bool,
 }
 
 /// A connection.
@@ -252,6 +254,7 @@ impl Conn {
                     destroyed: false,
                     ops,
                     free_slots,
+                    torn_down: false,
                 }),
                 cv <- new_condvar!(),
             }),
@@ -367,12 +370,18 @@ impl Conn {
         wire::negotiate(peer_hello.version)?;
         let this = Self::new(shared.clone(), false, State::Accepting, DEFAULT_TIMEOUT_MS)
             .map_err(|_| abi::errno::ENOMEM)?;
+        // Registered before anything can tear it down (device removal finds
+        // it once the QP exists), so the teardown always unregisters it.
+        shared.register(&this).map_err(|_| abi::errno::ENOMEM)?;
         let mut g = this.inner.lock();
         g.id = child;
         g.listener = Some(listener.clone());
         if let Err(e) = this.setup_qp(&mut g) {
             g.id = ptr::null_mut();
             g.listener = None;
+            drop(g);
+            // The CM destroys the child id when we reject.
+            Self::teardown(&this, e, true);
             return Err(e);
         }
         let h = hello().encode();
@@ -391,16 +400,13 @@ impl Conn {
             g.id = ptr::null_mut();
             g.listener = None;
             drop(g);
-            Self::release_resources(&this, ECONNABORTED);
+            Self::teardown(&this, -ret, true);
             return Err(-ret);
         }
         g.ctx_ref = true;
         drop(g);
         // The caller stores the context pointer in the child id.
         let _ = Self::leak_ref(&this);
-        if shared.register(&this).is_err() {
-            pr_warn!("connection registry full; connection will close with its file\n");
-        }
         Ok(this)
     }
 
@@ -547,8 +553,16 @@ impl Conn {
     /// already, drains and destroys the QP (every operation in flight
     /// completes, with an error), frees registrations, destroys the id and
     /// leaves the device and the file. Idempotent; process context only.
+    /// If another teardown is under way (device removal, a concurrent
+    /// close), waits for it to finish: callers rely on the connection's
+    /// resources being gone when this returns. That wait is bounded by a
+    /// drain and is not interruptible, like `flush_work()`.
     pub(crate) fn destroy(this: &Arc<Self>, error: Option<Errno>) {
         Self::teardown(this, error.unwrap_or(ECANCELED), false);
+        let mut g = this.inner.lock();
+        while !g.torn_down {
+            this.cv.wait(&mut g);
+        }
     }
 
     fn teardown(this: &Arc<Self>, error: Errno, in_handler: bool) -> c_int {
@@ -588,6 +602,8 @@ impl Conn {
             unsafe { Self::drop_ref(this) };
         }
         this.shared.unregister(this);
+        this.inner.lock().torn_down = true;
+        this.cv.notify_all();
         c_int::from(in_handler && !id.is_null())
     }
 

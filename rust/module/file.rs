@@ -563,10 +563,15 @@ unsafe extern "C" fn rrdma_rust_file_release(state: *mut c_void) {
     for l in listeners.iter() {
         Listener::close(l);
     }
+    // `destroy` returns once the connection is torn down (waiting for a
+    // teardown another path started), which unregisters it.
     loop {
         let conn = state.shared.conns.lock().iter().next().cloned();
         match conn {
-            Some(c) => Conn::destroy(&c, None),
+            Some(c) => {
+                Conn::destroy(&c, None);
+                state.shared.unregister(&c);
+            }
             None => break,
         }
     }

@@ -362,9 +362,10 @@ fn run(cli: Cli) -> std::io::Result<()> {
                 results.push(r);
             }
             if json {
+                // One line, for scripts (make bench).
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&results).map_err(std::io::Error::other)?
+                    serde_json::to_string(&results).map_err(std::io::Error::other)?
                 );
             }
         }

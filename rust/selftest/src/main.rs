@@ -13,11 +13,13 @@
 //! - `remote PEER_IP`: connections, export/import and block operations
 //!   against a peer running `rrdma serve` (`remote.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
-//!   page until `RELEASE_FILE` exists (`uffd.rs`).
+//!   page until `RELEASE_FILE` exists (`uffd.rs`);
+//! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`).
 
 use std::io;
 use std::process::ExitCode;
 
+mod measure;
 mod regions;
 mod remote;
 mod uffd;
@@ -433,6 +435,23 @@ fn main() -> ExitCode {
         eprintln!("usage: rrdma-selftest abi | devices NAME:NODE... | absent NAME... | regions");
         return ExitCode::from(2);
     };
+    if cmd == "memcpy" || cmd == "memory" {
+        let res = match (cmd.as_str(), rest.first()) {
+            ("memcpy", _) => measure::memcpy(),
+            ("memory", Some(peer)) => measure::memory(peer),
+            _ => {
+                eprintln!("usage: rrdma-selftest memory PEER_IP");
+                return ExitCode::from(2);
+            }
+        };
+        return match res {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rrdma-selftest {cmd}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if cmd == "hold-get-info" {
         let Some(release) = rest.first() else {
             eprintln!("usage: rrdma-selftest hold-get-info RELEASE_FILE");

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Measurements for `make bench` (not pass/fail checks):
+//! - `memcpy`: the guest's memory copy bandwidth, the ceiling of soft RDMA;
+//! - `memory PEER_IP`: kernel memory rrdma (and the provider) use per region
+//!   and per connection, from `/proc/meminfo` (`Slab` + `VmallocUsed`, which
+//!   excludes the region pages themselves).
+//!
+//! Each prints one JSON object on stdout.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rrdma::Rrdma;
+
+/// Copies 64 MiB buffers for about a second; bytes/s of the best pass.
+pub(crate) fn memcpy() -> io::Result<()> {
+    const LEN: usize = 64 << 20;
+    let src = vec![0x5au8; LEN];
+    let mut dst = vec![0u8; LEN];
+    let mut best = 0.0f64;
+    let start = Instant::now();
+    let mut passes = 0;
+    while start.elapsed() < Duration::from_secs(1) || passes < 3 {
+        let t = Instant::now();
+        dst.copy_from_slice(&src);
+        std::hint::black_box(&mut dst);
+        best = best.max(LEN as f64 / t.elapsed().as_secs_f64());
+        passes += 1;
+    }
+    println!("{{\"memcpy_mbps\": {:.1}, \"passes\": {passes}}}", best / 1e6);
+    Ok(())
+}
+
+fn meminfo_kib(key: &str) -> io::Result<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo")?;
+    text.lines()
+        .find_map(|l| {
+            let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .ok_or_else(|| io::Error::other(format!("no {key} in /proc/meminfo")))
+}
+
+fn kernel_kib() -> io::Result<u64> {
+    // Let deferred frees (RCU, workqueues) settle first.
+    std::thread::sleep(Duration::from_millis(300));
+    Ok(meminfo_kib("Slab")? + meminfo_kib("VmallocUsed")?)
+}
+
+/// Kernel memory per region (64 MiB) and per connection (16 of them, to
+/// `peer`'s `rrdma serve` on port 7471).
+pub(crate) fn memory(peer: &str) -> io::Result<()> {
+    let dev = Rrdma::open()?;
+    const REGION_MB: u64 = 64;
+    let base = kernel_kib()?;
+    let region = dev.create_region(4096, REGION_MB * 256)?;
+    let with_region = kernel_kib()?;
+    drop(region);
+    let addr: SocketAddr = format!("{peer}:7471").parse().map_err(io::Error::other)?;
+    const CONNS: u64 = 16;
+    let before = kernel_kib()?;
+    let mut conns = Vec::new();
+    for _ in 0..CONNS {
+        conns.push(dev.connect(addr, Duration::from_secs(10))?);
+    }
+    let after = kernel_kib()?;
+    drop(conns);
+    let region_kib = with_region.saturating_sub(base);
+    let per_conn = after.saturating_sub(before) as f64 / CONNS as f64;
+    println!(
+        "{{\"region_mib\": {REGION_MB}, \"region_overhead_kib\": {region_kib}, \"region_overhead_pct\": {:.4}, \"connections\": {CONNS}, \"per_connection_kib\": {per_conn:.1}}}",
+        region_kib as f64 * 100.0 / (REGION_MB * 1024) as f64
+    );
+    Ok(())
+}
