@@ -29,7 +29,10 @@ pub(crate) fn memcpy() -> io::Result<()> {
         best = best.max(LEN as f64 / t.elapsed().as_secs_f64());
         passes += 1;
     }
-    println!("{{\"memcpy_mbps\": {:.1}, \"passes\": {passes}}}", best / 1e6);
+    println!(
+        "{{\"memcpy_mbps\": {:.1}, \"passes\": {passes}}}",
+        best / 1e6
+    );
     Ok(())
 }
 
