@@ -34,5 +34,9 @@ if grep -q '^FAIL' "$out/results.txt"; then
 	grep '^FAIL' "$out/results.txt"
 	die "bench runs failed; see $out/"
 fi
-python3 "$HERE/bench-report.py" --kernel "$KVER" --rounds "$ROUNDS" --out "$out" \
+# Debian's python3 has the matplotlib setup.sh installs (a pyenv python3
+# may come first in $PATH).
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+"$py" "$HERE/bench-report.py" --kernel "$KVER" --rounds "$ROUNDS" --out "$out" \
 	"$out/bench_siw/results-b.log" "$out/bench_rxe/results-b.log"

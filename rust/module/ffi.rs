@@ -236,6 +236,12 @@ extern "C" {
     pub(crate) fn rrdma_shim_seq_u64(m: *mut SeqFile, key: *const c_char, value: u64);
     /// `PAGE_SIZE`.
     pub(crate) fn rrdma_shim_page_size() -> c_ulong;
+    /// Zeroed, split `2^order` pages, or NULL.
+    pub(crate) fn rrdma_shim_alloc_chunk(order: u32) -> *mut c_void;
+    /// Puts every page of a chunk from [`rrdma_shim_alloc_chunk`].
+    pub(crate) fn rrdma_shim_free_chunk(page: *mut c_void, order: u32);
+    /// `nth_page(page, n)`.
+    pub(crate) fn rrdma_shim_nth_page(page: *mut c_void, n: c_ulong) -> *mut c_void;
     /// The `max_region_mb` module parameter, in bytes.
     pub(crate) fn rrdma_shim_max_region_bytes() -> u64;
     /// `get_random_u64()`.

@@ -10,7 +10,7 @@
 
 use core::ptr::NonNull;
 
-use kernel::ffi::{c_int, c_void};
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::ffi::{self, IbPd, ShimMr};
@@ -41,15 +41,13 @@ impl Mr {
         let page_shift = ffi::page_size().trailing_zeros();
         let per_chunk = 1usize << (chunk_shift - page_shift);
         let first = usize::try_from(chunk).map_err(|_| EINVAL)? * per_chunk;
-        let pages = region.pages();
-        let end = pages.len().min(first.checked_add(per_chunk).ok_or(EINVAL)?);
-        if first >= end {
+        if first >= region.npages() {
             return Err(EINVAL);
         }
-        let mut ptrs = KVec::with_capacity(end - first, GFP_KERNEL)?;
-        for page in &pages[first..end] {
-            ptrs.push(page.as_ptr().cast::<c_void>(), GFP_KERNEL)?;
-        }
+        let end = region
+            .npages()
+            .min(first.checked_add(per_chunk).ok_or(EINVAL)?);
+        let mut ptrs = region.page_ptrs(first, end)?;
         let mut err: c_int = 0;
         // SAFETY: `pd` is the live PD of the connection's device; `ptrs`
         // holds `end - first` valid pages that the region keeps allocated

@@ -3,16 +3,19 @@
 //! Regions: kernel-allocated, zeroed pages that userspace maps without copies
 //! and that the NIC will read and write.
 //!
-//! The pages are allocated one by one (order 0) and charged to the creator's
-//! `RLIMIT_MEMLOCK`. Mapping inserts the very pages into the VMA; each
-//! inserted page holds its own reference, so a mapping stays valid after the
-//! region is destroyed, and the memory is freed when the last of both goes.
+//! The pages are allocated in physically contiguous chunks of up to
+//! [`CHUNK_ORDER_MAX`] (falling back to smaller ones), split so that every
+//! page is independent, and charged to the creator's `RLIMIT_MEMLOCK`. The
+//! region keeps one descriptor per chunk, not per page: its own memory is a
+//! small fraction of the region's. Mapping inserts the very pages into the
+//! VMA; each inserted page holds its own reference, so a mapping stays valid
+//! after the region is destroyed, and the memory is freed when the last of
+//! both goes.
 
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::ffi::{c_int, c_ulong, c_void};
-use kernel::page::Page;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -51,10 +54,47 @@ impl Drop for MemlockCharge {
     }
 }
 
+/// Largest chunk order (64 KiB with 4 KiB pages).
+pub(crate) const CHUNK_ORDER_MAX: u32 = 4;
+
+/// `2^order` physically contiguous pages, split; each page's reference is
+/// put on drop.
+struct Chunk {
+    // INVARIANT: from `rrdma_shim_alloc_chunk(order)`, put only in `drop`.
+    page: NonNull<c_void>,
+    order: u32,
+}
+
+// SAFETY: pages may be freed from any thread.
+unsafe impl Send for Chunk {}
+// SAFETY: no `&self` method mutates.
+unsafe impl Sync for Chunk {}
+
+impl Chunk {
+    fn alloc(order: u32) -> Option<Self> {
+        // SAFETY: no preconditions.
+        let page = unsafe { ffi::rrdma_shim_alloc_chunk(order) };
+        // INVARIANT: allocated just above.
+        NonNull::new(page).map(|page| Self { page, order })
+    }
+
+    fn pages(&self) -> usize {
+        1 << self.order
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant.
+        unsafe { ffi::rrdma_shim_free_chunk(self.page.as_ptr(), self.order) };
+    }
+}
+
 /// A region.
 pub(crate) struct Region {
     geometry: Geometry,
-    pages: KVVec<Page>,
+    chunks: KVec<Chunk>,
+    npages: usize,
     mmap_offset: u64,
     destroyed: AtomicBool,
     _memlock: MemlockCharge,
@@ -73,18 +113,32 @@ impl Region {
                 npages
             );
         })?;
-        let mut pages = KVVec::with_capacity(npages, GFP_KERNEL)?;
-        for i in 0..npages {
+        let mut chunks = KVec::new();
+        let mut have = 0;
+        let mut order = CHUNK_ORDER_MAX;
+        while have < npages {
             // SAFETY: no preconditions.
-            if i % 256 == 0 && unsafe { ffi::rrdma_shim_should_stop() } {
+            if unsafe { ffi::rrdma_shim_should_stop() } {
                 return Err(EINTR);
             }
-            pages.push(Page::alloc_page(GFP_KERNEL | __GFP_ZERO)?, GFP_KERNEL)?;
+            while order > 0 && (1usize << order) > npages - have {
+                order -= 1;
+            }
+            match Chunk::alloc(order) {
+                Some(c) => {
+                    have += c.pages();
+                    chunks.push(c, GFP_KERNEL)?;
+                }
+                // Memory is fragmented: smaller chunks from now on.
+                None if order > 0 => order -= 1,
+                None => return Err(ENOMEM),
+            }
         }
         Ok(Arc::new(
             Self {
                 geometry,
-                pages,
+                chunks,
+                npages,
                 mmap_offset,
                 destroyed: AtomicBool::new(false),
                 _memlock: memlock,
@@ -109,9 +163,30 @@ impl Region {
         self.destroyed.load(Ordering::Acquire)
     }
 
-    /// The region's pages, in order.
-    pub(crate) fn pages(&self) -> &[Page] {
-        &self.pages
+    /// Number of pages.
+    pub(crate) fn npages(&self) -> usize {
+        self.npages
+    }
+
+    /// Pointers to pages `[first, end)` (clamped to the region), in order,
+    /// for registration and mapping.
+    pub(crate) fn page_ptrs(&self, first: usize, end: usize) -> Result<KVVec<*mut c_void>> {
+        let end = end.min(self.npages);
+        let mut out = KVVec::with_capacity(end.saturating_sub(first), GFP_KERNEL)?;
+        let mut base = 0;
+        for c in self.chunks.iter() {
+            let n = c.pages();
+            if base + n > first && base < end {
+                for i in first.max(base)..end.min(base + n) {
+                    // SAFETY: `i - base < 2^order`: a page of this chunk.
+                    let p =
+                        unsafe { ffi::rrdma_shim_nth_page(c.page.as_ptr(), (i - base) as c_ulong) };
+                    out.push(p, GFP_KERNEL)?;
+                }
+            }
+            base += n;
+        }
+        Ok(out)
     }
 
     /// The offset userspace passes to mmap(2).
@@ -121,7 +196,7 @@ impl Region {
 
     /// Bytes a mapping of the region covers (whole pages).
     pub(crate) fn mapped_len(&self) -> u64 {
-        self.pages.len() as u64 * ffi::page_size()
+        self.npages as u64 * ffi::page_size()
     }
 
     /// Maps the region into `vma` after checking the request.
@@ -139,10 +214,7 @@ impl Region {
             );
             abi::error(e)
         })?;
-        let mut ptrs = KVVec::with_capacity(self.pages.len(), GFP_KERNEL)?;
-        for page in self.pages.iter() {
-            ptrs.push(page.as_ptr().cast::<c_void>(), GFP_KERNEL)?;
-        }
+        let mut ptrs = self.page_ptrs(0, self.npages)?;
         // SAFETY: `vma` is the VMA being set up by this mmap(2) call (the
         // caller holds the mmap lock), and `ptrs` holds valid pages that stay
         // allocated at least until the mapping takes its own references.

@@ -84,6 +84,43 @@ void rrdma_shim_seq_u64(struct seq_file *m, const char *key, u64 value)
 	seq_printf(m, "%s:\t%llu\n", key, value);
 }
 
+/*
+ * Region memory in physically contiguous chunks: fewer descriptors to keep
+ * (the module's memory per region) and to register.  The chunk is split, so
+ * each page has its own reference count and maps, and frees, on its own.
+ * Orders above 0 neither retry hard nor warn: the caller falls back.
+ */
+struct page *rrdma_shim_alloc_chunk(unsigned int order)
+{
+	gfp_t gfp = GFP_KERNEL | __GFP_ZERO;
+	struct page *page;
+
+	if (order)
+		gfp |= __GFP_NORETRY | __GFP_NOWARN;
+	page = alloc_pages(gfp, order);
+	if (page && order)
+		split_page(page, order);
+	return page;
+}
+
+void rrdma_shim_free_chunk(struct page *page, unsigned int order)
+{
+	unsigned long i;
+
+	for (i = 0; i < (1UL << order); i++)
+		put_page(page + i);
+}
+
+/*
+ * A buddy allocation never crosses a memory section, so the struct pages of
+ * one chunk are contiguous (newer kernels dropped nth_page() for that
+ * reason).
+ */
+struct page *rrdma_shim_nth_page(struct page *page, unsigned long n)
+{
+	return page + n;
+}
+
 unsigned long rrdma_shim_page_size(void)
 {
 	return PAGE_SIZE;

@@ -95,6 +95,9 @@ void rrdma_shim_memlock_uncharge(struct user_struct *user, unsigned long npages)
 bool rrdma_shim_should_stop(void);
 void rrdma_shim_seq_u64(struct seq_file *m, const char *key, u64 value);
 unsigned long rrdma_shim_page_size(void);
+struct page *rrdma_shim_alloc_chunk(unsigned int order);
+void rrdma_shim_free_chunk(struct page *page, unsigned int order);
+struct page *rrdma_shim_nth_page(struct page *page, unsigned long n);
 u64 rrdma_shim_max_region_bytes(void);
 
 /**
