@@ -167,6 +167,33 @@ mod wire_and_blocks {
     }
 }
 
+mod segments {
+    use proptest::prelude::*;
+    use rrdma_abi::ops::{segments, Checked, Dir};
+
+    proptest! {
+        #[test]
+        fn segments_tile_the_range_within_chunks(
+            lo in 0u64..(1 << 30), ro in 0u64..(1 << 30), len in 1u64..(64 << 20),
+            ls in 12u32..=20, rs in 12u32..=20,
+        ) {
+            let c = Checked { dir: Dir::Read, local_off: lo, remote_off: ro, len };
+            let (mut l, mut r, mut total) = (lo, ro, 0u64);
+            for s in segments(&c, ls, rs) {
+                prop_assert!(s.len > 0);
+                prop_assert_eq!((s.local_off, s.remote_off), (l, r));
+                let n = u64::from(s.len);
+                prop_assert_eq!(s.local_off >> ls, (s.local_off + n - 1) >> ls);
+                prop_assert_eq!(s.remote_off >> rs, (s.remote_off + n - 1) >> rs);
+                l += n;
+                r += n;
+                total += n;
+            }
+            prop_assert_eq!(total, len);
+        }
+    }
+}
+
 mod conn_machine {
     use proptest::prelude::*;
     use rrdma_abi::conn::{step, Action, Event, State};

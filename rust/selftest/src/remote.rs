@@ -676,6 +676,46 @@ fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     }
 }
 
+fn many_connections(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64) {
+    let res = (|| -> Result<(), String> {
+        let mut conns = Vec::new();
+        for i in 0..8 {
+            conns.push(
+                dev.connect(addr(peer, 7471), T)
+                    .map_err(|e| format!("connect {i}: {e}"))?,
+            );
+        }
+        let mut imports = Vec::new();
+        for (i, c) in conns.iter().enumerate() {
+            imports.push(
+                c.import(rw_token, T)
+                    .map_err(|e| format!("import {i}: {e}"))?,
+            );
+        }
+        let mut out = dev.create_region(4096, 8).map_err(|e| e.to_string())?;
+        let back = dev.create_region(4096, 8).map_err(|e| e.to_string())?;
+        for (i, r) in imports.iter().enumerate() {
+            pattern(out.as_mut_slice(), 77 + i as u64);
+            let rb = 200 + i as u64 * 4;
+            r.write(&out, 0, rb, 4)
+                .map_err(|e| format!("write {i}: {e}"))?;
+            // Read back through another connection than the writer's.
+            let other = &imports[(i + 1) % imports.len()];
+            other
+                .read(&back, 0, rb, 4)
+                .map_err(|e| format!("read {i}: {e}"))?;
+            if out.as_slice()[..4 * 4096] != back.as_slice()[..4 * 4096] {
+                return Err(format!("connection {i}: data differs"));
+            }
+        }
+        Ok(())
+    })();
+    t.check(
+        "8 connections at once, each writes, another reads back",
+        res,
+    );
+}
+
 fn close_in_flight(t: &mut Tap, peer: &str, rw_token: u64) {
     let start = Instant::now();
     let res = (|| -> io::Result<usize> {
@@ -787,6 +827,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     bad_op_checks(dev, t, &rw, &ro);
     export_checks(dev, t, &conn);
     thread_checks(dev, t, &rw);
+    many_connections(dev, t, peer, rw_token);
     close_in_flight(t, peer, rw_token);
     t.check("stale import handle after UNIMPORT: ENOENT", {
         let h = ro.handle();
