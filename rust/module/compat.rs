@@ -40,3 +40,13 @@ pub(crate) fn vec_swap_remove<T>(v: &mut kernel::alloc::KVec<T>, i: usize) -> Op
 pub(crate) fn arc_ptr<T>(a: &kernel::sync::Arc<T>) -> *const T {
     core::ptr::from_ref::<T>(a)
 }
+
+/// Removes (by address) `item` from `v`, returning the removed reference so
+/// that the caller drops it outside its lock.
+pub(crate) fn vec_remove_arc<T>(
+    v: &mut kernel::alloc::KVec<kernel::sync::Arc<T>>,
+    item: &T,
+) -> Option<kernel::sync::Arc<T>> {
+    let i = v.iter().position(|x| core::ptr::eq::<T>(&**x, item))?;
+    vec_swap_remove(v, i)
+}

@@ -82,6 +82,10 @@ struct Inner {
     device: Option<Arc<DeviceCtx>>,
     pd: *mut IbPd,
     chunk_shift: u32,
+    /// iWARP completes an RDMA WRITE once sent, not once placed: writes
+    /// end with a one-byte READ (a fence) so that their completion means
+    /// the data is in the peer's memory, as on InfiniBand and RoCE.
+    write_fence: bool,
     sq_free: u32,
     grant_regs: u32,
     fatal: Option<Errno>,
@@ -239,6 +243,7 @@ impl Conn {
                     device: None,
                     pd: ptr::null_mut(),
                     chunk_shift: 12,
+                    write_fence: false,
                     sq_free: SQ_DEPTH,
                     grant_regs: 0,
                     fatal: None,
@@ -448,6 +453,7 @@ impl Conn {
         g.pd = pd;
         device.add_conn(self).map_err(|_| abi::errno::ENOMEM)?;
         g.chunk_shift = ops::chunk_shift(max_pages, ffi::page_size().trailing_zeros());
+        g.write_fence = device.attr().node_type == crate::abi::uapi::node_type::RNIC;
         // SAFETY: `g.id` is live; `peer` is a valid out-pointer.
         unsafe { ffi::rrdma_shim_cm_peer(g.id, &mut g.peer) };
         g.device = Some(device);
@@ -1037,6 +1043,27 @@ impl Conn {
                 },
                 GFP_KERNEL,
             )?;
+        }
+        if c.dir == Dir::Write && g.write_fence {
+            if let Some(last) = wrs.last() {
+                let (addr, rkey) = (last.remote_addr + u64::from(last.len) - 1, last.rkey);
+                wrs.push(
+                    ShimWr {
+                        opcode: ffi::WR_FENCE,
+                        signaled: 0,
+                        slot: ffi::NO_SLOT,
+                        pad: 0,
+                        local_addr: 0,
+                        lkey: 0,
+                        len: 1,
+                        remote_addr: addr,
+                        rkey,
+                        access: 0,
+                        mr: ptr::null_mut(),
+                    },
+                    GFP_KERNEL,
+                )?;
+            }
         }
         let n = wrs.len() as u32;
         if n > SQ_DEPTH {

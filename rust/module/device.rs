@@ -140,11 +140,8 @@ impl DeviceCtx {
 
     /// Forgets a connection (it released its device objects).
     pub(crate) fn remove_conn(&self, conn: &Conn) {
-        let gone = {
-            let mut conns = self.conns.lock();
-            let i = conns.iter().position(|c| core::ptr::eq::<Conn>(&**c, conn));
-            i.and_then(|i| crate::compat::vec_swap_remove(&mut conns, i))
-        };
+        // The reference is dropped here, outside the lock.
+        let gone = crate::compat::vec_remove_arc(&mut self.conns.lock(), conn);
         drop(gone);
     }
 

@@ -82,6 +82,8 @@ pub(crate) const WR_READ: u32 = 1;
 pub(crate) const WR_WRITE: u32 = 2;
 /// `RRDMA_SHIM_WR_REG`.
 pub(crate) const WR_REG: u32 = 3;
+/// `RRDMA_SHIM_WR_FENCE`: an RDMA READ into the QP's scratch buffer.
+pub(crate) const WR_FENCE: u32 = 4;
 /// `RRDMA_SHIM_ACCESS_LOCAL_WRITE`.
 pub(crate) const ACCESS_LOCAL_WRITE: u32 = 1 << 0;
 /// `RRDMA_SHIM_ACCESS_REMOTE_READ`.

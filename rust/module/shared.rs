@@ -75,11 +75,7 @@ impl Shared {
 
     /// Removes a connection from the registry.
     pub(crate) fn unregister(&self, conn: &Conn) {
-        let removed = {
-            let mut conns = self.conns.lock();
-            let i = conns.iter().position(|c| core::ptr::eq::<Conn>(&**c, conn));
-            i.and_then(|i| crate::compat::vec_swap_remove(&mut conns, i))
-        };
+        let removed = crate::compat::vec_remove_arc(&mut self.conns.lock(), conn);
         // The last reference may go here: outside the lock.
         drop(removed);
     }

@@ -17,15 +17,7 @@ const CHUNK: usize = 64;
 
 /// Reads the ioctl argument at `arg` into a zero-extended `N`-byte buffer.
 pub(crate) fn read<const N: usize>(arg: u64, d: &Decoded) -> Result<[u8; N]> {
-    let plan = abi::ioctl::ext_copy(d.user_size, N);
-    let mut buf = [0u8; N];
-    user_slice(arg, plan.copy_len)
-        .reader()
-        .read_slice(&mut buf[..plan.copy_len])?;
-    if let Some((start, end)) = plan.unknown_tail {
-        check_zero(arg.checked_add(start as u64).ok_or(EFAULT)?, end - start)?;
-    }
-    Ok(buf)
+    read_sized(arg, d.user_size)
 }
 
 /// Reads a `user_size`-byte struct at `addr` into a zero-extended `N`-byte

@@ -8,7 +8,7 @@
 use super::blocks::Geometry;
 use super::errno::{
     Errno, EACCES, EAFNOSUPPORT, ECANCELED, ECONNABORTED, ECONNRESET, EINVAL, EIO, EKEYREVOKED,
-    EPERM, ERANGE,
+    EPERM,
 };
 use super::uapi::{Addr, Op, ACCESS_READ, ACCESS_WRITE, AF_INET, AF_INET6, OP_READ, OP_WRITE};
 
@@ -208,20 +208,10 @@ pub fn wc_errno(status: u32) -> Option<Errno> {
     })
 }
 
-/// Range check helper for handles of the right kind but wrong region:
-/// `ERANGE` if `block` is past `nblocks`.
-pub fn check_block(block: u64, nblocks: u64) -> Result<(), Errno> {
-    if block < nblocks {
-        Ok(())
-    } else {
-        Err(ERANGE)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errno::EOVERFLOW;
+    use crate::errno::{EOVERFLOW, ERANGE};
 
     fn op(opcode: u32, local: u64, remote: u64, count: u32) -> Op {
         Op {

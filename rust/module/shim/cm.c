@@ -390,7 +390,8 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	if (!q)
 		return -ENOMEM;
 	q->send_busy = bitmap_zalloc(nsend, GFP_KERNEL);
-	q->bufs = kzalloc((size_t)n * msg_len, GFP_KERNEL);
+	/* One more buffer: the sink of write fences (RRDMA_SHIM_WR_FENCE). */
+	q->bufs = kzalloc((size_t)(n + 1) * msg_len, GFP_KERNEL);
 	q->ops = kcalloc(nops, sizeof(*q->ops), GFP_KERNEL);
 	if (!q->send_busy || !q->bufs || !q->ops) {
 		ret = -ENOMEM;
@@ -414,7 +415,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		q->ops[i].index = i;
 		q->ops[i].cqe.done = op_done;
 	}
-	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
+	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)(n + 1) * msg_len,
 				   DMA_BIDIRECTIONAL);
 	if (ib_dma_mapping_error(dev, q->dma)) {
 		ret = -ENOMEM;
@@ -460,7 +461,8 @@ free_rcq:
 free_scq:
 	ib_free_cq(q->scq);
 unmap:
-	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len, DMA_BIDIRECTIONAL);
+	ib_dma_unmap_single(dev, q->dma, (size_t)(n + 1) * msg_len,
+			    DMA_BIDIRECTIONAL);
 free:
 	kfree(q->ops);
 	kfree(q->bufs);
@@ -484,7 +486,8 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	rdma_destroy_qp(q->id);
 	ib_free_cq(q->rcq);
 	ib_free_cq(q->scq);
-	ib_dma_unmap_single(dev, q->dma, (size_t)(q->nrecv + q->nsend) * q->msg_len,
+	ib_dma_unmap_single(dev, q->dma,
+			    (size_t)(q->nrecv + q->nsend + 1) * q->msg_len,
 			    DMA_BIDIRECTIONAL);
 	kfree(q->ops);
 	kfree(q->bufs);
@@ -667,6 +670,23 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 				w[k].reg.mr = s->mr->mr;
 				w[k].reg.key = s->mr->mr->rkey;
 				w[k].reg.access = access_flags(s->access);
+				break;
+			case RRDMA_SHIM_WR_FENCE:
+				/*
+				 * A READ of the last written byte into the
+				 * QP's scratch buffer: its response follows the
+				 * placement of every earlier WRITE on this
+				 * connection (iWARP completes a WRITE locally).
+				 */
+				wr->opcode = IB_WR_RDMA_READ;
+				sge[k].addr = q->dma + (u64)(q->nrecv + q->nsend) *
+						       q->msg_len;
+				sge[k].length = min(s->len, q->msg_len);
+				sge[k].lkey = q->pd->local_dma_lkey;
+				wr->sg_list = &sge[k];
+				wr->num_sge = 1;
+				w[k].rdma.remote_addr = s->remote_addr;
+				w[k].rdma.rkey = s->rkey;
 				break;
 			case RRDMA_SHIM_WR_READ:
 			case RRDMA_SHIM_WR_WRITE:

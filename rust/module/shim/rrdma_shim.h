@@ -116,6 +116,7 @@ struct rrdma_shim_addr {
 #define RRDMA_SHIM_WR_READ	1
 #define RRDMA_SHIM_WR_WRITE	2
 #define RRDMA_SHIM_WR_REG	3
+#define RRDMA_SHIM_WR_FENCE	4	/* READ into the QP's scratch buffer */
 
 /* rrdma_shim_wr.access, for RRDMA_SHIM_WR_REG */
 #define RRDMA_SHIM_ACCESS_LOCAL_WRITE	BIT(0)
@@ -129,7 +130,8 @@ struct rrdma_shim_addr {
  * @slot:	operation slot whose completion this is (reported through
  *		rrdma_rust_op_done()), or RRDMA_SHIM_NO_SLOT: completions go to
  *		rrdma_rust_quiet_done()
- * @local_addr:	READ/WRITE: local address (the local MR's iova space)
+ * @local_addr:	READ/WRITE: local address (the local MR's iova space); for
+ *		FENCE the shim uses the QP's scratch buffer
  * @lkey:	READ/WRITE: local key
  * @len:	READ/WRITE: bytes
  * @pad:	zero
