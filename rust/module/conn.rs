@@ -596,7 +596,7 @@ impl Conn {
             // SAFETY: `id` is live until destroyed below.
             unsafe { ffi::rrdma_shim_cm_disconnect(id) };
         }
-        Self::release_resources(this, error);
+        Self::release_resources(this);
         if !id.is_null() && !in_handler {
             // SAFETY: we own `id`, and we are not in its handler.
             unsafe { ffi::rrdma_shim_cm_destroy_id(id) };
@@ -614,7 +614,7 @@ impl Conn {
     }
 
     /// Drains and destroys the QP, frees registrations, leaves the device.
-    fn release_resources(this: &Arc<Self>, _error: Errno) {
+    fn release_resources(this: &Arc<Self>) {
         let qp = {
             let mut g = this.inner.lock();
             let qp = g.qp;

@@ -163,13 +163,7 @@ impl FileState {
     }
 
     /// Gives `conn` a handle and writes `out` back; undoes on failure.
-    fn publish_conn(
-        &self,
-        conn: &Arc<Conn>,
-        arg: u64,
-        d: &Decoded,
-        out: impl FnOnce(u32) -> Result,
-    ) -> Result {
+    fn publish_conn(&self, conn: &Arc<Conn>, out: impl FnOnce(u32) -> Result) -> Result {
         let handle = match self.objects.lock().insert(Object::Conn(conn.clone())) {
             Ok(h) => h,
             Err(e) => {
@@ -184,7 +178,6 @@ impl FileState {
             }
             return Err(e);
         }
-        let _ = (arg, d);
         Ok(())
     }
 
@@ -197,7 +190,7 @@ impl FileState {
             .listener(req.listener)
             .map_err(abi::error)?;
         let conn = listener.accept(req.timeout_ms)?;
-        self.publish_conn(&conn, arg, d, |h| {
+        self.publish_conn(&conn, |h| {
             req.handle = h;
             req.peer = uapi_addr(&conn.peer());
             uarg::write(arg, d, &req.encode())
@@ -217,7 +210,7 @@ impl FileState {
             abi::error(e)
         })?;
         let conn = Conn::connect(&self.shared, &shim_addr(&req.addr), timeout(req.timeout_ms))?;
-        self.publish_conn(&conn, arg, d, |h| {
+        self.publish_conn(&conn, |h| {
             req.handle = h;
             uarg::write(arg, d, &req.encode())
         })
