@@ -3,8 +3,9 @@
 //! Per-RDMA-device state, built by the `ib_client` `add` callback and torn
 //! down by `remove` once every user has let go.
 //!
-//! Each device gets a protection domain and a completion queue; connections
-//! will add their QPs on top. Devices without fast registration
+//! Each device gets a protection domain; connections add their QPs and CQs
+//! on top and register here so that `remove` can close them first. Devices
+//! without fast registration
 //! (`IB_DEVICE_MEM_MGT_EXTENSIONS`) are listed but not used: rrdma never
 //! falls back to a global rkey.
 
@@ -17,11 +18,8 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::conn::Conn;
 use crate::context::Context;
-use crate::ffi::{self, DeviceAttr, IbCq, IbDevice, IbPd};
+use crate::ffi::{self, DeviceAttr, IbDevice, IbPd};
 use crate::release::{Release, ReleaseGuard};
-
-/// Entries of the per-device completion queue.
-const DEVICE_CQ_ENTRIES: c_int = 256;
 
 /// A protection domain; deallocated on drop.
 struct Pd(NonNull<IbPd>);
@@ -44,30 +42,8 @@ impl Drop for Pd {
     }
 }
 
-/// A completion queue; freed on drop.
-struct Cq(NonNull<IbCq>);
-
-impl Cq {
-    fn new(dev: *mut IbDevice, entries: c_int) -> Result<Self> {
-        let mut cq = core::ptr::null_mut();
-        // SAFETY: as in `Pd::new`.
-        kernel::error::to_result(unsafe { ffi::rrdma_shim_alloc_cq(dev, entries, &mut cq) })?;
-        // INVARIANT: on success the shim stored a valid CQ.
-        Ok(Self(NonNull::new(cq).ok_or(ENOMEM)?))
-    }
-}
-
-impl Drop for Cq {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `rrdma_shim_alloc_cq` and freed only here.
-        unsafe { ffi::rrdma_shim_free_cq(self.0.as_ptr()) };
-    }
-}
-
-/// The verbs objects rrdma keeps per device. Field order is drop order:
-/// the CQ goes before the PD.
+/// The verbs objects rrdma keeps per device.
 struct Verbs {
-    _cq: Cq,
     pd: Pd,
 }
 
@@ -105,10 +81,7 @@ impl DeviceCtx {
             let pd = Pd::new(dev.as_ptr()).inspect_err(|e| {
                 pr_warn!("{}: ib_alloc_pd failed ({:?})\n", attr.name_str(), e);
             })?;
-            let cq = Cq::new(dev.as_ptr(), DEVICE_CQ_ENTRIES).inspect_err(|e| {
-                pr_warn!("{}: ib_alloc_cq failed ({:?})\n", attr.name_str(), e);
-            })?;
-            Some(Verbs { _cq: cq, pd })
+            Some(Verbs { pd })
         };
         Arc::pin_init(
             pin_init!(Self {

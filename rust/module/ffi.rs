@@ -20,12 +20,6 @@ pub(crate) struct IbPd {
     _opaque: [u8; 0],
 }
 
-/// Opaque `struct ib_cq`.
-#[repr(C)]
-pub(crate) struct IbCq {
-    _opaque: [u8; 0],
-}
-
 /// Opaque `struct vm_area_struct`.
 #[repr(C)]
 pub(crate) struct VmArea {
@@ -205,14 +199,6 @@ extern "C" {
     pub(crate) fn rrdma_shim_alloc_pd(dev: *mut IbDevice, pd: *mut *mut IbPd) -> c_int;
     /// `ib_dealloc_pd(pd)`.
     pub(crate) fn rrdma_shim_dealloc_pd(pd: *mut IbPd);
-    /// `ib_alloc_cq_any(dev, NULL, nr_cqe, IB_POLL_SOFTIRQ)`.
-    pub(crate) fn rrdma_shim_alloc_cq(
-        dev: *mut IbDevice,
-        nr_cqe: c_int,
-        cq: *mut *mut IbCq,
-    ) -> c_int;
-    /// `ib_free_cq(cq)`.
-    pub(crate) fn rrdma_shim_free_cq(cq: *mut IbCq);
     /// Registers the `ib_client`, then `/dev/rrdma`; `context` is handed to
     /// every callback until [`rrdma_shim_unregister`] returns.
     pub(crate) fn rrdma_shim_register(context: *mut c_void) -> c_int;

@@ -22,7 +22,6 @@
 
 struct ib_device;
 struct ib_pd;
-struct ib_cq;
 struct seq_file;
 struct vm_area_struct;
 struct page;
@@ -63,8 +62,6 @@ void rrdma_shim_device_query(struct ib_device *dev,
 			     struct rrdma_shim_device_attr *attr);
 int rrdma_shim_alloc_pd(struct ib_device *dev, struct ib_pd **pd);
 void rrdma_shim_dealloc_pd(struct ib_pd *pd);
-int rrdma_shim_alloc_cq(struct ib_device *dev, int nr_cqe, struct ib_cq **cq);
-void rrdma_shim_free_cq(struct ib_cq *cq);
 
 /**
  * struct rrdma_shim_vma_info - what Rust needs to check a mapping request

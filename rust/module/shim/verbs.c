@@ -47,18 +47,3 @@ void rrdma_shim_dealloc_pd(struct ib_pd *pd)
 {
 	ib_dealloc_pd(pd);
 }
-
-int rrdma_shim_alloc_cq(struct ib_device *dev, int nr_cqe, struct ib_cq **cq)
-{
-	struct ib_cq *c = ib_alloc_cq_any(dev, NULL, nr_cqe, IB_POLL_SOFTIRQ);
-
-	if (IS_ERR(c))
-		return PTR_ERR(c);
-	*cq = c;
-	return 0;
-}
-
-void rrdma_shim_free_cq(struct ib_cq *cq)
-{
-	ib_free_cq(cq);
-}
