@@ -51,9 +51,11 @@ pub(crate) const DEFAULT_TIMEOUT_MS: u32 = 5000;
 const IMPORT_CHUNKS_MAX: u64 = 1 << 20;
 
 /// A local region's registrations on this connection.
+/// Field order is drop order: the registrations go before the region
+/// reference, which may be the last one keeping the pages.
 struct LocalReg {
-    region: Arc<Region>,
     chunks: Chunks,
+    region: Arc<Region>,
     /// Operations in flight that use it.
     inflight: u32,
 }
@@ -209,20 +211,6 @@ fn hello() -> Hello {
     }
 }
 
-/// Whether control messages may flow: established, or accepted by us with
-/// the peer already talking (on IB/RoCE the passive side's ESTABLISHED
-/// event can trail the peer's first message; its QP is ready to send).
-fn can_talk(state: State) -> bool {
-    matches!(state, State::Connected | State::Accepting)
-}
-
-fn closed_errno(state: State) -> Errno {
-    match state {
-        State::Closed { error: Some(e) } | State::Closing { error: Some(e) } => e,
-        _ => ENOTCONN,
-    }
-}
-
 impl Conn {
     fn new(shared: Arc<Shared>, active: bool, state: State, timeout_ms: u32) -> Result<Arc<Self>> {
         let mut ops = KVec::with_capacity(SQ_DEPTH as usize, GFP_KERNEL)?;
@@ -349,7 +337,7 @@ impl Conn {
                 if g.state.is_connected() {
                     Ok(())
                 } else {
-                    Err(closed_errno(g.state))
+                    Err(g.state.errno())
                 }
             })
         };
@@ -706,7 +694,7 @@ impl Conn {
 
     fn send_ctrl(&self, msg: &[u8; CTRL_LEN]) -> Result<(), Errno> {
         let g = self.inner.lock();
-        if g.qp.is_null() || !can_talk(g.state) {
+        if g.qp.is_null() || !g.state.can_talk() {
             return Err(ENOTCONN);
         }
         // SAFETY: `g.qp` is live while set and we hold the lock.
@@ -737,7 +725,7 @@ impl Conn {
         }
         let geometry = *export.region.geometry();
         let mut g = self.inner.lock();
-        if !can_talk(g.state) || g.qp.is_null() {
+        if !g.state.can_talk() || g.qp.is_null() {
             return Err(ENOTCONN);
         }
         let shift = g.chunk_shift;
@@ -928,7 +916,7 @@ impl Conn {
         let req_id = {
             let mut g = self.inner.lock();
             if !g.state.is_connected() {
-                return Err(closed_errno(g.state));
+                return Err(g.state.errno());
             }
             let id = g.next_req;
             g.next_req += 1;
@@ -966,7 +954,7 @@ impl Conn {
         res?;
         match entry.and_then(|p| p.result) {
             Some(r) => r,
-            None => Err(closed_errno(g.state)),
+            None => Err(g.state.errno()),
         }
     }
 
@@ -987,7 +975,7 @@ impl Conn {
     ) -> Result<bool> {
         let mut g = self.inner.lock();
         if !g.state.is_connected() || g.qp.is_null() {
-            return Err(abi::error(closed_errno(g.state)));
+            return Err(abi::error(g.state.errno()));
         }
         if g.revoked.contains(&import.token) {
             return Err(abi::error(EKEYREVOKED));

@@ -543,19 +543,15 @@ unsafe extern "C" fn rrdma_rust_file_release(state: *mut c_void) {
     let state = unsafe { Arc::from_raw(state.cast::<FileState>().cast_const()) };
     // Listeners first (no new connections), then every connection: their
     // operations complete with errors and their QPs are drained.
-    let mut listeners = KVec::new();
-    state.objects.lock().drain(|o| {
+    // The table is taken out whole (no allocation that could fail) and
+    // emptied outside its lock: closing a listener takes rdma_cm and socket
+    // locks, and mmap(2) takes the table's lock under the mmap lock.
+    let mut objects = core::mem::replace(&mut *state.objects.lock(), Objects::new());
+    objects.drain(|o| {
         if let Object::Listener(l) = o {
-            if let Err(l) = listeners.push(l, GFP_KERNEL) {
-                // No memory to defer it: close it here, under the lock
-                // (close does not take the object table).
-                let _ = l;
-            }
+            Listener::close(&l);
         }
     });
-    for l in listeners.iter() {
-        Listener::close(l);
-    }
     // `destroy` returns once the connection is torn down (waiting for a
     // teardown another path started), which unregisters it.
     loop {

@@ -60,18 +60,11 @@ if [ "$RRDMA_ROLE" = a ]; then
 			echo "perftest server $test $size failed: $(tail -n 2 /tmp/pt-server.out)"
 	done </tmp/schedule
 	# Serve until the peer says quit.
-	i=0
-	while kill -0 $spid 2>/dev/null && [ $i -lt 600 ]; do sleep 0.5; i=$((i + 1)); done
-	kill $spid 2>/dev/null
+	wait_exit $spid 1500
 	ok "bench server on $dev"
 else
-	i=0
-	until ping -c 1 -W 1 "$RRDMA_PEER" >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); done
-	i=0
-	until echo tokens | nc "$RRDMA_PEER" 7470 2>/dev/null | grep -q rw || [ $i -ge 150 ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
+	wait_peer
+	wait_tokens
 	emit "{\"kind\":\"memcpy\",\"provider\":\"$prov\",\"value\":$(rrdma-selftest memcpy)}"
 	emit "{\"kind\":\"memory\",\"provider\":\"$prov\",\"value\":$(rrdma-selftest memory "$RRDMA_PEER")}"
 	t="--peer $RRDMA_PEER:7471 --token @$RRDMA_PEER:7470/rw"

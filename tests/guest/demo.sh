@@ -28,19 +28,12 @@ if [ "$RRDMA_ROLE" = a ]; then
 	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks 1024 --access rw --access ro \
 		>/tmp/serve.out 2>&1 &
 	pid=$!
-	i=0
-	while kill -0 $pid 2>/dev/null && [ $i -lt 1500 ]; do sleep 0.2; i=$((i + 1)); done
-	kill $pid 2>/dev/null
+	wait_exit $pid 1500
 	sed 's/^/  /' /tmp/serve.out >&9
 	say "RRDMA-DEMO-END"
 else
-	i=0
-	until ping -c 1 -W 1 "$RRDMA_PEER" >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); done
-	i=0
-	until echo tokens | nc "$RRDMA_PEER" 7470 2>/dev/null | grep -q rw || [ $i -ge 150 ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
+	wait_peer
+	wait_tokens
 	t="--peer $RRDMA_PEER:7471 --token @$RRDMA_PEER:7470"
 	say "RRDMA-DEMO-BEGIN"
 	say "guest b ($RRDMA_SELF) on $dev: tokens from the peer: $(echo tokens | nc "$RRDMA_PEER" 7470)"

@@ -64,3 +64,33 @@ wait_active() {
 	done
 	return 1
 }
+
+# wait_exit PID TICKS: waits up to TICKS x 0.2 s for background job PID;
+# returns its exit status, or kills it and returns 124.
+wait_exit() {
+	i=0
+	while kill -0 "$1" 2>/dev/null && [ $i -lt "$2" ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	if kill -0 "$1" 2>/dev/null; then
+		kill "$1"
+		return 124
+	fi
+	wait "$1"
+}
+
+# Waits until the peer answers ping (at most ~30 s).
+wait_peer() {
+	i=0
+	until ping -c 1 -W 1 "$RRDMA_PEER" >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); done
+}
+
+# Waits until the peer's `rrdma serve --control 7470` hands out tokens.
+wait_tokens() {
+	i=0
+	until echo tokens | nc "$RRDMA_PEER" 7470 2>/dev/null | grep -q rw || [ $i -ge 150 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+}

@@ -17,11 +17,7 @@ wait_active $dev
 tap "devices" rrdma-selftest devices $dev:$node
 
 # The peer must be reachable before RDMA can be.
-i=0
-until ping -c 1 -W 1 "$RRDMA_PEER" >/dev/null 2>&1; do
-	i=$((i + 1))
-	[ $i -ge 30 ] && break
-done
+wait_peer
 check "peer $RRDMA_PEER answers ping" ping -c 1 -W 2 "$RRDMA_PEER"
 
 # perftest over rdma_cm between the guests (the harness's data-path check).

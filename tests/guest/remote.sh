@@ -21,43 +21,19 @@ serve() {
 	pid=$!
 }
 
-# Serves until the peer says quit or die (or the test's time runs out).
-wait_serve() {
-	i=0
-	while kill -0 $pid 2>/dev/null && [ $i -lt 1500 ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
-	if kill -0 $pid 2>/dev/null; then
-		kill $pid
-		return 124
-	fi
-	wait $pid
-}
-
-# Waits until the peer's control channel answers with tokens.
-wait_tokens() {
-	i=0
-	until echo tokens | nc $RRDMA_PEER 7470 2>/dev/null | grep -q rw || [ $i -ge 150 ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
-}
-
 tok="--peer $RRDMA_PEER:7471 --token @$ctl"
 
 if [ "$RRDMA_ROLE" = a ]; then
 	serve
-	wait_serve
+	wait_exit $pid 1500
 	check "serve ends cleanly on quit" test $? = 0
 	# Second run: the peer's bench is in flight when serve dies.
 	serve
-	wait_serve
+	wait_exit $pid 1500
 	check "serve dies on request (peer death)" test $? = 9
 	cat /tmp/serve.out
 else
-	i=0
-	until ping -c 1 -W 1 "$RRDMA_PEER" >/dev/null 2>&1 || [ $i -ge 30 ]; do i=$((i + 1)); done
+	wait_peer
 	wait_tokens
 	tap "remote $prov" rrdma-selftest remote $RRDMA_PEER
 	# (The selftest revoked the rw token last; ask the peer to quit and
@@ -79,14 +55,12 @@ else
 	bpid=$!
 	sleep 1
 	check "rdma link del $dev under load" rdma link del $dev
-	i=0
-	while kill -0 $bpid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
-	if kill -0 $bpid 2>/dev/null; then
-		fail "bench fails after its device went away" "still running"
-		kill $bpid
+	wait_exit $bpid 100
+	rc=$?
+	if [ $rc = 124 ]; then
+		fail "bench fails after its device went away" "still running after 20 s"
 	else
-		wait $bpid
-		check "bench fails after its device went away" test $? != 0
+		check "bench fails after its device went away" test $rc != 0
 	fi
 	check "rdma link add $dev again" rdma link add $dev type $prov netdev eth0
 	wait_active $dev
@@ -97,14 +71,12 @@ else
 	bpid=$!
 	sleep 1
 	echo die | nc $RRDMA_PEER 7470 >/dev/null
-	i=0
-	while kill -0 $bpid 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
-	if kill -0 $bpid 2>/dev/null; then
-		fail "bench fails when the peer dies" "still running"
-		kill $bpid
+	wait_exit $bpid 100
+	rc=$?
+	if [ $rc = 124 ]; then
+		fail "bench fails when the peer dies" "still running after 20 s"
 	else
-		wait $bpid
-		check "bench fails when the peer dies" test $? != 0
+		check "bench fails when the peer dies" test $rc != 0
 	fi
 	cat /tmp/bench1.out /tmp/bench2.out
 fi

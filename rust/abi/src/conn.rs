@@ -12,7 +12,7 @@
 //! `Closing` until rdma_cm reports the disconnect, then `Closed`.
 
 use super::errno::{
-    Errno, ECONNABORTED, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENODEV, ETIMEDOUT,
+    Errno, ECONNABORTED, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENODEV, ENOTCONN, ETIMEDOUT,
 };
 
 /// Where a connection is.
@@ -162,6 +162,23 @@ impl State {
     pub fn is_closed(&self) -> bool {
         matches!(self, State::Closed { .. })
     }
+
+    /// Whether control messages may flow: established, or accepted by us
+    /// with the peer already talking (on IB/RoCE the passive side's
+    /// ESTABLISHED event can trail the peer's first message; its QP is
+    /// ready to send by then).
+    pub fn can_talk(&self) -> bool {
+        matches!(self, State::Connected | State::Accepting)
+    }
+
+    /// The errno an operation on a connection in this state fails with:
+    /// the close errno if it carries one, else `ENOTCONN`.
+    pub fn errno(&self) -> Errno {
+        match *self {
+            State::Closed { error: Some(e) } | State::Closing { error: Some(e) } => e,
+            _ => ENOTCONN,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -171,6 +188,30 @@ mod tests {
 
     fn run(start: State, events: &[Event]) -> State {
         events.iter().fold(start, |s, &e| step(s, e).0)
+    }
+
+    #[test]
+    fn talking_and_errnos_by_state() {
+        assert!(State::Connected.can_talk());
+        assert!(State::Accepting.can_talk());
+        assert!(!State::Connecting.can_talk());
+        assert!(!State::Closing { error: None }.can_talk());
+        assert_eq!(
+            State::Closed {
+                error: Some(ENODEV)
+            }
+            .errno(),
+            ENODEV
+        );
+        assert_eq!(
+            State::Closing {
+                error: Some(ECONNRESET)
+            }
+            .errno(),
+            ECONNRESET
+        );
+        assert_eq!(State::Closed { error: None }.errno(), ENOTCONN);
+        assert_eq!(State::Resolving.errno(), ENOTCONN);
     }
 
     #[test]
