@@ -315,6 +315,14 @@ struct rrdma_unexport {
  * @block_size:	out: the remote region's block size
  * @access:	out: RRDMA_ACCESS_* granted
  * @nblocks:	out: the remote region's number of blocks
+ * @max_op_blocks: out: the largest @count one operation on this import
+ *		accepts, wherever it starts (a larger one fails with E2BIG
+ *		before anything is posted); it depends on both sides' devices.
+ *		Not written by callers of the 40-byte first version.
+ * @reserved:	in: must be zero
+ *
+ * Waits for the answer, and first for one of the connection's 8 import
+ * request slots if all are taken, within @timeout_ms (ETIMEDOUT).
  */
 struct rrdma_import {
 	__u32 conn;
@@ -325,7 +333,11 @@ struct rrdma_import {
 	__u32 block_size;
 	__u32 access;
 	__u64 nblocks;
+	__u32 max_op_blocks;
+	__u32 reserved;
 };
+
+#define RRDMA_IMPORT_SIZE_VER0	40	/* first published size */
 
 /* rrdma_op.opcode */
 #define RRDMA_OP_READ		1	/* remote blocks -> local region */

@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The connection state machine, driven by rdma_cm events and user calls.
+//! The connection state machine, driven by rdma_cm events, the data path
+//! and user calls.
 //!
-//! Pure: the kernel feeds [`Event`]s (from its rdma_cm handler, its timers
-//! and its ioctls) to [`step`] and performs the returned [`Action`]s. Every
-//! path ends in [`State::Closed`] exactly once, with the errno userspace
-//! sees for the connection: `None` for an orderly close.
+//! Pure: the kernel feeds [`Event`]s (from its rdma_cm handler, its
+//! completion handlers, its ioctls and device removal) to [`step`], which is
+//! the only place a connection's state changes, and performs the returned
+//! [`Action`]. Every path ends in [`State::Closed`] exactly once, through
+//! exactly one [`Action::Teardown`], with the errno userspace sees for the
+//! connection: `None` for an orderly close.
 //!
 //! Active side: `Resolving` (address) → `RoutePending` → `Connecting` →
-//! `Connected`. Passive side: `Accepting` → `Connected`. Teardown:
-//! `Closing` until rdma_cm reports the disconnect, then `Closed`.
+//! `Connected`. Passive side: `Accepting` → `Connected`. End: any failure or
+//! close moves to `Closing` with [`Action::Teardown`] (disconnect, drain and
+//! destroy the queue pair, complete what is in flight, free registrations,
+//! destroy the cm_id); the teardown reports [`Event::TornDown`], which moves
+//! to `Closed`. Nothing waits for rdma_cm's own disconnect handshake: the
+//! drain flushes the queue pair whatever the peer does.
 
 use super::errno::{
     Errno, ECONNABORTED, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENODEV, ENOTCONN, ETIMEDOUT,
@@ -28,13 +35,13 @@ pub enum State {
     Accepting,
     /// Established: operations may be posted.
     Connected,
-    /// Disconnect requested or observed; waiting for rdma_cm to finish and
-    /// the QP to drain.
+    /// Finished: the teardown is scheduled or running. Nothing new is
+    /// posted; operations in flight complete with `error` (or their own).
     Closing {
-        /// The errno the connection will end with (`None`: orderly).
+        /// The errno the connection ends with (`None`: orderly).
         error: Option<Errno>,
     },
-    /// Gone; resources may be freed.
+    /// Torn down: no queue pair, no registration, no cm_id.
     Closed {
         /// The errno userspace sees (`None`: orderly close).
         error: Option<Errno>,
@@ -59,19 +66,22 @@ pub enum Event {
     Rejected(Option<Errno>),
     /// `RDMA_CM_EVENT_UNREACHABLE`.
     Unreachable,
-    /// `RDMA_CM_EVENT_CONNECT_ERROR`, or a handshake reply that did not parse.
+    /// `RDMA_CM_EVENT_CONNECT_ERROR`, a failed `rdma_connect()`, or a
+    /// handshake reply that did not parse, with its errno.
     ConnectError(Errno),
-    /// `RDMA_CM_EVENT_DISCONNECTED` (or `TIMEWAIT_EXIT` after it).
+    /// `RDMA_CM_EVENT_DISCONNECTED`: the peer closed or went away.
     Disconnected,
     /// `RDMA_CM_EVENT_DEVICE_REMOVAL`, or the ib_client removing the device.
     DeviceRemoval,
-    /// The connect timeout expired.
+    /// A timeout expired (connect, or a peer that stopped answering).
     Timeout,
-    /// A work completion failed or the QP hit a fatal async event (e.g. a
-    /// peer's access error).
+    /// A work completion failed, a control message was malformed, or the
+    /// peer broke the protocol.
     QpFatal,
-    /// Userspace asked to disconnect, or closed the file.
+    /// Userspace asked to disconnect, closed the file, or gave up waiting.
     UserClose,
+    /// The teardown finished.
+    TornDown,
 }
 
 /// What the kernel must do after a step.
@@ -81,19 +91,18 @@ pub enum Action {
     None,
     /// `rdma_resolve_route()`.
     ResolveRoute,
-    /// Create the QPs and `rdma_connect()` with a hello.
+    /// Create the queue pair and `rdma_connect()` with a hello.
     Connect,
     /// Wake waiters: the connection is usable.
     Ready,
-    /// `rdma_disconnect()` (moves the QP to error, flushing its work).
-    Disconnect,
-    /// Drain the QPs, complete what is in flight with the close errno,
-    /// destroy the QPs and the cm_id, wake waiters.
+    /// Tear down: disconnect, drain and destroy the queue pair, complete
+    /// what is in flight, free registrations, destroy the cm_id, then
+    /// report [`Event::TornDown`]. Returned exactly once per connection.
     Teardown,
 }
 
-fn fail(e: Errno) -> (State, Action) {
-    (State::Closed { error: Some(e) }, Action::Teardown)
+fn end(e: Option<Errno>) -> (State, Action) {
+    (State::Closing { error: e }, Action::Teardown)
 }
 
 /// One transition. Events that do not apply to a state leave it unchanged
@@ -103,42 +112,34 @@ pub fn step(state: State, event: Event) -> (State, Action) {
     use State as S;
     match (state, event) {
         (S::Closed { .. }, _) => (state, Action::None),
-
-        (S::Closing { error }, E::Disconnected | E::DeviceRemoval | E::Timeout) => {
-            (S::Closed { error }, Action::Teardown)
-        }
+        (S::Closing { error }, E::TornDown) => (S::Closed { error }, Action::None),
         (S::Closing { .. }, _) => (state, Action::None),
+        // Only a teardown reports TornDown, and only from Closing.
+        (_, E::TornDown) => (state, Action::None),
 
-        (S::Connected, E::UserClose) => (S::Closing { error: None }, Action::Disconnect),
-        (S::Connected, E::Disconnected) => (
-            S::Closing {
-                error: Some(ECONNRESET),
-            },
-            Action::Disconnect,
-        ),
-        (S::Connected, E::QpFatal) => (
-            S::Closing {
-                error: Some(ECONNABORTED),
-            },
-            Action::Disconnect,
-        ),
-        (S::Connected, E::DeviceRemoval) => fail(ENODEV),
+        (S::Connected, E::UserClose) => end(None),
+        (S::Connected, E::Disconnected) => end(Some(ECONNRESET)),
+        (S::Connected, E::QpFatal) => end(Some(ECONNABORTED)),
+        (S::Connected, E::DeviceRemoval) => end(Some(ENODEV)),
+        (S::Connected, E::Timeout) => end(Some(ETIMEDOUT)),
         (S::Connected, _) => (state, Action::None),
 
         // Before establishment, a user close or any failure ends at once.
-        (_, E::UserClose) => (S::Closed { error: None }, Action::Teardown),
-        (_, E::DeviceRemoval) => fail(ENODEV),
-        (_, E::Timeout) => fail(ETIMEDOUT),
+        (_, E::UserClose) => end(None),
+        (_, E::DeviceRemoval) => end(Some(ENODEV)),
+        (_, E::Timeout) => end(Some(ETIMEDOUT)),
 
         (S::Resolving, E::AddrResolved) => (S::RoutePending, Action::ResolveRoute),
-        (S::Resolving, E::AddrError(e)) => fail(nonzero(e, EHOSTUNREACH)),
+        (S::Resolving, E::AddrError(e)) => end(Some(nonzero(e, EHOSTUNREACH))),
         (S::RoutePending, E::RouteResolved) => (S::Connecting, Action::Connect),
-        (S::RoutePending, E::RouteError(e)) => fail(nonzero(e, EHOSTUNREACH)),
+        (S::RoutePending, E::RouteError(e)) => end(Some(nonzero(e, EHOSTUNREACH))),
         (S::Connecting | S::Accepting, E::Established) => (S::Connected, Action::Ready),
-        (S::Connecting, E::Rejected(e)) => fail(e.unwrap_or(ECONNREFUSED)),
-        (S::Connecting | S::Accepting, E::Unreachable) => fail(EHOSTUNREACH),
-        (S::Connecting | S::Accepting, E::ConnectError(e)) => fail(nonzero(e, ECONNRESET)),
-        (S::Connecting | S::Accepting, E::Disconnected | E::QpFatal) => fail(ECONNRESET),
+        (S::Connecting, E::Rejected(e)) => end(Some(e.unwrap_or(ECONNREFUSED))),
+        (S::Connecting | S::Accepting, E::Unreachable) => end(Some(EHOSTUNREACH)),
+        (S::Connecting | S::Accepting, E::ConnectError(e)) => end(Some(nonzero(e, ECONNRESET))),
+        (S::Connecting | S::Accepting, E::Disconnected | E::QpFatal) => end(Some(ECONNRESET)),
+        // A failed `rdma_connect()` right after route resolution.
+        (S::RoutePending, E::ConnectError(e)) => end(Some(nonzero(e, ECONNRESET))),
 
         _ => (state, Action::None),
     }
@@ -158,7 +159,12 @@ impl State {
         matches!(self, State::Connected)
     }
 
-    /// Whether the connection is gone.
+    /// Whether the connection is finished (closing or closed).
+    pub fn is_finished(&self) -> bool {
+        matches!(self, State::Closing { .. } | State::Closed { .. })
+    }
+
+    /// Whether the teardown has finished.
     pub fn is_closed(&self) -> bool {
         matches!(self, State::Closed { .. })
     }
@@ -179,15 +185,32 @@ impl State {
             _ => ENOTCONN,
         }
     }
+
+    /// The status of an operation the teardown flushed: the close errno,
+    /// or `ECANCELED` for an orderly close by this side.
+    pub fn flush_errno(&self) -> Errno {
+        match *self {
+            State::Closed { error: Some(e) } | State::Closing { error: Some(e) } => e,
+            State::Closed { error: None } | State::Closing { error: None } => {
+                super::errno::ECANCELED
+            }
+            // Flushed while still up: the provider gave up under us.
+            _ => ECONNRESET,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errno::ENETUNREACH;
+    use crate::errno::{ECANCELED, ENETUNREACH};
 
+    /// Runs `events`, then the teardown's report if one was asked for.
     fn run(start: State, events: &[Event]) -> State {
-        events.iter().fold(start, |s, &e| step(s, e).0)
+        events.iter().fold(start, |s, &e| match step(s, e) {
+            (next, Action::Teardown) => step(next, Event::TornDown).0,
+            (next, _) => next,
+        })
     }
 
     #[test]
@@ -212,6 +235,17 @@ mod tests {
         );
         assert_eq!(State::Closed { error: None }.errno(), ENOTCONN);
         assert_eq!(State::Resolving.errno(), ENOTCONN);
+        assert_eq!(State::Closing { error: None }.flush_errno(), ECANCELED);
+        assert_eq!(
+            State::Closing {
+                error: Some(ENODEV)
+            }
+            .flush_errno(),
+            ENODEV
+        );
+        assert_eq!(State::Connected.flush_errno(), ECONNRESET);
+        assert!(State::Closing { error: None }.is_finished());
+        assert!(!State::Closing { error: None }.is_closed());
     }
 
     #[test]
@@ -227,10 +261,9 @@ mod tests {
         assert_eq!(s, State::Connected);
         assert_eq!(
             step(s, Event::UserClose),
-            (State::Closing { error: None }, Action::Disconnect)
+            (State::Closing { error: None }, Action::Teardown)
         );
-        let s = run(s, &[Event::UserClose, Event::Disconnected]);
-        assert_eq!(s, State::Closed { error: None });
+        assert_eq!(run(s, &[Event::UserClose]), State::Closed { error: None });
     }
 
     #[test]
@@ -245,6 +278,23 @@ mod tests {
         );
         assert_eq!(step(State::Connecting, Event::Established).1, Action::Ready);
         assert_eq!(step(State::Accepting, Event::Established).1, Action::Ready);
+    }
+
+    #[test]
+    fn every_end_tears_down_at_once() {
+        for (event, errno) in [
+            (Event::Disconnected, Some(ECONNRESET)),
+            (Event::QpFatal, Some(ECONNABORTED)),
+            (Event::DeviceRemoval, Some(ENODEV)),
+            (Event::Timeout, Some(ETIMEDOUT)),
+            (Event::UserClose, None),
+        ] {
+            assert_eq!(
+                step(State::Connected, event),
+                (State::Closing { error: errno }, Action::Teardown),
+                "{event:?}"
+            );
+        }
     }
 
     #[test]
@@ -284,6 +334,10 @@ mod tests {
             }
         );
         assert_eq!(
+            run(State::RoutePending, &[Event::ConnectError(-98)]),
+            State::Closed { error: Some(98) }
+        );
+        assert_eq!(
             run(State::Connected, &[Event::DeviceRemoval]),
             State::Closed {
                 error: Some(ENODEV)
@@ -307,19 +361,32 @@ mod tests {
     }
 
     #[test]
-    fn closing_waits_for_the_cm_but_not_forever() {
-        let s = run(
-            State::Connected,
-            &[Event::UserClose, Event::Established, Event::QpFatal],
-        );
-        assert_eq!(s, State::Closing { error: None });
+    fn closing_ignores_everything_but_its_teardown() {
+        let s = State::Closing {
+            error: Some(ECONNRESET),
+        };
+        for e in [
+            Event::Established,
+            Event::Disconnected,
+            Event::UserClose,
+            Event::DeviceRemoval,
+            Event::QpFatal,
+            Event::Timeout,
+        ] {
+            assert_eq!(step(s, e), (s, Action::None));
+        }
         assert_eq!(
-            step(s, Event::Timeout),
-            (State::Closed { error: None }, Action::Teardown)
+            step(s, Event::TornDown),
+            (
+                State::Closed {
+                    error: Some(ECONNRESET)
+                },
+                Action::None
+            )
         );
         assert_eq!(
-            step(s, Event::DeviceRemoval),
-            (State::Closed { error: None }, Action::Teardown)
+            step(State::Connected, Event::TornDown),
+            (State::Connected, Action::None)
         );
     }
 
@@ -333,6 +400,7 @@ mod tests {
             Event::Disconnected,
             Event::UserClose,
             Event::DeviceRemoval,
+            Event::TornDown,
         ] {
             assert_eq!(step(s, e), (s, Action::None));
         }

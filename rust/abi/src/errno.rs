@@ -65,6 +65,10 @@ pub const ECANCELED: i32 = 125;
 pub const EKEYREVOKED: i32 = 128;
 /// Address family not supported.
 pub const EAFNOSUPPORT: i32 = 97;
+/// Address already in use.
+pub const EADDRINUSE: i32 = 98;
+/// Cannot assign the requested address: no free local port.
+pub const EADDRNOTAVAIL: i32 = 99;
 
 /// An errno as returned by the ABI rules (always positive).
 pub type Errno = i32;

@@ -175,7 +175,7 @@ const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         nr: 0x09,
         dir: IOC_READ | IOC_WRITE,
-        min_size: uapi::Import::SIZE,
+        min_size: uapi::IMPORT_SIZE_VER0,
         size: uapi::Import::SIZE,
         cmd: Command::Import,
     },

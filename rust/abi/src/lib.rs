@@ -25,5 +25,6 @@ pub mod info;
 pub mod ioctl;
 pub mod ops;
 pub mod region;
+pub mod ring;
 pub mod uapi;
 pub mod wire;

@@ -7,8 +7,8 @@
 
 use super::blocks::Geometry;
 use super::errno::{
-    Errno, EACCES, EAFNOSUPPORT, ECANCELED, ECONNABORTED, ECONNRESET, EINVAL, EIO, EKEYREVOKED,
-    EPERM,
+    Errno, E2BIG, EACCES, EAFNOSUPPORT, ECANCELED, ECONNABORTED, ECONNRESET, EINVAL, EIO,
+    EKEYREVOKED, EPERM,
 };
 use super::uapi::{Addr, Op, ACCESS_READ, ACCESS_WRITE, AF_INET, AF_INET6, OP_READ, OP_WRITE};
 
@@ -63,13 +63,16 @@ pub struct RemoteView {
     pub writable: bool,
     /// Whether the exporter revoked it.
     pub revoked: bool,
+    /// The largest block count of one operation (see [`max_op_blocks`]).
+    pub max_blocks: u32,
 }
 
 /// Checks `op` (already resolved to its local region and remote view).
 ///
 /// Reserved fields and flags: `EINVAL`; different block sizes: `EINVAL`;
 /// a range outside either region: `ERANGE` (or `EOVERFLOW` / `EINVAL` from
-/// [`Geometry::span`]); a write to a read-only export: `EPERM`; a revoked
+/// [`Geometry::span`]); more blocks than one operation on the import may
+/// move: `E2BIG`; a write to a read-only export: `EPERM`; a revoked
 /// export: `EKEYREVOKED`.
 pub fn check_op(op: &Op, local: &Geometry, remote: &RemoteView) -> Result<Checked, Errno> {
     if op.flags != 0 || op.reserved != 0 {
@@ -85,6 +88,9 @@ pub fn check_op(op: &Op, local: &Geometry, remote: &RemoteView) -> Result<Checke
     }
     let (local_off, len) = local.span(op.local_block, op.count)?;
     let (remote_off, _) = remote.geometry.span(op.remote_block, op.count)?;
+    if op.count > remote.max_blocks {
+        return Err(E2BIG);
+    }
     if remote.revoked {
         return Err(EKEYREVOKED);
     }
@@ -175,6 +181,47 @@ pub fn chunk_shift(max_pages: u32, page_shift: u32) -> u32 {
     page_shift + (31 - pages.leading_zeros())
 }
 
+/// An upper bound of the work requests one operation of `len` bytes needs,
+/// whatever its alignment: its segments (cut at every local and remote
+/// chunk boundary: at most `1 + l + r` with `l` and `r` the chunk counts
+/// `len` spans on each side), a registration for each local chunk it
+/// touches (`l + 1` at most), and a write fence.
+pub fn max_wrs(len: u64, local_shift: u32, remote_shift: u32) -> u64 {
+    let l = len.div_ceil(1u64 << local_shift);
+    let r = len.div_ceil(1u64 << remote_shift);
+    2 * l + r + 3
+}
+
+/// The largest block count an operation may have so that it always fits in
+/// `budget` work requests ([`max_wrs`]); 0 if not even one block fits.
+pub fn max_op_blocks(block_size: u32, local_shift: u32, remote_shift: u32, budget: u64) -> u32 {
+    let fits = |c: u32| {
+        max_wrs(
+            u64::from(c) * u64::from(block_size),
+            local_shift,
+            remote_shift,
+        ) <= budget
+    };
+    let (mut lo, mut hi) = (0u32, u32::MAX);
+    if fits(hi) {
+        return hi;
+    }
+    // Invariant: fits(lo) (or lo == 0), !fits(hi).
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    if lo == 0 || fits(lo) {
+        lo
+    } else {
+        0
+    }
+}
+
 /// `enum ib_wc_status` values rrdma tells apart.
 pub mod wc {
     /// `IB_WC_SUCCESS`.
@@ -228,6 +275,7 @@ mod tests {
             geometry: Geometry::new(4096, nblocks, u64::MAX).unwrap(),
             writable,
             revoked: false,
+            max_blocks: 64,
         }
     }
 
@@ -274,6 +322,10 @@ mod tests {
         assert_eq!(check_op(&op(OP_READ, 0, 16, 1), &local, &rw), Err(ERANGE));
         assert_eq!(check_op(&op(OP_READ, 0, 15, 2), &local, &rw), Err(ERANGE));
         assert_eq!(check_op(&op(OP_READ, 0, 0, 0), &local, &rw), Err(EINVAL));
+        let big = Geometry::new(4096, 1000, u64::MAX).unwrap();
+        let wide = view(1000, true);
+        assert!(check_op(&op(OP_READ, 0, 0, 64), &big, &wide).is_ok());
+        assert_eq!(check_op(&op(OP_READ, 0, 0, 65), &big, &wide), Err(E2BIG));
         assert_eq!(
             check_op(&op(OP_READ, 0, u64::MAX, 1), &local, &rw),
             Err(EOVERFLOW)
@@ -346,6 +398,20 @@ mod tests {
         assert_eq!(chunk_shift(100, 12), 18);
         assert_eq!(chunk_shift(0, 12), 12);
         assert_eq!(chunk_of(3 << 20, 20), 3);
+    }
+
+    #[test]
+    fn operation_size_limits() {
+        // 1 MiB chunks on both sides, 256 work requests: 84 MiB always fits.
+        let max = max_op_blocks(4096, 20, 20, 256);
+        assert_eq!(u64::from(max) * 4096, 84 << 20);
+        assert!(max_wrs(u64::from(max) * 4096, 20, 20) <= 256);
+        assert!(max_wrs(u64::from(max + 1) * 4096, 20, 20) > 256);
+        // A budget too small for anything.
+        assert_eq!(max_op_blocks(4096, 12, 12, 5), 0);
+        assert_eq!(max_op_blocks(4096, 12, 12, 6), 1);
+        // Huge budgets are capped by the count field.
+        assert_eq!(max_op_blocks(512, 30, 30, u64::MAX), u32::MAX);
     }
 
     #[test]

@@ -315,7 +315,7 @@ abi_struct! {
 
 abi_struct! {
     /// `struct rrdma_import`.
-    pub struct Import (size = 40) {
+    pub struct Import (size = 48) {
         /// In: the connection.
         conn: u32 = 0,
         /// In: must be zero.
@@ -332,8 +332,15 @@ abi_struct! {
         access: u32 = 28,
         /// Out: number of blocks.
         nblocks: u64 = 32,
+        /// Out: the largest `count` of one operation on this import.
+        max_op_blocks: u32 = 40,
+        /// In: must be zero.
+        reserved: u32 = 44,
     }
 }
+
+/// `RRDMA_IMPORT_SIZE_VER0`: `struct rrdma_import` before `max_op_blocks`.
+pub const IMPORT_SIZE_VER0: usize = 40;
 
 /// `RRDMA_OP_READ`.
 pub const OP_READ: u32 = 1;

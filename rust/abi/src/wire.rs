@@ -7,6 +7,15 @@
 //!   errno when the passive side refuses.
 //! - **Control messages** ([`Ctrl`]) travel as fixed-size SEND/RECV
 //!   messages over the connection's QP into pre-posted receive buffers.
+//!   Every message a side sends on its own initiative is a request that the
+//!   peer answers ([`Ctrl::ImportReq`] → [`Ctrl::ImportResp`],
+//!   [`Ctrl::Revoke`] → [`Ctrl::RevokeAck`]), and each side keeps at most
+//!   [`REQ_MAX`] import requests and [`REVOKE_MAX`] revokes outstanding. A
+//!   receiver re-posts a buffer before it answers what the buffer held, so
+//!   an answer also returns the buffer: the messages a peer can have in
+//!   our buffers at once are bounded by [`CTRL_RECV_MIN`], whatever the
+//!   timing. (iWARP has no receiver-not-ready retry: a SEND that finds no
+//!   buffer kills the connection.)
 //!
 //! All integers are little-endian (the peers need not share endianness).
 //! Decoders check length, magic, version and every reserved byte, and never
@@ -16,10 +25,20 @@ use super::errno::{Errno, EPROTO, EPROTONOSUPPORT};
 
 /// `"RRDM"` as a little-endian `u32`.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"RRDM");
-/// Newest protocol version this build speaks.
-pub const VERSION: u16 = 1;
-/// Oldest protocol version this build accepts.
-pub const MIN_VERSION: u16 = 1;
+/// Newest protocol version this build speaks. Version 2 acknowledges
+/// revokes ([`Ctrl::RevokeAck`]) and bounds outstanding messages.
+pub const VERSION: u16 = 2;
+/// Oldest protocol version this build accepts: version 1 sent revokes
+/// without flow control, which iWARP cannot survive.
+pub const MIN_VERSION: u16 = 2;
+
+/// Import requests one side may have outstanding on a connection.
+pub const REQ_MAX: usize = 8;
+/// Revokes one side may have outstanding on a connection.
+pub const REVOKE_MAX: usize = 4;
+/// Receive buffers a side must post (and advertise in its [`Hello`]):
+/// the peer's requests and revokes, and the answers to ours.
+pub const CTRL_RECV_MIN: u16 = (2 * (REQ_MAX + REVOKE_MAX)) as u16;
 
 fn le16(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])
@@ -73,9 +92,10 @@ impl Hello {
 
     /// Decodes a peer's hello. Transports may pad private data, so bytes
     /// past [`HELLO_LEN`] are ignored. A version older than
-    /// [`MIN_VERSION`] is `EPROTONOSUPPORT`; anything malformed is `EPROTO`.
-    /// Flags and reserved bytes must be zero in version 1; a newer peer's
-    /// are ignored, since it will speak version 1 to us.
+    /// [`MIN_VERSION`] is `EPROTONOSUPPORT`; anything malformed, or fewer
+    /// receive buffers than [`CTRL_RECV_MIN`], is `EPROTO`. Flags and
+    /// reserved bytes must be zero in this version; a newer peer's are
+    /// ignored, since it will speak this version to us.
     pub fn decode(b: &[u8]) -> Result<Self, Errno> {
         if b.len() < HELLO_LEN || le32(b, 0) != MAGIC {
             return Err(EPROTO);
@@ -84,7 +104,7 @@ impl Hello {
         if version < MIN_VERSION {
             return Err(EPROTONOSUPPORT);
         }
-        if version == 1 && (le16(b, 6) != 0 || le32(b, 12) != 0) {
+        if version == VERSION && (le16(b, 6) != 0 || le32(b, 12) != 0) {
             return Err(EPROTO);
         }
         let h = Self {
@@ -93,7 +113,7 @@ impl Hello {
             qps: le16(b, 10),
             nonce: le64(b, 16),
         };
-        if h.ctrl_credits == 0 || h.qps == 0 {
+        if h.ctrl_credits < CTRL_RECV_MIN || h.qps == 0 {
             return Err(EPROTO);
         }
         Ok(h)
@@ -143,6 +163,7 @@ pub const GRANT_KEYS_MAX: usize = (CTRL_LEN - RESP_HEADER) / 4;
 const OP_IMPORT_REQ: u8 = 1;
 const OP_IMPORT_RESP: u8 = 2;
 const OP_REVOKE: u8 = 3;
+const OP_REVOKE_ACK: u8 = 4;
 
 /// Smallest registration chunk (`chunk_shift`): one page.
 pub const CHUNK_SHIFT_MIN: u8 = 12;
@@ -211,12 +232,22 @@ pub enum Ctrl {
         /// `Ok(grant)` or the errno for the importer.
         result: Result<Grant, Errno>,
     },
-    /// Exporter → importer: the export behind `token` is revoked.
+    /// Exporter → importer: the export behind `token` is revoked. The
+    /// importer refuses new operations on it, lets those in flight
+    /// complete, then answers with a [`Ctrl::RevokeAck`].
     Revoke {
+        /// Matches the acknowledgement to the revoke (never 0).
+        req_id: u64,
         /// The revoked token.
         token: u64,
         /// The generation that is no longer valid.
         generation: u32,
+    },
+    /// Importer → exporter: nothing of the revoked export is in flight
+    /// any more; the exporter may deregister it.
+    RevokeAck {
+        /// The revoke's id.
+        req_id: u64,
     },
 }
 
@@ -256,10 +287,19 @@ impl Ctrl {
                     Err(e) => put32(&mut b, 16, e as u32),
                 }
             }
-            Ctrl::Revoke { token, generation } => {
+            Ctrl::Revoke {
+                req_id,
+                token,
+                generation,
+            } => {
                 b[6] = OP_REVOKE;
+                put64(&mut b, 8, req_id);
                 put64(&mut b, 16, token);
                 put32(&mut b, 24, generation);
+            }
+            Ctrl::RevokeAck { req_id } => {
+                b[6] = OP_REVOKE_ACK;
+                put64(&mut b, 8, req_id);
             }
         }
         b
@@ -326,13 +366,15 @@ impl Ctrl {
                     )
                 }
             }
-            OP_REVOKE if b[7] == 0 && req_id == 0 && zero(28, 32) => (
+            OP_REVOKE if b[7] == 0 && req_id != 0 && zero(28, 32) => (
                 Ctrl::Revoke {
+                    req_id,
                     token: le64(b, 16),
                     generation: le32(b, 24),
                 },
                 32,
             ),
+            OP_REVOKE_ACK if b[7] == 0 && req_id != 0 => (Ctrl::RevokeAck { req_id }, 16),
             _ => return Err(EPROTO),
         };
         if !zero(used, CTRL_LEN) {
@@ -348,8 +390,8 @@ mod tests {
 
     fn hello() -> Hello {
         Hello {
-            version: 1,
-            ctrl_credits: 16,
+            version: VERSION,
+            ctrl_credits: 32,
             qps: 2,
             nonce: 0x1122_3344_5566_7788,
         }
@@ -384,6 +426,12 @@ mod tests {
         let mut nocred = b;
         put16(&mut nocred, 8, 0);
         assert_eq!(Hello::decode(&nocred), Err(EPROTO));
+        let mut few = b;
+        put16(&mut few, 8, CTRL_RECV_MIN - 1);
+        assert_eq!(Hello::decode(&few), Err(EPROTO));
+        let mut v1 = b;
+        put16(&mut v1, 4, 1);
+        assert_eq!(Hello::decode(&v1), Err(EPROTONOSUPPORT));
     }
 
     #[test]
@@ -392,7 +440,7 @@ mod tests {
         put16(&mut b, 4, 7);
         put16(&mut b, 6, 0xffff);
         let h = Hello::decode(&b).unwrap();
-        assert_eq!(negotiate(h.version), Ok(1));
+        assert_eq!(negotiate(h.version), Ok(VERSION));
         assert_eq!(negotiate(0), Err(EPROTONOSUPPORT));
     }
 
@@ -452,9 +500,11 @@ mod tests {
                 result: Err(2),
             },
             Ctrl::Revoke {
+                req_id: 3,
                 token: 5,
                 generation: 4,
             },
+            Ctrl::RevokeAck { req_id: 3 },
         ] {
             assert_eq!(Ctrl::decode(&m.encode()), Ok(m));
         }
@@ -502,5 +552,24 @@ mod tests {
         let mut extra = ok;
         put32(&mut extra, RESP_HEADER + 8, 1);
         assert_eq!(Ctrl::decode(&extra), Err(EPROTO));
+        // Revokes and their acknowledgements carry an id.
+        let mut rv = Ctrl::Revoke {
+            req_id: 1,
+            token: 2,
+            generation: 3,
+        }
+        .encode();
+        put64(&mut rv, 8, 0);
+        assert_eq!(Ctrl::decode(&rv), Err(EPROTO));
+        let mut ack = Ctrl::RevokeAck { req_id: 1 }.encode();
+        put64(&mut ack, 8, 0);
+        assert_eq!(Ctrl::decode(&ack), Err(EPROTO));
+        let mut ack_tail = Ctrl::RevokeAck { req_id: 1 }.encode();
+        ack_tail[16] = 1;
+        assert_eq!(Ctrl::decode(&ack_tail), Err(EPROTO));
+        // A version 1 message is refused.
+        let mut v1 = m;
+        put16(&mut v1, 4, 1);
+        assert_eq!(Ctrl::decode(&v1), Err(EPROTO));
     }
 }

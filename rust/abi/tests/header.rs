@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use rrdma_abi::uapi::{self, DeviceInfo, Info, RegionCreate, RegionDestroy};
+use rrdma_abi::uapi::{self, DeviceInfo, Import, Info, RegionCreate, RegionDestroy};
 
 const PROBE: &str = r#"
 #include <stddef.h>
@@ -31,6 +31,13 @@ int main(void)
 	F(rrdma_region_create, size);
 	printf("rrdma_region_destroy %zu\n", sizeof(struct rrdma_region_destroy));
 	F(rrdma_region_destroy, handle); F(rrdma_region_destroy, flags);
+	printf("rrdma_import %zu\n", sizeof(struct rrdma_import));
+	F(rrdma_import, conn); F(rrdma_import, flags); F(rrdma_import, token);
+	F(rrdma_import, timeout_ms); F(rrdma_import, handle); F(rrdma_import, block_size);
+	F(rrdma_import, access); F(rrdma_import, nblocks); F(rrdma_import, max_op_blocks);
+	F(rrdma_import, reserved);
+	printf("RRDMA_IMPORT_SIZE_VER0 %u\n", (unsigned)RRDMA_IMPORT_SIZE_VER0);
+	printf("RRDMA_IOCTL_IMPORT %u\n", (unsigned)RRDMA_IOCTL_IMPORT);
 	printf("RRDMA_IOCTL_REGION_CREATE %u\n", (unsigned)RRDMA_IOCTL_REGION_CREATE);
 	printf("RRDMA_IOCTL_REGION_DESTROY %u\n", (unsigned)RRDMA_IOCTL_REGION_DESTROY);
 	printf("RRDMA_FEATURES_ALL %llu\n", (unsigned long long)RRDMA_FEATURES_ALL);
@@ -119,6 +126,19 @@ fn c_header_matches_rust_mirror() {
     assert_eq!(got["rrdma_region_destroy"], RegionDestroy::SIZE as u64);
     off!("rrdma_region_destroy", RegionDestroy, handle);
     off!("rrdma_region_destroy", RegionDestroy, flags);
+    assert_eq!(got["rrdma_import"], Import::SIZE as u64);
+    off!("rrdma_import", Import, conn);
+    off!("rrdma_import", Import, flags);
+    off!("rrdma_import", Import, token);
+    off!("rrdma_import", Import, timeout_ms);
+    off!("rrdma_import", Import, handle);
+    off!("rrdma_import", Import, block_size);
+    off!("rrdma_import", Import, access);
+    off!("rrdma_import", Import, nblocks);
+    off!("rrdma_import", Import, max_op_blocks);
+    off!("rrdma_import", Import, reserved);
+    assert_eq!(got["RRDMA_IMPORT_SIZE_VER0"], uapi::IMPORT_SIZE_VER0 as u64);
+    assert_eq!(got["RRDMA_IOCTL_IMPORT"], u64::from(uapi::IOCTL_IMPORT));
     assert_eq!(
         got["RRDMA_IOCTL_REGION_CREATE"],
         u64::from(uapi::IOCTL_REGION_CREATE)

@@ -129,12 +129,19 @@ mod wire_and_blocks {
     proptest! {
         #[test]
         fn ctrl_decode_never_panics_and_round_trips(
+            kind in 0u8..4,
             token in any::<u64>(),
             first in any::<u32>(),
             flips in proptest::collection::vec((0usize..CTRL_LEN, any::<u8>()), 0..4),
             len in prop_oneof![Just(CTRL_LEN), 0usize..CTRL_LEN + 8],
         ) {
-            let mut b = Ctrl::ImportReq { req_id: 1, token, first_chunk: first }.encode().to_vec();
+            let base = match kind {
+                0 => Ctrl::ImportReq { req_id: 1, token, first_chunk: first },
+                1 => Ctrl::ImportResp { req_id: token, result: Err(2) },
+                2 => Ctrl::Revoke { req_id: token | 1, token, generation: first },
+                _ => Ctrl::RevokeAck { req_id: token | 1 },
+            };
+            let mut b = base.encode().to_vec();
             for (i, v) in flips {
                 b[i] = v;
             }
@@ -194,6 +201,145 @@ mod segments {
     }
 }
 
+mod op_limits {
+    use proptest::prelude::*;
+    use rrdma_abi::ops::{max_op_blocks, max_wrs, segments, Checked, Dir};
+
+    proptest! {
+        /// An operation's real work requests (segments, a registration per
+        /// local chunk it touches, a fence) never exceed `max_wrs`, and an
+        /// operation of `max_op_blocks` blocks fits the budget wherever it
+        /// starts.
+        #[test]
+        fn operations_fit_their_bound(
+            bs_shift in 9u32..=20, lblock in 0u64..(1 << 16), rblock in 0u64..(1 << 16),
+            ls in 12u32..=20, rs in 12u32..=20, budget in 6u64..600, frac in 0.0f64..=1.0,
+        ) {
+            let bs = 1u32 << bs_shift;
+            let max = max_op_blocks(bs, ls, rs, budget);
+            prop_assume!(max >= 1);
+            let count = ((f64::from(max) * frac) as u32).clamp(1, max);
+            let len = u64::from(count) * u64::from(bs);
+            let c = Checked {
+                dir: Dir::Write,
+                local_off: lblock * u64::from(bs),
+                remote_off: rblock * u64::from(bs),
+                len,
+            };
+            let segs = segments(&c, ls, rs).count() as u64;
+            let first = c.local_off >> ls;
+            let last = (c.local_off + len - 1) >> ls;
+            let wrs = segs + (last - first + 1) + 1;
+            prop_assert!(wrs <= max_wrs(len, ls, rs));
+            prop_assert!(max_wrs(u64::from(max) * u64::from(bs), ls, rs) <= budget);
+        }
+    }
+}
+
+mod completion_ring {
+    use std::collections::VecDeque;
+
+    use proptest::prelude::*;
+    use rrdma_abi::ring::RingIndex;
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Reserve(usize),
+        Unreserve(usize),
+        Complete,
+        Lend(usize),
+        Settle(usize),
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            (0usize..6).prop_map(Step::Reserve),
+            (0usize..3).prop_map(Step::Unreserve),
+            Just(Step::Complete),
+            Just(Step::Complete),
+            (1usize..5).prop_map(Step::Lend),
+            (0usize..5).prop_map(Step::Settle),
+        ]
+    }
+
+    proptest! {
+        /// Against a model: every completion that found a reservation is
+        /// read exactly once (delivered, or given back and read later);
+        /// nothing is lost or duplicated; records never share a slot; and
+        /// reservations, ready and lent records never exceed the capacity.
+        #[test]
+        fn completions_are_read_exactly_once(
+            cap in 1usize..9,
+            steps in proptest::collection::vec(step(), 0..80),
+        ) {
+            let mut r = RingIndex::new(cap);
+            let mut store: Vec<Option<u32>> = vec![None; cap];
+            let mut model: VecDeque<u32> = VecDeque::new();
+            let mut loans: Vec<Vec<u32>> = Vec::new();
+            let mut next = 0u32;
+            let mut delivered: Vec<u32> = Vec::new();
+            for s in steps {
+                match s {
+                    Step::Reserve(n) => { r.reserve(n); }
+                    Step::Unreserve(n) => r.unreserve(n),
+                    Step::Complete => {
+                        if let Some(slot) = r.push() {
+                            next += 1;
+                            store[slot] = Some(next);
+                            model.push_back(next);
+                        }
+                    }
+                    Step::Lend(max) => {
+                        let (first, n) = r.lend(max);
+                        let taken: Vec<u32> = (0..n)
+                            .map(|i| store[r.slot(first, i)].take().expect("a record"))
+                            .collect();
+                        for v in &taken {
+                            prop_assert_eq!(model.pop_front(), Some(*v));
+                        }
+                        loans.push(taken);
+                    }
+                    Step::Settle(ok) => {
+                        if let Some(loan) = loans.pop() {
+                            let ok = ok.min(loan.len());
+                            delivered.extend_from_slice(&loan[..ok]);
+                            let at = r.settle(loan.len(), ok);
+                            for (i, v) in loan[ok..].iter().enumerate() {
+                                let slot = r.slot(at, i);
+                                prop_assert!(store[slot].is_none());
+                                store[slot] = Some(*v);
+                            }
+                            for v in loan[ok..].iter().rev() {
+                                model.push_front(*v);
+                            }
+                        }
+                    }
+                }
+                prop_assert!(r.len() + r.reserved() + r.lent() <= cap);
+                prop_assert_eq!(r.len(), model.len());
+                prop_assert_eq!(store.iter().filter(|x| x.is_some()).count(), r.len());
+            }
+            // Settle what is still lent as failures, then read everything.
+            while let Some(loan) = loans.pop() {
+                let at = r.settle(loan.len(), 0);
+                for (i, v) in loan.iter().enumerate() {
+                    store[r.slot(at, i)] = Some(*v);
+                }
+                for v in loan.iter().rev() {
+                    model.push_front(*v);
+                }
+            }
+            let (first, n) = r.lend(cap);
+            for i in 0..n {
+                delivered.push(store[r.slot(first, i)].take().unwrap());
+            }
+            r.settle(n, n);
+            delivered.sort_unstable();
+            prop_assert_eq!(delivered, (1..=next).collect::<Vec<_>>());
+        }
+    }
+}
+
 mod conn_machine {
     use proptest::prelude::*;
     use rrdma_abi::conn::{step, Action, Event, State};
@@ -213,22 +359,45 @@ mod conn_machine {
             Just(Event::Timeout),
             Just(Event::QpFatal),
             Just(Event::UserClose),
+            Just(Event::TornDown),
         ]
     }
 
     proptest! {
-        /// Whatever rdma_cm and userspace do, teardown happens exactly once,
-        /// only on entering Closed; Closed is final; every close errno is a
-        /// valid errno; and a user close plus a timeout always ends it.
+        /// Whatever rdma_cm, the data path and userspace do: the teardown is
+        /// asked for exactly once, on entering Closing; only its report
+        /// (TornDown) leads from Closing to Closed; Closed is final; every
+        /// close errno is a valid errno; and a user close always ends it.
+        /// The teardown's report may arrive at any later point.
         #[test]
-        fn teardown_exactly_once(start_active in any::<bool>(), events in proptest::collection::vec(event(), 0..40)) {
+        fn teardown_exactly_once(
+            start_active in any::<bool>(),
+            events in proptest::collection::vec(event(), 0..40),
+            report_after in 0usize..8,
+        ) {
             let mut s = if start_active { State::Resolving } else { State::Accepting };
             let mut teardowns = 0;
-            for e in events.into_iter().chain([Event::UserClose, Event::Timeout]) {
+            let mut pending_report: Option<usize> = None;
+            let events: Vec<Event> = events.into_iter().chain([Event::UserClose]).collect();
+            let mut feed: Vec<Event> = events;
+            let mut i = 0;
+            while i < feed.len() {
+                let e = feed[i];
                 let (next, action) = step(s, e);
                 if action == Action::Teardown {
                     teardowns += 1;
-                    prop_assert!(next.is_closed() && !s.is_closed());
+                    let closing = next.is_finished() && !next.is_closed();
+                    prop_assert!(closing);
+                    prop_assert!(!s.is_finished());
+                    // The teardown reports a few events later (or at the end).
+                    let at = (i + 1 + report_after).min(feed.len());
+                    feed.insert(at, Event::TornDown);
+                    pending_report = Some(at);
+                }
+                if next.is_closed() && !s.is_closed() {
+                    prop_assert_eq!(e, Event::TornDown);
+                    let was_closing = s.is_finished() && !s.is_closed();
+                    prop_assert!(was_closing);
                 }
                 if s.is_closed() {
                     prop_assert_eq!(next, s);
@@ -237,7 +406,9 @@ mod conn_machine {
                     prop_assert!(errno > 0 && errno < 4096);
                 }
                 s = next;
+                i += 1;
             }
+            prop_assert!(pending_report.is_some());
             prop_assert!(s.is_closed());
             prop_assert_eq!(teardowns, 1);
         }

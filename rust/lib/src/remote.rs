@@ -110,6 +110,7 @@ pub struct RemoteRegion<'a> {
     block_size: u32,
     nblocks: u64,
     writable: bool,
+    max_op_blocks: u32,
 }
 
 impl Rrdma {
@@ -377,6 +378,12 @@ impl<'a> Connection<'a> {
             block_size: out.block_size,
             nblocks: out.nblocks,
             writable: out.access & ACCESS_WRITE != 0,
+            // An older kernel does not say: then one operation is one call.
+            max_op_blocks: if out.max_op_blocks == 0 {
+                u32::MAX
+            } else {
+                out.max_op_blocks
+            },
         })
     }
 
@@ -435,6 +442,12 @@ impl RemoteRegion<'_> {
         self.writable
     }
 
+    /// The largest `count` of one operation on this import (larger ones
+    /// are refused with `E2BIG`; [`Self::read`] and [`Self::write`] split).
+    pub fn max_op_blocks(&self) -> u32 {
+        self.max_op_blocks
+    }
+
     /// An operation of `count` blocks between `local` and this region.
     pub fn op(
         &self,
@@ -457,8 +470,39 @@ impl RemoteRegion<'_> {
         }
     }
 
+    /// Runs `count` blocks as synchronous operations of at most
+    /// [`Self::max_op_blocks`] blocks each, in order.
+    fn sync_pieces(
+        &self,
+        opcode: u32,
+        local: &Region<'_>,
+        local_block: u64,
+        remote_block: u64,
+        count: u32,
+    ) -> io::Result<()> {
+        let step = self.max_op_blocks.max(1);
+        let mut done = 0u32;
+        loop {
+            let n = (count - done).min(step);
+            let off = u64::from(done);
+            self.dev.rw_sync(&self.op(
+                opcode,
+                local,
+                local_block + off,
+                remote_block + off,
+                n,
+                0,
+            ))?;
+            done += n;
+            if done >= count {
+                return Ok(());
+            }
+        }
+    }
+
     /// Reads `count` remote blocks from `remote_block` into `local` at
-    /// `local_block`, synchronously.
+    /// `local_block`, synchronously (in pieces if larger than one
+    /// operation may be).
     pub fn read(
         &self,
         local: &Region<'_>,
@@ -466,12 +510,12 @@ impl RemoteRegion<'_> {
         remote_block: u64,
         count: u32,
     ) -> io::Result<()> {
-        self.dev
-            .rw_sync(&self.op(OP_READ, local, local_block, remote_block, count, 0))
+        self.sync_pieces(OP_READ, local, local_block, remote_block, count)
     }
 
     /// Writes `count` blocks of `local` from `local_block` to the remote
-    /// region at `remote_block`, synchronously.
+    /// region at `remote_block`, synchronously (in pieces if larger than
+    /// one operation may be).
     pub fn write(
         &self,
         local: &Region<'_>,
@@ -479,8 +523,7 @@ impl RemoteRegion<'_> {
         remote_block: u64,
         count: u32,
     ) -> io::Result<()> {
-        self.dev
-            .rw_sync(&self.op(OP_WRITE, local, local_block, remote_block, count, 0))
+        self.sync_pieces(OP_WRITE, local, local_block, remote_block, count)
     }
 }
 
