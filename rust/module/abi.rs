@@ -28,6 +28,8 @@ pub(crate) mod ioctl;
 pub(crate) mod ops;
 #[path = "../abi/src/region.rs"]
 pub(crate) mod region;
+#[path = "../abi/src/ring.rs"]
+pub(crate) mod ring;
 #[path = "../abi/src/uapi.rs"]
 pub(crate) mod uapi;
 #[path = "../abi/src/wire.rs"]

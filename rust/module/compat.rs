@@ -35,12 +35,6 @@ pub(crate) fn vec_swap_remove<T>(v: &mut kernel::alloc::KVec<T>, i: usize) -> Op
     vec_pop(v)
 }
 
-/// The address of an `Arc`'s value (6.12's `Arc` has no `as_ptr`); the
-/// same pointer `Arc::into_raw` returns.
-pub(crate) fn arc_ptr<T>(a: &kernel::sync::Arc<T>) -> *const T {
-    core::ptr::from_ref::<T>(a)
-}
-
 /// Removes (by address) `item` from `v`, returning the removed reference so
 /// that the caller drops it outside its lock.
 pub(crate) fn vec_remove_arc<T>(

@@ -3,9 +3,10 @@
 //! Per-RDMA-device state, built by the `ib_client` `add` callback and torn
 //! down by `remove` once every user has let go.
 //!
-//! Each device gets a protection domain; connections add their QPs and CQs
-//! on top and register here so that `remove` can close them first. Devices
-//! without fast registration
+//! Connections bring their own protection domain, queue pair and
+//! registrations (`verbs.rs`) and register here so that `remove` can close
+//! them first; every domain holds the device context, so `remove` returns
+//! only once all of them are gone. Devices without fast registration
 //! (`IB_DEVICE_MEM_MGT_EXTENSIONS`) are listed but not used: rrdma never
 //! falls back to a global rkey.
 
@@ -18,52 +19,27 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::conn::Conn;
 use crate::context::Context;
-use crate::ffi::{self, DeviceAttr, IbDevice, IbPd};
+use crate::ffi::{self, DeviceAttr, IbDevice};
 use crate::release::{Release, ReleaseGuard};
-
-/// A protection domain; deallocated on drop.
-struct Pd(NonNull<IbPd>);
-
-impl Pd {
-    fn new(dev: *mut IbDevice) -> Result<Self> {
-        let mut pd = core::ptr::null_mut();
-        // SAFETY: `dev` is a live device (we are inside its `add`/`remove`
-        // window) and `pd` is a valid out-pointer.
-        kernel::error::to_result(unsafe { ffi::rrdma_shim_alloc_pd(dev, &mut pd) })?;
-        // INVARIANT: on success the shim stored a valid PD.
-        Ok(Self(NonNull::new(pd).ok_or(ENOMEM)?))
-    }
-}
-
-impl Drop for Pd {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `rrdma_shim_alloc_pd` and freed only here.
-        unsafe { ffi::rrdma_shim_dealloc_pd(self.0.as_ptr()) };
-    }
-}
-
-/// The verbs objects rrdma keeps per device.
-struct Verbs {
-    pd: Pd,
-}
 
 /// rrdma's view of one RDMA device.
 #[pin_data]
 pub(crate) struct DeviceCtx {
     dev: NonNull<IbDevice>,
-    verbs: Option<Verbs>,
+    /// Whether the device does fast registration (else unused).
+    frwr: bool,
     removing: AtomicBool,
     /// Connections using the device: `remove` destroys them (the removal
-    /// notifiers of xprtrdma), which drops their references.
+    /// notifiers of xprtrdma), which drops their references. Lock order:
+    /// taken alone (never with `Conn::inner`).
     #[pin]
     conns: Mutex<KVec<Arc<Conn>>>,
-    /// Must stay the last field: signals `remove` after the verbs are freed.
+    /// Must stay the last field: signals `remove` after the rest is freed.
     release: ReleaseGuard,
 }
 
 // SAFETY: `dev` stays valid until `remove` returns, and `remove` waits for
-// the last `Arc<DeviceCtx>` to drop; the verbs objects may be used and freed
-// from any thread.
+// the last `Arc<DeviceCtx>` to drop.
 unsafe impl Send for DeviceCtx {}
 // SAFETY: as above; shared access only queries the device.
 unsafe impl Sync for DeviceCtx {}
@@ -71,33 +47,28 @@ unsafe impl Sync for DeviceCtx {}
 impl DeviceCtx {
     fn new(dev: NonNull<IbDevice>, release: Arc<Release>) -> Result<Arc<Self>> {
         let attr = query(dev);
-        let verbs = if attr.caps & ffi::CAP_MEM_MGT_EXT == 0 {
+        let frwr = attr.caps & ffi::CAP_MEM_MGT_EXT != 0;
+        if !frwr {
             pr_warn!(
                 "{}: no fast registration (IB_DEVICE_MEM_MGT_EXTENSIONS); listed but not used\n",
                 attr.name_str()
             );
-            None
-        } else {
-            let pd = Pd::new(dev.as_ptr()).inspect_err(|e| {
-                pr_warn!("{}: ib_alloc_pd failed ({:?})\n", attr.name_str(), e);
-            })?;
-            Some(Verbs { pd })
-        };
+        }
         Arc::pin_init(
             pin_init!(Self {
                 dev,
-                verbs,
+                frwr,
                 removing: AtomicBool::new(false),
-                conns <- new_mutex!(KVec::new()),
+                conns <- new_mutex!(KVec::new(), "DeviceCtx::conns"),
                 release: ReleaseGuard::new(release),
             }),
             GFP_KERNEL,
         )
     }
 
-    /// The device's protection domain, if rrdma uses the device.
-    pub(crate) fn pd(&self) -> Option<*mut IbPd> {
-        self.verbs.as_ref().map(|v| v.pd.0.as_ptr())
+    /// The device, for verbs on it (live while this context is held).
+    pub(crate) fn raw(&self) -> *mut IbDevice {
+        self.dev.as_ptr()
     }
 
     /// Whether this context is the one of `dev`.
@@ -105,10 +76,17 @@ impl DeviceCtx {
         self.dev.as_ptr() == dev
     }
 
-    /// Records a connection using the device.
-    pub(crate) fn add_conn(&self, conn: &Arc<Conn>) -> Result {
-        self.conns.lock().push(conn.clone(), GFP_KERNEL)?;
-        Ok(())
+    /// Records a connection about to use the device: `ENODEV` once the
+    /// device is going (removal takes the list under the same lock, so a
+    /// connection is either refused here or destroyed by `remove`).
+    pub(crate) fn add_conn(&self, conn: &Arc<Conn>) -> Result<(), crate::abi::errno::Errno> {
+        let mut conns = self.conns.lock();
+        if self.removing.load(Ordering::Acquire) {
+            return Err(crate::abi::errno::ENODEV);
+        }
+        conns
+            .push(conn.clone(), GFP_KERNEL)
+            .map_err(|_| crate::abi::errno::ENOMEM)
     }
 
     /// Forgets a connection (it released its device objects).
@@ -123,9 +101,9 @@ impl DeviceCtx {
         query(self.dev)
     }
 
-    /// Whether rrdma built its verbs objects on this device.
+    /// Whether rrdma can use the device (fast registration, not going).
     pub(crate) fn usable(&self) -> bool {
-        self.verbs.is_some() && !self.removing.load(Ordering::Acquire)
+        self.frwr && !self.removing.load(Ordering::Acquire)
     }
 }
 
@@ -172,8 +150,10 @@ unsafe extern "C" fn rrdma_rust_device_add(
 
 /// `ib_client.remove`: marks the device as going, forgets it and waits until
 /// the last reference to its context is gone, so that nothing touches the
-/// device afterwards. Connections on the device are destroyed first; the
-/// other holders are short-lived (`GET_INFO` snapshots).
+/// device afterwards. Connections on the device are destroyed first (a
+/// connection still setting up registers before it can use the device, see
+/// `Conn::setup_qp`); the other holders are short-lived (`GET_INFO`
+/// snapshots, a connection's domain until its teardown ends).
 ///
 /// # Safety
 ///
@@ -189,6 +169,7 @@ unsafe extern "C" fn rrdma_rust_device_remove(
     let context = unsafe { Context::from_ffi(context) };
     // SAFETY: `client_data` holds the reference `add` leaked with `into_raw`.
     let ctx = unsafe { Arc::from_raw(client_data.cast::<DeviceCtx>().cast_const()) };
+    // Set before the list is taken under its lock: no connection joins after.
     ctx.removing.store(true, Ordering::Release);
     let attr = ctx.attr();
     // Removal notifiers: every connection on the device closes with
@@ -196,7 +177,7 @@ unsafe extern "C" fn rrdma_rust_device_remove(
     // registrations are freed and it lets go of the device.
     let conns = core::mem::take(&mut *ctx.conns.lock());
     for conn in conns.iter() {
-        Conn::destroy(conn, Some(crate::abi::errno::ENODEV));
+        Conn::destroy(conn, crate::abi::conn::Event::DeviceRemoval);
     }
     drop(conns);
     context.remove_device(&ctx);

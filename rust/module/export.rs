@@ -4,8 +4,8 @@
 //!
 //! Only this table maps a token to (region, access, connection restriction,
 //! generation); peers see the token and nothing else. Registration for the
-//! NIC is done per importing connection (`conn.rs`), so that revoking an
-//! export deregisters exactly the keys it handed out.
+//! NIC is done per importing connection (`conn/grants.rs`), so that revoking
+//! an export deregisters exactly the keys it handed out.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -26,8 +26,9 @@ pub(crate) struct Export {
     pub(crate) region: Arc<Region>,
     /// Whether peers may write.
     pub(crate) writable: bool,
-    /// Identity of the only connection allowed to import it, if restricted.
-    pub(crate) conn: Option<usize>,
+    /// Serial number of the only connection allowed to import it, if
+    /// restricted (serials are never reused, unlike addresses).
+    pub(crate) conn: Option<u64>,
     /// Generation, unique per file, never reused.
     pub(crate) generation: u32,
 }
@@ -52,7 +53,7 @@ impl Exports {
         &mut self,
         region: Arc<Region>,
         writable: bool,
-        conn: Option<usize>,
+        conn: Option<u64>,
     ) -> Result<u64> {
         if self.list.len() >= EXPORTS_MAX {
             return Err(crate::abi::error(ENOSPC));

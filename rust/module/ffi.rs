@@ -102,7 +102,42 @@ pub(crate) struct ShimWr {
 }
 
 impl ShimWr {
-    /// An unsignaled registration of `mr` with `access`.
+    /// An unsignaled RDMA READ or WRITE (`opcode`) of `len` bytes between
+    /// `local_addr` (under `lkey`) and `remote_addr` (under `rkey`).
+    pub(crate) fn rdma(
+        opcode: u32,
+        local_addr: u64,
+        lkey: u32,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Self {
+        Self {
+            opcode,
+            signaled: 0,
+            slot: NO_SLOT,
+            pad: 0,
+            local_addr,
+            lkey,
+            len,
+            remote_addr,
+            rkey,
+            access: 0,
+            mr: core::ptr::null_mut(),
+        }
+    }
+
+    /// An unsignaled one-byte READ of `remote_addr` into the queue pair's
+    /// scratch buffer (the iWARP write fence).
+    pub(crate) fn fence(remote_addr: u64, rkey: u32) -> Self {
+        Self {
+            opcode: WR_FENCE,
+            len: 1,
+            ..Self::rdma(WR_FENCE, 0, 0, 1, remote_addr, rkey)
+        }
+    }
+
+    /// A registration of `mr` with `access`.
     pub(crate) fn reg(mr: *mut ShimMr, access: u32, signaled: bool) -> Self {
         Self {
             opcode: WR_REG,
@@ -208,12 +243,9 @@ extern "C" {
     pub(crate) fn rrdma_shim_warn_ratelimit() -> bool;
     /// Reads the VMA's range, offset and flags.
     pub(crate) fn rrdma_shim_vma_info(vma: *mut VmArea, info: *mut VmaInfo);
-    /// Sets the region VMA flags and inserts `npages` pages from its start.
-    pub(crate) fn rrdma_shim_vma_map_pages(
-        vma: *mut VmArea,
-        pages: *mut *mut c_void,
-        npages: c_ulong,
-    ) -> c_int;
+    /// Sets a region VMA's flags and operations; `region` is a region
+    /// reference the VMA owns from now on (dropped by its close).
+    pub(crate) fn rrdma_shim_vma_setup(vma: *mut VmArea, region: *mut c_void);
     /// Charges `npages` to the caller's RLIMIT_MEMLOCK; NULL and `*err` on failure.
     pub(crate) fn rrdma_shim_memlock_charge(npages: c_ulong, err: *mut c_int) -> *mut UserStruct;
     /// Undoes [`rrdma_shim_memlock_charge`].
@@ -236,20 +268,27 @@ extern "C" {
     pub(crate) fn rrdma_shim_random_u64() -> u64;
     /// Wakes read(2)/poll(2) sleepers of a file.
     pub(crate) fn rrdma_shim_file_wake(waitq: *mut c_void);
+    /// The module's work queue (connection teardowns).
+    pub(crate) fn rrdma_shim_wq() -> *mut kernel::bindings::workqueue_struct;
 
-    /// Creates an active cm_id owned by `owner` and starts resolving `dst`.
-    pub(crate) fn rrdma_shim_cm_connect_start(
+    /// Creates a cm_id whose events go to `owner` (a connection's, or a
+    /// listener's if `listener`).
+    pub(crate) fn rrdma_shim_cm_create(
         owner: *mut c_void,
-        dst: *const ShimAddr,
-        timeout_ms: u32,
+        listener: bool,
         out: *mut *mut RdmaCmId,
     ) -> c_int;
-    /// Creates a listening cm_id owned by `owner` bound to `src`.
-    pub(crate) fn rrdma_shim_cm_listen(
-        owner: *mut c_void,
+    /// `rdma_resolve_addr()` towards `dst`.
+    pub(crate) fn rrdma_shim_cm_resolve_addr(
+        id: *mut RdmaCmId,
+        dst: *const ShimAddr,
+        timeout_ms: u32,
+    ) -> c_int;
+    /// `rdma_bind_addr()` to `src`, then `rdma_listen()`.
+    pub(crate) fn rrdma_shim_cm_bind_listen(
+        id: *mut RdmaCmId,
         src: *const ShimAddr,
         backlog: u32,
-        out: *mut *mut RdmaCmId,
     ) -> c_int;
     /// `rdma_resolve_route()`.
     pub(crate) fn rrdma_shim_cm_resolve_route(id: *mut RdmaCmId, timeout_ms: u32) -> c_int;
@@ -320,12 +359,18 @@ pub(crate) fn page_size() -> u64 {
     unsafe { rrdma_shim_page_size() as u64 }
 }
 
+/// Whether a warning a peer or userspace can trigger may be printed now
+/// (one ratelimit for the module).
+pub(crate) fn ratelimit() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_warn_ratelimit() }
+}
+
 /// `pr_warn!` for conditions userspace can trigger at will: ratelimited so
 /// that a misbehaving program cannot flood the log.
 macro_rules! warn_user {
     ($($arg:tt)*) => {
-        // SAFETY: the shim function has no preconditions.
-        if unsafe { $crate::ffi::rrdma_shim_warn_ratelimit() } {
+        if $crate::ffi::ratelimit() {
             kernel::pr_warn!($($arg)*);
         }
     };

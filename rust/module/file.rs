@@ -1,10 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Per-open-file state of `/dev/rrdma`: ioctl dispatch, mmap and fdinfo.
+//! Per-open-file state of `/dev/rrdma`: ioctl dispatch, mmap, read and
+//! fdinfo.
 //!
-//! Locking: `objects` is never held across a user copy (a fault takes the
-//! mmap lock, and mmap(2) takes `objects` under the mmap lock) nor across
-//! page allocation.
+//! Every ioctl that writes a result back first writes its argument back
+//! unchanged (a probe): an argument the caller cannot write (read-only
+//! memory) fails with `EFAULT` before anything is done. The write of the
+//! result can then fail only if another thread unmaps or write-protects the
+//! argument meanwhile; the creating ioctls then undo what they did, and
+//! SUBMIT returns its count anyway (its completions say what was posted).
+//!
+//! Locking: no lock is held across a copy to or from user memory (a fault
+//! can stall for as long as a userfaultfd handler likes); see `objects.rs`,
+//! `shared.rs` and `conn/mod.rs` for each lock's rules.
 
 use kernel::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
 use kernel::prelude::*;
@@ -12,6 +20,7 @@ use kernel::sync::{new_mutex, Arc, ArcBorrow, Mutex};
 
 use crate::abi::{
     self,
+    conn::Event,
     errno::{Errno, EAGAIN, EBUSY, EINVAL, ENXIO},
     ioctl::{Command, Decoded},
     ops::{self, Checked},
@@ -23,13 +32,14 @@ use crate::abi::{
     },
 };
 use crate::compat::user_slice;
-use crate::conn::{Conn, Import, DEFAULT_TIMEOUT_MS};
+use crate::conn::{Conn, Import, Posted, DEFAULT_TIMEOUT_MS};
 use crate::context::Context;
 use crate::ffi::{self, warn_user, SeqFile, ShimAddr, VmArea, VmaInfo};
 use crate::info;
 use crate::listener::Listener;
-use crate::objects::{Object, Objects};
+use crate::objects::{Object, Objects, Slot};
 use crate::region::Region;
+use crate::ring::READ_BATCH;
 use crate::shared::Shared;
 use crate::uarg;
 
@@ -84,8 +94,14 @@ fn zero_flags(what: &str, flags: u32, reserved: u32) -> Result {
     Ok(())
 }
 
+/// Stores `object` under a new handle (room allocated first).
+fn insert(objects: &Mutex<Objects>, object: Object) -> Result<u32> {
+    let slot = Slot::new().map_err(abi::error)?;
+    objects.lock().insert(slot, object).map_err(abi::error)
+}
+
 impl FileState {
-    fn ioctl(&self, cmd: u32, arg: u64) -> Result {
+    fn ioctl(&self, cmd: u32, arg: u64) -> Result<i64> {
         // Unknown commands are routine (isatty() probes): no warning.
         let d = abi::ioctl::decode(cmd).map_err(abi::error)?;
         match d.cmd {
@@ -101,9 +117,10 @@ impl FileState {
             Command::Unexport => self.unexport(arg, &d),
             Command::Import => self.import(arg, &d),
             Command::Unimport => self.unimport(arg, &d),
-            Command::Submit => self.submit(arg, &d),
+            Command::Submit => return self.submit(arg, &d),
             Command::RwSync => self.rw_sync(arg, &d),
-        }
+        }?;
+        Ok(0)
     }
 
     fn listen(&self, arg: u64, d: &Decoded) -> Result {
@@ -126,13 +143,13 @@ impl FileState {
                 return Err(abi::error(EINVAL));
             }
         };
-        let listener = Listener::new(&self.shared, &shim_addr(&req.addr), backlog)
-            .inspect_err(|e| warn_user!("LISTEN: rdma_cm refused the address: {:?}\n", e))?;
-        let handle = match self
-            .objects
-            .lock()
-            .insert(Object::Listener(listener.clone()))
-        {
+        uarg::write(arg, d, &req.encode())?;
+        let listener =
+            Listener::new(&self.shared, &shim_addr(&req.addr), backlog).map_err(|e| {
+                warn_user!("LISTEN: rdma_cm refused the address: errno {}\n", e);
+                abi::error(e)
+            })?;
+        let handle = match insert(&self.objects, Object::Listener(listener.clone())) {
             Ok(h) => h,
             Err(e) => {
                 Listener::close(&listener);
@@ -164,17 +181,17 @@ impl FileState {
 
     /// Gives `conn` a handle and writes `out` back; undoes on failure.
     fn publish_conn(&self, conn: &Arc<Conn>, out: impl FnOnce(u32) -> Result) -> Result {
-        let handle = match self.objects.lock().insert(Object::Conn(conn.clone())) {
+        let handle = match insert(&self.objects, Object::Conn(conn.clone())) {
             Ok(h) => h,
             Err(e) => {
-                Conn::destroy(conn, None);
+                Conn::destroy(conn, Event::UserClose);
                 return Err(e);
             }
         };
         if let Err(e) = out(handle) {
             let c = self.objects.lock().remove_conn(handle);
             if let Ok(c) = c {
-                Conn::destroy(&c, None);
+                Conn::destroy(&c, Event::UserClose);
             }
             return Err(e);
         }
@@ -189,7 +206,10 @@ impl FileState {
             .lock()
             .listener(req.listener)
             .map_err(abi::error)?;
-        let conn = listener.accept(req.timeout_ms)?;
+        // Before a connection is taken off the queue: not after, when a
+        // failure would cost the connection.
+        uarg::write(arg, d, &req.encode())?;
+        let conn = listener.accept(req.timeout_ms).map_err(abi::error)?;
         self.publish_conn(&conn, |h| {
             req.handle = h;
             req.peer = uapi_addr(&conn.peer());
@@ -209,7 +229,9 @@ impl FileState {
             );
             abi::error(e)
         })?;
-        let conn = Conn::connect(&self.shared, &shim_addr(&req.addr), timeout(req.timeout_ms))?;
+        uarg::write(arg, d, &req.encode())?;
+        let conn = Conn::connect(&self.shared, &shim_addr(&req.addr), timeout(req.timeout_ms))
+            .map_err(abi::error)?;
         self.publish_conn(&conn, |h| {
             req.handle = h;
             uarg::write(arg, d, &req.encode())
@@ -224,7 +246,7 @@ impl FileState {
             .lock()
             .remove_conn(req.handle)
             .map_err(abi::error)?;
-        Conn::destroy(&conn, None);
+        Conn::destroy(&conn, Event::UserClose);
         Ok(())
     }
 
@@ -243,10 +265,11 @@ impl FileState {
             let region = o.region(req.region).map_err(abi::error)?;
             let restrict = match req.conn {
                 0 => None,
-                h => Some(crate::compat::arc_ptr(&o.conn(h).map_err(abi::error)?) as usize),
+                h => Some(o.conn(h).map_err(abi::error)?.serial()),
             };
             (region, restrict)
         };
+        uarg::write(arg, d, &req.encode())?;
         let token = self
             .shared
             .exports
@@ -269,8 +292,18 @@ impl FileState {
             .lock()
             .remove(req.token)
             .map_err(abi::error)?;
-        for conn in self.shared.conns()?.iter() {
-            conn.revoke(export.token, export.generation);
+        // Every importer is told first, then each acknowledgement awaited:
+        // when this returns, nothing of the export is registered anywhere.
+        let conns = self.shared.conns()?;
+        let mut tickets = KVec::with_capacity(conns.len(), GFP_KERNEL)?;
+        for conn in conns.iter() {
+            if let Some(t) = conn.start_revoke(export.token, export.generation) {
+                // Within capacity.
+                let _ = tickets.push(t, GFP_KERNEL);
+            }
+        }
+        for t in tickets {
+            t.finish();
         }
         Ok(())
     }
@@ -278,12 +311,21 @@ impl FileState {
     fn import(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = ImportArg::decode(&uarg::read::<{ ImportArg::SIZE }>(arg, d)?);
         zero_flags("IMPORT", req.flags, 0)?;
+        if req.reserved != 0 {
+            warn_user!("IMPORT: reserved {:#x} must be zero\n", req.reserved);
+            return Err(abi::error(EINVAL));
+        }
         let conn = self.objects.lock().conn(req.conn).map_err(abi::error)?;
-        let imp = Arc::new(conn.import(req.token, timeout(req.timeout_ms))?, GFP_KERNEL)?;
-        let handle = self.objects.lock().insert(Object::Import(imp.clone()))?;
+        uarg::write(arg, d, &req.encode())?;
+        let imp = conn
+            .import(req.token, timeout(req.timeout_ms))
+            .map_err(abi::error)?;
+        let imp = Arc::new(imp, GFP_KERNEL)?;
+        let handle = insert(&self.objects, Object::Import(imp.clone()))?;
         req.handle = handle;
         req.block_size = imp.geometry.block_size();
         req.nblocks = imp.geometry.nblocks();
+        req.max_op_blocks = imp.max_op_blocks;
         req.access = if imp.writable {
             ACCESS_READ | ACCESS_WRITE
         } else {
@@ -318,7 +360,9 @@ impl FileState {
         Ok((imp, region, c))
     }
 
-    fn submit(&self, arg: u64, d: &Decoded) -> Result {
+    /// SUBMIT: returns the number of operations posted (also written to
+    /// `submitted`).
+    fn submit(&self, arg: u64, d: &Decoded) -> Result<i64> {
         let mut req = Submit::decode(&uarg::read::<{ Submit::SIZE }>(arg, d)?);
         if req.flags != 0
             || req.count == 0
@@ -337,6 +381,10 @@ impl FileState {
             );
             return Err(abi::error(EINVAL));
         }
+        // The probe: an argument we could not write `submitted` back to
+        // fails now, with nothing posted.
+        req.submitted = 0;
+        uarg::write(arg, d, &req.encode())?;
         let mut resolved = KVec::with_capacity(req.count as usize, GFP_KERNEL)?;
         for i in 0..req.count {
             let addr = req
@@ -365,8 +413,8 @@ impl FileState {
                 .conn
                 .post_op(imp, region, c, op.user_data, op.opcode, None)
             {
-                Ok(true) => posted += 1,
-                Ok(false) => break,
+                Ok(Posted::Yes) => posted += 1,
+                Ok(Posted::Full) => break,
                 Err(e) => {
                     err = Some(e);
                     break;
@@ -374,12 +422,14 @@ impl FileState {
             }
         }
         self.shared.ring.lock().unreserve(reserved - posted);
-        req.submitted = posted as u32;
-        uarg::write(arg, d, &req.encode())?;
         if posted == 0 {
-            return Err(err.unwrap_or(abi::error(EAGAIN)));
+            return Err(abi::error(err.unwrap_or(EAGAIN)));
         }
-        Ok(())
+        req.submitted = posted as u32;
+        // Posted operations cannot be taken back: if the argument vanished
+        // since the probe, the count still comes back as the return value.
+        let _ = uarg::write(arg, d, &req.encode());
+        Ok(posted as i64)
     }
 
     fn rw_sync(&self, arg: u64, d: &Decoded) -> Result {
@@ -388,7 +438,10 @@ impl FileState {
             warn_user!("RW_SYNC: operation refused: errno {}\n", e);
             abi::error(e)
         })?;
-        let status = imp.conn.run_sync(&imp, &region, &c, op.opcode)?;
+        let status = imp
+            .conn
+            .run_sync(&imp, &region, &c, op.opcode)
+            .map_err(abi::error)?;
         if status < 0 {
             return Err(kernel::error::Error::from_errno(status));
         }
@@ -411,6 +464,7 @@ impl FileState {
             );
             abi::error(e)
         })?;
+        uarg::write(arg, d, &req.encode())?;
         let page = ffi::page_size();
         let offset = self
             .objects
@@ -418,7 +472,7 @@ impl FileState {
             .alloc_mmap_offset(geometry.pages(page) * page)
             .map_err(abi::error)?;
         let region = Region::new(geometry, offset)?;
-        let handle = self.objects.lock().insert(Object::Region(region))?;
+        let handle = insert(&self.objects, Object::Region(region))?;
         req.handle = handle;
         req.mmap_offset = offset;
         req.size = geometry.bytes();
@@ -517,7 +571,7 @@ unsafe extern "C" fn rrdma_rust_file_open(
         pin_init!(FileState {
             context,
             shared,
-            objects <- new_mutex!(Objects::new()),
+            objects <- new_mutex!(Objects::new(), "FileState::objects"),
         }),
         GFP_KERNEL,
     );
@@ -546,19 +600,20 @@ unsafe extern "C" fn rrdma_rust_file_release(state: *mut c_void) {
     // The table is taken out whole (no allocation that could fail) and
     // emptied outside its lock: closing a listener takes rdma_cm and socket
     // locks, and mmap(2) takes the table's lock under the mmap lock.
-    let mut objects = core::mem::replace(&mut *state.objects.lock(), Objects::new());
-    objects.drain(|o| {
+    let objects = state.objects.lock().take_all();
+    for o in objects.values() {
         if let Object::Listener(l) = o {
-            Listener::close(&l);
+            Listener::close(l);
         }
-    });
+    }
+    drop(objects);
     // `destroy` returns once the connection is torn down (waiting for a
     // teardown another path started), which unregisters it.
     loop {
         let conn = state.shared.conns.lock().iter().next().cloned();
         match conn {
             Some(c) => {
-                Conn::destroy(&c, None);
+                Conn::destroy(&c, Event::UserClose);
                 state.shared.unregister(&c);
             }
             None => break,
@@ -581,7 +636,7 @@ unsafe extern "C" fn rrdma_rust_file_ioctl(
     // SAFETY: by the function's safety requirements.
     let state = unsafe { borrow(state) };
     match state.ioctl(cmd, arg as u64) {
-        Ok(()) => 0,
+        Ok(n) => n as c_long,
         Err(e) => e.to_errno() as c_long,
     }
 }
@@ -637,7 +692,10 @@ unsafe extern "C" fn rrdma_rust_file_show_fdinfo(state: *mut c_void, m: *mut Seq
 }
 
 /// `read`: copies whole completion records; `-EAGAIN` when there are none
-/// (the shim sleeps unless `O_NONBLOCK`).
+/// (the shim sleeps unless `O_NONBLOCK`). Records are lent out of the ring
+/// under its lock and copied to user memory without it (`abi::ring`): a
+/// copy stalled on a fault holds up nothing else, and records it could not
+/// deliver go back to the front of the ring.
 ///
 /// # Safety
 ///
@@ -655,25 +713,37 @@ unsafe extern "C" fn rrdma_rust_file_read(
     if max == 0 {
         return abi::error(EINVAL).to_errno() as c_long;
     }
-    let mut ring = state.shared.ring.lock();
-    if ring.len() == 0 {
-        return abi::error(EAGAIN).to_errno() as c_long;
-    }
     let mut writer = user_slice(buf as u64, max * Completion::SIZE).writer();
-    let mut n = 0;
-    while n < max {
-        let Some(c) = ring.front() else { break };
-        // Copied before it is popped: a fault loses nothing.
-        if let Err(e) = writer.write_slice(&c.encode()) {
-            if n == 0 {
+    let mut done = 0;
+    let mut batch = [Completion::zeroed(); READ_BATCH];
+    while done < max {
+        let want = (max - done).min(READ_BATCH);
+        let n = state.shared.ring.lock().lend(&mut batch[..want]);
+        if n == 0 {
+            break;
+        }
+        let mut delivered = 0;
+        let mut fault = None;
+        for c in &batch[..n] {
+            if let Err(e) = writer.write_slice(&c.encode()) {
+                fault = Some(e);
+                break;
+            }
+            delivered += 1;
+        }
+        state.shared.ring.lock().settle(&batch[..n], delivered);
+        done += delivered;
+        if let Some(e) = fault {
+            if done == 0 {
                 return e.to_errno() as c_long;
             }
             break;
         }
-        ring.pop();
-        n += 1;
     }
-    (n * Completion::SIZE) as c_long
+    if done == 0 {
+        return abi::error(EAGAIN).to_errno() as c_long;
+    }
+    (done * Completion::SIZE) as c_long
 }
 
 /// Whether completions are waiting (poll and blocking read).

@@ -8,35 +8,42 @@
 //! are already accepted or being accepted but not yet taken; with `ENODEV`
 //! when no usable RDMA device owns the route; with the handshake's errno
 //! (`EPROTO`, `EPROTONOSUPPORT`) when the request is malformed.
+//!
+//! Closing (UNLISTEN, file release) destroys the id first, which waits for
+//! request handlers still running, and only then destroys the connections
+//! accepted but not taken: none is left behind.
+//!
+//! Locking: rdma_cm's handler mutex → `Listener::inner` → `Conn::inner`
+//! (a request is accepted under the listener's lock). `Listener::inner` is
+//! never held across the destruction of an id.
 
-use core::ptr;
+use core::ptr::NonNull;
 
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
-use kernel::sync::{new_condvar, new_mutex, Arc, ArcBorrow, CondVar, Mutex};
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 
 use crate::abi::{
-    self,
-    errno::{Errno, EAGAIN, EBUSY, ECONNREFUSED, EINVAL},
+    conn::Event,
+    errno::{Errno, EAGAIN, EBUSY, ECONNREFUSED, EINTR, EINVAL, ENODEV},
     wire,
 };
+use crate::cm_id::CmId;
 use crate::conn::Conn;
 use crate::ffi::{self, cm_event, RdmaCmId, ShimAddr};
+use crate::foreign;
 use crate::shared::Shared;
 
 struct Inner {
-    /// Null once closed (or handed to the CM on device removal).
-    id: *mut RdmaCmId,
-    ctx_ref: bool,
+    /// `None` before it listens, once closed, or once handed to the CM
+    /// (device removal).
+    id: Option<CmId<Listener>>,
     /// Accepted, handshake in progress.
     pending: KVec<Arc<Conn>>,
     /// Established, waiting for ACCEPT.
     queue: KVec<Arc<Conn>>,
     closed: bool,
 }
-
-// SAFETY: `id` is an rdma_cm object usable from any thread under the lock.
-unsafe impl Send for Inner {}
 
 /// A listener.
 #[pin_data]
@@ -51,65 +58,74 @@ pub(crate) struct Listener {
 
 impl Listener {
     /// Listens on `addr`.
-    pub(crate) fn new(shared: &Arc<Shared>, addr: &ShimAddr, backlog: u32) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        shared: &Arc<Shared>,
+        addr: &ShimAddr,
+        backlog: u32,
+    ) -> Result<Arc<Self>, Errno> {
+        let nomem = |_| crate::abi::errno::ENOMEM;
+        // Both lists have their room from the start: tracking a connection
+        // never fails (`request` refuses beyond it).
+        let pending = KVec::with_capacity(2 * backlog as usize, GFP_KERNEL).map_err(nomem)?;
+        let queue = KVec::with_capacity(backlog as usize, GFP_KERNEL).map_err(nomem)?;
         let this = Arc::pin_init(
             pin_init!(Self {
                 shared: shared.clone(),
                 backlog,
                 inner <- new_mutex!(Inner {
-                    id: ptr::null_mut(),
-                    ctx_ref: false,
-                    pending: KVec::new(),
-                    queue: KVec::new(),
+                    id: None,
+                    pending,
+                    queue,
                     closed: false,
-                }),
-                cv <- new_condvar!(),
+                }, "Listener::inner"),
+                cv <- new_condvar!("Listener::cv"),
             }),
             GFP_KERNEL,
-        )?;
+        )
+        .map_err(|_| crate::abi::errno::ENOMEM)?;
+        // Bound and listening before it is published, with no lock held:
+        // on failure, dropping the id destroys it, which must not happen
+        // under a lock the handlers take.
+        let id = CmId::create(&this, true)?;
+        id.bind_listen(addr, backlog)?;
         let mut g = this.inner.lock();
-        let owner: *mut c_void = Arc::into_raw(this.clone()).cast_mut().cast();
-        let mut id = ptr::null_mut();
-        // SAFETY: `owner` is a reference for the id's context; requests wait
-        // for `inner`, which we hold.
-        let ret = unsafe { ffi::rrdma_shim_cm_listen(owner, addr, backlog, &mut id) };
-        if ret != 0 {
-            // SAFETY: no id was created; the reference is unused.
-            drop(unsafe { Arc::from_raw(owner.cast::<Self>().cast_const()) });
+        if g.closed {
+            // The device went away in between (its removal event found no
+            // id to hand over and is waiting for ours to go).
             drop(g);
-            return Err(kernel::error::Error::from_errno(ret));
+            drop(id);
+            return Err(ENODEV);
         }
-        g.id = id;
-        g.ctx_ref = true;
+        g.id = Some(id);
         drop(g);
         Ok(this)
     }
 
     /// A connect request on `child` (handler context). Returns the new
-    /// connection's context pointer, or the errno it was rejected with.
+    /// connection's context pointer, or the errno it is rejected with.
     fn request(
         self: &Arc<Self>,
-        child: *mut RdmaCmId,
+        child: NonNull<RdmaCmId>,
         pdata: &[u8],
         initiator: u8,
         responder: u8,
     ) -> Result<*mut c_void, Errno> {
-        {
-            let g = self.inner.lock();
-            if g.closed {
-                return Err(ECONNREFUSED);
-            }
-            let open = g.pending.iter().filter(|c| !c.is_closed()).count() + g.queue.len();
-            if open >= self.backlog as usize {
-                return Err(EBUSY);
-            }
-        }
-        let conn = Conn::accept_request(&self.shared, self, child, pdata, initiator, responder)?;
+        // Held throughout: requests on several devices can run at once, and
+        // the room checked here is the room used below.
         let mut g = self.inner.lock();
-        if g.pending.push(conn.clone(), GFP_KERNEL).is_err() {
-            pr_warn!("listener: cannot track an accepted connection\n");
+        if g.closed {
+            return Err(ECONNREFUSED);
         }
-        Ok(crate::compat::arc_ptr(&conn).cast_mut().cast())
+        let open = g.pending.iter().filter(|c| !c.is_finished()).count() + g.queue.len();
+        // Failed handshakes stay in `pending` until ACCEPT prunes them.
+        if open >= self.backlog as usize || g.pending.len() >= 2 * self.backlog as usize {
+            return Err(EBUSY);
+        }
+        let (conn, ctx) =
+            Conn::accept_request(&self.shared, self, child, pdata, initiator, responder)?;
+        // Within the room checked above: cannot fail.
+        let _ = g.pending.push(conn, GFP_KERNEL);
+        Ok(ctx)
     }
 
     /// A connection this listener accepted is established.
@@ -117,9 +133,8 @@ impl Listener {
         let mut g = self.inner.lock();
         if let Some(i) = g.pending.iter().position(|c| Arc::ptr_eq(c, conn)) {
             if let Some(c) = crate::compat::vec_remove(&mut g.pending, i) {
-                if g.queue.push(c, GFP_KERNEL).is_err() {
-                    pr_warn!("listener: cannot queue an established connection\n");
-                }
+                // Within capacity: at most `backlog` are open.
+                let _ = g.queue.push(c, GFP_KERNEL);
             }
         }
         drop(g);
@@ -128,16 +143,16 @@ impl Listener {
 
     /// Takes the next established connection, waiting up to `timeout_ms`
     /// (0: not at all, `u32::MAX`: until a signal).
-    pub(crate) fn accept(&self, timeout_ms: u32) -> Result<Arc<Conn>> {
+    pub(crate) fn accept(&self, timeout_ms: u32) -> Result<Arc<Conn>, Errno> {
         let mut left = kernel::time::msecs_to_jiffies(timeout_ms);
         loop {
             let (conn, stale) = {
                 let mut g = self.inner.lock();
                 if g.closed {
-                    return Err(abi::error(EINVAL));
+                    return Err(EINVAL);
                 }
                 // Requests that failed before establishment are freed here.
-                let stale = match g.pending.iter().position(|c| c.is_closed()) {
+                let stale = match g.pending.iter().position(|c| c.is_finished()) {
                     Some(i) => crate::compat::vec_swap_remove(&mut g.pending, i),
                     None => None,
                 };
@@ -148,7 +163,7 @@ impl Listener {
                 };
                 if conn.is_none() && stale.is_none() {
                     if timeout_ms == 0 {
-                        return Err(abi::error(EAGAIN));
+                        return Err(EAGAIN);
                     }
                     if timeout_ms == u32::MAX {
                         if self.cv.wait_interruptible(&mut g) {
@@ -156,9 +171,7 @@ impl Listener {
                         }
                     } else {
                         match self.cv.wait_interruptible_timeout(&mut g, left) {
-                            kernel::sync::CondVarTimeoutResult::Timeout => {
-                                return Err(abi::error(EAGAIN))
-                            }
+                            kernel::sync::CondVarTimeoutResult::Timeout => return Err(EAGAIN),
                             kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
                             kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
                         }
@@ -167,11 +180,11 @@ impl Listener {
                 (conn, stale)
             };
             if let Some(s) = stale {
-                Conn::destroy(&s, None);
+                Conn::destroy(&s, Event::UserClose);
             }
             match conn {
                 // A connection that closed in the queue is of no use.
-                Some(c) if c.is_closed() => Conn::destroy(&c, None),
+                Some(c) if c.is_finished() => Conn::destroy(&c, Event::UserClose),
                 Some(c) => return Ok(c),
                 None => {}
             }
@@ -180,46 +193,52 @@ impl Listener {
 
     /// Stops listening and destroys the connections not yet taken.
     pub(crate) fn close(this: &Arc<Self>) {
-        let (id, ctx_ref, pending, queue) = {
+        let id = {
             let mut g = this.inner.lock();
             g.closed = true;
-            let id = g.id;
-            g.id = ptr::null_mut();
+            g.id.take()
+        };
+        this.cv.notify_all();
+        // Destroying the id waits for request handlers still running: once
+        // it returns, every connection this listener accepted is in
+        // `pending` or `queue`, and no new one comes.
+        drop(id);
+        let (pending, queue) = {
+            let mut g = this.inner.lock();
             (
-                id,
-                core::mem::take(&mut g.ctx_ref),
                 core::mem::take(&mut g.pending),
                 core::mem::take(&mut g.queue),
             )
         };
-        this.cv.notify_all();
-        if !id.is_null() {
-            // SAFETY: we own `id` and are not in its handler; once this
-            // returns, no request runs.
-            unsafe { ffi::rrdma_shim_cm_destroy_id(id) };
-        }
-        if ctx_ref {
-            // SAFETY: the id is gone; its context reference is unused.
-            drop(unsafe { Arc::from_raw(crate::compat::arc_ptr(this)) });
-        }
         for c in pending.iter() {
-            Conn::destroy(c, None);
+            Conn::destroy(c, Event::UserClose);
         }
         for c in queue.iter() {
-            Conn::destroy(c, None);
+            Conn::destroy(c, Event::UserClose);
         }
     }
+}
+
+/// Borrows a listener from its id's context.
+///
+/// # Safety
+///
+/// `ctx` is a listening id's context (a held reference).
+unsafe fn listener(ctx: *mut c_void) -> Arc<Listener> {
+    // SAFETY: by the function's safety requirements.
+    unsafe { foreign::borrow::<Listener>(ctx) }.into()
 }
 
 /// A connect request on a listening id.
 ///
 /// # Safety
 ///
-/// `listener` is the listening id's context (a held reference); `child` is
-/// the request's new id; `pdata` is valid for `len` bytes; `out` is valid.
+/// `ctx` is the listening id's context (a held reference); `child` is the
+/// request's new id; `pdata` is valid for `len` bytes (or null); `out` is
+/// valid for a write.
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_listen_request(
-    listener: *mut c_void,
+    ctx: *mut c_void,
     child: *mut RdmaCmId,
     pdata: *const c_void,
     len: u8,
@@ -228,13 +247,15 @@ unsafe extern "C" fn rrdma_rust_listen_request(
     out: *mut *mut c_void,
 ) -> c_int {
     // SAFETY: by the function's safety requirements.
-    let this: Arc<Listener> =
-        unsafe { ArcBorrow::from_raw(listener.cast::<Listener>().cast_const()) }.into();
+    let this = unsafe { listener(ctx) };
     let pdata: &[u8] = if pdata.is_null() {
         &[]
     } else {
         // SAFETY: by the function's safety requirements.
         unsafe { core::slice::from_raw_parts(pdata.cast(), usize::from(len)) }
+    };
+    let Some(child) = NonNull::new(child) else {
+        return 1;
     };
     match this.request(child, pdata, initiator, responder) {
         Ok(conn) => {
@@ -245,7 +266,7 @@ unsafe extern "C" fn rrdma_rust_listen_request(
         Err(e) => {
             let r = wire::reject(e);
             // SAFETY: handler context of `child`; `r` outlives the call.
-            unsafe { ffi::rrdma_shim_cm_reject(child, r.as_ptr().cast(), r.len() as u8) };
+            unsafe { ffi::rrdma_shim_cm_reject(child.as_ptr(), r.as_ptr().cast(), r.len() as u8) };
             // Non-zero: the CM destroys the child.
             1
         }
@@ -256,30 +277,28 @@ unsafe extern "C" fn rrdma_rust_listen_request(
 ///
 /// # Safety
 ///
-/// `listener` is the listening id's context (a held reference).
+/// `ctx` is the listening id's context (a held reference).
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_listen_event(listener: *mut c_void, event: c_int) -> c_int {
+unsafe extern "C" fn rrdma_rust_listen_event(ctx: *mut c_void, event: c_int) -> c_int {
     // SAFETY: by the function's safety requirements.
-    let this: Arc<Listener> =
-        unsafe { ArcBorrow::from_raw(listener.cast::<Listener>().cast_const()) }.into();
+    let this = unsafe { listener(ctx) };
     if event != cm_event::DEVICE_REMOVAL {
         return 0;
     }
     let mut g = this.inner.lock();
-    if g.id.is_null() {
-        // `close()` owns the id and is waiting for us.
-        return 0;
-    }
-    pr_warn!("listener: its RDMA device is going away; no more connections\n");
-    g.id = ptr::null_mut();
     g.closed = true;
-    let ctx_ref = core::mem::take(&mut g.ctx_ref);
+    let id = g.id.take();
     drop(g);
     this.cv.notify_all();
-    if ctx_ref {
-        // SAFETY: the CM destroys the id when we return non-zero; `this`
-        // keeps the listener alive until then.
-        drop(unsafe { Arc::from_raw(crate::compat::arc_ptr(&this)) });
+    match id {
+        Some(id) => {
+            pr_warn!("listener: its RDMA device is going away; no more connections\n");
+            // The CM destroys the id when we return non-zero; `this` keeps
+            // the listener alive until then.
+            id.into_cm();
+            1
+        }
+        // `close()` or `new()` owns the id and destroys it.
+        None => 0,
     }
-    1
 }

@@ -12,16 +12,23 @@ use core::ptr::NonNull;
 
 use kernel::ffi::c_int;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
-use crate::ffi::{self, IbPd, ShimMr};
+use crate::ffi::{self, ShimMr};
 use crate::region::Region;
+use crate::verbs::Pd;
 
 /// One registration; deregistered on drop.
+///
+/// # Invariants
+///
+/// `ptr` was allocated by `rrdma_shim_mr_alloc` in `_pd` over pages of a
+/// region its owner keeps alive, and is freed only in `drop`.
 pub(crate) struct Mr {
-    // INVARIANT: allocated by `rrdma_shim_mr_alloc`, freed only in `drop`.
     ptr: NonNull<ShimMr>,
     lkey: u32,
     rkey: u32,
+    _pd: Arc<Pd>,
 }
 
 // SAFETY: an MR may be used and deregistered from any thread.
@@ -32,12 +39,7 @@ unsafe impl Sync for Mr {}
 impl Mr {
     /// Maps chunk `chunk` of `region` (chunks of `1 << chunk_shift` bytes)
     /// in `pd`. The caller posts the registration work request.
-    pub(crate) fn new(
-        pd: *mut IbPd,
-        region: &Region,
-        chunk: u64,
-        chunk_shift: u32,
-    ) -> Result<Self> {
+    pub(crate) fn new(pd: &Arc<Pd>, region: &Region, chunk: u64, chunk_shift: u32) -> Result<Self> {
         let page_shift = ffi::page_size().trailing_zeros();
         let per_chunk = 1usize << (chunk_shift - page_shift);
         let first = usize::try_from(chunk).map_err(|_| EINVAL)? * per_chunk;
@@ -49,13 +51,13 @@ impl Mr {
             .min(first.checked_add(per_chunk).ok_or(EINVAL)?);
         let mut ptrs = region.page_ptrs(first, end)?;
         let mut err: c_int = 0;
-        // SAFETY: `pd` is the live PD of the connection's device; `ptrs`
-        // holds `end - first` valid pages that the region keeps allocated
-        // for as long as the region lives, and the caller keeps the region
-        // alive as long as this MR.
+        // SAFETY: `pd` is live while referenced; `ptrs` holds `end - first`
+        // valid pages that the region keeps allocated for as long as the
+        // region lives, and the caller keeps the region alive as long as
+        // this MR.
         let raw = unsafe {
             ffi::rrdma_shim_mr_alloc(
-                pd,
+                pd.as_ptr(),
                 ptrs.as_mut_ptr(),
                 (end - first) as u32,
                 chunk << chunk_shift,
@@ -66,8 +68,13 @@ impl Mr {
         let (mut lkey, mut rkey) = (0, 0);
         // SAFETY: `ptr` was just allocated.
         unsafe { ffi::rrdma_shim_mr_keys(ptr.as_ptr(), &mut lkey, &mut rkey) };
-        // INVARIANT: allocated just above.
-        Ok(Self { ptr, lkey, rkey })
+        // INVARIANT: allocated just above in `pd`.
+        Ok(Self {
+            ptr,
+            lkey,
+            rkey,
+            _pd: pd.clone(),
+        })
     }
 
     /// The shim object, for a registration work request.
@@ -97,7 +104,6 @@ impl Drop for Mr {
 /// The registration chunks of one region on one connection, registered
 /// lazily as operations first touch them.
 pub(crate) struct Chunks {
-    shift: u32,
     mrs: KVec<Option<Mr>>,
 }
 
@@ -109,12 +115,7 @@ impl Chunks {
         for _ in 0..n {
             mrs.push(None, GFP_KERNEL)?;
         }
-        Ok(Self { shift, mrs })
-    }
-
-    /// Chunk size, log2.
-    pub(crate) fn shift(&self) -> u32 {
-        self.shift
+        Ok(Self { mrs })
     }
 
     /// The registration of chunk `i`, if made.
@@ -122,10 +123,16 @@ impl Chunks {
         self.mrs.get(i).and_then(|m| m.as_ref())
     }
 
-    /// Stores the registration of chunk `i`.
-    pub(crate) fn set(&mut self, i: usize, mr: Mr) -> Result {
-        let slot = self.mrs.get_mut(i).ok_or(EINVAL)?;
-        *slot = Some(mr);
-        Ok(())
+    /// Stores the registration of chunk `i` (its registration work
+    /// request was posted); gives `mr` back if the chunk already has one or
+    /// does not exist.
+    pub(crate) fn set(&mut self, i: usize, mr: Mr) -> Result<(), Mr> {
+        match self.mrs.get_mut(i) {
+            Some(slot @ None) => {
+                *slot = Some(mr);
+                Ok(())
+            }
+            _ => Err(mr),
+        }
     }
 }

@@ -3,17 +3,22 @@
 //! The per-file object table: handles to regions, listeners, connections
 //! and imported remote regions.
 //!
-//! Handles are small integers with a generation (`abi::handle`); a destroyed
-//! object's handle stays invalid when its slot is reused. A handle of the
+//! Handles come from a per-file counter and are never reused while a
+//! program could still hold a stale one (`abi::handle`). A handle of the
 //! wrong kind is `EINVAL`; one that names nothing is `ENOENT`. Every object
 //! dies with its file.
+//!
+//! Locking: `FileState::objects` is never held across a user copy (a fault
+//! takes the mmap lock, and mmap(2) takes it under the mmap lock), a page
+//! allocation or a teardown; `Shared::exports` nests inside it.
 
 use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::Arc;
 
 use crate::abi::{
-    errno::{Errno, EINVAL, ENOENT, ENOSPC},
-    handle,
+    errno::{Errno, EINVAL, ENOENT, ENOMEM, ENOSPC},
+    handle::{HandleCounter, MAX_OBJECTS},
 };
 use crate::conn::{Conn, Import};
 use crate::listener::Listener;
@@ -32,11 +37,6 @@ pub(crate) enum Object {
     Import(Arc<Import>),
 }
 
-struct Slot {
-    generation: u8,
-    object: Option<Object>,
-}
-
 /// Counts shown in fdinfo, so tests can see leaks.
 #[derive(Default)]
 pub(crate) struct Counts {
@@ -47,9 +47,23 @@ pub(crate) struct Counts {
     pub(crate) imports: u64,
 }
 
+/// Room for one more object, allocated before the table's lock is taken.
+pub(crate) struct Slot(RBTreeNodeReservation<u32, Object>);
+
+impl Slot {
+    /// Allocates room for one object.
+    pub(crate) fn new() -> Result<Self, Errno> {
+        RBTreeNodeReservation::new(GFP_KERNEL)
+            .map(Self)
+            .map_err(|_| ENOMEM)
+    }
+}
+
 /// The objects of one open file.
 pub(crate) struct Objects {
-    slots: KVec<Slot>,
+    tree: RBTree<u32, Object>,
+    len: usize,
+    handles: HandleCounter,
     next_mmap_offset: u64,
 }
 
@@ -57,9 +71,10 @@ macro_rules! getter {
     ($get:ident, $remove:ident, $variant:ident, $ty:ty) => {
         /// The object `h` names, if of this kind.
         pub(crate) fn $get(&self, h: u32) -> Result<Arc<$ty>, Errno> {
-            match &self.slots[self.index(h)?].object {
+            match self.tree.get(&h) {
                 Some(Object::$variant(o)) => Ok(o.clone()),
-                _ => Err(EINVAL),
+                Some(_) => Err(EINVAL),
+                None => Err(ENOENT),
             }
         }
 
@@ -67,7 +82,8 @@ macro_rules! getter {
         /// (the caller drops it outside the lock).
         pub(crate) fn $remove(&mut self, h: u32) -> Result<Arc<$ty>, Errno> {
             let o = self.$get(h)?;
-            self.take(h)?;
+            self.tree.remove(&h);
+            self.len -= 1;
             Ok(o)
         }
     };
@@ -77,56 +93,34 @@ impl Objects {
     /// An empty table.
     pub(crate) fn new() -> Self {
         Self {
-            slots: KVec::new(),
+            tree: RBTree::new(),
+            len: 0,
+            handles: HandleCounter::new(),
             next_mmap_offset: 0,
         }
     }
 
-    /// Reserves `len` bytes of mmap offset space for a new region.
+    /// Reserves `len` bytes of mmap offset space for a new region (never
+    /// reused within the file).
     pub(crate) fn alloc_mmap_offset(&mut self, len: u64) -> Result<u64, Errno> {
         let off = self.next_mmap_offset;
         self.next_mmap_offset = off.checked_add(len).ok_or(ENOSPC)?;
         Ok(off)
     }
 
-    /// Stores `object`, returning its handle.
-    pub(crate) fn insert(&mut self, object: Object) -> Result<u32> {
-        let index = match self.slots.iter().position(|s| s.object.is_none()) {
-            Some(i) => i,
-            None => {
-                if self.slots.len() >= handle::MAX_SLOTS as usize {
-                    return Err(crate::abi::error(ENOSPC));
-                }
-                self.slots.push(
-                    Slot {
-                        generation: 0,
-                        object: None,
-                    },
-                    GFP_KERNEL,
-                )?;
-                self.slots.len() - 1
-            }
-        };
-        let slot = &mut self.slots[index];
-        slot.object = Some(object);
-        Ok(handle::encode(index as u32, slot.generation))
-    }
-
-    /// The index of the live slot `h` names: `ENOENT` if it names nothing
-    /// (0, stale, destroyed).
-    fn index(&self, h: u32) -> Result<usize, Errno> {
-        let (index, generation) = handle::decode(h).ok_or(ENOENT)?;
-        match self.slots.get(index as usize) {
-            Some(s) if s.generation == generation && s.object.is_some() => Ok(index as usize),
-            _ => Err(ENOENT),
+    /// Stores `object` in `slot`, returning its handle.
+    pub(crate) fn insert(&mut self, slot: Slot, object: Object) -> Result<u32, Errno> {
+        if self.len >= MAX_OBJECTS {
+            return Err(ENOSPC);
         }
-    }
-
-    fn take(&mut self, h: u32) -> Result<Object, Errno> {
-        let index = self.index(h)?;
-        let slot = &mut self.slots[index];
-        slot.generation = slot.generation.wrapping_add(1);
-        slot.object.take().ok_or(ENOENT)
+        let tree = &self.tree;
+        let h = self
+            .handles
+            .allocate(|h| tree.get(&h).is_some())
+            .ok_or(ENOSPC)?;
+        self.tree.insert(slot.0.into_node(h, object));
+        self.len += 1;
+        Ok(h)
     }
 
     getter!(region, remove_region, Region, Region);
@@ -136,26 +130,22 @@ impl Objects {
 
     /// The region mapped at byte offset `offset`, if any.
     pub(crate) fn region_at(&self, offset: u64) -> Option<Arc<Region>> {
-        self.slots.iter().find_map(|s| match &s.object {
-            Some(Object::Region(r)) if r.mmap_offset() == offset => Some(r.clone()),
+        self.tree.values().find_map(|o| match o {
+            Object::Region(r) if r.mmap_offset() == offset => Some(r.clone()),
             _ => None,
         })
     }
 
-    /// Removes every object, handing each to `f` (file release).
-    pub(crate) fn drain(&mut self, mut f: impl FnMut(Object)) {
-        for s in self.slots.iter_mut() {
-            if let Some(o) = s.object.take() {
-                s.generation = s.generation.wrapping_add(1);
-                f(o);
-            }
-        }
+    /// Takes every object out (file release), in handle order.
+    pub(crate) fn take_all(&mut self) -> RBTree<u32, Object> {
+        self.len = 0;
+        core::mem::take(&mut self.tree)
     }
 
     /// Current counts, derived from the table (read by fdinfo only).
     pub(crate) fn counts(&self) -> Counts {
         let mut c = Counts::default();
-        for o in self.slots.iter().filter_map(|s| s.object.as_ref()) {
+        for o in self.tree.values() {
             match o {
                 Object::Region(r) => {
                     c.regions += 1;

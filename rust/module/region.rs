@@ -7,10 +7,15 @@
 //! [`CHUNK_ORDER_MAX`] (falling back to smaller ones), split so that every
 //! page is independent, and charged to the creator's `RLIMIT_MEMLOCK`. The
 //! region keeps one descriptor per chunk, not per page: its own memory is a
-//! small fraction of the region's. Mapping inserts the very pages into the
-//! VMA; each inserted page holds its own reference, so a mapping stays valid
-//! after the region is destroyed, and the memory is freed when the last of
-//! both goes.
+//! small fraction of the region's. The pages are charged to the creator's
+//! memory cgroup too.
+//!
+//! A mapping is the region's very pages, faulted in on first touch. Each
+//! VMA of a region holds a reference on the region (see `shim/mm.c`), so a
+//! mapping stays valid after REGION_DESTROY or close, and the region - its
+//! pages and its `RLIMIT_MEMLOCK` charge together - goes when the last of
+//! its handle, its mappings and its users does. A VMA copied into a fork(2)
+//! child holds nothing and faults with SIGBUS.
 
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +26,7 @@ use kernel::sync::Arc;
 
 use crate::abi::{self, blocks::Geometry, region::MapRequest};
 use crate::ffi::{self, UserStruct, VmArea};
+use crate::foreign;
 
 /// Pages charged to a user's `RLIMIT_MEMLOCK`; uncharged on drop.
 struct MemlockCharge {
@@ -63,6 +69,8 @@ struct Chunk {
     // INVARIANT: from `rrdma_shim_alloc_chunk(order)`, put only in `drop`.
     page: NonNull<c_void>,
     order: u32,
+    /// Index in the region of its first page.
+    first: usize,
 }
 
 // SAFETY: pages may be freed from any thread.
@@ -71,11 +79,11 @@ unsafe impl Send for Chunk {}
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
-    fn alloc(order: u32) -> Option<Self> {
+    fn alloc(order: u32, first: usize) -> Option<Self> {
         // SAFETY: no preconditions.
         let page = unsafe { ffi::rrdma_shim_alloc_chunk(order) };
         // INVARIANT: allocated just above.
-        NonNull::new(page).map(|page| Self { page, order })
+        NonNull::new(page).map(|page| Self { page, order, first })
     }
 
     fn pages(&self) -> usize {
@@ -124,7 +132,7 @@ impl Region {
             while order > 0 && (1usize << order) > npages - have {
                 order -= 1;
             }
-            match Chunk::alloc(order) {
+            match Chunk::alloc(order, have) {
                 Some(c) => {
                     have += c.pages();
                     chunks.push(c, GFP_KERNEL)?;
@@ -199,8 +207,22 @@ impl Region {
         self.npages as u64 * ffi::page_size()
     }
 
-    /// Maps the region into `vma` after checking the request.
-    pub(crate) fn map(&self, vma: *mut VmArea, req: &MapRequest) -> Result {
+    /// Page `index` of the region (for the fault handler), or null past
+    /// the end.
+    fn page_at(&self, index: usize) -> *mut c_void {
+        if index >= self.npages {
+            return core::ptr::null_mut();
+        }
+        // Chunks are in page order: the last one starting at or before it.
+        let i = self.chunks.as_slice().partition_point(|c| c.first <= index) - 1;
+        let c = &self.chunks[i];
+        // SAFETY: `index - c.first < 2^order`: a page of this chunk.
+        unsafe { ffi::rrdma_shim_nth_page(c.page.as_ptr(), (index - c.first) as c_ulong) }
+    }
+
+    /// Maps the region into `vma` after checking the request: the VMA
+    /// takes a reference on the region and faults its pages in.
+    pub(crate) fn map(self: &Arc<Self>, vma: *mut VmArea, req: &MapRequest) -> Result {
         abi::region::check_map(req, self.mmap_offset, self.mapped_len()).map_err(|e| {
             crate::ffi::warn_user!(
                 "mmap: refused (offset {:#x}, len {}, shared {}, exec {}; region at {:#x}, {} bytes): errno {}\n",
@@ -214,12 +236,52 @@ impl Region {
             );
             abi::error(e)
         })?;
-        let mut ptrs = self.page_ptrs(0, self.npages)?;
         // SAFETY: `vma` is the VMA being set up by this mmap(2) call (the
-        // caller holds the mmap lock), and `ptrs` holds valid pages that stay
-        // allocated at least until the mapping takes its own references.
-        kernel::error::to_result(unsafe {
-            ffi::rrdma_shim_vma_map_pages(vma, ptrs.as_mut_ptr(), ptrs.len() as c_ulong)
-        })
+        // caller holds the mmap lock); it owns the reference handed over,
+        // which its close gives back (`rrdma_rust_region_put`).
+        unsafe { ffi::rrdma_shim_vma_setup(vma, foreign::into_c(self.clone())) };
+        Ok(())
+    }
+}
+
+/// A VMA of a region was split or moved: the new VMA holds a reference.
+///
+/// # Safety
+///
+/// `region` is a region reference a VMA holds (from [`Region::map`]).
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_region_get(region: *mut c_void) {
+    // SAFETY: by the function's safety requirements the region is alive.
+    let r: Arc<Region> = unsafe { foreign::borrow::<Region>(region) }.into();
+    // The new VMA's reference; given back by its close.
+    let _ = foreign::into_c(r);
+}
+
+/// A VMA of a region is gone: its reference goes.
+///
+/// # Safety
+///
+/// `region` is a region reference the closing VMA holds, not used after.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_region_put(region: *mut c_void) {
+    // SAFETY: by the function's safety requirements.
+    drop(unsafe { foreign::from_c::<Region>(region) });
+}
+
+/// The page a fault at file page offset `pgoff` of a region's VMA maps, or
+/// null (SIGBUS) outside the region.
+///
+/// # Safety
+///
+/// `region` is a region reference the faulting VMA holds.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_region_page(region: *mut c_void, pgoff: c_ulong) -> *mut c_void {
+    // SAFETY: by the function's safety requirements the region is alive
+    // for the duration of the fault.
+    let r = unsafe { foreign::borrow::<Region>(region) };
+    let base = r.mmap_offset / ffi::page_size();
+    match (pgoff as u64).checked_sub(base) {
+        Some(i) => r.page_at(i as usize),
+        None => core::ptr::null_mut(),
     }
 }

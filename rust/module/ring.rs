@@ -1,24 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The per-file completion ring that read(2) drains.
-//!
-//! Every asynchronous operation reserves its slot when it is submitted, so
-//! a completion always finds room: none is ever dropped, and a submitter
-//! that would overrun the ring is told to reap first (`EAGAIN`).
+//! The per-file completion ring that read(2) drains: storage for
+//! [`crate::abi::ring::RingIndex`], whose rules (reservations at submit,
+//! lending to readers, settling) are tested on the host.
 
 use kernel::prelude::*;
 
-use crate::abi::uapi::Completion;
+use crate::abi::{ring::RingIndex, uapi::Completion};
 
 /// Completions one file can have outstanding (in flight or unread).
 pub(crate) const RING_CAPACITY: usize = 1024;
 
+/// Records one read(2) moves per trip through the lock.
+pub(crate) const READ_BATCH: usize = 16;
+
 /// A bounded FIFO of completions with reservations.
 pub(crate) struct Ring {
+    index: RingIndex,
     entries: KVVec<Completion>,
-    head: usize,
-    len: usize,
-    reserved: usize,
 }
 
 impl Ring {
@@ -29,62 +28,61 @@ impl Ring {
             entries.push(Completion::zeroed(), GFP_KERNEL)?;
         }
         Ok(Self {
+            index: RingIndex::new(RING_CAPACITY),
             entries,
-            head: 0,
-            len: 0,
-            reserved: 0,
         })
     }
 
     /// Reserves up to `n` slots; returns how many were.
     pub(crate) fn reserve(&mut self, n: usize) -> usize {
-        let free = RING_CAPACITY - self.len - self.reserved;
-        let n = n.min(free);
-        self.reserved += n;
-        n
+        self.index.reserve(n)
     }
 
     /// Gives back `n` unused reservations.
     pub(crate) fn unreserve(&mut self, n: usize) {
-        self.reserved -= n.min(self.reserved);
+        self.index.unreserve(n)
     }
 
     /// Stores a completion in a reserved slot.
     pub(crate) fn push(&mut self, c: Completion) {
-        if self.reserved == 0 || self.len == RING_CAPACITY {
+        match self.index.push() {
+            Some(slot) => self.entries[slot] = c,
             // Cannot happen: every pushed completion was reserved.
-            pr_warn!(
+            None => pr_warn!(
                 "completion ring overrun; completion {:#x} dropped\n",
                 c.user_data
-            );
-            return;
+            ),
         }
-        self.reserved -= 1;
-        let tail = (self.head + self.len) % RING_CAPACITY;
-        self.entries[tail] = c;
-        self.len += 1;
     }
 
     /// Completions ready to read.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.index.len()
     }
 
     /// Slots reserved by operations in flight.
     pub(crate) fn in_flight(&self) -> usize {
-        self.reserved
+        self.index.reserved()
     }
 
-    /// The oldest completion.
-    pub(crate) fn front(&self) -> Option<&Completion> {
-        (self.len > 0).then(|| &self.entries[self.head])
+    /// Lends up to `out.len()` records to a reader, copying them into
+    /// `out`; returns how many. The reader settles with [`Self::settle`].
+    pub(crate) fn lend(&mut self, out: &mut [Completion]) -> usize {
+        let (first, n) = self.index.lend(out.len());
+        for (i, o) in out.iter_mut().take(n).enumerate() {
+            *o = self.entries[self.index.slot(first, i)];
+        }
+        n
     }
 
-    /// Drops the oldest completion (after it was copied out).
-    pub(crate) fn pop(&mut self) {
-        if self.len > 0 {
-            self.head = (self.head + 1) % RING_CAPACITY;
-            self.len -= 1;
+    /// Settles a loan of `lent.len()` records of which the first
+    /// `delivered` reached the reader's user; the others go back to the
+    /// front, in order.
+    pub(crate) fn settle(&mut self, lent: &[Completion], delivered: usize) {
+        let at = self.index.settle(lent.len(), delivered);
+        for (i, c) in lent.iter().skip(delivered).enumerate() {
+            let slot = self.index.slot(at, i);
+            self.entries[slot] = *c;
         }
     }
 }

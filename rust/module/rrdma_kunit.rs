@@ -262,14 +262,22 @@ pub unsafe extern "C" fn rrdma_kt_block_spans(t: *mut c_void) {
 }
 
 kunit_case! {
-/// Handles never encode to 0 and carry their slot's generation.
+/// Handles are never 0, skip live ones, and a destroyed one is not handed
+/// out again soon (300 reuses of a slot made the old 8-bit scheme wrap).
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_kt_handles(t: *mut c_void) {
-    use abi::handle::{decode, encode};
-    kexpect!(t, decode(0).is_none());
-    kexpect!(t, encode(0, 0) != 0);
-    kexpect!(t, decode(encode(5, 9)) == Some((5, 9)));
-    kexpect!(t, encode(5, 9) != encode(5, 10));
+    use abi::handle::HandleCounter;
+    let mut c = HandleCounter::new();
+    let first = c.allocate(|_| false);
+    kexpect!(t, first == Some(1));
+    let mut reused = false;
+    for _ in 0..300 {
+        reused |= c.allocate(|_| false) == first;
+    }
+    kexpect!(t, !reused);
+    let mut w = HandleCounter::starting_at(u32::MAX);
+    kexpect!(t, w.allocate(|_| false) == Some(u32::MAX));
+    kexpect!(t, w.allocate(|h| h == 1) == Some(2));
 }
 }
 
@@ -293,10 +301,12 @@ kunit_case! {
 pub unsafe extern "C" fn rrdma_kt_wire(t: *mut c_void) {
     use abi::errno::EPROTO;
     use abi::wire::{Ctrl, Hello, CTRL_LEN};
-    let h = Hello { version: 1, ctrl_credits: 8, qps: 1, nonce: 42 };
+    use abi::wire::{CTRL_RECV_MIN, VERSION};
+    let h = Hello { version: VERSION, ctrl_credits: CTRL_RECV_MIN, qps: 1, nonce: 42 };
     kexpect!(t, Hello::decode(&h.encode()) == Ok(h));
     kexpect!(t, Hello::decode(&h.encode()[..10]) == Err(EPROTO));
-    let m = Ctrl::Revoke { token: 7, generation: 3 };
+    let m = Ctrl::Revoke { req_id: 9, token: 7, generation: 3 };
+    kexpect!(t, Ctrl::decode(&Ctrl::RevokeAck { req_id: 9 }.encode()).is_ok());
     let mut b = m.encode();
     kexpect!(t, Ctrl::decode(&b) == Ok(m));
     b[CTRL_LEN - 1] = 1;
@@ -305,7 +315,8 @@ pub unsafe extern "C" fn rrdma_kt_wire(t: *mut c_void) {
 }
 
 kunit_case! {
-/// Connection machine: establishment, and a device removal ends with ENODEV.
+/// Connection machine: establishment; a device removal asks for the
+/// teardown once and ends with ENODEV when the teardown reports.
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_kt_conn_machine(t: *mut c_void) {
     use abi::conn::{step, Action, Event, State};
@@ -313,8 +324,10 @@ pub unsafe extern "C" fn rrdma_kt_conn_machine(t: *mut c_void) {
     let (s, a) = step(State::Connecting, Event::Established);
     kexpect!(t, s == State::Connected && a == Action::Ready);
     let (s, a) = step(s, Event::DeviceRemoval);
-    kexpect!(t, s == State::Closed { error: Some(ENODEV) } && a == Action::Teardown);
+    kexpect!(t, s == State::Closing { error: Some(ENODEV) } && a == Action::Teardown);
     kexpect!(t, step(s, Event::Disconnected) == (s, Action::None));
+    let (s, a) = step(s, Event::TornDown);
+    kexpect!(t, s == State::Closed { error: Some(ENODEV) } && a == Action::None);
 }
 }
 
@@ -331,6 +344,7 @@ pub unsafe extern "C" fn rrdma_kt_op_checks(t: *mut c_void) {
         geometry: Geometry::new(4096, 16, u64::MAX).unwrap(),
         writable: false,
         revoked: false,
+        max_blocks: 8,
     };
     let op = Op { opcode: OP_READ, count: 2, remote_block: 14, ..Op::zeroed() };
     kexpect!(t, check_op(&op, &local, &view).map(|c| c.remote_off) == Ok(14 * 4096));
@@ -340,6 +354,8 @@ pub unsafe extern "C" fn rrdma_kt_op_checks(t: *mut c_void) {
     kexpect!(t, check_op(&Op { reserved: 1, ..op }, &local, &view) == Err(EINVAL));
     let revoked = RemoteView { revoked: true, ..view };
     kexpect!(t, check_op(&op, &local, &revoked) == Err(EKEYREVOKED));
+    let small = RemoteView { max_blocks: 1, ..view };
+    kexpect!(t, check_op(&op, &local, &small) == Err(E2BIG));
 }
 }
 
@@ -374,5 +390,31 @@ pub unsafe extern "C" fn rrdma_kt_wc_errno(t: *mut c_void) {
     kexpect!(t, wc_errno(wc::REM_ACCESS_ERR) == Some(EACCES));
     kexpect!(t, wc_errno(wc::WR_FLUSH_ERR) == Some(ECANCELED));
     kexpect!(t, wc_errno(wc::RETRY_EXC_ERR) == Some(ECONNRESET));
+}
+}
+
+kunit_case! {
+/// The completion ring: reservations bound it; a record a reader could
+/// not deliver goes back to the front.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_ring(t: *mut c_void) {
+    use abi::ring::RingIndex;
+    let mut r = RingIndex::new(4);
+    kexpect!(t, r.reserve(9) == 4);
+    kexpect!(t, r.push() == Some(0) && r.push() == Some(1));
+    kexpect!(t, r.lend(4) == (0, 2));
+    kexpect!(t, r.settle(2, 1) == 1);
+    kexpect!(t, r.len() == 1 && r.lent() == 0 && r.reserved() == 2);
+}
+}
+
+kunit_case! {
+/// An operation of the largest size an import allows fits the send queue.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_kt_op_limits(t: *mut c_void) {
+    use abi::ops::{max_op_blocks, max_wrs};
+    let max = max_op_blocks(4096, 20, 20, 256);
+    kexpect!(t, max > 0 && max_wrs(u64::from(max) * 4096, 20, 20) <= 256);
+    kexpect!(t, max_wrs(u64::from(max + 1) * 4096, 20, 20) > 256);
 }
 }

@@ -7,17 +7,27 @@
 //! through the C shim; dropping the module unregisters both (which tears
 //! down every per-device context) before the context itself is freed.
 //!
-//! Layout: `abi` (shared, pure ABI rules), `compat` (the only place that
-//! knows kernel-version differences), `ffi` (the C shim's interface),
-//! `device` (per-RDMA-device contexts), `file` (per-open-file state and
-//! ioctl dispatch), `uarg` (size-extensible ioctl arguments), `info`
-//! (`GET_INFO`), `objects` (per-file handles), `region` (regions and their
-//! mappings), `release` (waiting for the last user of an object).
+//! Layout:
+//! - `abi`: the pure ABI rules, wire format and state machines, shared with
+//!   userspace and tested on the host;
+//! - `compat`: the only place that knows kernel-version differences;
+//! - `ffi`: the C shim's interface; `foreign`: how references cross to C;
+//! - `context`, `device`, `release`: the module-wide state and the
+//!   per-RDMA-device contexts, torn down when a device goes;
+//! - `cm_id`, `verbs`, `mr`: owned rdma_cm ids, protection domains, queue
+//!   pairs and memory registrations;
+//! - `conn/`: connections (lifecycle, control channel, exporter and
+//!   importer sides, data path, callbacks); `listener`: listening ids;
+//! - `file`, `uarg`, `info`, `objects`, `shared`, `ring`, `export`,
+//!   `region`: per-open-file state, ioctl arguments, GET_INFO, handles,
+//!   what a file's connections share, the completion ring, exports and
+//!   regions.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 mod abi;
+mod cm_id;
 mod compat;
 mod conn;
 mod context;
@@ -25,6 +35,7 @@ mod device;
 mod export;
 mod ffi;
 mod file;
+mod foreign;
 mod info;
 mod listener;
 mod mr;
@@ -34,6 +45,7 @@ mod release;
 mod ring;
 mod shared;
 mod uarg;
+mod verbs;
 
 use context::{Context, Registration};
 

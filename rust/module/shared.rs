@@ -4,9 +4,13 @@
 //! ring, the exports and the registry of connections.
 //!
 //! Connections hold an `Arc<Shared>` (not the file's object table), and the
-//! registry holds every connection of the file until it is destroyed, so
+//! registry holds every connection of the file until it is torn down, so
 //! that release, revocation and region destruction can reach them all,
 //! including those a listener accepted but userspace has not yet taken.
+//!
+//! Locking: `Shared::ring` and `Shared::conns` are taken alone (nothing is
+//! locked under them, and no user memory is touched under them);
+//! `Shared::exports` nests inside `FileState::objects` and `Conn::inner`.
 
 use kernel::ffi::c_void;
 use kernel::prelude::*;
@@ -52,9 +56,9 @@ impl Shared {
             pin_init!(Self {
                 context,
                 waitq,
-                ring <- new_mutex!(ring),
-                exports <- new_mutex!(Exports::new()),
-                conns <- new_mutex!(KVec::new()),
+                ring <- new_mutex!(ring, "Shared::ring"),
+                exports <- new_mutex!(Exports::new(), "Shared::exports"),
+                conns <- new_mutex!(KVec::new(), "Shared::conns"),
             }),
             GFP_KERNEL,
         )

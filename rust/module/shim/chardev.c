@@ -13,6 +13,7 @@
 #include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 #include <linux/ratelimit.h>
 #include <linux/seq_file.h>
 #include <rdma/ib_verbs.h>
@@ -34,7 +35,8 @@ static_assert(sizeof(struct rrdma_connect) == 40);
 static_assert(sizeof(struct rrdma_handle_arg) == 8);
 static_assert(sizeof(struct rrdma_export) == 24);
 static_assert(sizeof(struct rrdma_unexport) == 16);
-static_assert(sizeof(struct rrdma_import) == 40);
+static_assert(sizeof(struct rrdma_import) == 48);
+static_assert(RRDMA_IMPORT_SIZE_VER0 == 40);
 static_assert(sizeof(struct rrdma_op) == RRDMA_OP_SIZE_VER0);
 static_assert(sizeof(struct rrdma_submit) == 24);
 static_assert(sizeof(struct rrdma_completion) == 24);
@@ -58,6 +60,19 @@ u64 rrdma_shim_max_region_bytes(void)
 
 /* Set while registered; the callbacks below only run in that window. */
 static void *rrdma_core;
+
+/*
+ * Connection teardowns that an rdma_cm event or a completion starts run
+ * here (they drain queue pairs and destroy cm_ids, which neither context
+ * may do).  Destroyed after the ib_client: it drains what is left before
+ * the module's code goes.
+ */
+static struct workqueue_struct *rrdma_wq;
+
+struct workqueue_struct *rrdma_shim_wq(void)
+{
+	return rrdma_wq;
+}
 
 static struct ib_client rrdma_ib_client;
 
@@ -223,12 +238,17 @@ int rrdma_shim_register(void *core)
 	}
 	rrdma_misc.mode = dev_mode;
 	rrdma_core = core;
+	rrdma_wq = alloc_workqueue("rrdma", 0, 0);
+	if (!rrdma_wq) {
+		ret = -ENOMEM;
+		goto out_core;
+	}
 
 	/* Devices first: /dev/rrdma must not answer before they are known. */
 	ret = ib_register_client(&rrdma_ib_client);
 	if (ret) {
 		pr_warn("ib_register_client failed: %d\n", ret);
-		goto out_core;
+		goto out_wq;
 	}
 	ret = misc_register(&rrdma_misc);
 	if (ret) {
@@ -239,6 +259,9 @@ int rrdma_shim_register(void *core)
 
 out_client:
 	ib_unregister_client(&rrdma_ib_client);
+out_wq:
+	destroy_workqueue(rrdma_wq);
+	rrdma_wq = NULL;
 out_core:
 	rrdma_core = NULL;
 	return ret;
@@ -250,5 +273,7 @@ void rrdma_shim_unregister(void)
 	misc_deregister(&rrdma_misc);
 	/* Calls rrdma_ib_remove() for every device, which waits for its users. */
 	ib_unregister_client(&rrdma_ib_client);
+	destroy_workqueue(rrdma_wq);
+	rrdma_wq = NULL;
 	rrdma_core = NULL;
 }

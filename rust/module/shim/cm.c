@@ -28,6 +28,14 @@
 /* Outstanding RDMA READs each side allows; devices may allow fewer. */
 #define RRDMA_RD_ATOMS 16
 
+/*
+ * Local ACK timeout of RC QPs on InfiniBand and RoCE, as 4.096 us * 2^n:
+ * 19 is about 2.1 s, so a peer gets 7 retries x 2.1 s before the QP
+ * fails (rdma_cm's default on RoCE is 17, 0.5 s: an emulated or busy
+ * responder that stalls for 4 s then resets a healthy connection).
+ */
+#define RRDMA_ACK_TIMEOUT 19
+
 static_assert(sizeof(struct rrdma_shim_addr) == 24);
 
 /* ---- addresses ---- */
@@ -123,59 +131,39 @@ static int rrdma_listen_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	return 0;
 }
 
-static int create_id(rdma_cm_event_handler handler, void *owner,
-		     struct rdma_cm_id **out)
+int rrdma_shim_cm_create(void *owner, bool listener, struct rdma_cm_id **out)
 {
 	struct rdma_cm_id *id;
 
-	id = rdma_create_id(current->nsproxy->net_ns, handler, owner,
-			    RDMA_PS_TCP, IB_QPT_RC);
+	id = rdma_create_id(current->nsproxy->net_ns,
+			    listener ? rrdma_listen_handler : rrdma_conn_handler,
+			    owner, RDMA_PS_TCP, IB_QPT_RC);
 	if (IS_ERR(id))
 		return PTR_ERR(id);
 	*out = id;
 	return 0;
 }
 
-int rrdma_shim_cm_connect_start(void *owner, const struct rrdma_shim_addr *dst,
-				u32 timeout_ms, struct rdma_cm_id **out)
+int rrdma_shim_cm_resolve_addr(struct rdma_cm_id *id,
+			       const struct rrdma_shim_addr *dst, u32 timeout_ms)
 {
 	struct sockaddr_storage ss;
-	struct rdma_cm_id *id;
-	int ret;
 
-	ret = create_id(rrdma_conn_handler, owner, &id);
-	if (ret)
-		return ret;
 	to_sockaddr(dst, &ss);
-	ret = rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
-	if (ret) {
-		rdma_destroy_id(id);
-		return ret;
-	}
-	*out = id;
-	return 0;
+	return rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
 }
 
-int rrdma_shim_cm_listen(void *owner, const struct rrdma_shim_addr *src,
-			 u32 backlog, struct rdma_cm_id **out)
+int rrdma_shim_cm_bind_listen(struct rdma_cm_id *id,
+			      const struct rrdma_shim_addr *src, u32 backlog)
 {
 	struct sockaddr_storage ss;
-	struct rdma_cm_id *id;
 	int ret;
 
-	ret = create_id(rrdma_listen_handler, owner, &id);
-	if (ret)
-		return ret;
 	to_sockaddr(src, &ss);
 	ret = rdma_bind_addr(id, (struct sockaddr *)&ss);
 	if (!ret)
 		ret = rdma_listen(id, backlog);
-	if (ret) {
-		rdma_destroy_id(id);
-		return ret;
-	}
-	*out = id;
-	return 0;
+	return ret;
 }
 
 int rrdma_shim_cm_resolve_route(struct rdma_cm_id *id, u32 timeout_ms)
@@ -204,6 +192,9 @@ int rrdma_shim_cm_connect(struct rdma_cm_id *id, const void *pdata, u8 len)
 {
 	struct rdma_conn_param p;
 
+	if (rdma_protocol_roce(id->device, id->port_num) ||
+	    rdma_protocol_ib(id->device, id->port_num))
+		rdma_set_ack_timeout(id, RRDMA_ACK_TIMEOUT);
 	conn_param(id, &p, pdata, len, RRDMA_RD_ATOMS, RRDMA_RD_ATOMS);
 	return rdma_connect_locked(id, &p);
 }
@@ -213,6 +204,9 @@ int rrdma_shim_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len,
 {
 	struct rdma_conn_param p;
 
+	if (rdma_protocol_roce(id->device, id->port_num) ||
+	    rdma_protocol_ib(id->device, id->port_num))
+		rdma_set_ack_timeout(id, RRDMA_ACK_TIMEOUT);
 	conn_param(id, &p, pdata, len, peer_initiator, peer_responder);
 	return rdma_accept(id, &p);
 }
@@ -319,6 +313,12 @@ static int post_recv_locked(struct rrdma_shim_qp *q, u32 i)
 	return ib_post_recv(q->id->qp, &wr, NULL);
 }
 
+/*
+ * A control message arrived.  It is copied out and its buffer re-posted
+ * before Rust sees it: an answer Rust sends then also tells the peer that
+ * the buffer is free again (the wire protocol's flow control relies on it).
+ * Rust is never called with @q->lock held (it takes sleeping locks).
+ */
 static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rrdma_shim_ctrl_slot *s =
@@ -326,7 +326,10 @@ static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct rrdma_shim_qp *q = s->q;
 	struct ib_device *dev = q->id->device;
 	u64 off = (u64)s->index * q->msg_len;
+	u8 msg[RRDMA_SHIM_CTRL_MAX];
+	u32 len = min(wc->byte_len, q->msg_len);
 	unsigned long flags;
+	int ret;
 
 	if (wc->status != IB_WC_SUCCESS) {
 		rrdma_rust_qp_error(q->owner, wc->status);
@@ -334,13 +337,19 @@ static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 	ib_dma_sync_single_for_cpu(dev, q->dma + off, q->msg_len,
 				   DMA_BIDIRECTIONAL);
-	rrdma_rust_ctrl_recv(q->owner, q->bufs + off, wc->byte_len);
+	memcpy(msg, q->bufs + off, len);
 	ib_dma_sync_single_for_device(dev, q->dma + off, q->msg_len,
 				      DMA_BIDIRECTIONAL);
 	spin_lock_irqsave(&q->lock, flags);
-	if (post_recv_locked(q, s->index) && !q->draining)
-		rrdma_rust_qp_error(q->owner, IB_WC_GENERAL_ERR);
+	ret = post_recv_locked(q, s->index);
+	if (ret && q->draining)
+		ret = 0;
 	spin_unlock_irqrestore(&q->lock, flags);
+	if (ret) {
+		rrdma_rust_qp_error(q->owner, IB_WC_GENERAL_ERR);
+		return;
+	}
+	rrdma_rust_ctrl_recv(q->owner, msg, len);
 }
 
 static void send_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -386,6 +395,8 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	u32 i, n = nrecv + nsend;
 	int ret;
 
+	if (msg_len > RRDMA_SHIM_CTRL_MAX)
+		return -EINVAL;
 	q = kzalloc(struct_size(q, slots, n), GFP_KERNEL);
 	if (!q)
 		return -ENOMEM;

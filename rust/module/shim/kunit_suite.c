@@ -31,6 +31,8 @@ static struct kunit_case rrdma_kunit_cases[] = {
 	KUNIT_CASE(rrdma_kt_op_checks),
 	KUNIT_CASE(rrdma_kt_segments),
 	KUNIT_CASE(rrdma_kt_wc_errno),
+	KUNIT_CASE(rrdma_kt_ring),
+	KUNIT_CASE(rrdma_kt_op_limits),
 	{}
 };
 

@@ -2,8 +2,9 @@
 /*
  * rrdma C shim: memory management helpers for regions.
  *
- * - mapping a region's pages into a VMA (vm_insert_pages and the VMA flags
- *   that keep the mapping exactly what was registered);
+ * - mapping a region into a VMA (VMA operations that hold the region and
+ *   fault its pages in, and the VMA flags that keep the mapping exactly what
+ *   was registered);
  * - charging pinned pages to the caller's RLIMIT_MEMLOCK, the way
  *   ib_umem_get() and io_uring do;
  * - small helpers Rust cannot reach on every kernel (fdinfo, signals).
@@ -28,24 +29,65 @@ void rrdma_shim_vma_info(struct vm_area_struct *vma,
 	info->page_shift = PAGE_SHIFT;
 }
 
-int rrdma_shim_vma_map_pages(struct vm_area_struct *vma, struct page **pages,
-			     unsigned long npages)
+/*
+ * Region mappings.  Each VMA of a region holds a reference on the region
+ * (vm_private_data) from mmap(2), or from the split or move that made it,
+ * until munmap: the region, its pages and its RLIMIT_MEMLOCK charge last as
+ * long as any mapping does.  Pages are inserted on fault (not up front with
+ * vm_insert_pages(), which makes the VMA VM_MIXEDMAP and fork copies the page
+ * tables of such VMAs).  So a copy of the VMA in a fork(2) child - possible
+ * once madvise(MADV_DOFORK) has cleared VM_DONTCOPY - has no page table
+ * entries and no region, and its faults get SIGBUS: a mapping is never
+ * inherited.
+ */
+static void rrdma_vm_open(struct vm_area_struct *vma)
 {
-	unsigned long left = npages;
-	int ret;
+	/* fork: dup_mmap() runs in the parent for the child's copy. */
+	if (vma->vm_mm != current->mm) {
+		vma->vm_private_data = NULL;
+		return;
+	}
+	if (vma->vm_private_data)
+		rrdma_rust_region_get(vma->vm_private_data);
+}
 
+static void rrdma_vm_close(struct vm_area_struct *vma)
+{
+	if (vma->vm_private_data)
+		rrdma_rust_region_put(vma->vm_private_data);
+}
+
+static vm_fault_t rrdma_vm_fault(struct vm_fault *vmf)
+{
+	void *region = vmf->vma->vm_private_data;
+	struct page *page;
+
+	if (!region)
+		return VM_FAULT_SIGBUS;
+	page = rrdma_rust_region_page(region, vmf->pgoff);
+	if (!page)
+		return VM_FAULT_SIGBUS;
+	get_page(page);
+	vmf->page = page;
+	return 0;
+}
+
+static const struct vm_operations_struct rrdma_vm_ops = {
+	.open = rrdma_vm_open,
+	.close = rrdma_vm_close,
+	.fault = rrdma_vm_fault,
+};
+
+void rrdma_shim_vma_setup(struct vm_area_struct *vma, void *region)
+{
 	/*
-	 * Not inherited by fork (the child would share registered memory
-	 * without owning it), never grown by mremap, never executable, and
-	 * not dumped.
+	 * Not inherited by fork (see above), never grown by mremap, never
+	 * executable, and not dumped.
 	 */
 	vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
 	vm_flags_clear(vma, VM_MAYEXEC);
-	/* Each inserted page takes a reference: the mapping outlives the region. */
-	ret = vm_insert_pages(vma, vma->vm_start, pages, &left);
-	if (ret)
-		return ret;
-	return left ? -EFAULT : 0;
+	vma->vm_ops = &rrdma_vm_ops;
+	vma->vm_private_data = region;
 }
 
 struct user_struct *rrdma_shim_memlock_charge(unsigned long npages, int *err)
@@ -88,11 +130,13 @@ void rrdma_shim_seq_u64(struct seq_file *m, const char *key, u64 value)
  * Region memory in physically contiguous chunks: fewer descriptors to keep
  * (the module's memory per region) and to register.  The chunk is split, so
  * each page has its own reference count and maps, and frees, on its own.
- * Orders above 0 neither retry hard nor warn: the caller falls back.
+ * Orders above 0 neither retry hard nor warn: the caller falls back.  The
+ * pages are charged to the caller's memory cgroup (__GFP_ACCOUNT), like
+ * io_uring's and ib_umem's pinned memory is.
  */
 struct page *rrdma_shim_alloc_chunk(unsigned int order)
 {
-	gfp_t gfp = GFP_KERNEL | __GFP_ZERO;
+	gfp_t gfp = GFP_KERNEL_ACCOUNT | __GFP_ZERO;
 	struct page *page;
 
 	if (order)

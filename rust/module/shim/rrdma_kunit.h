@@ -26,5 +26,7 @@ void rrdma_kt_conn_machine(struct kunit *test);
 void rrdma_kt_op_checks(struct kunit *test);
 void rrdma_kt_segments(struct kunit *test);
 void rrdma_kt_wc_errno(struct kunit *test);
+void rrdma_kt_ring(struct kunit *test);
+void rrdma_kt_op_limits(struct kunit *test);
 
 #endif /* RRDMA_KUNIT_H */

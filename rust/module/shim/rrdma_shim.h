@@ -13,6 +13,19 @@
  * named rrdma_rust_*() are Rust (#[no_mangle] extern "C") called by C.  Every
  * kernel object crosses as an opaque pointer; errors cross as negative errno.
  * The Rust mirror of this header is rust/module/ffi.rs.
+ *
+ * Calling contexts of the rrdma_rust_*() callbacks (Rust takes sleeping
+ * locks in all of them, so C never calls them with a spinlock held or from
+ * atomic context):
+ *  - device add/remove, file operations, VMA open/close/fault: process
+ *    context, as the VFS, the mm and ib_core call them;
+ *  - rdma_cm events (rrdma_rust_conn_event, rrdma_rust_listen_*): the
+ *    rdma_cm work queues, process context, with the id's handler mutex held:
+ *    Rust must not call rdma_destroy_id() on that id from there, and must not
+ *    hold its own locks across rdma_destroy_id() anywhere else;
+ *  - completions (rrdma_rust_op_done, _quiet_done, _ctrl_recv, _ctrl_sent,
+ *    _qp_error): the CQs are IB_POLL_WORKQUEUE, so process context on
+ *    ib_comp_wq; never with rrdma_shim_qp's spinlock held.
  */
 #ifndef RRDMA_SHIM_H
 #define RRDMA_SHIM_H
@@ -29,6 +42,7 @@ struct user_struct;
 struct rdma_cm_id;
 struct rrdma_shim_qp;
 struct rrdma_shim_mr;
+struct workqueue_struct;
 
 #define RRDMA_SHIM_NAME_MAX 64
 
@@ -85,8 +99,7 @@ struct rrdma_shim_vma_info {
 /* Memory helpers for regions (shim/mm.c). */
 void rrdma_shim_vma_info(struct vm_area_struct *vma,
 			 struct rrdma_shim_vma_info *info);
-int rrdma_shim_vma_map_pages(struct vm_area_struct *vma, struct page **pages,
-			     unsigned long npages);
+void rrdma_shim_vma_setup(struct vm_area_struct *vma, void *region);
 struct user_struct *rrdma_shim_memlock_charge(unsigned long npages, int *err);
 void rrdma_shim_memlock_uncharge(struct user_struct *user, unsigned long npages);
 bool rrdma_shim_should_stop(void);
@@ -153,11 +166,15 @@ struct rrdma_shim_wr {
 	struct rrdma_shim_mr *mr;
 };
 
+/* Largest control message (the shim copies one to its stack). */
+#define RRDMA_SHIM_CTRL_MAX	512
+
 /* rdma_cm, QPs, MRs and posting (shim/cm.c). */
-int rrdma_shim_cm_connect_start(void *owner, const struct rrdma_shim_addr *dst,
-				u32 timeout_ms, struct rdma_cm_id **out);
-int rrdma_shim_cm_listen(void *owner, const struct rrdma_shim_addr *src,
-			 u32 backlog, struct rdma_cm_id **out);
+int rrdma_shim_cm_create(void *owner, bool listener, struct rdma_cm_id **out);
+int rrdma_shim_cm_resolve_addr(struct rdma_cm_id *id,
+			       const struct rrdma_shim_addr *dst, u32 timeout_ms);
+int rrdma_shim_cm_bind_listen(struct rdma_cm_id *id,
+			      const struct rrdma_shim_addr *src, u32 backlog);
 int rrdma_shim_cm_resolve_route(struct rdma_cm_id *id, u32 timeout_ms);
 int rrdma_shim_cm_connect(struct rdma_cm_id *id, const void *pdata, u8 len);
 int rrdma_shim_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len,
@@ -185,6 +202,7 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 void rrdma_shim_file_wake(void *waitq);
 
 /* Registration of the ib_client and /dev/rrdma (shim/chardev.c). */
+struct workqueue_struct *rrdma_shim_wq(void);
 int rrdma_shim_register(void *core);
 void rrdma_shim_unregister(void);
 bool rrdma_shim_warn_ratelimit(void);
@@ -212,6 +230,9 @@ void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
 void rrdma_rust_op_done(void *conn, u32 slot, int wc_status);
 void rrdma_rust_quiet_done(void *conn, int wc_status);
+void rrdma_rust_region_get(void *region);
+void rrdma_rust_region_put(void *region);
+struct page *rrdma_rust_region_page(void *region, unsigned long pgoff);
 u64 rrdma_shim_random_u64(void);
 
 #endif /* RRDMA_SHIM_H */

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The C-callable entry points of a connection's cm_id and queue pair.
+//!
+//! Each borrows the connection from the context pointer C holds (covered by
+//! the cm_id's context reference, see `cm_id.rs`) and forwards to the code
+//! of its concern. All run in process context, without a shim lock held
+//! (see `shim/rrdma_shim.h`).
+
+use kernel::ffi::{c_int, c_void};
+use kernel::sync::Arc;
+
+use super::Conn;
+use crate::abi::{conn::Event, errno::ECANCELED, ops};
+use crate::foreign;
+
+/// Borrows a connection from a callback's context pointer.
+///
+/// # Safety
+///
+/// `conn` is a connection's context pointer whose cm_id context reference
+/// is held for the duration of the callback.
+unsafe fn conn(conn: *mut c_void) -> Arc<Conn> {
+    // SAFETY: by the function's safety requirements; a new reference is
+    // taken for the callback's duration.
+    unsafe { foreign::borrow::<Conn>(conn) }.into()
+}
+
+/// A failed receive or unsignaled request: the connection ends (a flush
+/// is the connection ending already).
+fn error(this: &Arc<Conn>, wc_status: c_int, why: &str) {
+    if let Some(e) = ops::wc_errno(wc_status as u32) {
+        if e != ECANCELED {
+            this.fail(Event::QpFatal, why, e);
+        }
+    }
+}
+
+/// rdma_cm event of a connection id.
+///
+/// # Safety
+///
+/// `ctx` is the id's context (see [`conn`]); `pdata` is valid for `len`
+/// bytes (or null).
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_conn_event(
+    ctx: *mut c_void,
+    event: c_int,
+    status: c_int,
+    pdata: *const c_void,
+    len: u8,
+) -> c_int {
+    // SAFETY: by the function's safety requirements.
+    let this = unsafe { conn(ctx) };
+    let pdata: &[u8] = if pdata.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: by the function's safety requirements.
+        unsafe { core::slice::from_raw_parts(pdata.cast(), usize::from(len)) }
+    };
+    this.cm_event(event, status, pdata)
+}
+
+/// A receive or unsignaled request failed on a connection's queue pair.
+///
+/// # Safety
+///
+/// `ctx` is the queue pair's owner (see [`conn`]).
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, wc_status: c_int) {
+    // SAFETY: by the function's safety requirements.
+    let this = unsafe { conn(ctx) };
+    error(&this, wc_status, "a receive or registration failed");
+}
+
+/// A grant's registration work request completed.
+///
+/// # Safety
+///
+/// As [`rrdma_rust_qp_error`].
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_quiet_done(ctx: *mut c_void, wc_status: c_int) {
+    // SAFETY: by the function's safety requirements.
+    let this = unsafe { conn(ctx) };
+    if ops::wc_errno(wc_status as u32).is_some() {
+        return error(&this, wc_status, "a registration failed");
+    }
+    let mut g = this.inner.lock();
+    if let Some(res) = g.res.as_mut() {
+        res.grants.reg_done();
+    }
+}
+
+/// A control message arrived (its buffer is posted again already).
+///
+/// # Safety
+///
+/// As [`rrdma_rust_qp_error`]; `msg` is valid for `len` bytes.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, len: u32) {
+    // SAFETY: by the function's safety requirements.
+    let this = unsafe { conn(ctx) };
+    // SAFETY: by the function's safety requirements.
+    let msg = unsafe { core::slice::from_raw_parts(msg.cast::<u8>(), len as usize) };
+    this.ctrl_recv(msg);
+}
+
+/// A control message was sent (or flushed).
+///
+/// # Safety
+///
+/// As [`rrdma_rust_qp_error`].
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
+    // SAFETY: by the function's safety requirements.
+    let this = unsafe { conn(ctx) };
+    error(&this, wc_status, "a control message could not be sent");
+}
+
+/// The signaled last request of the operation in slot `slot` completed.
+///
+/// # Safety
+///
+/// As [`rrdma_rust_qp_error`].
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_op_done(ctx: *mut c_void, slot: u32, wc_status: c_int) {
+    // SAFETY: by the function's safety requirements.
+    let this = unsafe { conn(ctx) };
+    this.slot_done(slot, wc_status as u32);
+}

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The control channel of a connection: import requests, revokes and their
+//! answers, as SEND/RECV messages (`abi::wire`).
+//!
+//! Flow control (see `abi::wire`): at most [`REQ_MAX`] import requests and
+//! [`REVOKE_MAX`] revokes of ours are outstanding at once; the slots here
+//! enforce it, and a caller waits for a free slot within its timeout. A
+//! request whose caller gave up (timeout, signal) keeps its slot until the
+//! answer arrives or the connection ends, so the bound holds even then.
+//! What the peer sends is checked against the same bounds: an answer to
+//! nothing, or more revokes than allowed, is a protocol violation and ends
+//! the connection with `EPROTO`.
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::{wait_until, Conn, Inner};
+use crate::abi::{
+    conn::Event,
+    errno::{Errno, ENOTCONN, EPROTO},
+    wire::{Ctrl, Grant, REQ_MAX, REVOKE_MAX},
+};
+
+/// Where an import request of ours is.
+// The answer is stored in place: the receive path (completion context) must
+// not allocate, so `Answered` is not boxed.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Copy)]
+enum Req {
+    /// Sent; its caller waits.
+    Waiting,
+    /// Sent; its caller gave up. The slot is freed by the answer.
+    Abandoned,
+    /// Answered; the caller takes the answer.
+    Answered(Result<Grant, Errno>),
+}
+
+#[derive(Clone, Copy)]
+struct ReqSlot {
+    id: u64,
+    req: Req,
+}
+
+#[derive(Clone, Copy)]
+struct RevokeSlot {
+    id: u64,
+    acked: bool,
+}
+
+/// A revoke the peer sent, to acknowledge once nothing of the token is in
+/// flight here.
+#[derive(Clone, Copy)]
+pub(super) struct DueAck {
+    pub(super) id: u64,
+    pub(super) token: u64,
+}
+
+/// The control channel's state (under `Conn::inner`).
+pub(super) struct Channel {
+    next_id: u64,
+    reqs: [Option<ReqSlot>; REQ_MAX],
+    revokes: [Option<RevokeSlot>; REVOKE_MAX],
+    acks: [Option<DueAck>; REVOKE_MAX],
+}
+
+impl Channel {
+    pub(super) fn new() -> Self {
+        Self {
+            next_id: 1,
+            reqs: [None; REQ_MAX],
+            revokes: [None; REVOKE_MAX],
+            acks: [None; REVOKE_MAX],
+        }
+    }
+
+    fn alloc_id(&mut self) -> u64 {
+        let id = self.next_id;
+        // Never 0 (the wire reserves it), unique for the connection's life.
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        id
+    }
+
+    fn free_req(&self) -> Option<usize> {
+        self.reqs.iter().position(|s| s.is_none())
+    }
+
+    fn free_revoke(&self) -> Option<usize> {
+        self.revokes.iter().position(|s| s.is_none())
+    }
+
+    /// The peer answered request `id`.
+    fn answer(&mut self, id: u64, result: Result<Grant, Errno>) -> Result<(), Errno> {
+        let slot = self
+            .reqs
+            .iter_mut()
+            .find(|s| s.is_some_and(|s| s.id == id && !matches!(s.req, Req::Answered(_))))
+            .ok_or(EPROTO)?;
+        match slot {
+            Some(s) if matches!(s.req, Req::Waiting) => s.req = Req::Answered(result),
+            _ => *slot = None,
+        }
+        Ok(())
+    }
+
+    /// The peer acknowledged revoke `id`.
+    fn acked(&mut self, id: u64) -> Result<(), Errno> {
+        let s = self
+            .revokes
+            .iter_mut()
+            .flatten()
+            .find(|s| s.id == id && !s.acked)
+            .ok_or(EPROTO)?;
+        s.acked = true;
+        Ok(())
+    }
+
+    /// Remembers a revoke to acknowledge later; `EPROTO` if the peer has
+    /// more revokes outstanding than the protocol allows.
+    fn defer_ack(&mut self, ack: DueAck) -> Result<(), Errno> {
+        let slot = self.acks.iter_mut().find(|a| a.is_none()).ok_or(EPROTO)?;
+        *slot = Some(ack);
+        Ok(())
+    }
+}
+
+/// Sends `m` on the connection's queue pair (never blocks).
+pub(super) fn send(g: &Inner, m: &Ctrl) -> Result<(), Errno> {
+    if !g.state.can_talk() {
+        return Err(ENOTCONN);
+    }
+    g.res.as_ref().ok_or(ENOTCONN)?.qp.ctrl_send(&m.encode())
+}
+
+/// Whether revoke `id` was acknowledged (its slot is left as is).
+pub(super) fn revoke_answered(g: &Inner, id: u64) -> bool {
+    g.ctrl
+        .revokes
+        .iter()
+        .flatten()
+        .any(|s| s.id == id && s.acked)
+}
+
+/// Sends the acknowledgements of revokes whose token has nothing in flight
+/// any more (after an operation completed or a revoke arrived).
+pub(super) fn send_due_acks(g: &mut Inner) {
+    for i in 0..REVOKE_MAX {
+        let Some(ack) = g.ctrl.acks[i] else { continue };
+        if g.imports.inflight(ack.token) > 0 {
+            continue;
+        }
+        g.ctrl.acks[i] = None;
+        // The peer has room: this answers one of its bounded revokes. A
+        // failure means the connection is ending, which revokes anyway.
+        let _ = send(g, &Ctrl::RevokeAck { req_id: ack.id });
+    }
+}
+
+impl Conn {
+    /// Sends an import request for `token` from chunk `first` and waits for
+    /// the answer, first for a free request slot if all are taken, within
+    /// `left`.
+    pub(super) fn request(
+        self: &Arc<Self>,
+        token: u64,
+        first: u32,
+        left: &mut Option<kernel::time::Jiffies>,
+    ) -> Result<Grant, Errno> {
+        let mut g = self.inner.lock();
+        wait_until(&self.cv, &mut g, left, |i| {
+            !i.state.is_connected() || i.ctrl.free_req().is_some()
+        })?;
+        if !g.state.is_connected() {
+            return Err(g.state.errno());
+        }
+        let (slot, id) = match g.ctrl.free_req() {
+            Some(slot) => (slot, g.ctrl.alloc_id()),
+            None => return Err(g.state.errno()),
+        };
+        g.ctrl.reqs[slot] = Some(ReqSlot {
+            id,
+            req: Req::Waiting,
+        });
+        let msg = Ctrl::ImportReq {
+            req_id: id,
+            token,
+            first_chunk: first,
+        };
+        if let Err(e) = send(&g, &msg) {
+            g.ctrl.reqs[slot] = None;
+            return Err(e);
+        }
+        let waited = wait_until(&self.cv, &mut g, left, |i| {
+            !i.state.can_talk()
+                || i.ctrl.reqs[slot].is_some_and(|s| matches!(s.req, Req::Answered(_)))
+        });
+        let talking = g.state.can_talk();
+        let answer = match g.ctrl.reqs[slot].map(|s| s.req) {
+            Some(Req::Answered(a)) => {
+                g.ctrl.reqs[slot] = None;
+                Some(a)
+            }
+            // Gave up: the answer (if any) frees the slot, so that the peer
+            // never has more requests of ours than allowed.
+            Some(_) if talking => {
+                if let Some(s) = g.ctrl.reqs[slot].as_mut() {
+                    s.req = Req::Abandoned;
+                }
+                None
+            }
+            _ => {
+                g.ctrl.reqs[slot] = None;
+                None
+            }
+        };
+        let errno = g.state.errno();
+        drop(g);
+        self.cv.notify_all();
+        match answer {
+            Some(a) => a,
+            None => Err(waited.err().unwrap_or(errno)),
+        }
+    }
+
+    /// Takes a revoke slot and sends a revoke of `token` (`generation`);
+    /// returns the revoke's id. Waits for a free slot within `left`.
+    pub(super) fn send_revoke(
+        self: &Arc<Self>,
+        g: &mut kernel::sync::lock::Guard<'_, Inner, kernel::sync::lock::mutex::MutexBackend>,
+        token: u64,
+        generation: u32,
+        left: &mut Option<kernel::time::Jiffies>,
+    ) -> Result<u64, Errno> {
+        wait_until(&self.cv, g, left, |i| {
+            !i.state.can_talk() || i.ctrl.free_revoke().is_some()
+        })?;
+        let slot = g.ctrl.free_revoke().ok_or(ENOTCONN)?;
+        if !g.state.can_talk() {
+            return Err(g.state.errno());
+        }
+        let id = g.ctrl.alloc_id();
+        g.ctrl.revokes[slot] = Some(RevokeSlot { id, acked: false });
+        let msg = Ctrl::Revoke {
+            req_id: id,
+            token,
+            generation,
+        };
+        if let Err(e) = send(g, &msg) {
+            g.ctrl.revokes[slot] = None;
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    /// Whether revoke `id` was acknowledged; frees its slot once it was, or
+    /// once `give_up` (its answer, if it comes, is then a violation: the
+    /// caller ends the connection when it gives up).
+    pub(super) fn revoke_acked(g: &mut Inner, id: u64, give_up: bool) -> bool {
+        let Some(slot) = g
+            .ctrl
+            .revokes
+            .iter()
+            .position(|s| s.is_some_and(|s| s.id == id))
+        else {
+            return false;
+        };
+        let acked = g.ctrl.revokes[slot].is_some_and(|s| s.acked);
+        if acked || give_up {
+            g.ctrl.revokes[slot] = None;
+        }
+        acked
+    }
+
+    /// A control message from the peer (receive completion, process
+    /// context; its buffer is already posted again).
+    pub(super) fn ctrl_recv(self: &Arc<Self>, msg: &[u8]) {
+        let m = match Ctrl::decode(msg) {
+            Ok(m) => m,
+            Err(e) => return self.fail(Event::QpFatal, "malformed control message", e),
+        };
+        let broken = match m {
+            Ctrl::ImportReq {
+                req_id,
+                token,
+                first_chunk,
+            } => {
+                // Registers outside the lock; the answer goes out under it.
+                let result = self.grant(token, first_chunk);
+                let g = self.inner.lock();
+                match send(&g, &Ctrl::ImportResp { req_id, result }) {
+                    // Our answers are bounded by the peer's requests: no send
+                    // buffer means the peer broke the bound.
+                    Err(e) if g.state.can_talk() => Some(("import request beyond the limit", e)),
+                    _ => None,
+                }
+            }
+            Ctrl::ImportResp { req_id, result } => {
+                let r = self.inner.lock().ctrl.answer(req_id, result);
+                self.cv.notify_all();
+                r.err().map(|e| ("answer to no import request", e))
+            }
+            Ctrl::Revoke {
+                req_id,
+                token,
+                generation,
+            } => {
+                let mut g = self.inner.lock();
+                g.imports.revoke(token, generation);
+                let r = g.ctrl.defer_ack(DueAck { id: req_id, token });
+                send_due_acks(&mut g);
+                r.err().map(|e| ("revoke beyond the limit", e))
+            }
+            Ctrl::RevokeAck { req_id } => {
+                let r = self.inner.lock().ctrl.acked(req_id);
+                self.cv.notify_all();
+                r.err().map(|e| ("acknowledgement of no revoke", e))
+            }
+        };
+        if let Some((why, e)) = broken {
+            self.fail(Event::QpFatal, why, e);
+        }
+    }
+}

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The exporter side of a connection: registrations granted to the peer
+//! for this file's exports, and their revocation.
+//!
+//! A grant registers chunks of the exported region for this connection
+//! only (its own protection domain), with remote write access only for a
+//! read-write export. Registrations are allocated outside the connection's
+//! lock and enter the cache only once their registration work request is
+//! posted: a refused or failed grant leaves nothing behind.
+//!
+//! Revocation (UNEXPORT) is a round trip: the importer is told, refuses
+//! new operations on the export, lets those in flight complete and
+//! acknowledges; then the registrations are deregistered. If the importer
+//! does not acknowledge in time, the connection ends (its teardown
+//! deregisters). Either way, when UNEXPORT returns nothing of the export is
+//! registered here, so no write of the peer can land afterwards.
+
+use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNodeReservation};
+use kernel::sync::Arc;
+
+use super::{ctrl, deadline, wait_until, Conn, GRANT_REG_DEPTH};
+use crate::abi::{
+    conn::Event,
+    errno::{Errno, EBUSY, EINVAL, ENOENT, ENOMEM, ENOTCONN},
+    wire::{Grant, GRANT_KEYS_MAX},
+};
+use crate::ffi::{self, ShimWr};
+use crate::mr::{Chunks, Mr};
+use crate::region::Region;
+
+/// How long UNEXPORT waits for an importer's acknowledgement before it
+/// ends the connection instead.
+const REVOKE_TIMEOUT_MS: u32 = 30_000;
+
+/// What this connection registered for one export.
+/// Field order is drop order: the registrations go before the region
+/// reference, which may be the last one keeping the pages.
+pub(super) struct Granted {
+    chunks: Chunks,
+    _region: Arc<Region>,
+}
+
+/// The grants of a connection, by token.
+pub(super) struct Grants {
+    tree: RBTree<u64, Granted>,
+    /// Registration work requests posted and not completed yet.
+    regs_in_flight: u32,
+}
+
+impl Grants {
+    pub(super) fn new() -> Self {
+        Self {
+            tree: RBTree::new(),
+            regs_in_flight: 0,
+        }
+    }
+
+    fn contains(&self, token: u64) -> bool {
+        self.tree.get(&token).is_some()
+    }
+
+    /// A registration work request of a grant completed.
+    pub(super) fn reg_done(&mut self) {
+        self.regs_in_flight = self.regs_in_flight.saturating_sub(1);
+    }
+}
+
+/// A revocation under way on one connection (see [`Conn::start_revoke`]).
+pub(crate) struct RevokeTicket {
+    conn: Arc<Conn>,
+    token: u64,
+    /// The revoke's id, if it could be sent.
+    id: Option<u64>,
+}
+
+impl Conn {
+    /// Answers an import request: registers the chunks of the export behind
+    /// `token` from `first` on for the peer and returns their keys.
+    pub(super) fn grant(self: &Arc<Self>, token: u64, first: u32) -> Result<Grant, Errno> {
+        let export = self
+            .shared
+            .exports
+            .lock()
+            .find(token)
+            .cloned()
+            .ok_or(ENOENT)?;
+        if export.conn.is_some_and(|s| s != self.serial) {
+            // Same answer as an unknown token: do not confirm it exists.
+            return Err(ENOENT);
+        }
+        let geometry = *export.region.geometry();
+        // What is missing, under the lock (a bit per key of the answer).
+        let (pd, shift, n, missing, have) = {
+            let g = self.inner.lock();
+            let res = g
+                .res
+                .as_ref()
+                .filter(|_| g.state.can_talk())
+                .ok_or(ENOTCONN)?;
+            let shift = res.chunk_shift;
+            let nchunks = geometry.bytes().div_ceil(1u64 << shift);
+            if u64::from(first) >= nchunks {
+                return Err(EINVAL);
+            }
+            let n = (nchunks - u64::from(first)).min(GRANT_KEYS_MAX as u64) as u32;
+            let entry = res.grants.tree.get(&token);
+            let mut missing: u128 = 0;
+            for k in 0..n {
+                if entry.map_or(true, |e| e.chunks.get((first + k) as usize).is_none()) {
+                    missing |= 1 << k;
+                }
+            }
+            (res.pd.clone(), shift, n, missing, entry.is_some())
+        };
+        let count = missing.count_ones();
+        if count > GRANT_REG_DEPTH {
+            return Err(EBUSY);
+        }
+        // Allocated outside the lock: the registrations and, for a first
+        // grant of the token, its tree node and chunk table.
+        let node = if have {
+            None
+        } else {
+            Some((
+                RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| ENOMEM)?,
+                Chunks::new(geometry.bytes(), shift).map_err(|_| ENOMEM)?,
+            ))
+        };
+        let mut mrs = KVec::with_capacity(count as usize, GFP_KERNEL).map_err(|_| ENOMEM)?;
+        let mut wrs = KVec::with_capacity(count as usize, GFP_KERNEL).map_err(|_| ENOMEM)?;
+        // Registrations not installed are freed after the lock is dropped.
+        let mut spare = KVec::with_capacity(count as usize, GFP_KERNEL).map_err(|_| ENOMEM)?;
+        let access = if export.writable {
+            ffi::ACCESS_REMOTE_READ | ffi::ACCESS_REMOTE_WRITE | ffi::ACCESS_LOCAL_WRITE
+        } else {
+            ffi::ACCESS_REMOTE_READ
+        };
+        for k in (0..n).filter(|k| missing & (1 << k) != 0) {
+            let c = first + k;
+            let mr = Mr::new(&pd, &export.region, u64::from(c), shift).map_err(|_| ENOMEM)?;
+            // Within capacity: cannot fail.
+            let _ = mrs.push((c as usize, mr), GFP_KERNEL);
+        }
+
+        let mut g = self.inner.lock();
+        if !g.state.can_talk() {
+            return Err(ENOTCONN);
+        }
+        // Unexport may have run since the lookup: it revokes under our lock.
+        if self.shared.exports.lock().find(token).is_none() {
+            return Err(ENOENT);
+        }
+        let res = g
+            .res
+            .as_mut()
+            .filter(|r| Arc::ptr_eq(&r.pd, &pd))
+            .ok_or(ENOTCONN)?;
+        if let Some((reservation, chunks)) = node {
+            if !res.grants.contains(token) {
+                res.grants.tree.insert(reservation.into_node(
+                    token,
+                    Granted {
+                        chunks,
+                        _region: export.region.clone(),
+                    },
+                ));
+            }
+        }
+        let entry = res.grants.tree.get_mut(&token).ok_or(ENOENT)?;
+        // Keep only what a concurrent grant did not register meanwhile.
+        for (c, mr) in mrs.iter() {
+            if entry.chunks.get(*c).is_none() {
+                let _ = wrs.push(ShimWr::reg(mr.as_ptr(), access, true), GFP_KERNEL);
+            }
+        }
+        if res.grants.regs_in_flight + wrs.len() as u32 > GRANT_REG_DEPTH {
+            return Err(EBUSY);
+        }
+        // SAFETY: every registration posted is installed in the cache just
+        // below and stays there until the grant is revoked or the
+        // connection torn down, both after its work request completed.
+        let (posted, r) = unsafe { res.qp.post(&wrs) };
+        res.grants.regs_in_flight += posted;
+        let mut installed = 0;
+        for (c, mr) in mrs {
+            if entry.chunks.get(c).is_some() || installed >= posted {
+                // A duplicate, or never posted. Within capacity: no failure.
+                let _ = spare.push(mr, GFP_KERNEL);
+                continue;
+            }
+            installed += 1;
+            // Cannot fail: the chunk exists and is empty.
+            let _ = entry.chunks.set(c, mr);
+        }
+        if let Err(e) = r {
+            drop(g);
+            drop(spare);
+            self.fail(Event::QpFatal, "cannot post a registration", e);
+            return Err(e);
+        }
+        let mut grant = Grant {
+            block_size: geometry.block_size(),
+            nblocks: geometry.nblocks(),
+            generation: export.generation,
+            writable: export.writable,
+            chunk_shift: shift as u8,
+            first_chunk: first,
+            nkeys: n as u16,
+            rkeys: [0; GRANT_KEYS_MAX],
+        };
+        for k in 0..n {
+            grant.rkeys[k as usize] = entry
+                .chunks
+                .get((first + k) as usize)
+                .map_or(0, |m| m.rkey());
+        }
+        drop(g);
+        drop(spare);
+        Ok(grant)
+    }
+
+    /// Starts revoking the export `token` on this connection: tells the
+    /// importer. `None` if nothing of it is granted here.
+    pub(crate) fn start_revoke(
+        self: &Arc<Self>,
+        token: u64,
+        generation: u32,
+    ) -> Option<RevokeTicket> {
+        let mut g = self.inner.lock();
+        if !g.res.as_ref().is_some_and(|r| r.grants.contains(token)) {
+            return None;
+        }
+        let mut left = deadline(REVOKE_TIMEOUT_MS);
+        let id = self.send_revoke(&mut g, token, generation, &mut left).ok();
+        Some(RevokeTicket {
+            conn: self.clone(),
+            token,
+            id,
+        })
+    }
+}
+
+impl RevokeTicket {
+    /// Waits for the importer's acknowledgement and deregisters what was
+    /// granted for the token. Without an acknowledgement in time (or if
+    /// interrupted, or if the revoke could not be sent) the connection
+    /// ends instead, and this returns once its teardown deregistered
+    /// everything.
+    pub(crate) fn finish(self) {
+        let conn = &self.conn;
+        let mut acked = false;
+        if let Some(id) = self.id {
+            let mut g = conn.inner.lock();
+            let mut left = deadline(REVOKE_TIMEOUT_MS);
+            let _ = wait_until(&conn.cv, &mut g, &mut left, |i| {
+                !i.state.can_talk() || ctrl::revoke_answered(i, id)
+            });
+            acked = Conn::revoke_acked(&mut g, id, true);
+            if acked {
+                let granted = g
+                    .res
+                    .as_mut()
+                    .and_then(|r| r.grants.tree.remove(&self.token));
+                drop(g);
+                // Deregistered: the NIC refuses the old keys from now on.
+                drop(granted);
+            }
+        }
+        if !acked {
+            if crate::ffi::ratelimit() {
+                pr_warn!(
+                    "connection {}: the importer did not acknowledge a revoke; closing it\n",
+                    conn.serial
+                );
+            }
+            Conn::destroy(conn, Event::Timeout);
+        }
+    }
+}

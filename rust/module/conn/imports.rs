@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The importer side of a connection: imports of the peer's exports, and
+//! the peer's revocations of them.
+//!
+//! Each import has an entry in the connection's table (from the moment the
+//! import starts, so that a revoke arriving meanwhile is not missed) with
+//! its token, whether it was revoked and how many operations on it are in
+//! flight. A revoke marks the entries of its token (new operations fail
+//! with `EKEYREVOKED`) and is acknowledged once none of them has an
+//! operation in flight. The table holds live imports only: an entry goes
+//! when its import does (or, if operations are still in flight, when the
+//! last completes), so a peer's revokes cannot grow it.
+
+use kernel::prelude::*;
+use kernel::rbtree::{RBTree, RBTreeNodeReservation};
+use kernel::sync::Arc;
+
+use super::{ctrl, deadline, Conn, SQ_DEPTH};
+use crate::abi::{
+    blocks::Geometry,
+    errno::{Errno, E2BIG, EINVAL, EKEYREVOKED, ENOENT, ENOMEM, ENOTCONN, EPROTO},
+    ops,
+    wire::Grant,
+};
+
+/// Most registration chunks an import accepts (1 TiB at 1 MiB chunks).
+const IMPORT_CHUNKS_MAX: u64 = 1 << 20;
+
+/// One import, as the connection tracks it.
+struct Entry {
+    token: u64,
+    revoked: bool,
+    inflight: u32,
+    /// Its import is gone; the entry goes with its last operation.
+    orphan: bool,
+}
+
+/// The imports of a connection, by entry id.
+pub(super) struct Table {
+    tree: RBTree<u64, Entry>,
+    next: u64,
+}
+
+impl Table {
+    pub(super) fn new() -> Self {
+        Self {
+            tree: RBTree::new(),
+            next: 1,
+        }
+    }
+
+    /// Operations in flight on imports of `token`.
+    pub(super) fn inflight(&self, token: u64) -> u32 {
+        self.tree
+            .values()
+            .filter(|e| e.token == token)
+            .map(|e| e.inflight)
+            .sum()
+    }
+
+    /// The peer revoked `token`: its imports refuse new operations.
+    pub(super) fn revoke(&mut self, token: u64, _generation: u32) {
+        for e in self.tree.values_mut().filter(|e| e.token == token) {
+            e.revoked = true;
+        }
+    }
+
+    /// Whether operations may start on import `id`: `EKEYREVOKED` once
+    /// revoked.
+    pub(super) fn check(&self, id: u64) -> Result<(), Errno> {
+        match self.tree.get(&id) {
+            Some(e) if !e.revoked && !e.orphan => Ok(()),
+            Some(e) if e.revoked => Err(EKEYREVOKED),
+            _ => Err(ENOENT),
+        }
+    }
+
+    /// An operation on import `id` was posted.
+    pub(super) fn op_started(&mut self, id: u64) {
+        if let Some(e) = self.tree.get_mut(&id) {
+            e.inflight += 1;
+        }
+    }
+
+    /// An operation on import `id` completed.
+    pub(super) fn op_done(&mut self, id: u64) {
+        let gone = match self.tree.get_mut(&id) {
+            Some(e) => {
+                e.inflight = e.inflight.saturating_sub(1);
+                e.orphan && e.inflight == 0
+            }
+            None => false,
+        };
+        if gone {
+            self.tree.remove(&id);
+        }
+    }
+}
+
+/// A remote region imported over a connection (a handle's object).
+pub(crate) struct Import {
+    pub(crate) conn: Arc<Conn>,
+    /// Its entry in the connection's table.
+    entry: u64,
+    pub(crate) geometry: Geometry,
+    pub(crate) writable: bool,
+    /// The exporter's registration chunk size (log2).
+    pub(super) chunk_shift: u32,
+    /// The largest block count of one operation on this import.
+    pub(crate) max_op_blocks: u32,
+    pub(super) rkeys: KVVec<u32>,
+}
+
+impl Import {
+    /// The remote view `abi::ops::check_op` needs.
+    pub(crate) fn view(&self) -> ops::RemoteView {
+        ops::RemoteView {
+            geometry: self.geometry,
+            writable: self.writable,
+            revoked: self.conn.inner.lock().imports.check(self.entry) == Err(EKEYREVOKED),
+            max_blocks: self.max_op_blocks,
+        }
+    }
+
+    /// Its entry in the connection's table.
+    pub(super) fn entry(&self) -> u64 {
+        self.entry
+    }
+}
+
+impl Drop for Import {
+    fn drop(&mut self) {
+        self.conn.forget_import(self.entry);
+    }
+}
+
+impl Conn {
+    /// Imports the peer's export `token`.
+    pub(crate) fn import(self: &Arc<Self>, token: u64, timeout_ms: u32) -> Result<Import, Errno> {
+        // The entry exists before the first request goes out.
+        let node = RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| ENOMEM)?;
+        let entry = {
+            let mut g = self.inner.lock();
+            let id = g.imports.next;
+            g.imports.next += 1;
+            g.imports.tree.insert(node.into_node(
+                id,
+                Entry {
+                    token,
+                    revoked: false,
+                    inflight: 0,
+                    orphan: false,
+                },
+            ));
+            id
+        };
+        let r = self.import_rounds(token, entry, timeout_ms);
+        if r.is_err() {
+            self.forget_import(entry);
+        }
+        r
+    }
+
+    fn import_rounds(
+        self: &Arc<Self>,
+        token: u64,
+        entry: u64,
+        timeout_ms: u32,
+    ) -> Result<Import, Errno> {
+        let mut left = deadline(timeout_ms);
+        let mut rkeys: KVVec<u32> = KVVec::new();
+        let mut first: u32 = 0;
+        let mut head: Option<Grant> = None;
+        loop {
+            let g = self.request(token, first, &mut left)?;
+            let chunks = g.chunks();
+            match &head {
+                None => {
+                    Geometry::new(g.block_size, g.nblocks, u64::MAX).map_err(|_| EPROTO)?;
+                    if chunks > IMPORT_CHUNKS_MAX {
+                        return Err(E2BIG);
+                    }
+                    rkeys =
+                        KVVec::with_capacity(chunks as usize, GFP_KERNEL).map_err(|_| ENOMEM)?;
+                }
+                Some(h) => {
+                    if (
+                        h.block_size,
+                        h.nblocks,
+                        h.chunk_shift,
+                        h.generation,
+                        h.writable,
+                    ) != (
+                        g.block_size,
+                        g.nblocks,
+                        g.chunk_shift,
+                        g.generation,
+                        g.writable,
+                    ) {
+                        return Err(EPROTO);
+                    }
+                }
+            }
+            if g.first_chunk != first
+                || g.nkeys == 0
+                || u64::from(first) + u64::from(g.nkeys) > chunks
+            {
+                return Err(EPROTO);
+            }
+            for k in g.keys() {
+                // Within the capacity reserved above.
+                rkeys.push(*k, GFP_KERNEL).map_err(|_| ENOMEM)?;
+            }
+            first += u32::from(g.nkeys);
+            if head.is_none() {
+                head = Some(g);
+            }
+            if u64::from(first) >= chunks {
+                break;
+            }
+        }
+        let h = head.ok_or(EINVAL)?;
+        let local_shift = {
+            let g = self.inner.lock();
+            // Revoked while importing: as for an import after the revoke.
+            if g.imports.check(entry).is_err() {
+                return Err(ENOENT);
+            }
+            g.res.as_ref().ok_or(ENOTCONN)?.chunk_shift
+        };
+        let remote_shift = u32::from(h.chunk_shift);
+        Ok(Import {
+            conn: self.clone(),
+            entry,
+            geometry: Geometry::new(h.block_size, h.nblocks, u64::MAX).map_err(|_| EPROTO)?,
+            writable: h.writable,
+            chunk_shift: remote_shift,
+            max_op_blocks: ops::max_op_blocks(
+                h.block_size,
+                local_shift,
+                remote_shift,
+                u64::from(SQ_DEPTH),
+            ),
+            rkeys,
+        })
+    }
+
+    /// Import `entry` is gone (unimported, or its import failed).
+    fn forget_import(&self, entry: u64) {
+        let mut g = self.inner.lock();
+        match g.imports.tree.get_mut(&entry) {
+            Some(e) if e.inflight > 0 => e.orphan = true,
+            Some(_) => {
+                g.imports.tree.remove(&entry);
+            }
+            None => {}
+        }
+        ctrl::send_due_acks(&mut g);
+    }
+}

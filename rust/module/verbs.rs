@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Owned verbs objects of a connection: its protection domain ([`Pd`]) and
+//! its queue pair with completion queues and control buffers ([`Qp`]).
+//!
+//! Each connection has a protection domain of its own, so a key granted on
+//! one connection is valid on that connection's queue pair only (a peer
+//! guessing keys, which carry 8 random bits on rxe, cannot reach another
+//! connection's registrations). Registrations ([`crate::mr::Mr`]) hold a
+//! reference on their domain, and the domain holds its device context, so
+//! the domain goes after its last registration and before its device.
+
+use core::ptr::{self, NonNull};
+
+use kernel::ffi::c_void;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::abi::errno::{Errno, ENOMEM};
+use crate::device::DeviceCtx;
+use crate::ffi::{self, IbPd, RdmaCmId, ShimQp, ShimWr};
+
+/// A protection domain on a device.
+///
+/// # Invariants
+///
+/// `raw` was allocated by `rrdma_shim_alloc_pd` on `_device`'s device and
+/// is deallocated only by `drop`.
+pub(crate) struct Pd {
+    raw: NonNull<IbPd>,
+    /// Keeps the device until the domain is gone (device removal waits).
+    _device: Arc<DeviceCtx>,
+}
+
+// SAFETY: a PD may be used and deallocated from any thread.
+unsafe impl Send for Pd {}
+// SAFETY: `&Pd` only hands out the pointer for verbs that take the device's
+// own locks.
+unsafe impl Sync for Pd {}
+
+impl Pd {
+    /// Allocates a protection domain on `device`.
+    pub(crate) fn new(device: &Arc<DeviceCtx>) -> Result<Arc<Self>> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: the device is live while `device` is held (device removal
+        // waits for the last reference), and `raw` is a valid out-pointer.
+        kernel::error::to_result(unsafe { ffi::rrdma_shim_alloc_pd(device.raw(), &mut raw) })?;
+        let raw = NonNull::new(raw).ok_or(kernel::error::code::ENOMEM)?;
+        // INVARIANT: allocated just above on `device`.
+        Ok(Arc::new(
+            Self {
+                raw,
+                _device: device.clone(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// The raw PD, for registrations and the queue pair.
+    pub(crate) fn as_ptr(&self) -> *mut IbPd {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant; every registration and queue pair
+        // on it is gone (they hold references on it).
+        unsafe { ffi::rrdma_shim_dealloc_pd(self.raw.as_ptr()) };
+    }
+}
+
+/// Sizes of a queue pair.
+pub(crate) struct QpSizes {
+    /// Send-queue entries for work requests other than control sends.
+    pub(crate) send: u32,
+    /// Operation slots (completion contexts).
+    pub(crate) ops: u32,
+    /// Control receive buffers.
+    pub(crate) recv: u32,
+    /// Control send buffers.
+    pub(crate) ctrl_send: u32,
+    /// Bytes per control buffer.
+    pub(crate) msg_len: u32,
+}
+
+/// An RC queue pair with its completion queues and control buffers.
+///
+/// # Invariants
+///
+/// `raw` was created by `rrdma_shim_qp_create` on a cm_id that outlives it
+/// (the owner drops the queue pair before the id), with completion callbacks
+/// whose owner pointer stays valid until `drop` returns; it is drained and
+/// destroyed only by `drop`. `_pd` is the domain it was created in.
+pub(crate) struct Qp {
+    raw: NonNull<ShimQp>,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: posting and control sends take the shim's own lock; the queue pair
+// may be destroyed from any thread.
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+impl Qp {
+    /// Creates the queue pair of `id` in `pd`; its completions call back
+    /// with `owner`.
+    ///
+    /// # Safety
+    ///
+    /// `id` is live, has no queue pair, and outlives the returned value;
+    /// `owner` stays valid for the completion callbacks until the returned
+    /// value is dropped.
+    pub(crate) unsafe fn new(
+        id: *mut RdmaCmId,
+        pd: &Arc<Pd>,
+        owner: *mut c_void,
+        sizes: &QpSizes,
+    ) -> Result<Self, Errno> {
+        let mut raw = ptr::null_mut();
+        // SAFETY: by the function's safety requirements; `pd` is live.
+        let ret = unsafe {
+            ffi::rrdma_shim_qp_create(
+                id,
+                pd.as_ptr(),
+                owner,
+                sizes.send,
+                sizes.ops,
+                sizes.recv,
+                sizes.ctrl_send,
+                sizes.msg_len,
+                &mut raw,
+            )
+        };
+        if ret != 0 {
+            return Err(-ret);
+        }
+        // INVARIANT: created just above, by the function's safety
+        // requirements.
+        Ok(Self {
+            raw: NonNull::new(raw).ok_or(ENOMEM)?,
+            _pd: pd.clone(),
+        })
+    }
+
+    /// Posts `wrs` in order; returns how many were posted and the errno of
+    /// the first refused one.
+    ///
+    /// # Safety
+    ///
+    /// Every registration the requests name stays registered until the
+    /// requests completed (or were flushed).
+    pub(crate) unsafe fn post(&self, wrs: &[ShimWr]) -> (u32, Result<(), Errno>) {
+        let mut posted = 0;
+        // SAFETY: the queue pair is live (type invariant); by the function's
+        // safety requirements the registrations stay valid.
+        let ret = unsafe {
+            ffi::rrdma_shim_post(
+                self.raw.as_ptr(),
+                wrs.as_ptr(),
+                wrs.len() as u32,
+                &mut posted,
+            )
+        };
+        (posted, if ret == 0 { Ok(()) } else { Err(-ret) })
+    }
+
+    /// Sends one control message (never blocks; `EAGAIN` when every
+    /// control send buffer is in flight, `ENOTCONN` once draining).
+    pub(crate) fn ctrl_send(&self, msg: &[u8]) -> Result<(), Errno> {
+        // SAFETY: the queue pair is live (type invariant); `msg` is valid
+        // for its length and copied before the call returns.
+        let ret = unsafe {
+            ffi::rrdma_shim_ctrl_send(self.raw.as_ptr(), msg.as_ptr().cast(), msg.len() as u32)
+        };
+        if ret == 0 {
+            Ok(())
+        } else {
+            Err(-ret)
+        }
+    }
+}
+
+impl Drop for Qp {
+    /// Stops posting, drains (every outstanding work request completes or
+    /// is flushed) and destroys the queue pair and its completion queues.
+    /// Waits for the completion callbacks: never dropped with a lock they
+    /// take.
+    fn drop(&mut self) {
+        // SAFETY: the queue pair is live (type invariant).
+        unsafe { ffi::rrdma_shim_qp_drain(self.raw.as_ptr()) };
+        // SAFETY: drained; its id is still alive (type invariant).
+        unsafe { ffi::rrdma_shim_qp_destroy(self.raw.as_ptr()) };
+    }
+}
