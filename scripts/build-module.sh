@@ -41,8 +41,11 @@ case "$KVER" in
 esac
 
 # Mirror only the module's sources; keep timestamps so rebuilds are incremental.
+# By content, and stamped with the copy's time: a file whose content changed
+# is newer than its object even if the repo's copy is older (a checkout of
+# an older commit), so kbuild rebuilds it.
 mkdir -p "$ROOT$src_in"
-rsync -a --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
+rsync -rl --checksum --delete --exclude '*.o' --exclude '*.ko' --exclude '.*.cmd' --exclude '*.mod*' \
 	--exclude '*.d' --exclude 'modules.order' --exclude 'Module.symvers' \
 	--include 'Kbuild' --include 'include/***' --include 'rust/' --include 'rust/module/***' \
 	--include 'rust/abi/' --include 'rust/abi/src/***' --exclude '*' \

@@ -238,7 +238,7 @@ int rrdma_shim_register(void *core)
 	}
 	rrdma_misc.mode = dev_mode;
 	rrdma_core = core;
-	rrdma_wq = alloc_workqueue("rrdma", 0, 0);
+	rrdma_wq = alloc_workqueue("rrdma", WQ_UNBOUND, 0);
 	if (!rrdma_wq) {
 		ret = -ENOMEM;
 		goto out_core;
