@@ -4,9 +4,11 @@
 //!
 //! With `--control PORT`, a line-based TCP channel (for tests and demos on
 //! a private network; it hands out the tokens, which are capabilities)
-//! answers: `tokens`, `checksum FIRST COUNT`, `fill SEED`,
-//! `unexport ACCESS`, `fdinfo`, `connections`, `quit`, and `die` (exit at
-//! once without cleanup, as if killed).
+//! answers: `tokens`, `checksum FIRST COUNT`, `fill SEED`, `export ACCESS`
+//! (a new token), `unexport ACCESS` (the newest export of that access),
+//! `unexport-sum ACCESS FIRST COUNT` (revoke, then checksum the blocks at
+//! once and 1 s later), `fdinfo`, `connections`, `quit`, and `die` (exit
+//! at once without cleanup, as if killed).
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -41,7 +43,36 @@ struct State<'a> {
     quit: bool,
 }
 
-fn answer(dev: &Rrdma, st: &Mutex<State<'_>>, line: &str) -> String {
+fn access_of(which: &str) -> Access {
+    if which == "ro" {
+        Access::ReadOnly
+    } else {
+        Access::ReadWrite
+    }
+}
+
+/// The byte range of blocks `first..first + count`, if inside the region.
+fn range(st: &State<'_>, first: &str, count: &str) -> Option<(usize, usize)> {
+    let (first, count) = (first.parse::<u64>().ok()?, count.parse::<u64>().ok()?);
+    let bs = st.region.block_size() as u64;
+    let end = first.checked_add(count)?.checked_mul(bs)?;
+    (end <= st.region.len() as u64).then(|| ((first * bs) as usize, end as usize))
+}
+
+/// Revokes the most recent live export of `which` access.
+fn unexport(st: &mut State<'_>, which: &str) -> Result<(), String> {
+    let want = access_of(which);
+    let e = st
+        .exports
+        .iter_mut()
+        .rev()
+        .find(|(a, e)| *a == want && e.is_some())
+        .and_then(|(_, e)| e.take())
+        .ok_or("none")?;
+    e.revoke().map_err(|e| e.to_string())
+}
+
+fn answer<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, line: &str) -> String {
     let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
     let words: Vec<&str> = line.split_whitespace().collect();
     match words.as_slice() {
@@ -54,20 +85,10 @@ fn answer(dev: &Rrdma, st: &Mutex<State<'_>>, line: &str) -> String {
             })
             .collect::<Vec<_>>()
             .join(" "),
-        ["checksum", first, count] => {
-            let (Ok(first), Ok(count)) = (first.parse::<u64>(), count.parse::<u64>()) else {
-                return "error bad numbers".into();
-            };
-            let bs = st.region.block_size() as u64;
-            let (start, end) = (first * bs, (first + count) * bs);
-            if end > st.region.len() as u64 || start > end {
-                return "error range".into();
-            }
-            format!(
-                "{:#x}",
-                checksum(&st.region.as_slice()[start as usize..end as usize])
-            )
-        }
+        ["checksum", first, count] => match range(&st, first, count) {
+            Some((start, end)) => format!("{:#x}", checksum(&st.region.as_slice()[start..end])),
+            None => "error range".into(),
+        },
         ["fill", seed] => match seed.parse::<u64>() {
             Ok(seed) => {
                 fill_pattern(st.region.as_mut_slice(), seed);
@@ -75,23 +96,33 @@ fn answer(dev: &Rrdma, st: &Mutex<State<'_>>, line: &str) -> String {
             }
             Err(_) => "error bad seed".into(),
         },
-        ["unexport", which] => {
-            let want = if *which == "ro" {
-                Access::ReadOnly
-            } else {
-                Access::ReadWrite
+        ["unexport", which] => match unexport(&mut st, which) {
+            Ok(()) => "ok".into(),
+            Err(e) => format!("error {e}"),
+        },
+        // Revokes, then checksums the range at once and again 1 s later: a
+        // write that lands after UNEXPORT returned shows as a difference.
+        ["unexport-sum", which, first, count] => {
+            let Some((start, end)) = range(&st, first, count) else {
+                return "error range".into();
             };
-            match st
-                .exports
-                .iter_mut()
-                .find(|(a, e)| *a == want && e.is_some())
-            {
-                Some((_, e)) => match e.take().map(|e| e.revoke()) {
-                    Some(Ok(())) => "ok".into(),
-                    Some(Err(err)) => format!("error {err}"),
-                    None => "error none".into(),
-                },
-                None => "error none".into(),
+            if let Err(e) = unexport(&mut st, which) {
+                return format!("error {e}");
+            }
+            let before = checksum(&st.region.as_slice()[start..end]);
+            std::thread::sleep(Duration::from_secs(1));
+            let after = checksum(&st.region.as_slice()[start..end]);
+            format!("ok {before:#x} {after:#x}")
+        }
+        ["export", which] => {
+            let acc = access_of(which);
+            match dev.export(&st.region, acc, None) {
+                Ok(e) => {
+                    let tok = format!("{:#x}", e.token());
+                    st.exports.push((acc, Some(e)));
+                    tok
+                }
+                Err(e) => format!("error {e}"),
             }
         }
         ["connections"] => st.conns.len().to_string(),
@@ -114,7 +145,7 @@ fn answer(dev: &Rrdma, st: &Mutex<State<'_>>, line: &str) -> String {
     }
 }
 
-fn control_loop(dev: &Rrdma, st: &Mutex<State<'_>>, listener: TcpListener) {
+fn control_loop<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, listener: TcpListener) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         let _ = handle_client(dev, st, stream);
@@ -124,7 +155,7 @@ fn control_loop(dev: &Rrdma, st: &Mutex<State<'_>>, listener: TcpListener) {
     }
 }
 
-fn handle_client(dev: &Rrdma, st: &Mutex<State<'_>>, stream: TcpStream) -> io::Result<()> {
+fn handle_client<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, stream: TcpStream) -> io::Result<()> {
     let mut out = stream.try_clone()?;
     for line in BufReader::new(stream).lines() {
         let line = line?;

@@ -317,15 +317,16 @@ pub fn errno(e: &io::Error) -> Option<i32> {
     })
 }
 
-impl Listener<'_> {
+impl<'a> Listener<'a> {
     /// The listener's handle.
     pub fn handle(&self) -> u32 {
         self.handle
     }
 
     /// Takes the next established connection, waiting at most `timeout`
-    /// (`None`: until a signal). `Ok(None)` when none came in time.
-    pub fn accept(&self, timeout: Option<Duration>) -> io::Result<Option<Connection<'_>>> {
+    /// (`None`: until a signal). `Ok(None)` when none came in time. The
+    /// connection outlives the listener.
+    pub fn accept(&self, timeout: Option<Duration>) -> io::Result<Option<Connection<'a>>> {
         let mut b = Accept {
             listener: self.handle,
             timeout_ms: ms(timeout),

@@ -12,6 +12,11 @@
 //! - `regions`: regions and their mappings (`regions.rs`);
 //! - `remote PEER_IP`: connections, export/import and block operations
 //!   against a peer running `rrdma serve` (`remote.rs`);
+//! - `attack PEER_IP SELF_IP PROVIDER`: the faults of an outside attack
+//!   run: exporter-side revoke and device loss under load, refused calls,
+//!   stalled user copies, concurrency (`attack.rs`);
+//! - `agent PORT DEV PROVIDER`: removes and re-adds DEV on request, for
+//!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
 //!   page until `RELEASE_FILE` exists (`uffd.rs`);
 //! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`).
@@ -19,6 +24,8 @@
 use std::io;
 use std::process::ExitCode;
 
+mod agent;
+mod attack;
 mod measure;
 mod regions;
 mod remote;
@@ -28,6 +35,24 @@ use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};
 use rrdma::abi::ioctl::{ioc, iowr, IOC_READ, IOC_WRITE};
 use rrdma::abi::uapi::{self, DeviceInfo, Info, IOCTL_MAGIC};
 use rrdma::Rrdma;
+
+/// Every ioctl command of the UAPI, by name.
+pub(crate) const ALL_IOCTLS: [(&str, u32); 14] = [
+    ("GET_INFO", uapi::IOCTL_GET_INFO),
+    ("REGION_CREATE", uapi::IOCTL_REGION_CREATE),
+    ("REGION_DESTROY", uapi::IOCTL_REGION_DESTROY),
+    ("LISTEN", uapi::IOCTL_LISTEN),
+    ("ACCEPT", uapi::IOCTL_ACCEPT),
+    ("CONNECT", uapi::IOCTL_CONNECT),
+    ("DISCONNECT", uapi::IOCTL_DISCONNECT),
+    ("EXPORT", uapi::IOCTL_EXPORT),
+    ("UNEXPORT", uapi::IOCTL_UNEXPORT),
+    ("IMPORT", uapi::IOCTL_IMPORT),
+    ("UNIMPORT", uapi::IOCTL_UNIMPORT),
+    ("UNLISTEN", uapi::IOCTL_UNLISTEN),
+    ("SUBMIT", uapi::IOCTL_SUBMIT),
+    ("RW_SYNC", uapi::IOCTL_RW_SYNC),
+];
 
 pub(crate) struct Tap {
     n: u32,
@@ -281,6 +306,20 @@ fn abi_checks(dev: &Rrdma, t: &mut Tap) {
         "unmapped (PROT_NONE) argument is EFAULT",
         expect_errno(unsafe { dev.ioctl_raw(uapi::IOCTL_GET_INFO, none) }, EFAULT),
     );
+    // Every command: a bad argument pointer is EFAULT, whatever the command
+    // would have checked next.
+    for (name, cmd) in ALL_IOCTLS {
+        // SAFETY: invalid addresses; the kernel must fail, not write.
+        t.check(
+            &format!("{name}: NULL argument is EFAULT"),
+            expect_errno(unsafe { dev.ioctl_raw(cmd, 0) }, EFAULT),
+        );
+        // SAFETY: as above.
+        t.check(
+            &format!("{name}: inaccessible argument is EFAULT"),
+            expect_errno(unsafe { dev.ioctl_raw(cmd, none) }, EFAULT),
+        );
+    }
     // An argument whose first bytes are readable but whose tail runs into an
     // inaccessible page.
     let two = map_anon(2 * page, libc::PROT_READ | libc::PROT_WRITE);
@@ -452,6 +491,13 @@ fn main() -> ExitCode {
             }
         };
     }
+    if cmd == "agent" {
+        let [port, dev, prov] = rest else {
+            eprintln!("usage: rrdma-selftest agent PORT DEV PROVIDER");
+            return ExitCode::from(2);
+        };
+        return ExitCode::from(agent::run(port, dev, prov) as u8);
+    }
     if cmd == "hold-get-info" {
         let Some(release) = rest.first() else {
             eprintln!("usage: rrdma-selftest hold-get-info RELEASE_FILE");
@@ -476,6 +522,13 @@ fn main() -> ExitCode {
             Some(peer) => remote::checks(&dev, &mut t, peer),
             None => {
                 eprintln!("usage: rrdma-selftest remote PEER_IP");
+                return ExitCode::from(2);
+            }
+        },
+        "attack" => match rest {
+            [peer, me, prov] => attack::checks(&dev, &mut t, peer, me, prov),
+            _ => {
+                eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER");
                 return ExitCode::from(2);
             }
         },

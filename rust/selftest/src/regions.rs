@@ -461,6 +461,73 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap) {
         memlock_check(),
     );
     t.check(
+        "RLIMIT_MEMLOCK: a destroyed region's charge lasts while it is mapped",
+        memlock_mapped_check(),
+    );
+    t.check(
+        "fork after MADV_DOFORK: the child cannot read the region",
+        (|| {
+            let r = expect_ok(create(dev, 4096, 2))?;
+            let a = expect_ok(map(dev, r.mmap_offset, 8192, rw(), libc::MAP_SHARED))?;
+            // SAFETY: our mapping.
+            unsafe { *a = 42 };
+            // SAFETY: our mapping; DOFORK clears VM_DONTCOPY.
+            let adv = unsafe { libc::madvise(a.cast(), 8192, libc::MADV_DOFORK) };
+            // SAFETY: the child only reads and exits.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: reading an address the child may not use.
+                let v = unsafe { std::ptr::read_volatile(a.add(4096)) };
+                // SAFETY: exit without the parent's destructors.
+                unsafe { libc::_exit(100 + i32::from(v)) };
+            }
+            let mut status = 0;
+            // SAFETY: waiting for our child.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            // SAFETY: our mapping, still valid in the parent.
+            let still = unsafe { *a };
+            unmap(a, 8192);
+            expect_ok(dev.region_destroy_raw(r.handle, 0))?;
+            ensure(still == 42, "parent's mapping changed")?;
+            // Kernels that refuse MADV_DOFORK on the mapping (7.3: VM_SPECIAL)
+            // leave it out of the child (SIGSEGV); where it is copied, the
+            // copy holds nothing (SIGBUS).
+            let want = if adv == 0 {
+                libc::SIGBUS
+            } else {
+                libc::SIGSEGV
+            };
+            ensure(
+                libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == want,
+                format!("child status {status:#x} (madvise {adv})"),
+            )
+        })(),
+    );
+    t.check(
+        "handles are never reused: 300 create/destroy cycles, then a stale destroy is ENOENT",
+        (|| {
+            let mut seen = std::collections::HashSet::new();
+            let first = expect_ok(create(dev, 4096, 1))?.handle;
+            expect_ok(dev.region_destroy_raw(first, 0))?;
+            seen.insert(first);
+            for _ in 0..300 {
+                let h = expect_ok(create(dev, 4096, 1))?.handle;
+                ensure(seen.insert(h), format!("handle {h:#x} given twice"))?;
+                expect_ok(dev.region_destroy_raw(h, 0))?;
+            }
+            let live = expect_ok(create(dev, 4096, 1))?.handle;
+            ensure(seen.insert(live), "live handle reused")?;
+            let stale = expect_errno(dev.region_destroy_raw(first, 0), ENOENT);
+            let regions = expect_ok(dev.fdinfo_value("rrdma-regions"))?;
+            expect_ok(dev.region_destroy_raw(live, 0))?;
+            stale?;
+            ensure(
+                regions == 1,
+                format!("{regions} regions after the stale destroy"),
+            )
+        })(),
+    );
+    t.check(
         "the library's Region maps, writes and reads back",
         (|| {
             let mut reg = expect_ok(dev.create_region(4096, 8))?;
@@ -522,6 +589,68 @@ fn memlock_check() -> Result<(), String> {
                             }
                         },
                     }
+                }
+            },
+        };
+        // SAFETY: exit the child.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    ensure(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        format!("child exit status {status:#x}"),
+    )
+}
+
+/// In an unprivileged child with a 1 MiB memlock limit: a 768 KiB region
+/// mapped and then destroyed still counts against the limit (a second one
+/// is ENOMEM) until the mapping goes.
+fn memlock_mapped_check() -> Result<(), String> {
+    const LEN: usize = 768 << 10;
+    // SAFETY: the child runs only system calls and ioctls, then exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let lim = libc::rlimit {
+            rlim_cur: 1 << 20,
+            rlim_max: 1 << 20,
+        };
+        let code = match Rrdma::open() {
+            Err(_) => 9,
+            // SAFETY: plain system calls in the child.
+            Ok(dev) => unsafe {
+                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) != 0
+                    || libc::setgid(65534) != 0
+                    || libc::setuid(65534) != 0
+                {
+                    10
+                } else {
+                    let mut code = 0;
+                    for round in 0..4 {
+                        let Ok(a) = create(&dev, 4096, (LEN / 4096) as u64) else {
+                            code = 20 + round;
+                            break;
+                        };
+                        let Ok(p) = map(&dev, a.mmap_offset, LEN, rw(), libc::MAP_SHARED) else {
+                            code = 30 + round;
+                            break;
+                        };
+                        *p = 1;
+                        if dev.region_destroy_raw(a.handle, 0).is_err() {
+                            code = 40 + round;
+                            break;
+                        }
+                        match create(&dev, 4096, (LEN / 4096) as u64) {
+                            Err(e) if e.raw_os_error() == Some(ENOMEM) => {}
+                            _ => {
+                                code = 50 + round;
+                                break;
+                            }
+                        }
+                        unmap(p, LEN);
+                    }
+                    code
                 }
             },
         };

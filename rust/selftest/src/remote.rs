@@ -25,9 +25,9 @@ use rrdma::{errno, to_addr, Access, Connection, Region, RemoteRegion, Rrdma};
 
 use crate::{expect_errno, expect_ok, map_anon, Tap};
 
-const T: Duration = Duration::from_secs(10);
+pub(crate) const T: Duration = Duration::from_secs(10);
 
-fn control(peer: &str, line: &str) -> io::Result<String> {
+pub(crate) fn control(peer: &str, line: &str) -> io::Result<String> {
     let addr: SocketAddr = format!("{peer}:7470").parse().map_err(io::Error::other)?;
     let s = TcpStream::connect_timeout(&addr, T)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
@@ -37,7 +37,7 @@ fn control(peer: &str, line: &str) -> io::Result<String> {
     Ok(out.trim().to_string())
 }
 
-fn token(peer: &str, which: &str) -> io::Result<u64> {
+pub(crate) fn token(peer: &str, which: &str) -> io::Result<u64> {
     let line = control(peer, "tokens")?;
     let w: Vec<&str> = line.split_whitespace().collect();
     let t = w
@@ -48,7 +48,7 @@ fn token(peer: &str, which: &str) -> io::Result<u64> {
     u64::from_str_radix(t, 16).map_err(io::Error::other)
 }
 
-fn fnv(data: &[u8]) -> u64 {
+pub(crate) fn fnv(data: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in data {
         h ^= u64::from(b);
@@ -57,7 +57,7 @@ fn fnv(data: &[u8]) -> u64 {
     h
 }
 
-fn pattern(buf: &mut [u8], seed: u64) {
+pub(crate) fn pattern(buf: &mut [u8], seed: u64) {
     let mut x = seed | 1;
     for b in buf.iter_mut() {
         x ^= x << 13;
@@ -67,7 +67,7 @@ fn pattern(buf: &mut [u8], seed: u64) {
     }
 }
 
-fn expect_errno_any<T>(res: io::Result<T>, want: i32) -> Result<(), String> {
+pub(crate) fn expect_errno_any<T>(res: io::Result<T>, want: i32) -> Result<(), String> {
     match res {
         Ok(_) => Err(format!("succeeded, expected errno {want}")),
         Err(e) if errno(&e) == Some(want) => Ok(()),
@@ -80,7 +80,7 @@ fn op(r: &RemoteRegion<'_>, l: &Region<'_>, opcode: u32, lb: u64, rb: u64, n: u3
 }
 
 /// Waits up to 10 s for `n` completions.
-fn reap(dev: &Rrdma, n: usize) -> io::Result<Vec<Completion>> {
+pub(crate) fn reap(dev: &Rrdma, n: usize) -> io::Result<Vec<Completion>> {
     let mut out = Vec::new();
     let start = Instant::now();
     while out.len() < n && start.elapsed() < T {
@@ -92,7 +92,7 @@ fn reap(dev: &Rrdma, n: usize) -> io::Result<Vec<Completion>> {
 }
 
 /// No completion arrives within `ms`.
-fn quiet(dev: &Rrdma, ms: u64) -> Result<(), String> {
+pub(crate) fn quiet(dev: &Rrdma, ms: u64) -> Result<(), String> {
     let mut buf = [Completion::zeroed(); 4];
     match dev.completions(&mut buf, Some(Duration::from_millis(ms))) {
         Ok(0) => Ok(()),
@@ -101,7 +101,7 @@ fn quiet(dev: &Rrdma, ms: u64) -> Result<(), String> {
     }
 }
 
-fn addr(peer: &str, port: u16) -> SocketAddr {
+pub(crate) fn addr(peer: &str, port: u16) -> SocketAddr {
     format!("{peer}:{port}").parse().expect("address")
 }
 

@@ -145,3 +145,97 @@ pub(crate) fn hold_get_info(release: &Path) -> i32 {
         Err(_) => 1,
     }
 }
+
+/// Pages registered with userfaultfd and never populated: any access to
+/// them, the kernel's copies included, stalls until [`Stalled::release`].
+pub(crate) struct Stalled {
+    uffd: i32,
+    area: u64,
+    page: u64,
+}
+
+impl Stalled {
+    /// `npages` stalled pages, or an error message.
+    pub(crate) fn new(npages: usize) -> Result<Self, String> {
+        let page = rrdma::page_size();
+        let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        // SAFETY: plain system call.
+        let uffd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
+        if uffd < 0 {
+            return Err(err("userfaultfd"));
+        }
+        let mut api = UffdioApi {
+            api: UFFD_API,
+            features: 0,
+            ioctls: 0,
+        };
+        // SAFETY: valid argument struct for UFFDIO_API.
+        if unsafe { libc::ioctl(uffd, UFFDIO_API as _, &mut api) } != 0 {
+            return Err(err("UFFDIO_API"));
+        }
+        let len = npages * page as usize;
+        // SAFETY: a fresh anonymous mapping.
+        let area = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if area == libc::MAP_FAILED {
+            return Err(err("mmap"));
+        }
+        let mut reg = UffdioRegister {
+            range: UffdioRange {
+                start: area as u64,
+                len: len as u64,
+            },
+            mode: UFFDIO_REGISTER_MODE_MISSING,
+            ioctls: 0,
+        };
+        // SAFETY: valid argument struct for UFFDIO_REGISTER.
+        if unsafe { libc::ioctl(uffd, UFFDIO_REGISTER as _, &mut reg) } != 0 {
+            return Err(err("UFFDIO_REGISTER"));
+        }
+        Ok(Self {
+            uffd,
+            area: area as u64,
+            page,
+        })
+    }
+
+    /// Address of stalled page `i`.
+    pub(crate) fn addr(&self, i: usize) -> u64 {
+        self.area + i as u64 * self.page
+    }
+
+    /// Resolves the fault on page `i` with a zero page.
+    pub(crate) fn release(&self, i: usize) -> Result<(), String> {
+        let mut zp = UffdioZeropage {
+            range: UffdioRange {
+                start: self.addr(i),
+                len: self.page,
+            },
+            mode: 0,
+            zeropage: 0,
+        };
+        // SAFETY: valid argument struct for UFFDIO_ZEROPAGE.
+        if unsafe { libc::ioctl(self.uffd, UFFDIO_ZEROPAGE as _, &mut zp) } != 0 {
+            return Err(format!(
+                "UFFDIO_ZEROPAGE: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Stalled {
+    fn drop(&mut self) {
+        // SAFETY: our descriptor; closing it wakes any stalled access.
+        unsafe { libc::close(self.uffd) };
+    }
+}

@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `agent PORT DEV PROVIDER`: a line-based TCP endpoint on the serving
+//! guest through which the peer's `attack` checks remove and re-add this
+//! guest's RDMA device: `linkdel` runs `rdma link del DEV`, `linkadd` runs
+//! `rdma link add DEV type PROVIDER netdev eth0` and waits for the port to
+//! be ACTIVE, `quit` ends. Answers `ok` or `error WHY`. Test use only, on
+//! the guests' private network.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn rdma(args: &[&str]) -> Result<String, String> {
+    let out = Command::new("rdma")
+        .args(args)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
+    match line.trim() {
+        "linkdel" => rdma(&["link", "del", dev]).map(|_| ()),
+        "linkadd" => {
+            rdma(&["link", "add", dev, "type", prov, "netdev", "eth0"])?;
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(10) {
+                if rdma(&["link", "show", &format!("{dev}/1")])?.contains("state ACTIVE") {
+                    return Ok(());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err("port not ACTIVE after 10 s".into())
+        }
+        other => Err(format!("unknown command '{other}'")),
+    }
+}
+
+/// Serves until `quit`; returns the exit code.
+pub(crate) fn run(port: &str, dev: &str, prov: &str) -> i32 {
+    let Ok(l) = TcpListener::bind(("0.0.0.0", port.parse().unwrap_or(7469))) else {
+        eprintln!("agent: cannot listen on {port}");
+        return 1;
+    };
+    for s in l.incoming().flatten() {
+        let Ok(mut w) = s.try_clone() else { continue };
+        let mut line = String::new();
+        if BufReader::new(s).read_line(&mut line).is_err() {
+            continue;
+        }
+        if line.trim() == "quit" {
+            let _ = writeln!(w, "ok");
+            return 0;
+        }
+        let reply = match answer(&line, dev, prov) {
+            Ok(()) => "ok".to_string(),
+            Err(e) => format!("error {e}"),
+        };
+        println!("agent: {} -> {reply}", line.trim());
+        let _ = writeln!(w, "{reply}");
+    }
+    0
+}

@@ -1,0 +1,37 @@
+# SPDX-License-Identifier: GPL-2.0
+# Two-guest adversarial test (run on both guests) on the provider given as
+# the test argument (siw or rxe): guest a serves a 96 MiB region and an
+# agent that removes and re-adds its RDMA device on request; guest b runs
+# `rrdma-selftest attack`: exporter-side revoke and device loss under load,
+# refused calls, stalled user copies, concurrency, restricted exports.
+. ./lib.sh
+
+prov=$RRDMA_ARG
+dev=${prov}0
+
+ip link set lo up
+check "eth0 up with $RRDMA_SELF" sh -c "/usr/bin/ip link set eth0 up && /usr/bin/ip addr add $RRDMA_SELF/24 dev eth0"
+load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
+check "rrdma.ko loads" insmod $RRDMA_KO
+check "rdma link add $dev on eth0" rdma link add $dev type $prov netdev eth0
+wait_active $dev
+
+if [ "$RRDMA_ROLE" = a ]; then
+	rrdma-selftest agent 7469 $dev $prov >/tmp/agent.out 2>&1 &
+	agent=$!
+	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks 24576 --access rw --access ro \
+		>/tmp/serve.out 2>&1 &
+	pid=$!
+	wait_exit $pid 3000
+	check "serve ends cleanly on quit" test $? = 0
+	kill $agent 2>/dev/null
+	cat /tmp/serve.out /tmp/agent.out
+else
+	wait_peer
+	wait_tokens
+	tap "attack $prov" rrdma-selftest attack $RRDMA_PEER $RRDMA_SELF $prov
+	echo quit | nc $RRDMA_PEER 7470 >/dev/null
+fi
+
+rdma link del $dev
+check "rmmod rrdma" rmmod rrdma
