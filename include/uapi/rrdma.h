@@ -11,7 +11,10 @@
  *    _IOC_SIZE(cmd): a shorter struct than the first version is refused with
  *    EINVAL, a longer one is accepted only if its extra tail is zero (E2BIG
  *    otherwise), and output is written up to the smaller of both sizes;
- *  - userspace pointers travel as __u64;
+ *  - userspace pointers travel as __u64; an argument the kernel cannot read,
+ *    or cannot write an answer to, fails with EFAULT before anything is done;
+ *  - handles are per file and never reused while the file is open (a stale
+ *    handle is ENOENT, never another object);
  *  - remote addresses and rkeys never appear here.
  */
 #ifndef _UAPI_LINUX_RRDMA_H
@@ -133,12 +136,15 @@ struct rrdma_info {
  * @size:	out: bytes in the region (block_size * nblocks)
  *
  * The kernel allocates zeroed pages for the region and charges them to the
- * caller's RLIMIT_MEMLOCK (unless it has CAP_IPC_LOCK); the module
- * parameter max_region_mb bounds one region.  The pages are mapped by
- * mmap(2) of exactly the rounded-up size at exactly @mmap_offset, with
- * MAP_SHARED and without PROT_EXEC: the mapping is the region's memory
- * itself, not a copy, is not inherited by fork(2) children, and stays
- * valid after the region is destroyed or the file is closed.
+ * caller's memory cgroup and RLIMIT_MEMLOCK (unless it has CAP_IPC_LOCK);
+ * the module parameter max_region_mb bounds one region.  The pages are
+ * mapped by mmap(2) of exactly the rounded-up size at exactly @mmap_offset,
+ * with MAP_SHARED and without PROT_EXEC: the mapping is the region's memory
+ * itself, not a copy, and stays valid after the region is destroyed or the
+ * file is closed; the pages and their RLIMIT_MEMLOCK charge last until the
+ * last mapping goes.  fork(2) children do not inherit the mapping; if
+ * MADV_DOFORK made them (where the kernel allows it), their copy faults
+ * with SIGBUS.
  */
 struct rrdma_region_create {
 	__u32 block_size;
@@ -243,7 +249,8 @@ struct rrdma_accept {
  * Waits interruptibly until the connection is established or has failed:
  * ECONNREFUSED (nobody listens, or the peer refused: its errno is
  * returned if it sent one), ETIMEDOUT, EHOSTUNREACH, ENODEV (no usable RDMA
- * device owns the route), EINTR.
+ * device owns the route), EADDRNOTAVAIL (no free local port: iWARP
+ * connects over TCP), EINTR.
  */
 struct rrdma_connect {
 	struct rrdma_addr addr;
@@ -295,9 +302,12 @@ struct rrdma_export {
  * @flags:	in: must be zero
  * @reserved:	in: must be zero
  *
- * Revokes: every registration of the export is deregistered (the NIC
- * refuses the old keys) and importers are told; their later operations
- * fail with EKEYREVOKED.
+ * Revokes: importers are told and their later operations fail with
+ * EKEYREVOKED; once each importer has acknowledged that none of its
+ * operations on the export is in flight (or its connection has ended),
+ * every registration of the export is deregistered (the NIC refuses the
+ * old keys) and the ioctl returns: no write through the token lands after
+ * that.
  */
 struct rrdma_unexport {
 	__u64 token;
@@ -378,11 +388,15 @@ struct rrdma_op {
  * @flags:	in: must be zero
  * @submitted:	out: operations posted, in order
  *
- * Every operation is checked (handles, kinds, bounds, access) before any is
- * posted: if one is refused, the ioctl fails with its errno, nothing is
- * posted and @submitted is the index of the refused operation.  When the
- * queues are full, a prefix is posted and @submitted says how many; EAGAIN
- * when none could be.  Each posted operation produces exactly one
+ * The argument is written back before anything is done: one in read-only
+ * memory fails with EFAULT and posts nothing.  Every operation is checked
+ * (handles, kinds, bounds, access, size) before any is posted: if one is
+ * refused, the ioctl fails with its errno, nothing is posted and
+ * @submitted is the index of the refused operation.  An operation of more
+ * blocks than its import's max_op_blocks is refused with E2BIG.  When the
+ * queues are full, a prefix is posted; the ioctl returns how many
+ * operations were posted and @submitted says the same; EAGAIN when none
+ * could be.  Each posted operation produces exactly one
  * struct rrdma_completion, read from the file.
  */
 struct rrdma_submit {

@@ -24,7 +24,7 @@ impl Context {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                devices <- new_mutex!(KVec::new()),
+                devices <- new_mutex!(KVec::new(), "Context::devices"),
             }),
             GFP_KERNEL,
         )

@@ -24,8 +24,8 @@ impl Release {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                done <- new_mutex!(false),
-                cond <- new_condvar!(),
+                done <- new_mutex!(false, "Release::done"),
+                cond <- new_condvar!("Release::cond"),
             }),
             GFP_KERNEL,
         )
