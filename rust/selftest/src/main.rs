@@ -12,8 +12,8 @@
 //! - `regions`: regions and their mappings (`regions.rs`);
 //! - `remote PEER_IP`: connections, export/import and block operations
 //!   against a peer running `rrdma serve` (`remote.rs`);
-//! - `attack PEER_IP SELF_IP PROVIDER`: the faults of an outside attack
-//!   run: exporter-side revoke and device loss under load, refused calls,
+//! - `attack PEER_IP SELF_IP PROVIDER [quick]`: the faults of an outside
+//!   attack run (`quick`: small transfers, for debug kernels): exporter-side revoke and device loss under load, refused calls,
 //!   stalled user copies, concurrency (`attack.rs`);
 //! - `agent PORT DEV PROVIDER`: removes and re-adds DEV on request, for
 //!   `attack` on the peer (`agent.rs`);
@@ -526,9 +526,12 @@ fn main() -> ExitCode {
             }
         },
         "attack" => match rest {
-            [peer, me, prov] => attack::checks(&dev, &mut t, peer, me, prov),
+            [peer, me, prov] => attack::checks(&dev, &mut t, peer, me, prov, false),
+            [peer, me, prov, q] if q == "quick" => {
+                attack::checks(&dev, &mut t, peer, me, prov, true)
+            }
             _ => {
-                eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER");
+                eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
                 return ExitCode::from(2);
             }
         },
