@@ -363,6 +363,31 @@ fn refusal_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, q
     );
 }
 
+/// Runs `others` while page `i` of `stalled` stays unresolved; resolves
+/// it once `others` is done or after 10 s (so that a defect fails the
+/// check instead of hanging it), and returns what `others` said.
+fn while_stalled<R: Send>(
+    stalled: &Stalled,
+    i: usize,
+    others: impl FnOnce() -> Result<R, String> + Send,
+) -> Result<R, String> {
+    std::thread::scope(|s| {
+        let h = s.spawn(others);
+        let start = Instant::now();
+        while !h.is_finished() && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let held = !h.is_finished();
+        let rel = stalled.release(i);
+        let r = h.join().unwrap_or_else(|_| Err("panicked".into()));
+        rel?;
+        if held {
+            return Err("held up for 10 s, until the fault was resolved".into());
+        }
+        r
+    })
+}
+
 /// Item 5: every copy from or to user memory stalled on a userfaultfd page.
 fn stall_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
     let local = dev.create_region(4096, 8).expect("region");
@@ -394,10 +419,9 @@ fn stall_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
             // SAFETY: a stalled page of ours; released below.
             let h = s.spawn(move || unsafe { dev.ioctl_raw(*cmd, a) });
             std::thread::sleep(Duration::from_millis(300));
-            let r = others_proceed();
-            let rel = stalled.release(i);
+            let r = while_stalled(&stalled, i, others_proceed);
             let _ = h.join();
-            r.and(rel)
+            r
         });
         t.check(
             &format!("{name} stalled reading its argument holds up nothing"),
@@ -416,10 +440,9 @@ fn stall_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
             })
         });
         std::thread::sleep(Duration::from_millis(300));
-        let r = others_proceed();
-        let rel = stalled.release(14);
+        let r = while_stalled(&stalled, 14, others_proceed);
         let _ = h.join();
-        r.and(rel)
+        r
     });
     t.check(
         "SUBMIT stalled reading its operations holds up nothing",
@@ -449,7 +472,7 @@ fn stall_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
             }
         });
         std::thread::sleep(Duration::from_millis(300));
-        let r = (|| -> Result<u64, String> {
+        let r = while_stalled(&stalled, 15, || -> Result<u64, String> {
             let start = Instant::now();
             let mut pfd = libc::pollfd {
                 fd: dev.raw_fd(),
@@ -471,12 +494,11 @@ fn stall_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
                 format!("took {:?}", start.elapsed()),
             )?;
             Ok(extra as u64)
-        })();
-        let rel = stalled.release(15);
+        });
         let n = h.join().unwrap_or(-1);
-        (r, rel, n)
+        (r, n)
     });
-    let (r, rel, n) = res;
+    let (r, n) = res;
     let mut ids: Vec<u64> = Vec::new();
     if n > 0 {
         for k in 0..n as usize / Completion::SIZE {
@@ -500,7 +522,7 @@ fn stall_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
     uniq.dedup();
     t.check(
         "read(2) stalled on its buffer holds up poll, fdinfo, SUBMIT and DISCONNECT",
-        r.map(|_| ()).and(rel),
+        r.as_ref().map(|_| ()).map_err(|e| e.clone()),
     );
     t.check(
         "... and every completion is delivered exactly once",
