@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! `rrdma-selftest`: in-guest checks of `/dev/rrdma` against the bad inputs
-//! of `shared/brief/uapi-and-bad-inputs.md`, printed as TAP-like lines
-//! (`ok N - name`, `not ok N - name # why`) that the guest harness counts.
+//! a hostile client can pass (Documentation/rrdma.rst, "Userspace ABI"),
+//! printed as TAP-like lines (`ok N - name`, `not ok N - name # why`) that
+//! the guest harness counts.
 //!
 //! Each check asserts exactly one thing. Subcommands:
 //! - `abi`: ioctl framing, reserved fields, pointers, arithmetic;
