@@ -38,6 +38,19 @@ pub(crate) enum Object {
 }
 
 /// Counts shown in fdinfo, so tests can see leaks.
+impl Object {
+    /// Ends the object as closing its handle does: a listener stops, a
+    /// connection is torn down; regions and imports go with their last
+    /// reference. Not under `FileState::objects` (both wait for handlers).
+    pub(crate) fn close(self) {
+        match self {
+            Object::Listener(l) => Listener::close(&l),
+            Object::Conn(c) => Conn::destroy(&c, crate::abi::conn::Event::UserClose),
+            Object::Region(_) | Object::Import(_) => {}
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Counts {
     pub(crate) regions: u64,
@@ -121,6 +134,13 @@ impl Objects {
         self.tree.insert(slot.0.into_node(h, object));
         self.len += 1;
         Ok(h)
+    }
+
+    /// Removes the object named `h`, whatever its kind.
+    pub(crate) fn remove(&mut self, h: u32) -> Option<Object> {
+        let o = self.tree.remove(&h)?;
+        self.len -= 1;
+        Some(o)
     }
 
     getter!(region, remove_region, Region, Region);

@@ -3,9 +3,10 @@
 //! Connections: one RC queue pair over rdma_cm between two rrdma kernels.
 //!
 //! One concern per file:
-//! - this file: the lifecycle — connect, accept, rdma_cm events, the state
-//!   gate ([`Conn::advance`], the only place the state changes, through the
+//! - this file: the lifecycle — rdma_cm events, the state gate
+//!   ([`Conn::advance`], the only place the state changes, through the
 //!   pure machine `abi::conn`), teardown;
+//! - `setup.rs`: connect, a listener's connect request, the resources;
 //! - `ctrl.rs`: the control channel (request slots, sending, dispatch);
 //! - `grants.rs`: the exporter side (registrations granted to the peer,
 //!   revocation);
@@ -47,23 +48,22 @@ use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 
 use crate::abi::{
     conn::{step, Action, Event, State},
-    errno::{Errno, EADDRINUSE, EADDRNOTAVAIL, EINTR, ENODEV, ENOMEM, ENOTCONN, ETIMEDOUT},
-    ops,
-    wire::{self, Hello, CTRL_LEN},
+    errno::{Errno, EINTR, ENOTCONN, ETIMEDOUT},
+    wire::{self, Hello},
 };
 use crate::cm_id::CmId;
 use crate::device::DeviceCtx;
-use crate::ffi::{self, cm_event, RdmaCmId, ShimAddr};
-use crate::foreign;
+use crate::ffi::{self, cm_event, ShimAddr};
 use crate::listener::Listener;
 use crate::shared::Shared;
-use crate::verbs::{Pd, Qp, QpSizes};
+use crate::verbs::{Pd, Qp};
 
 mod callbacks;
 mod ctrl;
 mod data;
 mod grants;
 mod imports;
+mod setup;
 
 pub(crate) use data::{Posted, SQ_DEPTH};
 pub(crate) use imports::Import;
@@ -240,170 +240,6 @@ impl Conn {
     /// Whether the connection has ended (closing or closed).
     pub(crate) fn is_finished(&self) -> bool {
         self.inner.lock().state.is_finished()
-    }
-
-    /// Connects to `addr`; waits until established or failed. A local port
-    /// that the transport finds taken (siw binds a TCP socket to the port
-    /// rdma_cm chose, which rdma_cm's own port space does not know) is
-    /// retried with a new id; `EADDRNOTAVAIL` if no free port is found.
-    pub(crate) fn connect(
-        shared: &Arc<Shared>,
-        addr: &ShimAddr,
-        timeout_ms: u32,
-    ) -> Result<Arc<Self>, Errno> {
-        let mut last = EADDRNOTAVAIL;
-        for _ in 0..CONNECT_ATTEMPTS {
-            match Self::connect_once(shared, addr, timeout_ms) {
-                Err(e) if e == EADDRINUSE || e == EADDRNOTAVAIL => last = e,
-                r => return r,
-            }
-        }
-        crate::ffi::warn_user!(
-            "CONNECT: no usable local port after {} attempts (errno {})\n",
-            CONNECT_ATTEMPTS,
-            last
-        );
-        Err(EADDRNOTAVAIL)
-    }
-
-    fn connect_once(
-        shared: &Arc<Shared>,
-        addr: &ShimAddr,
-        timeout_ms: u32,
-    ) -> Result<Arc<Self>, Errno> {
-        let this =
-            Self::new(shared.clone(), true, State::Resolving, timeout_ms).map_err(|_| ENOMEM)?;
-        shared.register(&this).map_err(|_| ENOMEM)?;
-        let started = CmId::create(&this, false).and_then(|id| {
-            let mut g = this.inner.lock();
-            // Held across the call: the id's first event waits until the id
-            // is published. rdma_resolve_addr() takes no handler mutex.
-            let r = id.resolve_addr(addr, timeout_ms);
-            g.id = Some(id);
-            r
-        });
-        if let Err(e) = started {
-            Self::destroy(&this, Event::AddrError(e));
-            return Err(e);
-        }
-        let mut left = deadline(timeout_ms);
-        let waited = {
-            let mut g = this.inner.lock();
-            wait_until(&this.cv, &mut g, &mut left, |i| {
-                i.state.is_connected() || i.state.is_finished()
-            })
-            .map(|()| g.state)
-        };
-        match waited {
-            Ok(State::Connected) => Ok(this),
-            Ok(state) => {
-                Self::destroy(&this, Event::UserClose);
-                Err(state.errno())
-            }
-            Err(e) => {
-                Self::destroy(
-                    &this,
-                    if e == ETIMEDOUT {
-                        Event::Timeout
-                    } else {
-                        Event::UserClose
-                    },
-                );
-                Err(e)
-            }
-        }
-    }
-
-    /// Adopts the connect request on `child` (the listener's handler):
-    /// checks the handshake, builds the queue pair and accepts. Returns the
-    /// connection and the context the child id must carry; on error the
-    /// caller rejects with the errno and the CM destroys the child.
-    pub(crate) fn accept_request(
-        shared: &Arc<Shared>,
-        listener: &Arc<Listener>,
-        child: core::ptr::NonNull<RdmaCmId>,
-        pdata: &[u8],
-        peer_initiator: u8,
-        peer_responder: u8,
-    ) -> Result<(Arc<Self>, *mut kernel::ffi::c_void), Errno> {
-        let peer_hello = Hello::decode(pdata)?;
-        wire::negotiate(peer_hello.version)?;
-        let this = Self::new(shared.clone(), false, State::Accepting, DEFAULT_TIMEOUT_MS)
-            .map_err(|_| ENOMEM)?;
-        // Registered before anything can tear it down, so that the
-        // teardown always unregisters it.
-        shared.register(&this).map_err(|_| ENOMEM)?;
-        // SAFETY: `child` is the id of the request being handled; we return
-        // success (the CM keeps the id) only while keeping this value.
-        let id = unsafe { CmId::adopt(child, &this) };
-        let mut g = this.inner.lock();
-        g.id = Some(id);
-        g.listener = Some(listener.clone());
-        let h = hello().encode();
-        let accepted = this.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
-            // SAFETY: we run in the handler of the request that made the id.
-            Some(id) => unsafe { id.accept(&h, peer_initiator, peer_responder) },
-            None => Err(ENOTCONN),
-        });
-        match accepted {
-            Ok(()) => {
-                let ctx =
-                    g.id.as_ref()
-                        .map_or(core::ptr::null_mut(), |id| id.context());
-                drop(g);
-                Ok((this, ctx))
-            }
-            Err(e) => {
-                let action = Self::advance(&mut g, Event::ConnectError(e));
-                drop(g);
-                if action == Action::Teardown {
-                    // In the handler: the CM destroys the child we hand back.
-                    Self::teardown(&this, true);
-                }
-                Err(e)
-            }
-        }
-    }
-
-    /// Builds the queue pair on the id's device (route resolved, or a
-    /// request being accepted).
-    fn setup_qp(self: &Arc<Self>, g: &mut Inner) -> Result<(), Errno> {
-        let id = g.id.as_ref().ok_or(ENOTCONN)?;
-        let dev = id.device();
-        let device = self
-            .shared
-            .context
-            .find_device(dev)
-            .filter(|d| d.usable())
-            .ok_or(ENODEV)?;
-        // Registered for removal before the device is used.
-        device.add_conn(self)?;
-        g.device = Some(device.clone());
-        let pd = Pd::new(&device).map_err(|e| -e.to_errno())?;
-        // SAFETY: `dev` is live while `device` is held.
-        let max_pages = unsafe { ffi::rrdma_shim_max_fast_reg_pages(dev) };
-        let sizes = QpSizes {
-            send: SQ_DEPTH + GRANT_REG_DEPTH,
-            ops: SQ_DEPTH,
-            recv: CTRL_RECV,
-            ctrl_send: CTRL_SEND,
-            msg_len: CTRL_LEN as u32,
-        };
-        // SAFETY: the id is live and has no queue pair; the queue pair is
-        // dropped (by the teardown) before the id, and the id's context
-        // reference keeps `self`, the callbacks' owner, alive until then.
-        let qp = unsafe { Qp::new(id.as_ptr(), &pd, foreign::addr_of(self), &sizes) }
-            .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e))?;
-        g.peer = id.peer();
-        g.res = Some(Resources {
-            qp,
-            local: data::LocalRegs::new(),
-            grants: grants::Grants::new(),
-            pd,
-            chunk_shift: ops::chunk_shift(max_pages, ffi::page_size().trailing_zeros()),
-            write_fence: device.attr().node_type == crate::abi::uapi::node_type::RNIC,
-        });
-        Ok(())
     }
 
     /// An rdma_cm event (handler context). Returns non-zero when the CM

@@ -1,0 +1,327 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The ioctls of connections, exports, imports and block operations:
+//! LISTEN, UNLISTEN, ACCEPT, CONNECT, DISCONNECT, EXPORT, UNEXPORT, IMPORT,
+//! UNIMPORT, SUBMIT and RW_SYNC.
+//!
+//! Each reads its argument, checks it, writes it back unchanged (the probe,
+//! see `file.rs`), acts, and writes its answer; a created object is given
+//! its handle by [`FileState::publish`], which undoes the creation if the
+//! answer cannot be written.
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::types::ScopeGuard;
+
+use super::{shim_addr, timeout, uapi_addr, zero_flags, FileState, OP_SIZE_MAX};
+use crate::abi::{
+    self,
+    conn::Event,
+    errno::{Errno, EAGAIN, EINVAL},
+    ioctl::Decoded,
+    ops::{self, Checked},
+    uapi::{
+        Accept, Connect, Export, HandleArg, Import as ImportArg, Listen, Op, Submit, Unexport,
+        ACCESS_READ, ACCESS_WRITE, BACKLOG_DEFAULT, BACKLOG_MAX, OP_SIZE_VER0, SUBMIT_MAX,
+    },
+};
+use crate::conn::{Conn, Import, Posted};
+use crate::ffi::warn_user;
+use crate::listener::Listener;
+use crate::objects::Object;
+use crate::region::Region;
+use crate::uarg;
+
+impl FileState {
+    pub(super) fn listen(&self, arg: u64, d: &Decoded) -> Result {
+        let mut req = Listen::decode(&uarg::read::<{ Listen::SIZE }>(arg, d)?);
+        zero_flags("LISTEN", req.flags, req.reserved)?;
+        ops::check_addr(&req.addr).map_err(|e| {
+            warn_user!(
+                "LISTEN: bad address (family {}, port {}): errno {}\n",
+                req.addr.family,
+                req.addr.port,
+                e
+            );
+            abi::error(e)
+        })?;
+        let backlog = match req.backlog {
+            0 => BACKLOG_DEFAULT,
+            b if b <= BACKLOG_MAX => b,
+            b => {
+                warn_user!("LISTEN: backlog {} above {}\n", b, BACKLOG_MAX);
+                return Err(abi::error(EINVAL));
+            }
+        };
+        uarg::write(arg, d, &req.encode())?;
+        let listener =
+            Listener::new(&self.shared, &shim_addr(&req.addr), backlog).map_err(|e| {
+                warn_user!("LISTEN: rdma_cm refused the address: errno {}\n", e);
+                abi::error(e)
+            })?;
+        self.publish(Object::Listener(listener), |h| {
+            req.handle = h;
+            uarg::write(arg, d, &req.encode())
+        })
+    }
+
+    pub(super) fn unlisten(&self, arg: u64, d: &Decoded) -> Result {
+        let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
+        zero_flags("UNLISTEN", req.flags, 0)?;
+        let l = self
+            .objects
+            .lock()
+            .remove_listener(req.handle)
+            .map_err(abi::error)?;
+        Listener::close(&l);
+        Ok(())
+    }
+
+    pub(super) fn accept(&self, arg: u64, d: &Decoded) -> Result {
+        let mut req = Accept::decode(&uarg::read::<{ Accept::SIZE }>(arg, d)?);
+        zero_flags("ACCEPT", req.flags, 0)?;
+        let listener = self
+            .objects
+            .lock()
+            .listener(req.listener)
+            .map_err(abi::error)?;
+        // Before a connection is taken off the queue: not after, when a
+        // failure would cost the connection.
+        uarg::write(arg, d, &req.encode())?;
+        let conn = listener.accept(req.timeout_ms).map_err(abi::error)?;
+        let peer = uapi_addr(&conn.peer());
+        self.publish(Object::Conn(conn), |h| {
+            req.handle = h;
+            req.peer = peer;
+            uarg::write(arg, d, &req.encode())
+        })
+    }
+
+    pub(super) fn connect(&self, arg: u64, d: &Decoded) -> Result {
+        let mut req = Connect::decode(&uarg::read::<{ Connect::SIZE }>(arg, d)?);
+        zero_flags("CONNECT", req.flags, req.reserved)?;
+        ops::check_addr(&req.addr).map_err(|e| {
+            warn_user!(
+                "CONNECT: bad address (family {}, port {}): errno {}\n",
+                req.addr.family,
+                req.addr.port,
+                e
+            );
+            abi::error(e)
+        })?;
+        uarg::write(arg, d, &req.encode())?;
+        let conn = Conn::connect(&self.shared, &shim_addr(&req.addr), timeout(req.timeout_ms))
+            .map_err(abi::error)?;
+        self.publish(Object::Conn(conn), |h| {
+            req.handle = h;
+            uarg::write(arg, d, &req.encode())
+        })
+    }
+
+    pub(super) fn disconnect(&self, arg: u64, d: &Decoded) -> Result {
+        let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
+        zero_flags("DISCONNECT", req.flags, 0)?;
+        let conn = self
+            .objects
+            .lock()
+            .remove_conn(req.handle)
+            .map_err(abi::error)?;
+        Conn::destroy(&conn, Event::UserClose);
+        Ok(())
+    }
+
+    pub(super) fn export(&self, arg: u64, d: &Decoded) -> Result {
+        let mut req = Export::decode(&uarg::read::<{ Export::SIZE }>(arg, d)?);
+        zero_flags("EXPORT", req.flags, 0)?;
+        let writable = ops::export_access(req.access).map_err(|e| {
+            warn_user!(
+                "EXPORT: access {:#x} is not READ or READ|WRITE\n",
+                req.access
+            );
+            abi::error(e)
+        })?;
+        let (region, restrict) = {
+            let o = self.objects.lock();
+            let region = o.region(req.region).map_err(abi::error)?;
+            let restrict = match req.conn {
+                0 => None,
+                h => Some(o.conn(h).map_err(abi::error)?.serial()),
+            };
+            (region, restrict)
+        };
+        uarg::write(arg, d, &req.encode())?;
+        let token = self
+            .shared
+            .exports
+            .lock()
+            .insert(region, writable, restrict)?;
+        // The caller never learns a token it could not be told.
+        let undo = ScopeGuard::new(|| drop(self.shared.exports.lock().remove(token)));
+        req.token = token;
+        uarg::write(arg, d, &req.encode())?;
+        undo.dismiss();
+        Ok(())
+    }
+
+    pub(super) fn unexport(&self, arg: u64, d: &Decoded) -> Result {
+        let req = Unexport::decode(&uarg::read::<{ Unexport::SIZE }>(arg, d)?);
+        zero_flags("UNEXPORT", req.flags, req.reserved)?;
+        let export = self
+            .shared
+            .exports
+            .lock()
+            .remove(req.token)
+            .map_err(abi::error)?;
+        // Every importer is told first, then each acknowledgement awaited:
+        // when this returns, nothing of the export is registered anywhere.
+        let conns = self.shared.conns()?;
+        let mut tickets = KVec::with_capacity(conns.len(), GFP_KERNEL)?;
+        for conn in conns.iter() {
+            if let Some(t) = conn.start_revoke(export.token, export.generation) {
+                // Within capacity.
+                let _ = tickets.push(t, GFP_KERNEL);
+            }
+        }
+        for t in tickets {
+            t.finish();
+        }
+        Ok(())
+    }
+
+    pub(super) fn import(&self, arg: u64, d: &Decoded) -> Result {
+        let mut req = ImportArg::decode(&uarg::read::<{ ImportArg::SIZE }>(arg, d)?);
+        zero_flags("IMPORT", req.flags, 0)?;
+        if req.reserved != 0 {
+            warn_user!("IMPORT: reserved {:#x} must be zero\n", req.reserved);
+            return Err(abi::error(EINVAL));
+        }
+        let conn = self.objects.lock().conn(req.conn).map_err(abi::error)?;
+        uarg::write(arg, d, &req.encode())?;
+        let imp = conn
+            .import(req.token, timeout(req.timeout_ms))
+            .map_err(abi::error)?;
+        let imp = Arc::new(imp, GFP_KERNEL)?;
+        req.block_size = imp.geometry.block_size();
+        req.nblocks = imp.geometry.nblocks();
+        req.max_op_blocks = imp.max_op_blocks;
+        req.access = if imp.writable {
+            ACCESS_READ | ACCESS_WRITE
+        } else {
+            ACCESS_READ
+        };
+        self.publish(Object::Import(imp), |h| {
+            req.handle = h;
+            uarg::write(arg, d, &req.encode())
+        })
+    }
+
+    pub(super) fn unimport(&self, arg: u64, d: &Decoded) -> Result {
+        let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
+        zero_flags("UNIMPORT", req.flags, 0)?;
+        let imp = self
+            .objects
+            .lock()
+            .remove_import(req.handle)
+            .map_err(abi::error)?;
+        drop(imp);
+        Ok(())
+    }
+
+    /// Resolves and checks one operation: nothing is posted yet.
+    pub(super) fn resolve(&self, op: &Op) -> Result<(Arc<Import>, Arc<Region>, Checked), Errno> {
+        let (imp, region) = {
+            let o = self.objects.lock();
+            (o.import(op.remote)?, o.region(op.local)?)
+        };
+        let c = ops::check_op(op, region.geometry(), &imp.view())?;
+        Ok((imp, region, c))
+    }
+
+    /// SUBMIT: returns the number of operations posted (also written to
+    /// `submitted`).
+    pub(super) fn submit(&self, arg: u64, d: &Decoded) -> Result<i64> {
+        let mut req = Submit::decode(&uarg::read::<{ Submit::SIZE }>(arg, d)?);
+        if req.flags != 0
+            || req.count == 0
+            || req.count > SUBMIT_MAX
+            || (req.op_size as usize) < OP_SIZE_VER0
+            || req.op_size > OP_SIZE_MAX
+        {
+            warn_user!(
+                "SUBMIT: flags {:#x}, count {} (1..={}), op_size {} ({}..={}) refused\n",
+                req.flags,
+                req.count,
+                SUBMIT_MAX,
+                req.op_size,
+                OP_SIZE_VER0,
+                OP_SIZE_MAX
+            );
+            return Err(abi::error(EINVAL));
+        }
+        // The probe: an argument we could not write `submitted` back to
+        // fails now, with nothing posted.
+        req.submitted = 0;
+        uarg::write(arg, d, &req.encode())?;
+        let mut resolved = KVec::with_capacity(req.count as usize, GFP_KERNEL)?;
+        for i in 0..req.count {
+            let addr = req
+                .ops
+                .checked_add(u64::from(i) * u64::from(req.op_size))
+                .ok_or(EFAULT)?;
+            let op = Op::decode(&uarg::read_sized::<{ Op::SIZE }>(
+                addr,
+                req.op_size as usize,
+            )?);
+            match self.resolve(&op) {
+                Ok((imp, region, c)) => resolved.push((imp, region, c, op), GFP_KERNEL)?,
+                Err(e) => {
+                    warn_user!("SUBMIT: operation {} refused: errno {}\n", i, e);
+                    req.submitted = i;
+                    uarg::write(arg, d, &req.encode())?;
+                    return Err(abi::error(e));
+                }
+            }
+        }
+        let reserved = self.shared.ring.lock().reserve(resolved.len());
+        let mut posted = 0;
+        let mut err = None;
+        for (imp, region, c, op) in resolved.iter().take(reserved) {
+            match imp
+                .conn
+                .post_op(imp, region, c, op.user_data, op.opcode, None)
+            {
+                Ok(Posted::Yes) => posted += 1,
+                Ok(Posted::Full) => break,
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        self.shared.ring.lock().unreserve(reserved - posted);
+        if posted == 0 {
+            return Err(abi::error(err.unwrap_or(EAGAIN)));
+        }
+        req.submitted = posted as u32;
+        // Posted operations cannot be taken back: if the argument vanished
+        // since the probe, the count still comes back as the return value.
+        let _ = uarg::write(arg, d, &req.encode());
+        Ok(posted as i64)
+    }
+
+    pub(super) fn rw_sync(&self, arg: u64, d: &Decoded) -> Result {
+        let op = Op::decode(&uarg::read::<{ Op::SIZE }>(arg, d)?);
+        let (imp, region, c) = self.resolve(&op).map_err(|e| {
+            warn_user!("RW_SYNC: operation refused: errno {}\n", e);
+            abi::error(e)
+        })?;
+        let status = imp
+            .conn
+            .run_sync(&imp, &region, &c, op.opcode)
+            .map_err(abi::error)?;
+        if status < 0 {
+            return Err(kernel::error::Error::from_errno(status));
+        }
+        Ok(())
+    }
+}
