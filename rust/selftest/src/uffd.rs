@@ -8,6 +8,9 @@
 //!
 //! The guest test removes a device meanwhile: rrdma must not hold device
 //! references across user copies, or the removal would hang until release.
+//!
+//! [`Stalled`] (pages whose every access stalls until released) also
+//! serves the `attack` checks of stalled copies.
 
 use std::io::Write;
 use std::path::Path;
@@ -49,53 +52,14 @@ const UFFDIO_REGISTER: u32 = 0xc020_aa00;
 const UFFDIO_ZEROPAGE: u32 = 0xc020_aa04;
 const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
 
-fn fail(what: &str) -> ! {
-    println!("error: {what}: {}", std::io::Error::last_os_error());
-    std::process::exit(1);
-}
-
 pub(crate) fn hold_get_info(release: &Path) -> i32 {
-    let page = rrdma::page_size() as usize;
-    // SAFETY: plain system call.
-    let uffd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
-    if uffd < 0 {
-        fail("userfaultfd");
-    }
-    let mut api = UffdioApi {
-        api: UFFD_API,
-        features: 0,
-        ioctls: 0,
+    let stalled = match Stalled::new(1) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("error: {e}");
+            return 1;
+        }
     };
-    // SAFETY: valid argument struct for UFFDIO_API.
-    if unsafe { libc::ioctl(uffd, UFFDIO_API as _, &mut api) } != 0 {
-        fail("UFFDIO_API");
-    }
-    // SAFETY: an anonymous mapping, never touched before registration.
-    let area = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            page,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if area == libc::MAP_FAILED {
-        fail("mmap");
-    }
-    let mut reg = UffdioRegister {
-        range: UffdioRange {
-            start: area as u64,
-            len: page as u64,
-        },
-        mode: UFFDIO_REGISTER_MODE_MISSING,
-        ioctls: 0,
-    };
-    // SAFETY: valid argument struct for UFFDIO_REGISTER.
-    if unsafe { libc::ioctl(uffd, UFFDIO_REGISTER as _, &mut reg) } != 0 {
-        fail("UFFDIO_REGISTER");
-    }
     let dev = match Rrdma::open() {
         Ok(d) => d,
         Err(e) => {
@@ -103,7 +67,7 @@ pub(crate) fn hold_get_info(release: &Path) -> i32 {
             return 1;
         }
     };
-    let addr = area as u64;
+    let addr = stalled.addr(0);
     let worker = std::thread::spawn(move || {
         let req = Info {
             devices: addr,
@@ -121,17 +85,9 @@ pub(crate) fn hold_get_info(release: &Path) -> i32 {
     while !release.exists() && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(50));
     }
-    let mut zp = UffdioZeropage {
-        range: UffdioRange {
-            start: addr,
-            len: page as u64,
-        },
-        mode: 0,
-        zeropage: 0,
-    };
-    // SAFETY: valid argument struct for UFFDIO_ZEROPAGE.
-    if unsafe { libc::ioctl(uffd, UFFDIO_ZEROPAGE as _, &mut zp) } != 0 {
-        fail("UFFDIO_ZEROPAGE");
+    if let Err(e) = stalled.release(0) {
+        println!("error: {e}");
+        return 1;
     }
     match worker.join() {
         Ok(Ok(n)) => {
