@@ -44,9 +44,19 @@ esac
 
 [ -f "$ROOT$TARBALL" ] || die "$ROOT$TARBALL missing: run scripts/setup.sh"
 
+# Patches this project carries on the version's source (scripts/kpatch/KVER,
+# applied in name order when the source is extracted): fixes of the kernel
+# itself that the tests need, each with its reason in its header.
+shopt -s nullglob
+patches=("$HERE/kpatch/$KVER/"*.patch)
+shopt -u nullglob
+patch_sum=""
+[ ${#patches[@]} -eq 0 ] || patch_sum="patches $(cat "${patches[@]}" | sha256sum | cut -c1-12)"
+
 # Bump RECIPE when a change to the build steps below needs fresh kernels.
 RECIPE=1
-key=$( { cat "${frags[@]}"; echo "recipe $RECIPE"; echo "$toolchain"; } | sha256sum | cut -c1-12)
+key=$( { cat "${frags[@]}"; echo "recipe $RECIPE"; [ -z "$patch_sum" ] || echo "$patch_sum"
+	echo "$toolchain"; } | sha256sum | cut -c1-12)
 # Paths as seen by the build (inside the chroot for 7.3).
 src=/rrdma-cache/src/$(basename "$TARBALL" .tar.xz)
 out=/rrdma-cache/kernel/$KVER-$VARIANT-$key
@@ -61,12 +71,19 @@ if [ -f "$ROOT$out/.rrdma-complete" ]; then
 	exit 0
 fi
 
-if [ ! -f "$ROOT$src/.rrdma-extracted" ]; then
+# The marker holds the patch set's hash (empty without patches): another
+# set extracts afresh.
+if [ ! -f "$ROOT$src/.rrdma-extracted" ] ||
+	[ "$(cat "$ROOT$src/.rrdma-extracted")" != "$patch_sum" ]; then
 	log "extracting $TARBALL"
 	rm -rf "$ROOT$src"
 	mkdir -p "$(dirname "$ROOT$src")"
 	tar -C "$(dirname "$ROOT$src")" -xf "$ROOT$TARBALL"
-	touch "$ROOT$src/.rrdma-extracted"
+	for p in "${patches[@]}"; do
+		log "applying $(basename "$p")"
+		patch -d "$ROOT$src" -p1 --quiet --forward <"$p" || die "$(basename "$p") does not apply"
+	done
+	echo "$patch_sum" >"$ROOT$src/.rrdma-extracted"
 fi
 
 log "building kernel $KVER ($VARIANT) into $ROOT$out (several minutes)"

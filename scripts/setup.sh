@@ -20,7 +20,7 @@ DEB_PKGS=(
 	qemu-system-x86 busybox-static
 	iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
 	linux-source-6.12
-	debootstrap rsync
+	debootstrap rsync patch
 	python3-matplotlib
 )
 
