@@ -749,18 +749,22 @@ fn concurrency_checks(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection<'_
 
     let res = (|| -> Result<(), String> {
         let local = dev.create_region(4096, 1).map_err(|e| e.to_string())?;
+        let mut slowest = Duration::ZERO;
         for i in 0..20 {
             let c = dev
                 .connect(addr(peer, 7471), T)
                 .map_err(|e| format!("connect {i}: {e}"))?;
+            let start = Instant::now();
             let r = c
                 .import(rw_token, T)
-                .map_err(|e| format!("import {i}: {e}"))?;
+                .map_err(|e| format!("import {i} after {:?}: {e}", start.elapsed()))?;
+            slowest = slowest.max(start.elapsed());
             r.write(&local, 0, 3000 + i, 1)
                 .map_err(|e| format!("write {i}: {e}"))?;
             drop(r);
             c.disconnect().map_err(|e| format!("disconnect {i}: {e}"))?;
         }
+        println!("# 20 rounds: slowest IMPORT {} ms", slowest.as_millis());
         Ok(())
     })();
     t.check("20 rounds of connect, import, write, disconnect", res);
