@@ -35,7 +35,48 @@ pub(crate) mod uapi;
 #[path = "../abi/src/wire.rs"]
 pub(crate) mod wire;
 
-/// Converts an errno from the pure rules into a kernel error.
-pub(crate) fn error(errno: errno::Errno) -> kernel::error::Error {
-    kernel::error::Error::from_errno(-errno)
+/// The module's result type: one error type, [`errno::Errno`], everywhere
+/// but the kernel's own traits (`kernel::Module::init`).
+pub(crate) type Result<T = (), E = errno::Errno> = core::result::Result<T, E>;
+
+impl From<errno::Errno> for kernel::error::Error {
+    fn from(e: errno::Errno) -> Self {
+        kernel::error::Error::from_errno(-e.get())
+    }
+}
+
+impl From<kernel::error::Error> for errno::Errno {
+    fn from(e: kernel::error::Error) -> Self {
+        // A kernel `Error` holds an errno in 1..=MAX_ERRNO (negated): the
+        // fallback is never taken.
+        errno::Errno::new(-e.to_errno()).unwrap_or(errno::EIO)
+    }
+}
+
+impl From<kernel::alloc::AllocError> for errno::Errno {
+    fn from(_: kernel::alloc::AllocError) -> Self {
+        errno::ENOMEM
+    }
+}
+
+impl From<core::convert::Infallible> for errno::Errno {
+    fn from(e: core::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
+/// The result of a C call that returns 0 or a negative errno.
+pub(crate) fn to_result(ret: kernel::ffi::c_int) -> Result {
+    match ret {
+        0 => Ok(()),
+        // Not an errno (positive, or below -MAX_ERRNO): an I/O error.
+        _ => Err(errno::Errno::new(-ret).unwrap_or(errno::EIO)),
+    }
+}
+
+impl errno::Errno {
+    /// The negative errno the kernel's C interfaces return.
+    pub(crate) fn to_errno(self) -> kernel::ffi::c_int {
+        -self.get()
+    }
 }

@@ -12,19 +12,15 @@ use core::marker::PhantomData;
 use core::ptr::{self, NonNull};
 
 use kernel::ffi::c_void;
-use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::abi::errno::Errno;
+use crate::abi::Result;
 use crate::ffi::{self, IbDevice, RdmaCmId, ShimAddr};
 use crate::foreign;
 
 fn errno(ret: i32) -> Result<(), Errno> {
-    if ret == 0 {
-        Ok(())
-    } else {
-        Err(-ret)
-    }
+    crate::abi::to_result(ret)
 }
 
 /// An rdma_cm id owned by a `T`.

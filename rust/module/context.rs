@@ -6,6 +6,7 @@ use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, ArcBorrow, Mutex};
 
+use crate::abi::Result;
 use crate::ffi;
 
 use crate::device::DeviceCtx;
@@ -28,6 +29,7 @@ impl Context {
             }),
             GFP_KERNEL,
         )
+        .map_err(Into::into)
     }
 
     /// Borrows the context from the pointer the C shim hands back.
@@ -109,7 +111,7 @@ impl Registration {
         // SAFETY: `raw` stays a valid `Arc` reference until `drop()`, and the
         // shim calls back only between register and unregister.
         let ret = unsafe { ffi::rrdma_shim_register(raw.cast_mut().cast()) };
-        if let Err(e) = kernel::error::to_result(ret) {
+        if let Err(e) = crate::abi::to_result(ret) {
             // SAFETY: registration failed, so the shim has let go of `raw`.
             drop(unsafe { Arc::from_raw(raw) });
             return Err(e);

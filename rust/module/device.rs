@@ -17,6 +17,7 @@ use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
+use crate::abi::Result;
 use crate::conn::Conn;
 use crate::context::Context;
 use crate::ffi::{self, DeviceAttr, IbDevice};
@@ -64,6 +65,7 @@ impl DeviceCtx {
             }),
             GFP_KERNEL,
         )
+        .map_err(Into::into)
     }
 
     /// The device, for verbs on it (live while this context is held).

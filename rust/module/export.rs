@@ -11,6 +11,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::abi::errno::{Errno, ENOENT, ENOSPC};
+use crate::abi::Result;
 use crate::ffi;
 use crate::region::Region;
 
@@ -56,7 +57,7 @@ impl Exports {
         conn: Option<u64>,
     ) -> Result<u64> {
         if self.list.len() >= EXPORTS_MAX {
-            return Err(crate::abi::error(ENOSPC));
+            return Err(ENOSPC);
         }
         let token = loop {
             // SAFETY: no preconditions.

@@ -16,6 +16,9 @@
 //! `shared.rs` and `conn/mod.rs` for each lock's rules.
 
 use kernel::prelude::*;
+
+use crate::abi::errno::Errno;
+use crate::abi::Result;
 use kernel::sync::{Arc, Mutex};
 use kernel::types::ScopeGuard;
 
@@ -84,7 +87,7 @@ fn zero_flags(what: &str, flags: u32, reserved: u32) -> Result {
             flags,
             reserved
         );
-        return Err(abi::error(EINVAL));
+        return Err(EINVAL);
     }
     Ok(())
 }
@@ -95,8 +98,8 @@ impl FileState {
     /// closed again: no object exists that the caller cannot name.
     fn publish(&self, object: Object, answer: impl FnOnce(u32) -> Result) -> Result {
         let inserted = Slot::new()
-            .and_then(|slot| self.objects.lock().insert(slot, object.clone()))
-            .map_err(abi::error);
+            .map_err(Errno::from)
+            .and_then(|slot| self.objects.lock().insert(slot, object.clone()));
         let handle = match inserted {
             Ok(h) => h,
             Err(e) => {
@@ -119,7 +122,7 @@ impl FileState {
 
     fn ioctl(&self, cmd: u32, arg: u64) -> Result<i64> {
         // Unknown commands are routine (isatty() probes): no warning.
-        let d = abi::ioctl::decode(cmd).map_err(abi::error)?;
+        let d = abi::ioctl::decode(cmd)?;
         match d.cmd {
             Command::GetInfo => info::get_info(&self.context, arg, &d),
             Command::RegionCreate => self.region_create(arg, &d),
@@ -143,7 +146,7 @@ impl FileState {
         let mut req = RegionCreate::decode(&uarg::read::<{ RegionCreate::SIZE }>(arg, d)?);
         // SAFETY: no preconditions.
         let max = unsafe { ffi::rrdma_shim_max_region_bytes() };
-        let geometry = validate_create(&req, max).map_err(|e| {
+        let geometry = validate_create(&req, max).inspect_err(|e| {
             warn_user!(
                 "REGION_CREATE: invalid argument (block size {}, blocks {}, flags {:#x}, reserved {:#x}, limit {} bytes): errno {}\n",
                 req.block_size,
@@ -151,17 +154,15 @@ impl FileState {
                 req.flags,
                 req.reserved,
                 max,
-                e
+                e.get()
             );
-            abi::error(e)
         })?;
         uarg::write(arg, d, &req.encode())?;
         let page = ffi::page_size();
         let offset = self
             .objects
             .lock()
-            .alloc_mmap_offset(geometry.pages(page) * page)
-            .map_err(abi::error)?;
+            .alloc_mmap_offset(geometry.pages(page) * page)?;
         let region = Region::new(geometry, offset)?;
         self.publish(Object::Region(region), |h| {
             req.handle = h;
@@ -175,19 +176,19 @@ impl FileState {
         let req = RegionDestroy::decode(&uarg::read::<{ RegionDestroy::SIZE }>(arg, d)?);
         if req.flags != 0 {
             warn_user!("REGION_DESTROY: flags {:#x} must be zero\n", req.flags);
-            return Err(abi::error(EINVAL));
+            return Err(EINVAL);
         }
         let region = {
             let mut o = self.objects.lock();
-            let region = o.region(req.handle).map_err(abi::error)?;
+            let region = o.region(req.handle)?;
             if self.shared.exports.lock().exports_region(&region) {
                 warn_user!(
                     "REGION_DESTROY: region {:#x} is exported; unexport it first\n",
                     req.handle
                 );
-                return Err(abi::error(EBUSY));
+                return Err(EBUSY);
             }
-            o.remove_region(req.handle).map_err(abi::error)?
+            o.remove_region(req.handle)?
         };
         region.mark_destroyed();
         for conn in self.shared.conns()?.iter() {
@@ -203,10 +204,7 @@ impl FileState {
         let mut info = VmaInfo::default();
         // SAFETY: `vma` is the VMA of the mmap(2) call in progress.
         unsafe { ffi::rrdma_shim_vma_info(vma, &mut info) };
-        let offset = info
-            .pgoff
-            .checked_mul(1 << info.page_shift)
-            .ok_or_else(|| abi::error(ENXIO))?;
+        let offset = info.pgoff.checked_mul(1 << info.page_shift).ok_or(ENXIO)?;
         let req = MapRequest {
             offset,
             len: info.end - info.start,
@@ -216,7 +214,7 @@ impl FileState {
         let region: Option<Arc<Region>> = self.objects.lock().region_at(offset);
         let Some(region) = region else {
             warn_user!("mmap: no region at offset {:#x}\n", offset);
-            return Err(abi::error(ENXIO));
+            return Err(ENXIO);
         };
         region.map(vma, &req)
     }

@@ -4,6 +4,7 @@
 
 use kernel::prelude::*;
 
+use crate::abi::Result;
 use crate::abi::{
     self,
     info::validate_request,
@@ -18,23 +19,22 @@ use crate::uarg;
 /// Handles `GET_INFO` with the caller's argument at `arg`.
 pub(crate) fn get_info(context: &Context, arg: u64, d: &Decoded) -> Result {
     let mut info = Info::decode(&uarg::read::<{ Info::SIZE }>(arg, d)?);
-    let req = validate_request(&info).map_err(|e| {
+    let req = validate_request(&info).inspect_err(|e| {
         warn_user!(
             "GET_INFO: invalid argument (flags {:#x}, reserved {:#x}, entry size {}, capacity {}): errno {}\n",
             info.flags,
             info.reserved,
             info.device_entry_size,
             info.device_capacity,
-            e
+            e.get()
         );
-        abi::error(e)
     })?;
 
     // Snapshot the entries first and let go of the devices before touching
     // user memory: a copy stalled on a fault (userfaultfd) must not hold up
     // a device's removal.
     let devices = context.devices()?;
-    let count = u32::try_from(devices.len()).map_err(|_| abi::error(abi::errno::EOVERFLOW))?;
+    let count = u32::try_from(devices.len()).map_err(|_| abi::errno::EOVERFLOW)?;
     let mut entries = KVec::with_capacity(devices.len().min(req.capacity as usize), GFP_KERNEL)?;
     for dev in devices.iter().take(req.capacity as usize) {
         let attr = dev.attr();

@@ -23,6 +23,7 @@ use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 
+use crate::abi::Result;
 use crate::abi::{
     conn::Event,
     errno::{Errno, EAGAIN, EBUSY, ECONNREFUSED, EINTR, EINVAL, ENODEV},

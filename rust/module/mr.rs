@@ -12,6 +12,9 @@ use core::ptr::NonNull;
 
 use kernel::ffi::c_int;
 use kernel::prelude::*;
+
+use crate::abi::errno::{Errno, EINVAL, ENOMEM};
+use crate::abi::Result;
 use kernel::sync::Arc;
 
 use crate::ffi::{self, ShimMr};
@@ -64,7 +67,7 @@ impl Mr {
                 &mut err,
             )
         };
-        let ptr = NonNull::new(raw).ok_or_else(|| kernel::error::Error::from_errno(err))?;
+        let ptr = NonNull::new(raw).ok_or_else(|| Errno::new(-err).unwrap_or(ENOMEM))?;
         let (mut lkey, mut rkey) = (0, 0);
         // SAFETY: `ptr` was just allocated.
         unsafe { ffi::rrdma_shim_mr_keys(ptr.as_ptr(), &mut lkey, &mut rkey) };

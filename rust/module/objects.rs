@@ -16,6 +16,7 @@ use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::Arc;
 
+use crate::abi::Result;
 use crate::abi::{
     errno::{Errno, EINVAL, ENOENT, ENOMEM, ENOSPC},
     handle::{HandleCounter, MAX_OBJECTS},

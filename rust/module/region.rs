@@ -22,6 +22,9 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 use kernel::ffi::{c_int, c_ulong, c_void};
 use kernel::prelude::*;
+
+use crate::abi::errno::{Errno, EINTR, EINVAL, ENOMEM};
+use crate::abi::Result;
 use kernel::sync::Arc;
 
 use crate::abi::{self, blocks::Geometry, region::MapRequest};
@@ -47,7 +50,7 @@ impl MemlockCharge {
         let mut err: c_int = 0;
         // SAFETY: `err` is a valid out-pointer.
         let user = unsafe { ffi::rrdma_shim_memlock_charge(npages, &mut err) };
-        let user = NonNull::new(user).ok_or_else(|| kernel::error::Error::from_errno(err))?;
+        let user = NonNull::new(user).ok_or_else(|| Errno::new(-err).unwrap_or(ENOMEM))?;
         // INVARIANT: the charge succeeded and returned a user reference.
         Ok(Self { user, npages })
     }
@@ -223,7 +226,7 @@ impl Region {
     /// Maps the region into `vma` after checking the request: the VMA
     /// takes a reference on the region and faults its pages in.
     pub(crate) fn map(self: &Arc<Self>, vma: *mut VmArea, req: &MapRequest) -> Result {
-        abi::region::check_map(req, self.mmap_offset, self.mapped_len()).map_err(|e| {
+        abi::region::check_map(req, self.mmap_offset, self.mapped_len()).inspect_err(|e| {
             crate::ffi::warn_user!(
                 "mmap: refused (offset {:#x}, len {}, shared {}, exec {}; region at {:#x}, {} bytes): errno {}\n",
                 req.offset,
@@ -232,9 +235,8 @@ impl Region {
                 req.exec,
                 self.mmap_offset,
                 self.mapped_len(),
-                e
+                e.get()
             );
-            abi::error(e)
         })?;
         // SAFETY: `vma` is the VMA being set up by this mmap(2) call (the
         // caller holds the mmap lock); it owns the reference handed over,

@@ -10,6 +10,8 @@
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 
+use crate::abi::Result;
+
 /// A one-shot "released" signal.
 #[pin_data]
 pub(crate) struct Release {
@@ -29,6 +31,7 @@ impl Release {
             }),
             GFP_KERNEL,
         )
+        .map_err(Into::into)
     }
 
     /// Whether the guard has dropped.

@@ -6,6 +6,7 @@
 
 use kernel::prelude::*;
 
+use crate::abi::Result;
 use crate::abi::{ring::RingIndex, uapi::Completion};
 
 /// Completions one file can have outstanding (in flight or unread).

@@ -207,9 +207,9 @@ kunit_case! {
 /// The pure errnos become the kernel errors userspace will see.
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_kt_errno_mapping(t: *mut c_void) {
-    kexpect!(t, abi::error(EINVAL).to_errno() == code::EINVAL.to_errno());
-    kexpect!(t, abi::error(ENOTTY).to_errno() == -25);
-    kexpect!(t, abi::error(E2BIG).to_errno() == code::E2BIG.to_errno());
+    kexpect!(t, EINVAL.to_errno() == code::EINVAL.to_errno());
+    kexpect!(t, ENOTTY.to_errno() == -25);
+    kexpect!(t, E2BIG.to_errno() == code::E2BIG.to_errno());
 }
 }
 

@@ -17,6 +17,7 @@ use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::abi::uapi::Completion;
+use crate::abi::Result;
 use crate::conn::Conn;
 use crate::context::Context;
 use crate::export::Exports;
@@ -62,6 +63,7 @@ impl Shared {
             }),
             GFP_KERNEL,
         )
+        .map_err(Into::into)
     }
 
     /// Queues a completion (its slot was reserved) and wakes readers.

@@ -9,6 +9,7 @@
 
 use kernel::prelude::*;
 
+use crate::abi::Result;
 use crate::abi::{self, ioctl::Decoded};
 use crate::compat::user_slice;
 
@@ -37,9 +38,9 @@ pub(crate) fn read_sized<const N: usize>(addr: u64, user_size: usize) -> Result<
 /// Writes `buf` back to the ioctl argument at `arg`, up to the caller's size.
 pub(crate) fn write<const N: usize>(arg: u64, d: &Decoded, buf: &[u8; N]) -> Result {
     let plan = abi::ioctl::ext_copy(d.user_size, N);
-    user_slice(arg, plan.copy_len)
+    Ok(user_slice(arg, plan.copy_len)
         .writer()
-        .write_slice(&buf[..plan.copy_len])
+        .write_slice(&buf[..plan.copy_len])?)
 }
 
 /// Fails with `E2BIG` unless the `len` user bytes at `addr` are all zero.
@@ -49,7 +50,7 @@ fn check_zero(addr: u64, len: usize) -> Result {
     while !reader.is_empty() {
         let n = reader.len().min(CHUNK);
         reader.read_slice(&mut chunk[..n])?;
-        abi::ioctl::check_unknown_tail(&chunk[..n]).map_err(abi::error)?;
+        abi::ioctl::check_unknown_tail(&chunk[..n])?;
     }
     Ok(())
 }

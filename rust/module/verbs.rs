@@ -17,6 +17,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::abi::errno::{Errno, ENOMEM};
+use crate::abi::Result;
 use crate::device::DeviceCtx;
 use crate::ffi::{self, IbPd, RdmaCmId, ShimQp, ShimWr};
 
@@ -44,8 +45,8 @@ impl Pd {
         let mut raw = ptr::null_mut();
         // SAFETY: the device is live while `device` is held (device removal
         // waits for the last reference), and `raw` is a valid out-pointer.
-        kernel::error::to_result(unsafe { ffi::rrdma_shim_alloc_pd(device.raw(), &mut raw) })?;
-        let raw = NonNull::new(raw).ok_or(kernel::error::code::ENOMEM)?;
+        crate::abi::to_result(unsafe { ffi::rrdma_shim_alloc_pd(device.raw(), &mut raw) })?;
+        let raw = NonNull::new(raw).ok_or(ENOMEM)?;
         // INVARIANT: allocated just above on `device`.
         Ok(Arc::new(
             Self {
@@ -133,9 +134,7 @@ impl Qp {
                 &mut raw,
             )
         };
-        if ret != 0 {
-            return Err(-ret);
-        }
+        crate::abi::to_result(ret)?;
         // INVARIANT: created just above, by the function's safety
         // requirements.
         Ok(Self {
@@ -163,7 +162,7 @@ impl Qp {
                 &mut posted,
             )
         };
-        (posted, if ret == 0 { Ok(()) } else { Err(-ret) })
+        (posted, crate::abi::to_result(ret))
     }
 
     /// Sends one control message (never blocks; `EAGAIN` when every
@@ -174,11 +173,7 @@ impl Qp {
         let ret = unsafe {
             ffi::rrdma_shim_ctrl_send(self.raw.as_ptr(), msg.as_ptr().cast(), msg.len() as u32)
         };
-        if ret == 0 {
-            Ok(())
-        } else {
-            Err(-ret)
-        }
+        crate::abi::to_result(ret)
     }
 }
 

@@ -53,12 +53,13 @@ pub enum State {
 pub enum Event {
     /// `RDMA_CM_EVENT_ADDR_RESOLVED`.
     AddrResolved,
-    /// `RDMA_CM_EVENT_ADDR_ERROR` with the CM's status.
-    AddrError(Errno),
+    /// `RDMA_CM_EVENT_ADDR_ERROR` with the CM's status (an errno of
+    /// either sign, or 0).
+    AddrError(i32),
     /// `RDMA_CM_EVENT_ROUTE_RESOLVED`.
     RouteResolved,
-    /// `RDMA_CM_EVENT_ROUTE_ERROR` with the CM's status.
-    RouteError(Errno),
+    /// `RDMA_CM_EVENT_ROUTE_ERROR` with the CM's status (as `AddrError`).
+    RouteError(i32),
     /// `RDMA_CM_EVENT_ESTABLISHED` (the handshake reply was valid).
     Established,
     /// `RDMA_CM_EVENT_REJECTED`, with the errno of an rrdma reject if the
@@ -67,8 +68,8 @@ pub enum Event {
     /// `RDMA_CM_EVENT_UNREACHABLE`.
     Unreachable,
     /// `RDMA_CM_EVENT_CONNECT_ERROR`, a failed `rdma_connect()`, or a
-    /// handshake reply that did not parse, with its errno.
-    ConnectError(Errno),
+    /// handshake reply that did not parse, with its status (as `AddrError`).
+    ConnectError(i32),
     /// `RDMA_CM_EVENT_DISCONNECTED`: the peer closed or went away.
     Disconnected,
     /// `RDMA_CM_EVENT_DEVICE_REMOVAL`, or the ib_client removing the device.
@@ -146,11 +147,8 @@ pub fn step(state: State, event: Event) -> (State, Action) {
 }
 
 /// rdma_cm reports statuses as negative or positive errnos, or 0.
-fn nonzero(e: Errno, default: Errno) -> Errno {
-    match e.checked_abs() {
-        Some(e) if e > 0 && e < 4096 => e,
-        _ => default,
-    }
+fn nonzero(status: i32, default: Errno) -> Errno {
+    Errno::from_status(status).unwrap_or(default)
 }
 
 impl State {
@@ -203,7 +201,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errno::{ECANCELED, ENETUNREACH};
+    use crate::errno::{EADDRINUSE, ECANCELED, ENETUNREACH, EPROTONOSUPPORT};
 
     /// Runs `events`, then the teardown's report if one was asked for.
     fn run(start: State, events: &[Event]) -> State {
@@ -300,7 +298,7 @@ mod tests {
     #[test]
     fn failures_carry_clear_errnos() {
         assert_eq!(
-            run(State::Resolving, &[Event::AddrError(-ENETUNREACH)]),
+            run(State::Resolving, &[Event::AddrError(-ENETUNREACH.get())]),
             State::Closed {
                 error: Some(ENETUNREACH)
             }
@@ -318,8 +316,10 @@ mod tests {
             }
         );
         assert_eq!(
-            run(State::Connecting, &[Event::Rejected(Some(93))]),
-            State::Closed { error: Some(93) }
+            run(State::Connecting, &[Event::Rejected(Some(EPROTONOSUPPORT))]),
+            State::Closed {
+                error: Some(EPROTONOSUPPORT)
+            }
         );
         assert_eq!(
             run(State::Connecting, &[Event::Timeout]),
@@ -334,8 +334,13 @@ mod tests {
             }
         );
         assert_eq!(
-            run(State::RoutePending, &[Event::ConnectError(-98)]),
-            State::Closed { error: Some(98) }
+            run(
+                State::RoutePending,
+                &[Event::ConnectError(-EADDRINUSE.get())]
+            ),
+            State::Closed {
+                error: Some(EADDRINUSE)
+            }
         );
         assert_eq!(
             run(State::Connected, &[Event::DeviceRemoval]),

@@ -2,73 +2,132 @@
 
 //! Linux errno values used by the ABI rules.
 //!
-//! The pure code returns these as positive numbers; the kernel side turns
-//! them into `kernel::error::Error` and userspace compares them with
-//! `errno` from the failed `ioctl(2)`.
+//! One error type for the whole module: [`Errno`], a positive errno number.
+//! The pure code returns it; the kernel side converts it to and from
+//! `kernel::error::Error` (`From` both ways, so `?` works across the two),
+//! and userspace compares [`Errno::get`] with `errno` from the failed
+//! `ioctl(2)`.
 
-/// Bad address: a user pointer could not be read or written.
-pub const EFAULT: i32 = 14;
-/// Argument list too long: a larger struct than known with a non-zero tail.
-pub const E2BIG: i32 = 7;
-/// Invalid argument: a reserved field, unknown flag or bad value.
-pub const EINVAL: i32 = 22;
-/// Inappropriate ioctl for device: unknown command.
-pub const ENOTTY: i32 = 25;
-/// Value too large: arithmetic on user-supplied numbers overflowed.
-pub const EOVERFLOW: i32 = 75;
-/// No such device: the RDMA device is going away.
-pub const ENODEV: i32 = 19;
-/// Result out of range: a block range outside its region.
-pub const ERANGE: i32 = 34;
-/// Protocol error: a malformed message from the peer.
-pub const EPROTO: i32 = 71;
-/// Protocol not supported: the peer speaks no version we know.
-pub const EPROTONOSUPPORT: i32 = 93;
-/// Operation not permitted.
-pub const EPERM: i32 = 1;
-/// No such object: a handle that names nothing (0, stale, destroyed).
-pub const ENOENT: i32 = 2;
-/// No such device or address: an mmap offset that names no region.
-pub const ENXIO: i32 = 6;
-/// No space left: a table or the mmap offset space is full.
-pub const ENOSPC: i32 = 28;
-/// Network unreachable.
-pub const ENETUNREACH: i32 = 101;
-/// Connection aborted: the QP failed (e.g. a peer's access error).
-pub const ECONNABORTED: i32 = 103;
-/// Connection reset: the peer went away.
-pub const ECONNRESET: i32 = 104;
-/// Connection timed out.
-pub const ETIMEDOUT: i32 = 110;
-/// Connection refused: the peer rejected us.
-pub const ECONNREFUSED: i32 = 111;
-/// No route to host.
-pub const EHOSTUNREACH: i32 = 113;
-/// Out of memory.
-pub const ENOMEM: i32 = 12;
+/// A Linux errno.
+///
+/// # Invariants
+///
+/// The number is in `1..=MAX_ERRNO` (4095), as the kernel's error pointers
+/// and `ERR_PTR` require.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Errno(i32);
 
-/// Permission denied: the peer's NIC refused the access.
-pub const EACCES: i32 = 13;
-/// Device or resource busy.
-pub const EBUSY: i32 = 16;
-/// Try again: queues full, or nothing to wait for without blocking.
-pub const EAGAIN: i32 = 11;
-/// Interrupted by a signal.
-pub const EINTR: i32 = 4;
-/// I/O error.
-pub const EIO: i32 = 5;
-/// Transport endpoint is not connected.
-pub const ENOTCONN: i32 = 107;
-/// Operation canceled: flushed by a disconnect or close.
-pub const ECANCELED: i32 = 125;
-/// Key has been revoked: the export was unexported.
-pub const EKEYREVOKED: i32 = 128;
-/// Address family not supported.
-pub const EAFNOSUPPORT: i32 = 97;
-/// Address already in use.
-pub const EADDRINUSE: i32 = 98;
-/// Cannot assign the requested address: no free local port.
-pub const EADDRNOTAVAIL: i32 = 99;
+/// The largest errno number (the kernel's `MAX_ERRNO`).
+pub const MAX_ERRNO: i32 = 4095;
 
-/// An errno as returned by the ABI rules (always positive).
-pub type Errno = i32;
+impl Errno {
+    /// The errno `n` (positive), or `None` if `n` is out of range.
+    pub const fn new(n: i32) -> Option<Self> {
+        if n >= 1 && n <= MAX_ERRNO {
+            // INVARIANT: checked just above.
+            Some(Errno(n))
+        } else {
+            None
+        }
+    }
+
+    /// The errno of a status that may be negative (kernel convention) or
+    /// positive (some rdma_cm events); `None` for 0 or out of range.
+    pub const fn from_status(status: i32) -> Option<Self> {
+        match status.checked_abs() {
+            Some(n) => Self::new(n),
+            None => None,
+        }
+    }
+
+    /// The positive errno number.
+    pub const fn get(self) -> i32 {
+        self.0
+    }
+}
+
+impl From<Errno> for i32 {
+    fn from(e: Errno) -> i32 {
+        e.0
+    }
+}
+
+impl core::fmt::Display for Errno {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "errno {}", self.0)
+    }
+}
+
+/// Defines errno constants (numbers from include/uapi/asm-generic/errno*.h).
+macro_rules! errnos {
+    ($($(#[$doc:meta])* $name:ident = $n:literal;)*) => {
+        $($(#[$doc])* pub const $name: Errno = Errno($n);)*
+    };
+}
+
+errnos! {
+
+    /// Bad address: a user pointer could not be read or written.
+    EFAULT = 14;
+    /// Argument list too long: a larger struct than known with a non-zero tail.
+    E2BIG = 7;
+    /// Invalid argument: a reserved field, unknown flag or bad value.
+    EINVAL = 22;
+    /// Inappropriate ioctl for device: unknown command.
+    ENOTTY = 25;
+    /// Value too large: arithmetic on user-supplied numbers overflowed.
+    EOVERFLOW = 75;
+    /// No such device: the RDMA device is going away.
+    ENODEV = 19;
+    /// Result out of range: a block range outside its region.
+    ERANGE = 34;
+    /// Protocol error: a malformed message from the peer.
+    EPROTO = 71;
+    /// Protocol not supported: the peer speaks no version we know.
+    EPROTONOSUPPORT = 93;
+    /// Operation not permitted.
+    EPERM = 1;
+    /// No such object: a handle that names nothing (0, stale, destroyed).
+    ENOENT = 2;
+    /// No such device or address: an mmap offset that names no region.
+    ENXIO = 6;
+    /// No space left: a table or the mmap offset space is full.
+    ENOSPC = 28;
+    /// Network unreachable.
+    ENETUNREACH = 101;
+    /// Connection aborted: the QP failed (e.g. a peer's access error).
+    ECONNABORTED = 103;
+    /// Connection reset: the peer went away.
+    ECONNRESET = 104;
+    /// Connection timed out.
+    ETIMEDOUT = 110;
+    /// Connection refused: the peer rejected us.
+    ECONNREFUSED = 111;
+    /// No route to host.
+    EHOSTUNREACH = 113;
+    /// Out of memory.
+    ENOMEM = 12;
+
+    /// Permission denied: the peer's NIC refused the access.
+    EACCES = 13;
+    /// Device or resource busy.
+    EBUSY = 16;
+    /// Try again: queues full, or nothing to wait for without blocking.
+    EAGAIN = 11;
+    /// Interrupted by a signal.
+    EINTR = 4;
+    /// I/O error.
+    EIO = 5;
+    /// Transport endpoint is not connected.
+    ENOTCONN = 107;
+    /// Operation canceled: flushed by a disconnect or close.
+    ECANCELED = 125;
+    /// Key has been revoked: the export was unexported.
+    EKEYREVOKED = 128;
+    /// Address family not supported.
+    EAFNOSUPPORT = 97;
+    /// Address already in use.
+    EADDRINUSE = 98;
+    /// Cannot assign the requested address: no free local port.
+    EADDRNOTAVAIL = 99;
+}

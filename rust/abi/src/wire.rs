@@ -136,7 +136,7 @@ pub fn reject(errno: Errno) -> [u8; REJECT_LEN] {
     let mut b = [0u8; REJECT_LEN];
     put32(&mut b, 0, MAGIC);
     put16(&mut b, 4, VERSION);
-    put32(&mut b, 8, errno as u32);
+    put32(&mut b, 8, errno.get() as u32);
     b
 }
 
@@ -146,8 +146,7 @@ pub fn decode_reject(b: &[u8]) -> Option<Errno> {
     if b.len() < REJECT_LEN || le32(b, 0) != MAGIC {
         return None;
     }
-    let e = le32(b, 8) as i32;
-    (1..4096).contains(&e).then_some(e)
+    Errno::new(le32(b, 8) as i32)
 }
 
 /// Bytes of every control message (the size of a receive buffer).
@@ -284,7 +283,7 @@ impl Ctrl {
                             put32(&mut b, RESP_HEADER + 4 * i, *k);
                         }
                     }
-                    Err(e) => put32(&mut b, 16, e as u32),
+                    Err(e) => put32(&mut b, 16, e.get() as u32),
                 }
             }
             Ctrl::Revoke {
@@ -324,13 +323,14 @@ impl Ctrl {
             OP_IMPORT_RESP => {
                 let status = le32(b, 16) as i32;
                 if status != 0 {
-                    if !(1..4096).contains(&status) || b[7] != 0 || !zero(20, RESP_HEADER) {
+                    let errno = Errno::new(status).ok_or(EPROTO)?;
+                    if b[7] != 0 || !zero(20, RESP_HEADER) {
                         return Err(EPROTO);
                     }
                     (
                         Ctrl::ImportResp {
                             req_id,
-                            result: Err(status),
+                            result: Err(errno),
                         },
                         RESP_HEADER,
                     )
@@ -387,6 +387,7 @@ impl Ctrl {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::errno::{ECONNREFUSED, EIO, ENOENT};
 
     fn hello() -> Hello {
         Hello {
@@ -446,10 +447,15 @@ mod tests {
 
     #[test]
     fn rejects_carry_errnos() {
-        assert_eq!(decode_reject(&reject(111)), Some(111));
+        assert_eq!(decode_reject(&reject(ECONNREFUSED)), Some(ECONNREFUSED));
         assert_eq!(decode_reject(&[0u8; 16]), None);
-        assert_eq!(decode_reject(&reject(111)[..8]), None);
-        assert_eq!(decode_reject(&reject(0)), None);
+        assert_eq!(decode_reject(&reject(ECONNREFUSED)[..8]), None);
+        // Errno 0 or out of range: not a reject of ours.
+        for bad in [0u32, 4096, u32::MAX] {
+            let mut b = reject(ECONNREFUSED);
+            b[8..12].copy_from_slice(&bad.to_le_bytes());
+            assert_eq!(decode_reject(&b), None);
+        }
     }
 
     fn grant() -> Grant {
@@ -497,7 +503,7 @@ mod tests {
             },
             Ctrl::ImportResp {
                 req_id: 9,
-                result: Err(2),
+                result: Err(ENOENT),
             },
             Ctrl::Revoke {
                 req_id: 3,
@@ -532,7 +538,7 @@ mod tests {
         assert_eq!(Ctrl::decode(&tail), Err(EPROTO));
         let mut st = Ctrl::ImportResp {
             req_id: 1,
-            result: Err(5),
+            result: Err(EIO),
         }
         .encode();
         put32(&mut st, 16, 5000);

@@ -123,7 +123,7 @@ proptest! {
 mod wire_and_blocks {
     use proptest::prelude::*;
     use rrdma_abi::blocks::Geometry;
-    use rrdma_abi::errno::{EINVAL, EOVERFLOW, ERANGE};
+    use rrdma_abi::errno::{EINVAL, ENOENT, EOVERFLOW, ERANGE};
     use rrdma_abi::wire::{Ctrl, Hello, CTRL_LEN};
 
     proptest! {
@@ -137,7 +137,7 @@ mod wire_and_blocks {
         ) {
             let base = match kind {
                 0 => Ctrl::ImportReq { req_id: 1, token, first_chunk: first },
-                1 => Ctrl::ImportResp { req_id: token, result: Err(2) },
+                1 => Ctrl::ImportResp { req_id: token, result: Err(ENOENT) },
                 2 => Ctrl::Revoke { req_id: token | 1, token, generation: first },
                 _ => Ctrl::RevokeAck { req_id: token | 1 },
             };
@@ -343,6 +343,7 @@ mod completion_ring {
 mod conn_machine {
     use proptest::prelude::*;
     use rrdma_abi::conn::{step, Action, Event, State};
+    use rrdma_abi::errno::{Errno, MAX_ERRNO};
 
     fn event() -> impl Strategy<Value = Event> {
         prop_oneof![
@@ -351,7 +352,8 @@ mod conn_machine {
             Just(Event::RouteResolved),
             (-200i32..200).prop_map(Event::RouteError),
             Just(Event::Established),
-            proptest::option::of(1i32..200).prop_map(Event::Rejected),
+            proptest::option::of(1i32..200)
+                .prop_map(|e| Event::Rejected(e.and_then(Errno::new))),
             Just(Event::Unreachable),
             (-200i32..200).prop_map(Event::ConnectError),
             Just(Event::Disconnected),
@@ -403,7 +405,7 @@ mod conn_machine {
                     prop_assert_eq!(next, s);
                 }
                 if let State::Closed { error: Some(errno) } | State::Closing { error: Some(errno) } = next {
-                    prop_assert!(errno > 0 && errno < 4096);
+                    prop_assert!(errno.get() > 0 && errno.get() <= MAX_ERRNO);
                 }
                 s = next;
                 i += 1;

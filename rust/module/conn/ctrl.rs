@@ -12,10 +12,10 @@
 //! nothing, or more revokes than allowed, is a protocol violation and ends
 //! the connection with `EPROTO`.
 
-use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::{wait_until, Conn, Inner};
+use crate::abi::Result;
 use crate::abi::{
     conn::Event,
     errno::{Errno, ENOTCONN, EPROTO},

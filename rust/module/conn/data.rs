@@ -22,6 +22,7 @@ use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 
 use super::{ctrl, wait_until, Conn, Import};
+use crate::abi::Result;
 use crate::abi::{
     conn::Event,
     errno::{Errno, E2BIG, ENOMEM, ENOTCONN},
@@ -132,6 +133,7 @@ impl SyncWait {
             }),
             GFP_KERNEL,
         )
+        .map_err(Into::into)
     }
 
     fn set(&self, status: i32) {
@@ -439,7 +441,7 @@ impl Conn {
                 self.fail(Event::QpFatal, "an operation failed", e);
             }
         }
-        let status = errno.map_or(0, |e| -e);
+        let status = errno.map_or(0, Errno::to_errno);
         match &op.sync {
             Some(w) => w.set(status),
             None => self.shared.complete(Completion {

@@ -21,6 +21,7 @@ use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::Arc;
 
 use super::{ctrl, deadline, wait_until, Conn, GRANT_REG_DEPTH};
+use crate::abi::Result;
 use crate::abi::{
     conn::Event,
     errno::{Errno, EBUSY, EINVAL, ENOENT, ENOMEM, ENOTCONN},

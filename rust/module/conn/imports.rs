@@ -17,6 +17,7 @@ use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::Arc;
 
 use super::{ctrl, deadline, Conn, SQ_DEPTH};
+use crate::abi::Result;
 use crate::abi::{
     blocks::Geometry,
     errno::{Errno, E2BIG, EINVAL, EKEYREVOKED, ENOENT, ENOMEM, ENOTCONN, EPROTO},

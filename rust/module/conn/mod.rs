@@ -46,6 +46,7 @@ use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, CondVarTimeoutResult, Mutex};
 use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
 
+use crate::abi::Result;
 use crate::abi::{
     conn::{step, Action, Event, State},
     errno::{Errno, EINTR, ENOTCONN, ETIMEDOUT},
@@ -217,6 +218,7 @@ impl Conn {
             }),
             GFP_KERNEL,
         )
+        .map_err(Into::into)
     }
 
     /// The state gate: feeds `ev` to the state machine, the only place a
@@ -253,8 +255,8 @@ impl Conn {
             cm_event::ESTABLISHED if self.active => match Hello::decode(pdata) {
                 Ok(_) => Event::Established,
                 Err(e) => {
-                    pr_warn!("peer's handshake reply is malformed: errno {}\n", e);
-                    Event::ConnectError(e)
+                    pr_warn!("peer's handshake reply is malformed: errno {}\n", e.get());
+                    Event::ConnectError(e.to_errno())
                 }
             },
             cm_event::ESTABLISHED => Event::Established,
@@ -274,7 +276,7 @@ impl Conn {
                     g.id.as_ref()
                         .map_or(Err(ENOTCONN), |id| id.resolve_route(g.timeout_ms));
                 if let Err(e) = r {
-                    action = Self::advance(&mut g, Event::RouteError(e));
+                    action = Self::advance(&mut g, Event::RouteError(e.to_errno()));
                 }
             }
             Action::Connect => {
@@ -285,7 +287,7 @@ impl Conn {
                     None => Err(ENOTCONN),
                 });
                 if let Err(e) = r {
-                    action = Self::advance(&mut g, Event::ConnectError(e));
+                    action = Self::advance(&mut g, Event::ConnectError(e.to_errno()));
                 }
             }
             Action::Ready => ready_listener = g.listener.take(),
@@ -331,7 +333,7 @@ impl Conn {
                     "connection {} closing: {} (errno {})\n",
                     self.serial,
                     why,
-                    e
+                    e.get()
                 );
             }
             self.schedule_teardown();

@@ -12,6 +12,7 @@ use super::{
     data, deadline, grants, hello, wait_until, Conn, Inner, Resources, CONNECT_ATTEMPTS, CTRL_RECV,
     CTRL_SEND, DEFAULT_TIMEOUT_MS, GRANT_REG_DEPTH, SQ_DEPTH,
 };
+use crate::abi::Result;
 use crate::abi::{
     conn::{Action, Event, State},
     errno::{Errno, EADDRINUSE, EADDRNOTAVAIL, ENODEV, ENOMEM, ENOTCONN, ETIMEDOUT},
@@ -45,7 +46,7 @@ impl Conn {
         crate::ffi::warn_user!(
             "CONNECT: no usable local port after {} attempts (errno {})\n",
             CONNECT_ATTEMPTS,
-            last
+            last.get()
         );
         Err(EADDRNOTAVAIL)
     }
@@ -67,7 +68,7 @@ impl Conn {
             r
         });
         if let Err(e) = started {
-            Self::destroy(&this, Event::AddrError(e));
+            Self::destroy(&this, Event::AddrError(e.to_errno()));
             return Err(e);
         }
         let mut left = deadline(timeout_ms);
@@ -138,7 +139,7 @@ impl Conn {
                 Ok((this, ctx))
             }
             Err(e) => {
-                let action = Self::advance(&mut g, Event::ConnectError(e));
+                let action = Self::advance(&mut g, Event::ConnectError(e.to_errno()));
                 drop(g);
                 if action == Action::Teardown {
                     // In the handler: the CM destroys the child we hand back.
@@ -163,7 +164,7 @@ impl Conn {
         // Registered for removal before the device is used.
         device.add_conn(self)?;
         g.device = Some(device.clone());
-        let pd = Pd::new(&device).map_err(|e| -e.to_errno())?;
+        let pd = Pd::new(&device)?;
         // SAFETY: `dev` is live while `device` is held.
         let max_pages = unsafe { ffi::rrdma_shim_max_fast_reg_pages(dev) };
         let sizes = QpSizes {
@@ -177,7 +178,7 @@ impl Conn {
         // dropped (by the teardown) before the id, and the id's context
         // reference keeps `self`, the callbacks' owner, alive until then.
         let qp = unsafe { Qp::new(id.as_ptr(), &pd, foreign::addr_of(self), &sizes) }
-            .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e))?;
+            .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.peer = id.peer();
         g.res = Some(Resources {
             qp,

@@ -10,7 +10,6 @@ use kernel::sync::{new_mutex, Arc, ArcBorrow};
 
 use super::FileState;
 use crate::abi::{
-    self,
     conn::Event,
     errno::{EAGAIN, EINVAL},
     uapi::Completion,
@@ -198,7 +197,7 @@ unsafe extern "C" fn rrdma_rust_file_read(
     let state = unsafe { borrow(state) };
     let max = len / Completion::SIZE;
     if max == 0 {
-        return abi::error(EINVAL).to_errno() as c_long;
+        return EINVAL.to_errno() as c_long;
     }
     let mut writer = user_slice(buf as u64, max * Completion::SIZE).writer();
     let mut done = 0;
@@ -228,7 +227,7 @@ unsafe extern "C" fn rrdma_rust_file_read(
         }
     }
     if done == 0 {
-        return abi::error(EAGAIN).to_errno() as c_long;
+        return EAGAIN.to_errno() as c_long;
     }
     (done * Completion::SIZE) as c_long
 }

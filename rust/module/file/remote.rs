@@ -14,8 +14,8 @@ use kernel::sync::Arc;
 use kernel::types::ScopeGuard;
 
 use super::{shim_addr, timeout, uapi_addr, zero_flags, FileState, OP_SIZE_MAX};
+use crate::abi::Result;
 use crate::abi::{
-    self,
     conn::Event,
     errno::{Errno, EAGAIN, EINVAL},
     ioctl::Decoded,
@@ -36,28 +36,26 @@ impl FileState {
     pub(super) fn listen(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = Listen::decode(&uarg::read::<{ Listen::SIZE }>(arg, d)?);
         zero_flags("LISTEN", req.flags, req.reserved)?;
-        ops::check_addr(&req.addr).map_err(|e| {
+        ops::check_addr(&req.addr).inspect_err(|e| {
             warn_user!(
                 "LISTEN: bad address (family {}, port {}): errno {}\n",
                 req.addr.family,
                 req.addr.port,
-                e
+                e.get()
             );
-            abi::error(e)
         })?;
         let backlog = match req.backlog {
             0 => BACKLOG_DEFAULT,
             b if b <= BACKLOG_MAX => b,
             b => {
                 warn_user!("LISTEN: backlog {} above {}\n", b, BACKLOG_MAX);
-                return Err(abi::error(EINVAL));
+                return Err(EINVAL);
             }
         };
         uarg::write(arg, d, &req.encode())?;
         let listener =
-            Listener::new(&self.shared, &shim_addr(&req.addr), backlog).map_err(|e| {
-                warn_user!("LISTEN: rdma_cm refused the address: errno {}\n", e);
-                abi::error(e)
+            Listener::new(&self.shared, &shim_addr(&req.addr), backlog).inspect_err(|e| {
+                warn_user!("LISTEN: rdma_cm refused the address: errno {}\n", e.get());
             })?;
         self.publish(Object::Listener(listener), |h| {
             req.handle = h;
@@ -68,11 +66,7 @@ impl FileState {
     pub(super) fn unlisten(&self, arg: u64, d: &Decoded) -> Result {
         let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
         zero_flags("UNLISTEN", req.flags, 0)?;
-        let l = self
-            .objects
-            .lock()
-            .remove_listener(req.handle)
-            .map_err(abi::error)?;
+        let l = self.objects.lock().remove_listener(req.handle)?;
         Listener::close(&l);
         Ok(())
     }
@@ -80,15 +74,11 @@ impl FileState {
     pub(super) fn accept(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = Accept::decode(&uarg::read::<{ Accept::SIZE }>(arg, d)?);
         zero_flags("ACCEPT", req.flags, 0)?;
-        let listener = self
-            .objects
-            .lock()
-            .listener(req.listener)
-            .map_err(abi::error)?;
+        let listener = self.objects.lock().listener(req.listener)?;
         // Before a connection is taken off the queue: not after, when a
         // failure would cost the connection.
         uarg::write(arg, d, &req.encode())?;
-        let conn = listener.accept(req.timeout_ms).map_err(abi::error)?;
+        let conn = listener.accept(req.timeout_ms)?;
         let peer = uapi_addr(&conn.peer());
         self.publish(Object::Conn(conn), |h| {
             req.handle = h;
@@ -100,18 +90,16 @@ impl FileState {
     pub(super) fn connect(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = Connect::decode(&uarg::read::<{ Connect::SIZE }>(arg, d)?);
         zero_flags("CONNECT", req.flags, req.reserved)?;
-        ops::check_addr(&req.addr).map_err(|e| {
+        ops::check_addr(&req.addr).inspect_err(|e| {
             warn_user!(
                 "CONNECT: bad address (family {}, port {}): errno {}\n",
                 req.addr.family,
                 req.addr.port,
-                e
+                e.get()
             );
-            abi::error(e)
         })?;
         uarg::write(arg, d, &req.encode())?;
-        let conn = Conn::connect(&self.shared, &shim_addr(&req.addr), timeout(req.timeout_ms))
-            .map_err(abi::error)?;
+        let conn = Conn::connect(&self.shared, &shim_addr(&req.addr), timeout(req.timeout_ms))?;
         self.publish(Object::Conn(conn), |h| {
             req.handle = h;
             uarg::write(arg, d, &req.encode())
@@ -121,11 +109,7 @@ impl FileState {
     pub(super) fn disconnect(&self, arg: u64, d: &Decoded) -> Result {
         let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
         zero_flags("DISCONNECT", req.flags, 0)?;
-        let conn = self
-            .objects
-            .lock()
-            .remove_conn(req.handle)
-            .map_err(abi::error)?;
+        let conn = self.objects.lock().remove_conn(req.handle)?;
         Conn::destroy(&conn, Event::UserClose);
         Ok(())
     }
@@ -133,19 +117,18 @@ impl FileState {
     pub(super) fn export(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = Export::decode(&uarg::read::<{ Export::SIZE }>(arg, d)?);
         zero_flags("EXPORT", req.flags, 0)?;
-        let writable = ops::export_access(req.access).map_err(|e| {
+        let writable = ops::export_access(req.access).inspect_err(|_| {
             warn_user!(
                 "EXPORT: access {:#x} is not READ or READ|WRITE\n",
                 req.access
             );
-            abi::error(e)
         })?;
         let (region, restrict) = {
             let o = self.objects.lock();
-            let region = o.region(req.region).map_err(abi::error)?;
+            let region = o.region(req.region)?;
             let restrict = match req.conn {
                 0 => None,
-                h => Some(o.conn(h).map_err(abi::error)?.serial()),
+                h => Some(o.conn(h)?.serial()),
             };
             (region, restrict)
         };
@@ -166,12 +149,7 @@ impl FileState {
     pub(super) fn unexport(&self, arg: u64, d: &Decoded) -> Result {
         let req = Unexport::decode(&uarg::read::<{ Unexport::SIZE }>(arg, d)?);
         zero_flags("UNEXPORT", req.flags, req.reserved)?;
-        let export = self
-            .shared
-            .exports
-            .lock()
-            .remove(req.token)
-            .map_err(abi::error)?;
+        let export = self.shared.exports.lock().remove(req.token)?;
         // Every importer is told first, then each acknowledgement awaited:
         // when this returns, nothing of the export is registered anywhere.
         let conns = self.shared.conns()?;
@@ -193,13 +171,11 @@ impl FileState {
         zero_flags("IMPORT", req.flags, 0)?;
         if req.reserved != 0 {
             warn_user!("IMPORT: reserved {:#x} must be zero\n", req.reserved);
-            return Err(abi::error(EINVAL));
+            return Err(EINVAL);
         }
-        let conn = self.objects.lock().conn(req.conn).map_err(abi::error)?;
+        let conn = self.objects.lock().conn(req.conn)?;
         uarg::write(arg, d, &req.encode())?;
-        let imp = conn
-            .import(req.token, timeout(req.timeout_ms))
-            .map_err(abi::error)?;
+        let imp = conn.import(req.token, timeout(req.timeout_ms))?;
         let imp = Arc::new(imp, GFP_KERNEL)?;
         req.block_size = imp.geometry.block_size();
         req.nblocks = imp.geometry.nblocks();
@@ -218,11 +194,7 @@ impl FileState {
     pub(super) fn unimport(&self, arg: u64, d: &Decoded) -> Result {
         let req = HandleArg::decode(&uarg::read::<{ HandleArg::SIZE }>(arg, d)?);
         zero_flags("UNIMPORT", req.flags, 0)?;
-        let imp = self
-            .objects
-            .lock()
-            .remove_import(req.handle)
-            .map_err(abi::error)?;
+        let imp = self.objects.lock().remove_import(req.handle)?;
         drop(imp);
         Ok(())
     }
@@ -256,7 +228,7 @@ impl FileState {
                 OP_SIZE_VER0,
                 OP_SIZE_MAX
             );
-            return Err(abi::error(EINVAL));
+            return Err(EINVAL);
         }
         // The probe: an argument we could not write `submitted` back to
         // fails now, with nothing posted.
@@ -275,10 +247,10 @@ impl FileState {
             match self.resolve(&op) {
                 Ok((imp, region, c)) => resolved.push((imp, region, c, op), GFP_KERNEL)?,
                 Err(e) => {
-                    warn_user!("SUBMIT: operation {} refused: errno {}\n", i, e);
+                    warn_user!("SUBMIT: operation {} refused: errno {}\n", i, e.get());
                     req.submitted = i;
                     uarg::write(arg, d, &req.encode())?;
-                    return Err(abi::error(e));
+                    return Err(e);
                 }
             }
         }
@@ -300,7 +272,7 @@ impl FileState {
         }
         self.shared.ring.lock().unreserve(reserved - posted);
         if posted == 0 {
-            return Err(abi::error(err.unwrap_or(EAGAIN)));
+            return Err(err.unwrap_or(EAGAIN));
         }
         req.submitted = posted as u32;
         // Posted operations cannot be taken back: if the argument vanished
@@ -311,17 +283,10 @@ impl FileState {
 
     pub(super) fn rw_sync(&self, arg: u64, d: &Decoded) -> Result {
         let op = Op::decode(&uarg::read::<{ Op::SIZE }>(arg, d)?);
-        let (imp, region, c) = self.resolve(&op).map_err(|e| {
-            warn_user!("RW_SYNC: operation refused: errno {}\n", e);
-            abi::error(e)
+        let (imp, region, c) = self.resolve(&op).inspect_err(|e| {
+            warn_user!("RW_SYNC: operation refused: errno {}\n", e.get());
         })?;
-        let status = imp
-            .conn
-            .run_sync(&imp, &region, &c, op.opcode)
-            .map_err(abi::error)?;
-        if status < 0 {
-            return Err(kernel::error::Error::from_errno(status));
-        }
-        Ok(())
+        let status = imp.conn.run_sync(&imp, &region, &c, op.opcode)?;
+        crate::abi::to_result(status)
     }
 }

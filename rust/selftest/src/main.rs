@@ -74,7 +74,8 @@ impl Tap {
 }
 
 /// Expects `res` to fail with `errno`.
-pub(crate) fn expect_errno<T>(res: io::Result<T>, errno: i32) -> Result<(), String> {
+pub(crate) fn expect_errno<T>(res: io::Result<T>, errno: impl Into<i32>) -> Result<(), String> {
+    let errno = errno.into();
     match res {
         Ok(_) => Err(format!("succeeded, expected errno {errno}")),
         Err(e) if e.raw_os_error() == Some(errno) => Ok(()),

@@ -577,7 +577,7 @@ fn memlock_check() -> Result<(), String> {
                         Err(_) => 11,
                         Ok(small) => match create(&dev, 4096, 256) {
                             Ok(_) => 12,
-                            Err(e) if e.raw_os_error() != Some(ENOMEM) => 13,
+                            Err(e) if e.raw_os_error() != Some(ENOMEM.get()) => 13,
                             Err(_) => {
                                 if dev.region_destroy_raw(small.handle, 0).is_err() {
                                     14
@@ -642,7 +642,7 @@ fn memlock_mapped_check() -> Result<(), String> {
                             break;
                         }
                         match create(&dev, 4096, (LEN / 4096) as u64) {
-                            Err(e) if e.raw_os_error() == Some(ENOMEM) => {}
+                            Err(e) if e.raw_os_error() == Some(ENOMEM.get()) => {}
                             _ => {
                                 code = 50 + round;
                                 break;

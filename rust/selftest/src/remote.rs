@@ -67,7 +67,8 @@ pub(crate) fn pattern(buf: &mut [u8], seed: u64) {
     }
 }
 
-pub(crate) fn expect_errno_any<T>(res: io::Result<T>, want: i32) -> Result<(), String> {
+pub(crate) fn expect_errno_any<T>(res: io::Result<T>, want: impl Into<i32>) -> Result<(), String> {
+    let want = want.into();
     match res {
         Ok(_) => Err(format!("succeeded, expected errno {want}")),
         Err(e) if errno(&e) == Some(want) => Ok(()),
@@ -349,7 +350,7 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     let n = unsafe { libc::read(dev.raw_fd(), small.as_mut_ptr().cast(), small.len()) };
     t.check(
         "read with a buffer shorter than a record: EINVAL",
-        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EINVAL) {
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EINVAL.get()) {
             Ok(())
         } else {
             Err(format!("read {n}"))
@@ -374,7 +375,7 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     let n = unsafe { libc::read(dev.raw_fd(), rec.as_mut_ptr().cast(), rec.len()) };
     t.check(
         "non-blocking read with nothing pending: EAGAIN",
-        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EAGAIN) {
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(EAGAIN.get()) {
             Ok(())
         } else {
             Err(format!("read {n}"))
@@ -421,7 +422,7 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
                 remote_block: 256,
                 ..good
             },
-            ERANGE,
+            ERANGE.get(),
         ),
         (
             "remote range crossing the end: ERANGE",
@@ -430,7 +431,7 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
                 count: 7,
                 ..good
             },
-            ERANGE,
+            ERANGE.get(),
         ),
         (
             "local range crossing the end: ERANGE",
@@ -439,26 +440,26 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
                 count: 2,
                 ..good
             },
-            ERANGE,
+            ERANGE.get(),
         ),
-        ("count 0: EINVAL", Op { count: 0, ..good }, EINVAL),
+        ("count 0: EINVAL", Op { count: 0, ..good }, EINVAL.get()),
         (
             "remote block u64::MAX: EOVERFLOW",
             Op {
                 remote_block: u64::MAX,
                 ..good
             },
-            EOVERFLOW,
+            EOVERFLOW.get(),
         ),
-        ("unknown opcode: EINVAL", Op { opcode: 3, ..good }, EINVAL),
-        ("a flag set: EINVAL", Op { flags: 1, ..good }, EINVAL),
+        ("unknown opcode: EINVAL", Op { opcode: 3, ..good }, EINVAL.get()),
+        ("a flag set: EINVAL", Op { flags: 1, ..good }, EINVAL.get()),
         (
             "the reserved field set: EINVAL",
             Op {
                 reserved: 1,
                 ..good
             },
-            EINVAL,
+            EINVAL.get(),
         ),
         (
             "a region handle as the remote: EINVAL",
@@ -466,7 +467,7 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
                 remote: local.handle(),
                 ..good
             },
-            EINVAL,
+            EINVAL.get(),
         ),
         (
             "an import handle as the local: EINVAL",
@@ -474,21 +475,21 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
                 local: rw.handle(),
                 ..good
             },
-            EINVAL,
+            EINVAL.get(),
         ),
-        ("remote handle 0: ENOENT", Op { remote: 0, ..good }, ENOENT),
+        ("remote handle 0: ENOENT", Op { remote: 0, ..good }, ENOENT.get()),
         (
             "local region of another block size: EINVAL",
             Op {
                 local: small.handle(),
                 ..good
             },
-            EINVAL,
+            EINVAL.get(),
         ),
         (
             "write to a read-only export: EPERM",
             op(ro, &local, OP_WRITE, 0, 0, 1, 0),
-            EPERM,
+            EPERM.get(),
         ),
     ];
     for (name, o, e) in cases {
@@ -549,7 +550,7 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
                 .get_ref()
                 .and_then(|x| x.downcast_ref::<rrdma::SubmitError>())
             {
-                Some(s) if s.index == 1 && s.err.raw_os_error() == Some(EINVAL) => Ok(()),
+                Some(s) if s.index == 1 && s.err.raw_os_error() == Some(EINVAL.get()) => Ok(()),
                 other => Err(format!("{other:?}")),
             },
             Ok(s) => Err(format!("succeeded with {}", s.submitted)),
@@ -762,7 +763,7 @@ fn revoke_checks(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection<'_>, rw
     let mut last = Ok(());
     while start.elapsed() < T {
         last = rw.read(&local, 0, 0, 1);
-        if matches!(&last, Err(e) if e.raw_os_error() == Some(EKEYREVOKED)) {
+        if matches!(&last, Err(e) if e.raw_os_error() == Some(EKEYREVOKED.get())) {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
