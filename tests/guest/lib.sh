@@ -24,7 +24,8 @@ check_fails() {
 	if out=$("$@" 2>&1); then fail "$name" "unexpectedly succeeded"; else ok "$name"; fi
 }
 
-# tap PREFIX CMD...: runs a TAP-printing program and forwards its results.
+# tap PREFIX CMD...: runs a TAP-printing program and forwards its results
+# (and its "# " lines to the console).
 tap() {
 	prefix=$1; shift
 	"$@" >/tmp/tap.out 2>&1
@@ -34,6 +35,8 @@ tap() {
 		case "$line" in
 		"ok "*) ok "$prefix: ${line#ok * - }"; n=$((n + 1)) ;;
 		"not ok "*) rest=${line#not ok * - }; fail "$prefix: ${rest%% # *}" "${rest#* # }"; n=$((n + 1)) ;;
+		# Figures the program reports go to the console log.
+		"# "*) echo "$prefix: $line" ;;
 		esac
 	done </tmp/tap.out
 	if [ "$rc" != 0 ] && ! grep -q "^not ok" /tmp/tap.out; then
