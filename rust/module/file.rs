@@ -17,7 +17,6 @@
 
 use kernel::prelude::*;
 
-use crate::abi::errno::Errno;
 use crate::abi::Result;
 use kernel::sync::{Arc, Mutex};
 use kernel::types::ScopeGuard;
@@ -97,9 +96,8 @@ impl FileState {
     /// `answer` write it back to the caller. If either fails, the object is
     /// closed again: no object exists that the caller cannot name.
     fn publish(&self, object: Object, answer: impl FnOnce(u32) -> Result) -> Result {
-        let inserted = Slot::new()
-            .map_err(Errno::from)
-            .and_then(|slot| self.objects.lock().insert(slot, object.clone()));
+        let inserted =
+            Slot::new().and_then(|slot| self.objects.lock().insert(slot, object.clone()));
         let handle = match inserted {
             Ok(h) => h,
             Err(e) => {

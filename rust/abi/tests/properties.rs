@@ -352,8 +352,7 @@ mod conn_machine {
             Just(Event::RouteResolved),
             (-200i32..200).prop_map(Event::RouteError),
             Just(Event::Established),
-            proptest::option::of(1i32..200)
-                .prop_map(|e| Event::Rejected(e.and_then(Errno::new))),
+            proptest::option::of(1i32..200).prop_map(|e| Event::Rejected(e.and_then(Errno::new))),
             Just(Event::Unreachable),
             (-200i32..200).prop_map(Event::ConnectError),
             Just(Event::Disconnected),

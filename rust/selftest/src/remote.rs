@@ -451,7 +451,11 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
             },
             EOVERFLOW.get(),
         ),
-        ("unknown opcode: EINVAL", Op { opcode: 3, ..good }, EINVAL.get()),
+        (
+            "unknown opcode: EINVAL",
+            Op { opcode: 3, ..good },
+            EINVAL.get(),
+        ),
         ("a flag set: EINVAL", Op { flags: 1, ..good }, EINVAL.get()),
         (
             "the reserved field set: EINVAL",
@@ -477,7 +481,11 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
             },
             EINVAL.get(),
         ),
-        ("remote handle 0: ENOENT", Op { remote: 0, ..good }, ENOENT.get()),
+        (
+            "remote handle 0: ENOENT",
+            Op { remote: 0, ..good },
+            ENOENT.get(),
+        ),
         (
             "local region of another block size: EINVAL",
             Op {
