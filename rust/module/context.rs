@@ -4,10 +4,11 @@
 
 use kernel::ffi::c_void;
 use kernel::prelude::*;
-use kernel::sync::{new_mutex, Arc, ArcBorrow, Mutex};
+use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::abi::Result;
 use crate::ffi;
+use crate::foreign;
 
 use crate::device::DeviceCtx;
 
@@ -30,18 +31,6 @@ impl Context {
             GFP_KERNEL,
         )
         .map_err(Into::into)
-    }
-
-    /// Borrows the context from the pointer the C shim hands back.
-    ///
-    /// # Safety
-    ///
-    /// `ptr` must come from [`Registration`]'s `Arc::into_raw` and the
-    /// registration must be alive for `'a`.
-    pub(crate) unsafe fn from_ffi<'a>(ptr: *mut c_void) -> ArcBorrow<'a, Self> {
-        // SAFETY: by the function's safety requirements, `ptr` is an
-        // `Arc<Context>` reference owned by the registration.
-        unsafe { ArcBorrow::from_raw(ptr.cast::<Self>().cast_const()) }
     }
 
     /// Adds a device.
@@ -92,9 +81,9 @@ impl Context {
 /// The registration of the `ib_client` and `/dev/rrdma` with the C shim,
 /// which holds one reference to the context until unregistered.
 pub(crate) struct Registration {
-    // INVARIANT: obtained from `Arc::into_raw` and handed to the shim, which
-    // uses it until `rrdma_shim_unregister()` returns.
-    raw: *const Context,
+    // INVARIANT: obtained from `foreign::into_c` and handed to the shim,
+    // which uses it until `rrdma_shim_unregister()` returns.
+    raw: *mut c_void,
 }
 
 // SAFETY: the raw pointer is an `Arc<Context>` reference, and `Context` is
@@ -107,13 +96,13 @@ impl Registration {
     /// Registers the `ib_client` (which adds every present device) and then
     /// `/dev/rrdma`.
     pub(crate) fn new(context: &Arc<Context>) -> Result<Self> {
-        let raw = Arc::into_raw(context.clone());
+        let raw = foreign::into_c(context.clone());
         // SAFETY: `raw` stays a valid `Arc` reference until `drop()`, and the
         // shim calls back only between register and unregister.
-        let ret = unsafe { ffi::rrdma_shim_register(raw.cast_mut().cast()) };
+        let ret = unsafe { ffi::rrdma_shim_register(raw) };
         if let Err(e) = crate::abi::to_result(ret) {
             // SAFETY: registration failed, so the shim has let go of `raw`.
-            drop(unsafe { Arc::from_raw(raw) });
+            drop(unsafe { foreign::from_c::<Context>(raw) });
             return Err(e);
         }
         // INVARIANT: handed to the shim just above.
@@ -126,6 +115,6 @@ impl Drop for Registration {
         // SAFETY: registered in `new()`; once this returns, no callback runs.
         unsafe { ffi::rrdma_shim_unregister() };
         // SAFETY: the shim no longer uses `raw`, so its reference is ours.
-        drop(unsafe { Arc::from_raw(self.raw) });
+        drop(unsafe { foreign::from_c::<Context>(self.raw) });
     }
 }

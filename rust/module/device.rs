@@ -9,17 +9,17 @@
 //! only once all of them are gone. Devices without fast registration
 //! (`IB_DEVICE_MEM_MGT_EXTENSIONS`) are listed but not used: rrdma never
 //! falls back to a global rkey.
+//!
+//! The `ib_client` callbacks themselves are in `entry/device.rs`.
 
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::abi::Result;
 use crate::conn::Conn;
-use crate::context::Context;
 use crate::ffi::{self, DeviceAttr, IbDevice};
 use crate::release::{Release, ReleaseGuard};
 
@@ -46,7 +46,9 @@ unsafe impl Send for DeviceCtx {}
 unsafe impl Sync for DeviceCtx {}
 
 impl DeviceCtx {
-    fn new(dev: NonNull<IbDevice>, release: Arc<Release>) -> Result<Arc<Self>> {
+    /// The context of a device being added (`ib_client.add`).
+    pub(crate) fn new(dev: NonNull<IbDevice>) -> Result<Arc<Self>> {
+        let release = Release::new()?;
         let attr = query(dev);
         let frwr = attr.caps & ffi::CAP_MEM_MGT_EXT != 0;
         if !frwr {
@@ -109,82 +111,38 @@ impl DeviceCtx {
     }
 }
 
+impl DeviceCtx {
+    /// First half of `ib_client.remove`: marks the device as going and
+    /// destroys every connection on it (the removal notifiers of xprtrdma).
+    /// Each closes with `ENODEV`, its operations complete with errors, its
+    /// QP and registrations are freed and it lets go of the device. A
+    /// connection still setting up registers before it can use the device
+    /// (see `Conn::setup_qp`), so none is missed.
+    pub(crate) fn start_removal(&self) {
+        // Set before the list is taken under its lock: no connection joins after.
+        self.removing.store(true, Ordering::Release);
+        let conns = core::mem::take(&mut *self.conns.lock());
+        for conn in conns.iter() {
+            Conn::destroy(conn, crate::abi::conn::Event::DeviceRemoval);
+        }
+    }
+
+    /// Second half of `ib_client.remove`, once the device is forgotten:
+    /// drops this reference and waits until the last one is gone, so that
+    /// nothing touches the device afterwards. The other holders are
+    /// short-lived (`GET_INFO` snapshots, a connection's domain until its
+    /// teardown ends).
+    pub(crate) fn wait_unused(this: Arc<Self>) {
+        let release = this.release.release();
+        drop(this);
+        release.wait();
+    }
+}
+
 fn query(dev: NonNull<IbDevice>) -> DeviceAttr {
     let mut attr = DeviceAttr::zeroed();
     // SAFETY: `dev` is live (see `DeviceCtx`'s `Send` justification) and
     // `attr` is a valid out-pointer.
     unsafe { ffi::rrdma_shim_device_query(dev.as_ptr(), &mut attr) };
     attr
-}
-
-/// `ib_client.add`: builds the device's context.
-///
-/// # Safety
-///
-/// `context` is the pointer the shim was registered with, `dev` is a device being
-/// added and `out` is a valid pointer for the client data.
-#[no_mangle]
-unsafe extern "C" fn rrdma_rust_device_add(
-    context: *mut c_void,
-    dev: *mut IbDevice,
-    out: *mut *mut c_void,
-) -> c_int {
-    // SAFETY: by the function's safety requirements.
-    let context = unsafe { Context::from_ffi(context) };
-    let Some(dev) = NonNull::new(dev) else {
-        return EINVAL.to_errno();
-    };
-    let res = (|| -> Result<*mut c_void> {
-        let ctx = DeviceCtx::new(dev, Release::new()?)?;
-        context.insert_device(ctx.clone())?;
-        // The client data owns one reference, returned in `remove`.
-        Ok(Arc::into_raw(ctx).cast_mut().cast())
-    })();
-    match res {
-        Ok(ptr) => {
-            // SAFETY: `out` is valid by the function's safety requirements.
-            unsafe { *out = ptr };
-            0
-        }
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// `ib_client.remove`: marks the device as going, forgets it and waits until
-/// the last reference to its context is gone, so that nothing touches the
-/// device afterwards. Connections on the device are destroyed first (a
-/// connection still setting up registers before it can use the device, see
-/// `Conn::setup_qp`); the other holders are short-lived (`GET_INFO`
-/// snapshots, a connection's domain until its teardown ends).
-///
-/// # Safety
-///
-/// `context` is the pointer the shim was registered with; `client_data` is what
-/// [`rrdma_rust_device_add`] returned for `dev`.
-#[no_mangle]
-unsafe extern "C" fn rrdma_rust_device_remove(
-    context: *mut c_void,
-    _dev: *mut IbDevice,
-    client_data: *mut c_void,
-) {
-    // SAFETY: by the function's safety requirements.
-    let context = unsafe { Context::from_ffi(context) };
-    // SAFETY: `client_data` holds the reference `add` leaked with `into_raw`.
-    let ctx = unsafe { Arc::from_raw(client_data.cast::<DeviceCtx>().cast_const()) };
-    // Set before the list is taken under its lock: no connection joins after.
-    ctx.removing.store(true, Ordering::Release);
-    let attr = ctx.attr();
-    // Removal notifiers: every connection on the device closes with
-    // ENODEV, its operations complete with errors, its QP and
-    // registrations are freed and it lets go of the device.
-    let conns = core::mem::take(&mut *ctx.conns.lock());
-    for conn in conns.iter() {
-        Conn::destroy(conn, crate::abi::conn::Event::DeviceRemoval);
-    }
-    drop(conns);
-    context.remove_device(&ctx);
-    let release = ctx.release.release();
-    drop(ctx);
-    release.wait();
-    pr_info!("{}: removed\n", attr.name_str());
 }

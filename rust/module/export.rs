@@ -60,8 +60,7 @@ impl Exports {
             return Err(ENOSPC);
         }
         let token = loop {
-            // SAFETY: no preconditions.
-            let t = unsafe { ffi::rrdma_shim_random_u64() };
+            let t = ffi::random_u64();
             if t != 0 && self.find(t).is_none() {
                 break t;
             }

@@ -3,8 +3,8 @@
 //! The C shim's interface (`shim/rrdma_shim.h`), seen from Rust.
 //!
 //! Kernel objects cross as opaque pointers; errors as negative errno. The
-//! `rrdma_rust_*` entry points the shim calls are defined next to the code
-//! they serve (`device.rs`, `file.rs`) and listed in the header.
+//! `rrdma_rust_*` entry points the shim calls are in `entry/` (one file per
+//! C caller) and listed in the header.
 
 use kernel::ffi::{c_char, c_int, c_ulong, c_void};
 
@@ -357,6 +357,33 @@ extern "C" {
 pub(crate) fn page_size() -> u64 {
     // SAFETY: no preconditions.
     unsafe { rrdma_shim_page_size() as u64 }
+}
+
+/// Whether the current task has a signal pending (a long allocation loop
+/// stops with `EINTR`).
+pub(crate) fn should_stop() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_should_stop() }
+}
+
+/// The largest region a caller may create (a module parameter's value).
+pub(crate) fn max_region_bytes() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_max_region_bytes() }
+}
+
+/// 64 random bits (`get_random_u64()`).
+pub(crate) fn random_u64() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_random_u64() }
+}
+
+/// The module's work queue (connection teardown).
+pub(crate) fn wq() -> &'static kernel::workqueue::Queue {
+    // SAFETY: the shim creates the queue before the module registers
+    // anything that could queue work and destroys it (draining it) only
+    // after the last connection is gone, so it outlives every caller.
+    unsafe { kernel::workqueue::Queue::from_raw(rrdma_shim_wq()) }
 }
 
 /// Whether a warning a peer or userspace can trigger may be printed now

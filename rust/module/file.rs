@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Per-open-file state of `/dev/rrdma`: ioctl dispatch, regions and mmap.
-//! The remote ioctls are in `file/remote.rs`, the C entry points (open,
-//! release, ioctl, mmap, fdinfo, read, poll) in `file/entry.rs`.
+//! The remote ioctls are in `file/remote.rs`, open and release in
+//! `file/open.rs`, read(2), poll and fdinfo in `file/read.rs`; the C entry
+//! points of the `file_operations` in `entry/file.rs`.
 //!
 //! Every ioctl that writes a result back first writes its argument back
 //! unchanged (a probe): an argument the caller cannot write (read-only
@@ -37,7 +38,8 @@ use crate::region::Region;
 use crate::shared::Shared;
 use crate::uarg;
 
-mod entry;
+mod open;
+mod read;
 mod remote;
 
 /// Largest `op_size` accepted by SUBMIT.
@@ -118,7 +120,7 @@ impl FileState {
         Ok(())
     }
 
-    fn ioctl(&self, cmd: u32, arg: u64) -> Result<i64> {
+    pub(crate) fn ioctl(&self, cmd: u32, arg: u64) -> Result<i64> {
         // Unknown commands are routine (isatty() probes): no warning.
         let d = abi::ioctl::decode(cmd)?;
         match d.cmd {
@@ -142,8 +144,7 @@ impl FileState {
 
     fn region_create(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = RegionCreate::decode(&uarg::read::<{ RegionCreate::SIZE }>(arg, d)?);
-        // SAFETY: no preconditions.
-        let max = unsafe { ffi::rrdma_shim_max_region_bytes() };
+        let max = ffi::max_region_bytes();
         let geometry = validate_create(&req, max).inspect_err(|e| {
             warn_user!(
                 "REGION_CREATE: invalid argument (block size {}, blocks {}, flags {:#x}, reserved {:#x}, limit {} bytes): errno {}\n",
@@ -198,7 +199,7 @@ impl FileState {
         Ok(())
     }
 
-    fn mmap(&self, vma: *mut VmArea) -> Result {
+    pub(crate) fn mmap(&self, vma: *mut VmArea) -> Result {
         let mut info = VmaInfo::default();
         // SAFETY: `vma` is the VMA of the mmap(2) call in progress.
         unsafe { ffi::rrdma_shim_vma_info(vma, &mut info) };

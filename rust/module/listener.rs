@@ -13,13 +13,16 @@
 //! request handlers still running, and only then destroys the connections
 //! accepted but not taken: none is left behind.
 //!
+//! The C-callable entry points of a listening id are in
+//! `entry/listener.rs`.
+//!
 //! Locking: rdma_cm's handler mutex → `Listener::inner` → `Conn::inner`
 //! (a request is accepted under the listener's lock). `Listener::inner` is
 //! never held across the destruction of an id.
 
 use core::ptr::NonNull;
 
-use kernel::ffi::{c_int, c_void};
+use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 
@@ -27,12 +30,10 @@ use crate::abi::Result;
 use crate::abi::{
     conn::Event,
     errno::{Errno, EAGAIN, EBUSY, ECONNREFUSED, EINTR, EINVAL, ENODEV},
-    wire,
 };
 use crate::cm_id::CmId;
 use crate::conn::Conn;
-use crate::ffi::{self, cm_event, RdmaCmId, ShimAddr};
-use crate::foreign;
+use crate::ffi::{RdmaCmId, ShimAddr};
 use crate::shared::Shared;
 
 struct Inner {
@@ -104,7 +105,7 @@ impl Listener {
 
     /// A connect request on `child` (handler context). Returns the new
     /// connection's context pointer, or the errno it is rejected with.
-    fn request(
+    pub(crate) fn request(
         self: &Arc<Self>,
         child: NonNull<RdmaCmId>,
         pdata: &[u8],
@@ -192,6 +193,27 @@ impl Listener {
         }
     }
 
+    /// rdma_cm's device removal on the listening id (handler context):
+    /// no more connections. Returns whether the CM must destroy the id
+    /// (handed over here); `false` when `close()` or `new()` owns it.
+    pub(crate) fn device_removal(&self) -> bool {
+        let mut g = self.inner.lock();
+        g.closed = true;
+        let id = g.id.take();
+        drop(g);
+        self.cv.notify_all();
+        match id {
+            Some(id) => {
+                pr_warn!("listener: its RDMA device is going away; no more connections\n");
+                // The caller keeps the listener alive until the CM has
+                // destroyed the id.
+                id.into_cm();
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Stops listening and destroys the connections not yet taken.
     pub(crate) fn close(this: &Arc<Self>) {
         let id = {
@@ -217,89 +239,5 @@ impl Listener {
         for c in queue.iter() {
             Conn::destroy(c, Event::UserClose);
         }
-    }
-}
-
-/// Borrows a listener from its id's context.
-///
-/// # Safety
-///
-/// `ctx` is a listening id's context (a held reference).
-unsafe fn listener(ctx: *mut c_void) -> Arc<Listener> {
-    // SAFETY: by the function's safety requirements.
-    unsafe { foreign::borrow::<Listener>(ctx) }.into()
-}
-
-/// A connect request on a listening id.
-///
-/// # Safety
-///
-/// `ctx` is the listening id's context (a held reference); `child` is the
-/// request's new id; `pdata` is valid for `len` bytes (or null); `out` is
-/// valid for a write.
-#[no_mangle]
-unsafe extern "C" fn rrdma_rust_listen_request(
-    ctx: *mut c_void,
-    child: *mut RdmaCmId,
-    pdata: *const c_void,
-    len: u8,
-    initiator: u8,
-    responder: u8,
-    out: *mut *mut c_void,
-) -> c_int {
-    // SAFETY: by the function's safety requirements.
-    let this = unsafe { listener(ctx) };
-    let pdata: &[u8] = if pdata.is_null() {
-        &[]
-    } else {
-        // SAFETY: by the function's safety requirements.
-        unsafe { core::slice::from_raw_parts(pdata.cast(), usize::from(len)) }
-    };
-    let Some(child) = NonNull::new(child) else {
-        return 1;
-    };
-    match this.request(child, pdata, initiator, responder) {
-        Ok(conn) => {
-            // SAFETY: by the function's safety requirements.
-            unsafe { *out = conn };
-            0
-        }
-        Err(e) => {
-            let r = wire::reject(e);
-            // SAFETY: handler context of `child`; `r` outlives the call.
-            unsafe { ffi::rrdma_shim_cm_reject(child.as_ptr(), r.as_ptr().cast(), r.len() as u8) };
-            // Non-zero: the CM destroys the child.
-            1
-        }
-    }
-}
-
-/// Any other event of a listening id.
-///
-/// # Safety
-///
-/// `ctx` is the listening id's context (a held reference).
-#[no_mangle]
-unsafe extern "C" fn rrdma_rust_listen_event(ctx: *mut c_void, event: c_int) -> c_int {
-    // SAFETY: by the function's safety requirements.
-    let this = unsafe { listener(ctx) };
-    if event != cm_event::DEVICE_REMOVAL {
-        return 0;
-    }
-    let mut g = this.inner.lock();
-    g.closed = true;
-    let id = g.id.take();
-    drop(g);
-    this.cv.notify_all();
-    match id {
-        Some(id) => {
-            pr_warn!("listener: its RDMA device is going away; no more connections\n");
-            // The CM destroys the id when we return non-zero; `this` keeps
-            // the listener alive until then.
-            id.into_cm();
-            1
-        }
-        // `close()` or `new()` owns the id and destroys it.
-        None => 0,
     }
 }

@@ -128,8 +128,7 @@ impl Region {
         let mut have = 0;
         let mut order = CHUNK_ORDER_MAX;
         while have < npages {
-            // SAFETY: no preconditions.
-            if unsafe { ffi::rrdma_shim_should_stop() } {
+            if ffi::should_stop() {
                 return Err(EINTR);
             }
             while order > 0 && (1usize << order) > npages - have {
@@ -210,8 +209,16 @@ impl Region {
         self.npages as u64 * ffi::page_size()
     }
 
-    /// Page `index` of the region (for the fault handler), or null past
-    /// the end.
+    /// The page a fault at file page offset `pgoff` of a mapping maps, or
+    /// null (SIGBUS) outside the region.
+    pub(crate) fn fault_page(&self, pgoff: u64) -> *mut c_void {
+        match pgoff.checked_sub(self.mmap_offset / ffi::page_size()) {
+            Some(i) => self.page_at(i as usize),
+            None => core::ptr::null_mut(),
+        }
+    }
+
+    /// Page `index` of the region, or null past the end.
     fn page_at(&self, index: usize) -> *mut c_void {
         if index >= self.npages {
             return core::ptr::null_mut();
@@ -240,50 +247,8 @@ impl Region {
         })?;
         // SAFETY: `vma` is the VMA being set up by this mmap(2) call (the
         // caller holds the mmap lock); it owns the reference handed over,
-        // which its close gives back (`rrdma_rust_region_put`).
+        // which its close gives back (`entry/region.rs`).
         unsafe { ffi::rrdma_shim_vma_setup(vma, foreign::into_c(self.clone())) };
         Ok(())
-    }
-}
-
-/// A VMA of a region was split or moved: the new VMA holds a reference.
-///
-/// # Safety
-///
-/// `region` is a region reference a VMA holds (from [`Region::map`]).
-#[no_mangle]
-unsafe extern "C" fn rrdma_rust_region_get(region: *mut c_void) {
-    // SAFETY: by the function's safety requirements the region is alive.
-    let r: Arc<Region> = unsafe { foreign::borrow::<Region>(region) }.into();
-    // The new VMA's reference; given back by its close.
-    let _ = foreign::into_c(r);
-}
-
-/// A VMA of a region is gone: its reference goes.
-///
-/// # Safety
-///
-/// `region` is a region reference the closing VMA holds, not used after.
-#[no_mangle]
-unsafe extern "C" fn rrdma_rust_region_put(region: *mut c_void) {
-    // SAFETY: by the function's safety requirements.
-    drop(unsafe { foreign::from_c::<Region>(region) });
-}
-
-/// The page a fault at file page offset `pgoff` of a region's VMA maps, or
-/// null (SIGBUS) outside the region.
-///
-/// # Safety
-///
-/// `region` is a region reference the faulting VMA holds.
-#[no_mangle]
-unsafe extern "C" fn rrdma_rust_region_page(region: *mut c_void, pgoff: c_ulong) -> *mut c_void {
-    // SAFETY: by the function's safety requirements the region is alive
-    // for the duration of the fault.
-    let r = unsafe { foreign::borrow::<Region>(region) };
-    let base = r.mmap_offset / ffi::page_size();
-    match (pgoff as u64).checked_sub(base) {
-        Some(i) => r.page_at(i as usize),
-        None => core::ptr::null_mut(),
     }
 }

@@ -11,13 +11,14 @@
 //! - `abi`: the pure ABI rules, wire format and state machines, shared with
 //!   userspace and tested on the host;
 //! - `compat`: the only place that knows kernel-version differences;
-//! - `ffi`: the C shim's interface; `foreign`: how references cross to C;
+//! - `ffi`: the C shim's interface; `entry/`: every C-callable entry point
+//!   (one file per C caller); `foreign`: how references cross to C;
 //! - `context`, `device`, `release`: the module-wide state and the
 //!   per-RDMA-device contexts, torn down when a device goes;
 //! - `cm_id`, `verbs`, `mr`: owned rdma_cm ids, protection domains, queue
 //!   pairs and memory registrations;
 //! - `conn/`: connections (lifecycle, control channel, exporter and
-//!   importer sides, data path, callbacks); `listener`: listening ids;
+//!   importer sides, data path); `listener`: listening ids;
 //! - `file`, `uarg`, `info`, `objects`, `shared`, `ring`, `export`,
 //!   `region`: per-open-file state, ioctl arguments, GET_INFO, handles,
 //!   what a file's connections share, the completion ring, exports and
@@ -32,6 +33,7 @@ mod compat;
 mod conn;
 mod context;
 mod device;
+mod entry;
 mod export;
 mod ffi;
 mod file;

@@ -273,7 +273,7 @@ impl Conn {
 
     /// A control message from the peer (receive completion, process
     /// context; its buffer is already posted again).
-    pub(super) fn ctrl_recv(self: &Arc<Self>, msg: &[u8]) {
+    pub(crate) fn ctrl_recv(self: &Arc<Self>, msg: &[u8]) {
         let m = match Ctrl::decode(msg) {
             Ok(m) => m,
             Err(e) => return self.fail(Event::QpFatal, "malformed control message", e),

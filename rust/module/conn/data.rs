@@ -402,7 +402,7 @@ impl Conn {
 
     /// The completion of operation slot `slot` (completion context, or the
     /// teardown for what the provider never completed).
-    pub(super) fn slot_done(self: &Arc<Self>, slot: u32, wc_status: u32) {
+    pub(crate) fn slot_done(self: &Arc<Self>, slot: u32, wc_status: u32) {
         let (op, errno, prune) = {
             let mut g = self.inner.lock();
             let inner = &mut *g;

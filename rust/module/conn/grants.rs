@@ -16,6 +16,7 @@
 //! deregisters). Either way, when UNEXPORT returns nothing of the export is
 //! registered here, so no write of the peer can land afterwards.
 
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::Arc;
@@ -25,6 +26,7 @@ use crate::abi::Result;
 use crate::abi::{
     conn::Event,
     errno::{Errno, EBUSY, EINVAL, ENOENT, ENOMEM, ENOTCONN},
+    ops,
     wire::{Grant, GRANT_KEYS_MAX},
 };
 use crate::ffi::{self, ShimWr};
@@ -65,6 +67,19 @@ impl Grants {
     /// A registration work request of a grant completed.
     pub(super) fn reg_done(&mut self) {
         self.regs_in_flight = self.regs_in_flight.saturating_sub(1);
+    }
+}
+
+impl Conn {
+    /// A grant's registration work request completed with `wc_status`.
+    pub(crate) fn grant_reg_done(self: &Arc<Self>, wc_status: c_int) {
+        if ops::wc_errno(wc_status as u32).is_some() {
+            return self.wc_failed(wc_status, "a registration failed");
+        }
+        let mut g = self.inner.lock();
+        if let Some(res) = g.res.as_mut() {
+            res.grants.reg_done();
+        }
     }
 }
 

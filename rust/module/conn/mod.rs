@@ -11,8 +11,10 @@
 //! - `grants.rs`: the exporter side (registrations granted to the peer,
 //!   revocation);
 //! - `imports.rs`: the importer side (imports, revocations received);
-//! - `data.rs`: block operations (posting, operation slots, completions);
-//! - `callbacks.rs`: the C-callable entry points of the id and queue pair.
+//! - `data.rs`: block operations (posting, operation slots, completions).
+//!
+//! The C-callable entry points of the id and the queue pair are in
+//! `entry/conn.rs`.
 //!
 //! References: the cm_id's context holds one reference from id creation
 //! until the id is destroyed (`CmId`), and covers the queue pair's
@@ -44,12 +46,13 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, CondVarTimeoutResult, Mutex};
-use kernel::workqueue::{self, impl_has_work, new_work, Work, WorkItem};
+use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 use crate::abi::Result;
 use crate::abi::{
     conn::{step, Action, Event, State},
-    errno::{Errno, EINTR, ENOTCONN, ETIMEDOUT},
+    errno::{Errno, ECANCELED, EINTR, ENOTCONN, ETIMEDOUT},
+    ops,
     wire::{self, Hello},
 };
 use crate::cm_id::CmId;
@@ -59,7 +62,6 @@ use crate::listener::Listener;
 use crate::shared::Shared;
 use crate::verbs::{Pd, Qp};
 
-mod callbacks;
 mod ctrl;
 mod data;
 mod grants;
@@ -188,8 +190,7 @@ fn hello() -> Hello {
         version: wire::VERSION,
         ctrl_credits: CTRL_RECV as u16,
         qps: 1,
-        // SAFETY: no preconditions.
-        nonce: unsafe { ffi::rrdma_shim_random_u64() },
+        nonce: ffi::random_u64(),
     }
 }
 
@@ -246,7 +247,7 @@ impl Conn {
 
     /// An rdma_cm event (handler context). Returns non-zero when the CM
     /// must destroy the id (device removal).
-    fn cm_event(self: &Arc<Self>, event: i32, status: i32, pdata: &[u8]) -> c_int {
+    pub(crate) fn cm_event(self: &Arc<Self>, event: i32, status: i32, pdata: &[u8]) -> c_int {
         let ev = match event {
             cm_event::ADDR_RESOLVED => Event::AddrResolved,
             cm_event::ADDR_ERROR => Event::AddrError(status),
@@ -313,9 +314,7 @@ impl Conn {
     /// Queues the teardown on the module's work queue (from a handler or a
     /// completion, where it cannot run).
     fn schedule_teardown(self: &Arc<Self>) {
-        // SAFETY: the shim's work queue exists while the module is loaded,
-        // and it is destroyed (drained) only after every connection.
-        let wq = unsafe { workqueue::Queue::from_raw(ffi::rrdma_shim_wq()) };
+        let wq = ffi::wq();
         // Asked for once per connection (the state machine says so), so the
         // work cannot be queued already.
         let _ = wq.enqueue(self.clone());
@@ -337,6 +336,17 @@ impl Conn {
                 );
             }
             self.schedule_teardown();
+        }
+    }
+
+    /// A receive, a registration or a control send failed with work
+    /// completion status `wc_status`: the connection ends, unless it is a
+    /// flush (the connection is ending already).
+    pub(crate) fn wc_failed(self: &Arc<Self>, wc_status: c_int, why: &str) {
+        if let Some(e) = ops::wc_errno(wc_status as u32) {
+            if e != ECANCELED {
+                self.fail(Event::QpFatal, why, e);
+            }
         }
     }
 

@@ -4,14 +4,14 @@
 //!
 //! Each borrows the connection from the context pointer C holds (covered by
 //! the cm_id's context reference, see `cm_id.rs`) and forwards to the code
-//! of its concern. All run in process context, without a shim lock held
-//! (see `shim/rrdma_shim.h`).
+//! of its concern in `conn/`. All run in process context, without a shim
+//! lock held (see `shim/rrdma_shim.h`).
 
 use kernel::ffi::{c_int, c_void};
 use kernel::sync::Arc;
 
-use super::Conn;
-use crate::abi::{conn::Event, errno::ECANCELED, ops};
+use super::bytes;
+use crate::conn::Conn;
 use crate::foreign;
 
 /// Borrows a connection from a callback's context pointer.
@@ -24,16 +24,6 @@ unsafe fn conn(conn: *mut c_void) -> Arc<Conn> {
     // SAFETY: by the function's safety requirements; a new reference is
     // taken for the callback's duration.
     unsafe { foreign::borrow::<Conn>(conn) }.into()
-}
-
-/// A failed receive or unsignaled request: the connection ends (a flush
-/// is the connection ending already).
-fn error(this: &Arc<Conn>, wc_status: c_int, why: &str) {
-    if let Some(e) = ops::wc_errno(wc_status as u32) {
-        if e != ECANCELED {
-            this.fail(Event::QpFatal, why, e);
-        }
-    }
 }
 
 /// rdma_cm event of a connection id.
@@ -52,12 +42,8 @@ unsafe extern "C" fn rrdma_rust_conn_event(
 ) -> c_int {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx) };
-    let pdata: &[u8] = if pdata.is_null() || len == 0 {
-        &[]
-    } else {
-        // SAFETY: by the function's safety requirements.
-        unsafe { core::slice::from_raw_parts(pdata.cast(), usize::from(len)) }
-    };
+    // SAFETY: by the function's safety requirements.
+    let pdata = unsafe { bytes(pdata, usize::from(len)) };
     this.cm_event(event, status, pdata)
 }
 
@@ -70,7 +56,7 @@ unsafe extern "C" fn rrdma_rust_conn_event(
 unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx) };
-    error(&this, wc_status, "a receive or registration failed");
+    this.wc_failed(wc_status, "a receive or registration failed");
 }
 
 /// A grant's registration work request completed.
@@ -82,13 +68,7 @@ unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, wc_status: c_int) {
 unsafe extern "C" fn rrdma_rust_quiet_done(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx) };
-    if ops::wc_errno(wc_status as u32).is_some() {
-        return error(&this, wc_status, "a registration failed");
-    }
-    let mut g = this.inner.lock();
-    if let Some(res) = g.res.as_mut() {
-        res.grants.reg_done();
-    }
+    this.grant_reg_done(wc_status);
 }
 
 /// A control message arrived (its buffer is posted again already).
@@ -101,7 +81,7 @@ unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, 
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx) };
     // SAFETY: by the function's safety requirements.
-    let msg = unsafe { core::slice::from_raw_parts(msg.cast::<u8>(), len as usize) };
+    let msg = unsafe { bytes(msg, len as usize) };
     this.ctrl_recv(msg);
 }
 
@@ -114,7 +94,7 @@ unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, 
 unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx) };
-    error(&this, wc_status, "a control message could not be sent");
+    this.wc_failed(wc_status, "a control message could not be sent");
 }
 
 /// The signaled last request of the operation in slot `slot` completed.

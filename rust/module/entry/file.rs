@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The `file_operations` of `/dev/rrdma` (`shim/chardev.c`): open, release,
+//! ioctl, mmap, show_fdinfo, read and poll's readiness. The file's state is
+//! one `Arc<FileState>` reference, handed to C by open and taken back by
+//! release.
+
+use kernel::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
+use kernel::sync::{Arc, ArcBorrow};
+
+use super::context;
+use crate::ffi::{self, SeqFile, VmArea};
+use crate::file::FileState;
+use crate::foreign;
+
+/// Borrows the file state the shim hands back.
+///
+/// # Safety
+///
+/// `state` comes from [`rrdma_rust_file_open`] and the file is open for `'a`.
+unsafe fn borrow<'a>(state: *mut c_void) -> ArcBorrow<'a, FileState> {
+    // SAFETY: by the function's safety requirements, `state` is the
+    // reference `open` handed to C, alive until `release`.
+    unsafe { foreign::borrow::<FileState>(state) }
+}
+
+/// `open`: allocates the file's state.
+///
+/// # Safety
+///
+/// `ctx` is the pointer the shim was registered with, `waitq` the file's
+/// wait queue (valid until release returns), and `out` is valid for a
+/// write.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_file_open(
+    ctx: *mut c_void,
+    waitq: *mut c_void,
+    out: *mut *mut c_void,
+) -> c_int {
+    // SAFETY: by the function's safety requirements.
+    let context: Arc<_> = unsafe { context(ctx) }.into();
+    match FileState::open(context, waitq) {
+        Ok(state) => {
+            // SAFETY: `out` is valid by the function's safety requirements.
+            unsafe { *out = foreign::into_c(state) };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `release`: drops the file's state; every object of the file dies with it.
+///
+/// # Safety
+///
+/// `state` comes from [`rrdma_rust_file_open`] and is not used afterwards.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_file_release(state: *mut c_void) {
+    // SAFETY: by the function's safety requirements, this is the reference
+    // `open` handed to C, and C is done with it.
+    let state: Arc<FileState> = unsafe { foreign::from_c(state) };
+    state.release();
+}
+
+/// `unlocked_ioctl`.
+///
+/// # Safety
+///
+/// `state` comes from [`rrdma_rust_file_open`] and is live.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_file_ioctl(
+    state: *mut c_void,
+    cmd: c_uint,
+    arg: c_ulong,
+) -> c_long {
+    // SAFETY: by the function's safety requirements.
+    let state = unsafe { borrow(state) };
+    match state.ioctl(cmd, arg as u64) {
+        Ok(n) => n as c_long,
+        Err(e) => e.to_errno() as c_long,
+    }
+}
+
+/// `mmap`: maps a region.
+///
+/// # Safety
+///
+/// `state` comes from [`rrdma_rust_file_open`] and is live; `vma` is the VMA
+/// of the mmap(2) call in progress.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_file_mmap(state: *mut c_void, vma: *mut VmArea) -> c_int {
+    // SAFETY: by the function's safety requirements.
+    let state = unsafe { borrow(state) };
+    match state.mmap(vma) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `show_fdinfo`: per-file object counts.
+///
+/// # Safety
+///
+/// `state` comes from [`rrdma_rust_file_open`] and is live; `m` is the
+/// seq_file being written.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_file_show_fdinfo(state: *mut c_void, m: *mut SeqFile) {
+    // SAFETY: by the function's safety requirements.
+    let state = unsafe { borrow(state) };
+    for (key, value) in state.fdinfo() {
+        // SAFETY: `m` is valid by the function's safety requirements and
+        // `key` is NUL-terminated.
+        unsafe { ffi::rrdma_shim_seq_u64(m, key.as_ptr().cast(), value) };
+    }
+}
+
+/// `read`: whole completion records, `-EAGAIN` when there are none (the
+/// shim sleeps unless `O_NONBLOCK`).
+///
+/// # Safety
+///
+/// `state` comes from [`rrdma_rust_file_open`] and is live.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_file_read(
+    state: *mut c_void,
+    buf: *mut c_char,
+    len: usize,
+    _nonblock: bool,
+) -> c_long {
+    // SAFETY: by the function's safety requirements.
+    let state = unsafe { borrow(state) };
+    match state.read(buf as u64, len) {
+        Ok(n) => n as c_long,
+        Err(e) => e.to_errno() as c_long,
+    }
+}
+
+/// Whether completions are waiting (poll and blocking read).
+///
+/// # Safety
+///
+/// `state` comes from [`rrdma_rust_file_open`] and is live.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_file_readable(state: *mut c_void) -> bool {
+    // SAFETY: by the function's safety requirements.
+    let state = unsafe { borrow(state) };
+    state.readable()
+}
