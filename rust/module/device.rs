@@ -105,6 +105,12 @@ impl DeviceCtx {
         query(self.dev)
     }
 
+    /// Most pages one fast registration of the device maps.
+    pub(crate) fn max_fast_reg_pages(&self) -> u32 {
+        // SAFETY: `dev` is live (see `DeviceCtx`'s `Send` justification).
+        unsafe { ffi::rrdma_shim_max_fast_reg_pages(self.dev.as_ptr()) }
+    }
+
     /// Whether rrdma can use the device (fast registration, not going).
     pub(crate) fn usable(&self) -> bool {
         self.frwr && !self.removing.load(Ordering::Acquire)

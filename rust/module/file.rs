@@ -31,12 +31,13 @@ use crate::abi::{
 };
 use crate::conn::DEFAULT_TIMEOUT_MS;
 use crate::context::Context;
-use crate::ffi::{self, warn_user, ShimAddr, VmArea, VmaInfo};
+use crate::ffi::{self, warn_user, ShimAddr};
 use crate::info;
 use crate::objects::{Object, Objects, Slot};
 use crate::region::Region;
 use crate::shared::Shared;
 use crate::uarg;
+use crate::vma::NewVma;
 
 mod open;
 mod read;
@@ -199,10 +200,8 @@ impl FileState {
         Ok(())
     }
 
-    pub(crate) fn mmap(&self, vma: *mut VmArea) -> Result {
-        let mut info = VmaInfo::default();
-        // SAFETY: `vma` is the VMA of the mmap(2) call in progress.
-        unsafe { ffi::rrdma_shim_vma_info(vma, &mut info) };
+    pub(crate) fn mmap(&self, vma: NewVma<'_>) -> Result {
+        let info = vma.info();
         let offset = info.pgoff.checked_mul(1 << info.page_shift).ok_or(ENXIO)?;
         let req = MapRequest {
             offset,

@@ -28,8 +28,8 @@ use crate::abi::Result;
 use kernel::sync::Arc;
 
 use crate::abi::{self, blocks::Geometry, region::MapRequest};
-use crate::ffi::{self, UserStruct, VmArea};
-use crate::foreign;
+use crate::ffi::{self, UserStruct};
+use crate::vma::NewVma;
 
 /// Pages charged to a user's `RLIMIT_MEMLOCK`; uncharged on drop.
 struct MemlockCharge {
@@ -232,7 +232,7 @@ impl Region {
 
     /// Maps the region into `vma` after checking the request: the VMA
     /// takes a reference on the region and faults its pages in.
-    pub(crate) fn map(self: &Arc<Self>, vma: *mut VmArea, req: &MapRequest) -> Result {
+    pub(crate) fn map(self: &Arc<Self>, vma: NewVma<'_>, req: &MapRequest) -> Result {
         abi::region::check_map(req, self.mmap_offset, self.mapped_len()).inspect_err(|e| {
             crate::ffi::warn_user!(
                 "mmap: refused (offset {:#x}, len {}, shared {}, exec {}; region at {:#x}, {} bytes): errno {}\n",
@@ -245,10 +245,7 @@ impl Region {
                 e.get()
             );
         })?;
-        // SAFETY: `vma` is the VMA being set up by this mmap(2) call (the
-        // caller holds the mmap lock); it owns the reference handed over,
-        // which its close gives back (`entry/region.rs`).
-        unsafe { ffi::rrdma_shim_vma_setup(vma, foreign::into_c(self.clone())) };
+        vma.map_region(self.clone());
         Ok(())
     }
 }

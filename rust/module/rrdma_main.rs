@@ -20,9 +20,9 @@
 //! - `conn/`: connections (lifecycle, control channel, exporter and
 //!   importer sides, data path); `listener`: listening ids;
 //! - `file`, `uarg`, `info`, `objects`, `shared`, `ring`, `export`,
-//!   `region`: per-open-file state, ioctl arguments, GET_INFO, handles,
-//!   what a file's connections share, the completion ring, exports and
-//!   regions.
+//!   `region`, `vma`: per-open-file state, ioctl arguments, GET_INFO,
+//!   handles, what a file's connections share, the completion ring,
+//!   exports, regions and the VMA of an mmap(2) in progress.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -48,6 +48,7 @@ mod ring;
 mod shared;
 mod uarg;
 mod verbs;
+mod vma;
 
 use context::{Context, Registration};
 

@@ -165,8 +165,7 @@ impl Conn {
         device.add_conn(self)?;
         g.device = Some(device.clone());
         let pd = Pd::new(&device)?;
-        // SAFETY: `dev` is live while `device` is held.
-        let max_pages = unsafe { ffi::rrdma_shim_max_fast_reg_pages(dev) };
+        let max_pages = device.max_fast_reg_pages();
         let sizes = QpSizes {
             send: SQ_DEPTH + GRANT_REG_DEPTH,
             ops: SQ_DEPTH,

@@ -5,13 +5,17 @@
 //! one `Arc<FileState>` reference, handed to C by open and taken back by
 //! release.
 
+use core::ptr::NonNull;
+
 use kernel::ffi::{c_char, c_int, c_long, c_uint, c_ulong, c_void};
+use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
 use super::context;
 use crate::ffi::{self, SeqFile, VmArea};
 use crate::file::FileState;
 use crate::foreign;
+use crate::vma::NewVma;
 
 /// Borrows the file state the shim hands back.
 ///
@@ -91,6 +95,11 @@ unsafe extern "C" fn rrdma_rust_file_ioctl(
 unsafe extern "C" fn rrdma_rust_file_mmap(state: *mut c_void, vma: *mut VmArea) -> c_int {
     // SAFETY: by the function's safety requirements.
     let state = unsafe { borrow(state) };
+    let Some(vma) = NonNull::new(vma) else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: by the function's safety requirements.
+    let vma = unsafe { NewVma::new(vma) };
     match state.mmap(vma) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
