@@ -238,6 +238,9 @@ void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out)
 
 /* ---- queue pairs and control messages ---- */
 
+/* Bytes of a QP's write-fence sink: a fence READs one byte. */
+#define RRDMA_SHIM_FENCE_LEN	8
+
 /*
  * Completion context of an operation slot.  It lives as long as the QP's
  * CQs, so a provider completing a work request twice (siw's flush path can)
@@ -271,6 +274,9 @@ struct rrdma_shim_ctrl_slot {
  * @send_busy:	bitmap of control send buffers in flight
  * @msg_len:	bytes per control buffer
  * @bufs:	(@nrecv + @nsend) * @msg_len bytes, DMA-mapped at @dma
+ * @fence:	sink of write fences (RRDMA_SHIM_WR_FENCE), DMA-mapped at
+ *		@fence_dma; apart from @bufs so that those stay a power of two
+ *		(kmalloc rounds a size up to one: 64 buffers plus one took 64 KiB)
  * @nops:	operation slots
  * @ops:	completion contexts of the operation slots
  * @slots:	one per buffer, receive buffers first
@@ -289,6 +295,8 @@ struct rrdma_shim_qp {
 	u32 msg_len;
 	void *bufs;
 	u64 dma;
+	void *fence;
+	u64 fence_dma;
 	u32 nops;
 	struct rrdma_shim_op_slot *ops;
 	struct rrdma_shim_ctrl_slot slots[];
@@ -401,10 +409,10 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	if (!q)
 		return -ENOMEM;
 	q->send_busy = bitmap_zalloc(nsend, GFP_KERNEL);
-	/* One more buffer: the sink of write fences (RRDMA_SHIM_WR_FENCE). */
-	q->bufs = kzalloc((size_t)(n + 1) * msg_len, GFP_KERNEL);
+	q->bufs = kzalloc((size_t)n * msg_len, GFP_KERNEL);
+	q->fence = kzalloc(RRDMA_SHIM_FENCE_LEN, GFP_KERNEL);
 	q->ops = kcalloc(nops, sizeof(*q->ops), GFP_KERNEL);
-	if (!q->send_busy || !q->bufs || !q->ops) {
+	if (!q->send_busy || !q->bufs || !q->fence || !q->ops) {
 		ret = -ENOMEM;
 		goto free;
 	}
@@ -426,18 +434,24 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		q->ops[i].index = i;
 		q->ops[i].cqe.done = op_done;
 	}
-	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)(n + 1) * msg_len,
+	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
 				   DMA_BIDIRECTIONAL);
 	if (ib_dma_mapping_error(dev, q->dma)) {
 		ret = -ENOMEM;
 		goto free;
+	}
+	q->fence_dma = ib_dma_map_single(dev, q->fence, RRDMA_SHIM_FENCE_LEN,
+					 DMA_FROM_DEVICE);
+	if (ib_dma_mapping_error(dev, q->fence_dma)) {
+		ret = -ENOMEM;
+		goto unmap;
 	}
 	/* Every send may complete (with an error) and the drain needs one. */
 	q->scq = ib_alloc_cq_any(dev, owner, sq_depth + nsend + 1,
 				 IB_POLL_WORKQUEUE);
 	if (IS_ERR(q->scq)) {
 		ret = PTR_ERR(q->scq);
-		goto unmap;
+		goto unmap_fence;
 	}
 	q->rcq = ib_alloc_cq_any(dev, owner, nrecv + 1, IB_POLL_WORKQUEUE);
 	if (IS_ERR(q->rcq)) {
@@ -471,11 +485,15 @@ free_rcq:
 	ib_free_cq(q->rcq);
 free_scq:
 	ib_free_cq(q->scq);
+unmap_fence:
+	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
+			    DMA_FROM_DEVICE);
 unmap:
-	ib_dma_unmap_single(dev, q->dma, (size_t)(n + 1) * msg_len,
+	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len,
 			    DMA_BIDIRECTIONAL);
 free:
 	kfree(q->ops);
+	kfree(q->fence);
 	kfree(q->bufs);
 	bitmap_free(q->send_busy);
 	kfree(q);
@@ -497,10 +515,13 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	rdma_destroy_qp(q->id);
 	ib_free_cq(q->rcq);
 	ib_free_cq(q->scq);
+	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
+			    DMA_FROM_DEVICE);
 	ib_dma_unmap_single(dev, q->dma,
-			    (size_t)(q->nrecv + q->nsend + 1) * q->msg_len,
+			    (size_t)(q->nrecv + q->nsend) * q->msg_len,
 			    DMA_BIDIRECTIONAL);
 	kfree(q->ops);
+	kfree(q->fence);
 	kfree(q->bufs);
 	bitmap_free(q->send_busy);
 	kfree(q);
@@ -690,9 +711,9 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 				 * connection (iWARP completes a WRITE locally).
 				 */
 				wr->opcode = IB_WR_RDMA_READ;
-				sge[k].addr = q->dma + (u64)(q->nrecv + q->nsend) *
-						       q->msg_len;
-				sge[k].length = min(s->len, q->msg_len);
+				sge[k].addr = q->fence_dma;
+				sge[k].length = min_t(u32, s->len,
+						      RRDMA_SHIM_FENCE_LEN);
 				sge[k].lkey = q->pd->local_dma_lkey;
 				wr->sg_list = &sge[k];
 				wr->num_sge = 1;
