@@ -8,6 +8,8 @@
 #   make demo                      two guests: serve, write/read, verify, bench
 #   make bench                     rrdma against perftest on siw and rxe, with
 #                                  a ratio table, JSON report and PNG plot
+#   make floor                     the two-guest setup's round trip (ICMP,
+#                                  UDP, perftest) beside rrdma's READ
 #   make lint                      checkpatch, rustfmt, clippy
 #
 # Knobs: KERNELS="6.12 7.3" (for check/demo), VARIANT=base|debug (debug
@@ -20,7 +22,7 @@ KERNELS ?= 6.12 7.3
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check demo bench lint userspace kernels
+.PHONY: all modules clean check demo bench floor lint userspace kernels
 
 all: modules
 
@@ -47,6 +49,9 @@ demo:
 
 bench:
 	@scripts/bench.sh
+
+floor:
+	@scripts/floor.sh
 
 lint:
 	@scripts/lint.sh

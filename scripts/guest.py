@@ -5,8 +5,18 @@
 The initramfs carries busybox, the kernel's modules, rrdma's modules and
 static binaries, the test scripts, and the `rdma` tool, perftest and rping
 with their shared libraries and the rxe/siw verbs providers.  Two guests are
-linked by a QEMU socket netdev on 127.0.0.1 (virtio-net); their addresses
-(10.99.0.1 and 10.99.0.2) exist only on that virtual wire.
+linked by a QEMU socket netdev (virtio-net) over one TCP connection on
+127.0.0.1 that this script opens and hands to both QEMUs, with Nagle's
+algorithm off on both ends; their addresses (10.99.0.1 and 10.99.0.2) exist
+only on that virtual wire.
+
+Why the script opens the link: with `-netdev socket,listen=`, QEMU does not
+set TCP_NODELAY on the socket it accepts.  On loopback the MSS is 64 KiB, so
+Nagle held every frame behind an unacknowledged one until the host's delayed
+ACK (40 ms) fired: every exchange of more than one frame each way (a 4 KiB
+RDMA READ is three) waited ~40 ms, while a ping (one frame) took 2 ms.
+`--link qemu-listen` restores QEMU's own listen/connect link, to measure that
+(`make floor` runs both).
 
 Each guest writes result lines to its second serial port:
     RRDMA-TEST: ok NAME
@@ -32,7 +42,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # Userspace RDMA tools copied into the guest with their libraries.
 HOST_TOOLS = ["ip", "tc", "rdma", "ib_write_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat",
-              "rping", "ibv_devices", "ibv_devinfo"]
+              "ib_send_lat", "rping", "ibv_devices", "ibv_devinfo"]
 PROVIDERS = ["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
              "/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so"]
 PROVIDER_CONF = ["/etc/libibverbs.d/rxe.driver", "/etc/libibverbs.d/siw.driver"]
@@ -141,12 +151,34 @@ reboot -f
 """
 
 
-def free_port():
+def wire():
+    """The two ends of the guests' link: a connected TCP pair on 127.0.0.1,
+    Nagle off on both (see the module docstring)."""
+    lst = socket.socket()
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(1)
+    a = socket.socket()
+    a.connect(lst.getsockname())
+    b, _ = lst.accept()
+    lst.close()
+    for end in (a, b):
+        end.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return a, b
+
+
+def qemu_listen_wire():
+    """QEMU's own link (listen= on a, connect= on b): Nagle stays on at
+    a's end.  Only to measure the difference (`--link qemu-listen`)."""
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    return port
+    return f"listen=127.0.0.1:{port}", f"connect=127.0.0.1:{port}"
+
+
+def netdev(net):
+    """The -netdev socket option for one end: a socket or QEMU's own."""
+    return net if isinstance(net, str) else f"fd={net.fileno()}"
 
 
 def qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip):
@@ -163,7 +195,7 @@ def qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip):
            "-serial", f"file:{work}/console-{role}.log",
            "-serial", f"file:{work}/results-{role}.log"]
     if net:
-        cmd += ["-netdev", f"socket,id=n0,{net}",
+        cmd += ["-netdev", f"socket,id=n0,{netdev(net)}",
                 "-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:99:00:0{1 if role == 'a' else 2}"]
     return cmd
 
@@ -172,24 +204,29 @@ def run(args):
     work = Path(tempfile.mkdtemp(prefix="rrdma-guest-", dir=args.workdir))
     initrd = build_initramfs(args, work)
     roles = ["a", "b"] if args.guests == 2 else ["a"]
-    port = free_port()
+    ends = {}
+    if args.guests == 2:
+        ends = dict(zip(roles, wire() if args.link == "nodelay" else qemu_listen_wire()))
     procs = {}
     start = time.monotonic()
     for role in roles:
-        net = None
-        if args.guests == 2:
-            net = f"listen=127.0.0.1:{port}" if role == "a" else f"connect=127.0.0.1:{port}"
+        net = ends.get(role)
         self_ip, peer_ip = ("10.99.0.1", "10.99.0.2") if role == "a" else ("10.99.0.2", "10.99.0.1")
         cmd = qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip)
+        fds = (net.fileno(),) if isinstance(net, socket.socket) else ()
         procs[role] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT)
-        if role == "a" and args.guests == 2:
-            # QEMU opens the listening socket before the guest runs: wait
-            # for the first console output rather than probing the port.
+                                       stderr=subprocess.STDOUT, pass_fds=fds)
+        if role == "a" and isinstance(net, str):
+            # QEMU must listen before b connects: wait for a's first output.
             for _ in range(200):
-                if (work / "console-a.log").exists() and (work / "console-a.log").stat().st_size:
+                log = work / "console-a.log"
+                if log.exists() and log.stat().st_size:
                     break
                 time.sleep(0.05)
+    # Each QEMU holds its own end now.
+    for end in ends.values():
+        if isinstance(end, socket.socket):
+            end.close()
     timed_out = False
     for role, p in procs.items():
         left = max(1.0, args.timeout - (time.monotonic() - start))
@@ -262,6 +299,8 @@ def main():
     ap.add_argument("--arg", help="argument for the test (rrdma.arg=)")
     ap.add_argument("--append", default="", help="more kernel command line (rrdma.NAME=VALUE)")
     ap.add_argument("--guests", type=int, default=1, choices=[1, 2])
+    ap.add_argument("--link", default="nodelay", choices=["nodelay", "qemu-listen"],
+                    help="two guests' link: our TCP pair without Nagle, or QEMU's listen/connect")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--memory", type=int, default=512)
     ap.add_argument("--label", required=True)

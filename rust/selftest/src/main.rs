@@ -493,6 +493,28 @@ fn main() -> ExitCode {
             }
         };
     }
+    if cmd == "udp-echo" || cmd == "udp-ping" {
+        let res = match (cmd.as_str(), rest) {
+            ("udp-echo", [port]) => measure::udp_echo(port),
+            ("udp-ping", [peer, size, count]) => match (size.parse(), count.parse()) {
+                (Ok(size), Ok(count)) if count > 0 => measure::udp_ping(peer, size, count),
+                _ => Err(std::io::Error::other(
+                    "SIZE and COUNT are numbers, COUNT > 0",
+                )),
+            },
+            _ => {
+                eprintln!("usage: rrdma-selftest udp-echo PORT | udp-ping PEER:PORT SIZE COUNT");
+                return ExitCode::from(2);
+            }
+        };
+        return match res {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("rrdma-selftest {cmd}: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if cmd == "agent" {
         let [port, dev, prov] = rest else {
             eprintln!("usage: rrdma-selftest agent PORT DEV PROVIDER");

@@ -4,7 +4,9 @@
 //! - `memcpy`: the guest's memory copy bandwidth, the ceiling of soft RDMA;
 //! - `memory PEER_IP`: kernel memory rrdma (and the provider) use per region
 //!   and per connection, from `/proc/meminfo` (`Slab` + `VmallocUsed`, which
-//!   excludes the region pages themselves).
+//!   excludes the region pages themselves);
+//! - `udp-echo PORT` / `udp-ping PEER:PORT SIZE COUNT`: the round trip of
+//!   the guests' own network, the floor under every RDMA latency.
 //!
 //! Each prints one JSON object on stdout.
 
@@ -75,6 +77,55 @@ pub(crate) fn memory(peer: &str) -> io::Result<()> {
     println!(
         "{{\"region_mib\": {REGION_MB}, \"region_overhead_kib\": {region_kib}, \"region_overhead_pct\": {:.4}, \"connections\": {CONNS}, \"per_connection_kib\": {per_conn:.1}}}",
         region_kib as f64 * 100.0 / (REGION_MB * 1024) as f64
+    );
+    Ok(())
+}
+
+/// `udp-echo PORT`: sends every datagram back to its sender, until killed
+/// (the peer of [`udp_ping`]).
+pub(crate) fn udp_echo(port: &str) -> io::Result<()> {
+    let sock = std::net::UdpSocket::bind(format!("0.0.0.0:{port}"))?;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let (n, from) = sock.recv_from(&mut buf)?;
+        sock.send_to(&buf[..n], from)?;
+    }
+}
+
+/// `udp-ping PEER:PORT SIZE COUNT`: round trips of `SIZE`-byte datagrams
+/// to [`udp_echo`], one at a time; prints p50/p99/max in microseconds.
+/// A lost datagram (1 s without an answer) counts as a failure.
+pub(crate) fn udp_ping(peer: &str, size: usize, count: usize) -> io::Result<()> {
+    if count == 0 {
+        return Err(io::Error::other("COUNT must be at least 1"));
+    }
+    let sock = std::net::UdpSocket::bind("0.0.0.0:0")?;
+    sock.connect(peer)?;
+    sock.set_read_timeout(Some(Duration::from_secs(1)))?;
+    let out = vec![0x5au8; size];
+    let mut buf = vec![0u8; 65536];
+    let mut rtts = Vec::with_capacity(count);
+    // A few unmeasured exchanges first (ARP, caches).
+    for i in 0..count + 5 {
+        let t = Instant::now();
+        sock.send(&out)?;
+        let n = sock.recv(&mut buf)?;
+        if n != size {
+            return Err(io::Error::other(format!(
+                "echo of {size} bytes came back as {n}"
+            )));
+        }
+        if i >= 5 {
+            rtts.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    rtts.sort_by(f64::total_cmp);
+    let at = |q: f64| rtts[((rtts.len() - 1) as f64 * q).round() as usize];
+    println!(
+        "{{\"size\": {size}, \"count\": {count}, \"p50_us\": {:.0}, \"p99_us\": {:.0}, \"max_us\": {:.0}}}",
+        at(0.5),
+        at(0.99),
+        at(1.0)
     );
     Ok(())
 }
