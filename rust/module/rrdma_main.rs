@@ -22,7 +22,8 @@
 //! - `file`, `uarg`, `info`, `objects`, `shared`, `ring`, `export`,
 //!   `region`, `vma`: per-open-file state, ioctl arguments, GET_INFO,
 //!   handles, what a file's connections share, the completion ring,
-//!   exports, regions and the VMA of an mmap(2) in progress.
+//!   exports, regions and the VMA of an mmap(2) in progress;
+//! - `work`: counts of what the fabric made the module do (fdinfo).
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -49,6 +50,7 @@ mod shared;
 mod uarg;
 mod verbs;
 mod vma;
+mod work;
 
 use context::{Context, Registration};
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! State of one open file that its connections reach too: the completion
-//! ring, the exports and the registry of connections.
+//! ring, the exports, the registry of connections and the work counts.
 //!
 //! Connections hold an `Arc<Shared>` (not the file's object table), and the
 //! registry holds every connection of the file until it is torn down, so
@@ -23,6 +23,7 @@ use crate::context::Context;
 use crate::export::Exports;
 use crate::ffi;
 use crate::ring::Ring;
+use crate::work::Work;
 
 /// Shared per-file state.
 #[pin_data]
@@ -41,6 +42,8 @@ pub(crate) struct Shared {
     /// Every live connection of the file.
     #[pin]
     pub(crate) conns: Mutex<KVec<Arc<Conn>>>,
+    /// Callbacks into the file's connections (no lock: atomic counts).
+    pub(crate) work: Work,
 }
 
 // SAFETY: `waitq` is only passed to `wake_up`, which may be called from any
@@ -60,6 +63,7 @@ impl Shared {
                 ring <- new_mutex!(ring, "Shared::ring"),
                 exports <- new_mutex!(Exports::new(), "Shared::exports"),
                 conns <- new_mutex!(KVec::new(), "Shared::conns"),
+                work: Work::new(),
             }),
             GFP_KERNEL,
         )

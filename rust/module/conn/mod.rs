@@ -230,6 +230,11 @@ impl Conn {
         action
     }
 
+    /// Counts a callback into this connection (see `work.rs`).
+    pub(crate) fn count(&self, kind: crate::work::Kind) {
+        self.shared.work.count(kind);
+    }
+
     /// The connection's serial number (export restrictions).
     pub(crate) fn serial(&self) -> u64 {
         self.serial

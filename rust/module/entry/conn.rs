@@ -13,17 +13,21 @@ use kernel::sync::Arc;
 use super::bytes;
 use crate::conn::Conn;
 use crate::foreign;
+use crate::work::Kind;
 
-/// Borrows a connection from a callback's context pointer.
+/// Borrows a connection from a callback's context pointer and counts the
+/// callback (`kind`).
 ///
 /// # Safety
 ///
 /// `conn` is a connection's context pointer whose cm_id context reference
 /// is held for the duration of the callback.
-unsafe fn conn(conn: *mut c_void) -> Arc<Conn> {
+unsafe fn conn(conn: *mut c_void, kind: Kind) -> Arc<Conn> {
     // SAFETY: by the function's safety requirements; a new reference is
     // taken for the callback's duration.
-    unsafe { foreign::borrow::<Conn>(conn) }.into()
+    let this: Arc<Conn> = unsafe { foreign::borrow::<Conn>(conn) }.into();
+    this.count(kind);
+    this
 }
 
 /// rdma_cm event of a connection id.
@@ -41,7 +45,7 @@ unsafe extern "C" fn rrdma_rust_conn_event(
     len: u8,
 ) -> c_int {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx) };
+    let this = unsafe { conn(ctx, Kind::CmEvent) };
     // SAFETY: by the function's safety requirements.
     let pdata = unsafe { bytes(pdata, usize::from(len)) };
     this.cm_event(event, status, pdata)
@@ -55,7 +59,7 @@ unsafe extern "C" fn rrdma_rust_conn_event(
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx) };
+    let this = unsafe { conn(ctx, Kind::Completion) };
     this.wc_failed(wc_status, "a receive or registration failed");
 }
 
@@ -67,7 +71,7 @@ unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, wc_status: c_int) {
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_quiet_done(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx) };
+    let this = unsafe { conn(ctx, Kind::Completion) };
     this.grant_reg_done(wc_status);
 }
 
@@ -79,7 +83,7 @@ unsafe extern "C" fn rrdma_rust_quiet_done(ctx: *mut c_void, wc_status: c_int) {
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, len: u32) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx) };
+    let this = unsafe { conn(ctx, Kind::CtrlRecv) };
     // SAFETY: by the function's safety requirements.
     let msg = unsafe { bytes(msg, len as usize) };
     this.ctrl_recv(msg);
@@ -93,7 +97,7 @@ unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, 
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx) };
+    let this = unsafe { conn(ctx, Kind::Completion) };
     this.wc_failed(wc_status, "a control message could not be sent");
 }
 
@@ -105,6 +109,6 @@ unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_op_done(ctx: *mut c_void, slot: u32, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx) };
+    let this = unsafe { conn(ctx, Kind::Completion) };
     this.slot_done(slot, wc_status as u32);
 }

@@ -60,8 +60,9 @@ impl FileState {
         self.shared.ring.lock().len() > 0
     }
 
-    /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 9] {
+    /// The fdinfo lines: each key NUL-terminated, with its count (objects,
+    /// then the work counts).
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 12] {
         let counts = self.objects.lock().counts();
         let exports = self.shared.exports.lock().len() as u64;
         let (in_flight, pending) = {
@@ -69,6 +70,7 @@ impl FileState {
             (r.in_flight() as u64, r.len() as u64)
         };
         let live = self.shared.conns.lock().len() as u64;
+        let [w0, w1, w2] = self.shared.work.fdinfo();
         [
             (b"rrdma-regions\0", counts.regions),
             (b"rrdma-region-bytes\0", counts.region_bytes),
@@ -79,6 +81,9 @@ impl FileState {
             (b"rrdma-imports\0", counts.imports),
             (b"rrdma-ops-in-flight\0", in_flight),
             (b"rrdma-completions\0", pending),
+            w0,
+            w1,
+            w2,
         ]
     }
 }

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the module ran on behalf of the fabric: counts of the callbacks
+//! that the RDMA core and rdma_cm made into a file's connections.
+//!
+//! Everything the module does for a connection starts either in a system
+//! call of the file's own process or in one of these callbacks (the entry
+//! points of `entry/conn.rs`). On an exporter, whose memory a peer reads
+//! and writes with one-sided operations, the callbacks are the only work
+//! the peer can cause, and a one-sided operation causes none: the bench
+//! shows that these counts do not move while the peer's operations run.
+//! Shown in fdinfo (`rrdma-work-*`); they only grow.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// A kind of callback.
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    /// An rdma_cm event of a connection's id.
+    CmEvent,
+    /// A control message received.
+    CtrlRecv,
+    /// A completion of a work request the connection posted (operation,
+    /// registration, control send) or of a failed one.
+    Completion,
+}
+
+/// Callback counts of one file's connections, connections gone included.
+pub(crate) struct Work {
+    cm_events: AtomicU64,
+    ctrl_recv: AtomicU64,
+    completions: AtomicU64,
+}
+
+impl Work {
+    pub(crate) const fn new() -> Self {
+        Self {
+            cm_events: AtomicU64::new(0),
+            ctrl_recv: AtomicU64::new(0),
+            completions: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one callback. Relaxed: a statistic, ordered with nothing.
+    pub(crate) fn count(&self, kind: Kind) {
+        let c = match kind {
+            Kind::CmEvent => &self.cm_events,
+            Kind::CtrlRecv => &self.ctrl_recv,
+            Kind::Completion => &self.completions,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The fdinfo lines: each key NUL-terminated, with its count.
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 3] {
+        [
+            (
+                b"rrdma-work-cm-events\0",
+                self.cm_events.load(Ordering::Relaxed),
+            ),
+            (
+                b"rrdma-work-ctrl-recv\0",
+                self.ctrl_recv.load(Ordering::Relaxed),
+            ),
+            (
+                b"rrdma-work-completions\0",
+                self.completions.load(Ordering::Relaxed),
+            ),
+        ]
+    }
+}
