@@ -48,6 +48,19 @@ else
 	check "file round trip is bit-exact" sh -c "head -c 300000 /tmp/out | cmp - /tmp/in"
 	check_fails "a read-only export refuses writes" rrdma write $tok/ro --input /tmp/in
 	check "bench runs" rrdma bench $tok/rw --size 4096 --size 65536 --duration 1
+	# One-sided: during a timed bench the exporter's module runs no
+	# callback (work counts asked of serve before and after the run); the
+	# counts themselves do move (the imports' control messages).
+	for op in write read; do
+		f=/tmp/bench-$op.json
+		rrdma bench $tok/rw --op $op --size 4096 --depth 16 --duration 1 --json >$f 2>&1
+		echo "# exporter work, $op bench: $(sed -n 's/.*\("iterations":[0-9]*\).*\("exporter_work":{[^}]*}\).*/\1 \2/p' $f)"
+		check "the exporter's module does nothing during a 1 s $op bench" sh -c \
+			"grep -q '\"exporter_work\":{\"cm-events\":0,\"completions\":0,\"ctrl-recv\":0}' $f &&
+			grep -q '\"iterations\":[1-9]' $f"
+	done
+	check "the exporter's work counts move on control messages" sh -c \
+		"echo fdinfo | nc $RRDMA_PEER 7470 | grep -q 'rrdma-work-ctrl-recv=[1-9]'"
 
 	# Device removal under load: operations fail, nothing hangs, and a new
 	# connection works once the device is back.

@@ -7,8 +7,9 @@
 //! answers: `tokens`, `checksum FIRST COUNT`, `fill SEED`, `export ACCESS`
 //! (a new token), `unexport ACCESS` (the newest export of that access),
 //! `unexport-sum ACCESS FIRST COUNT` (revoke, then checksum the blocks at
-//! once and 1 s later), `fdinfo`, `connections`, `quit`, and `die` (exit
-//! at once without cleanup, as if killed).
+//! once and 1 s later), `fdinfo`, `cpustat` (this machine's CPU time so
+//! far, for a bench's CPU per operation), `connections`, `quit`, and `die`
+//! (exit at once without cleanup, as if killed).
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -126,6 +127,12 @@ fn answer<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, line: &str) -> String {
             }
         }
         ["connections"] => st.conns.len().to_string(),
+        // The "cpu" line of /proc/stat without its label: user nice system
+        // idle iowait irq softirq steal ..., in USER_HZ ticks, all CPUs.
+        ["cpustat"] => std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|t| Some(t.lines().next()?.strip_prefix("cpu")?.trim().to_string()))
+            .unwrap_or_else(|| "error /proc/stat".into()),
         ["fdinfo"] => match dev.fdinfo() {
             Ok(v) => v
                 .iter()

@@ -2,6 +2,7 @@
 
 //! `rrdma read`, `write`, `verify` and `bench`: an importer's commands.
 
+use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -40,6 +41,25 @@ pub fn resolve_token(spec: &str) -> io::Result<u64> {
     }
     let hex = spec.strip_prefix("0x").unwrap_or(spec);
     u64::from_str_radix(hex, 16).map_err(|_| bad())
+}
+
+/// The `serve --control` endpoint named by a `@HOST:PORT[/ro|/rw]` token.
+fn control_addr(spec: &str) -> Option<SocketAddr> {
+    let rest = spec.strip_prefix('@')?;
+    rest.split_once('/').map_or(rest, |(a, _)| a).parse().ok()
+}
+
+/// The exporter's work counts (its fdinfo's `rrdma-work-*`, see the
+/// module's `work.rs`), asked of its control endpoint.
+fn exporter_work(addr: SocketAddr) -> io::Result<BTreeMap<String, u64>> {
+    let line = serve::control(addr, "fdinfo")?;
+    Ok(line
+        .split_whitespace()
+        .filter_map(|kv| {
+            let (k, v) = kv.split_once('=')?;
+            Some((k.strip_prefix("rrdma-work-")?.to_string(), v.parse().ok()?))
+        })
+        .collect())
 }
 
 /// Connects and imports.
@@ -264,6 +284,10 @@ pub struct BenchResult {
     pub bw_avg_mbps: f64,
     pub msg_rate_mpps: f64,
     pub latency_usec: Option<Latency>,
+    /// How much the exporter's module counts grew during the timed run
+    /// (by key, without `rrdma-work-`), when the token named its control
+    /// endpoint. One-sided operations cost it nothing: expected all 0.
+    pub exporter_work: Option<BTreeMap<String, u64>>,
 }
 
 /// `bench`: operations of `size` bytes, `depth` in flight, for a duration
@@ -305,6 +329,9 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
         None => start.elapsed() >= a.duration,
     };
     let mut samples = Vec::new();
+    // Read outside the timed run: each is a round trip to the exporter.
+    let control = control_addr(&t.token);
+    let work_before = control.map(exporter_work).transpose()?;
     let start = Instant::now();
     let mut completed: u64 = 0;
     let mut peak: f64 = 0.0;
@@ -357,6 +384,21 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
     let avg = completed as f64 * a.size as f64 / secs / 1e6;
+    let exporter_work = match (control, work_before) {
+        (Some(addr), Some(before)) => {
+            let after = exporter_work(addr)?;
+            Some(
+                after
+                    .into_iter()
+                    .map(|(k, v)| {
+                        let d = v.saturating_sub(before.get(&k).copied().unwrap_or(0));
+                        (k, d)
+                    })
+                    .collect(),
+            )
+        }
+        _ => None,
+    };
     Ok(BenchResult {
         op: if a.write { "write" } else { "read" },
         bytes: a.size,
@@ -367,6 +409,7 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
         bw_avg_mbps: avg,
         msg_rate_mpps: completed as f64 / secs / 1e6,
         latency_usec: latency(&mut samples),
+        exporter_work,
     })
 }
 
@@ -387,6 +430,13 @@ pub fn print_bench(r: &BenchResult) {
         println!(
             " {:<10} {:<14} {:<18.2} {:<20.2} {:.6}",
             r.bytes, r.iterations, r.bw_peak_mbps, r.bw_avg_mbps, r.msg_rate_mpps
+        );
+    }
+    if let Some(w) = &r.exporter_work {
+        let parts: Vec<String> = w.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(
+            " exporter's module work during the run: {}",
+            parts.join(", ")
         );
     }
 }
