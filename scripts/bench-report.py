@@ -9,7 +9,10 @@ times bytes per operation, over the run's duration on the guest's clock
 CLOCK_MONOTONIC).  Latency: each tool's own per-operation figures (rrdma:
 CLOCK_MONOTONIC around each synchronous call; perftest: its cycle counter,
 usable once the guest's TSC is calibrated); a perftest latency that is not
-a finite number is reported as unusable rather than compared.
+a finite number is reported as unusable rather than compared.  Exporter
+work: the growth of the exporter's `rrdma-work-*` fdinfo counts (module
+callbacks) over each rrdma run's timed interval, asked of its `serve
+--control` endpoint before and after; one-sided operations cost it none.
 """
 
 import argparse
@@ -64,7 +67,41 @@ def lat(rec, key):
     if rec["tool"] == "perftest":
         return num(rec.get(key))
     l = rec["result"][0].get("latency_usec") or {}
-    return num(l.get({"p50": "p50", "t_avg": "t_avg", "p99": "p99"}[key]))
+    return num(l.get(key))
+
+
+def ops(rec):
+    return rec["iterations"] if rec["tool"] == "perftest" else rec["result"][0]["iterations"]
+
+
+USER_HZ_USEC = 10000  # /proc/stat counts in USER_HZ (100) ticks
+
+
+def busy_ticks(before, after):
+    """Busy ticks between two /proc/stat "cpu" lines: user nice system idle
+    iowait irq softirq steal (guest time is already inside user and nice);
+    busy is all but idle and iowait."""
+    try:
+        a = [int(x) for x in before.split()[:8]]
+        b = [int(x) for x in after.split()[:8]]
+    except (AttributeError, ValueError):
+        return None
+    if len(a) < 8 or len(b) < 8:
+        return None
+    d = [y - x for x, y in zip(a, b)]
+    return sum(d) - d[3] - d[4]
+
+
+def cpu_usec_per_op(rec, side):
+    """CPU microseconds per operation on `side` (client or server), from
+    the guest's busy time sampled around the run (setup included, the same
+    way for both tools)."""
+    c = (rec.get("cpu") or {}).get(side)
+    n = ops(rec)
+    if not c or not n:
+        return None
+    t = busy_ticks(c[0], c[1])
+    return None if t is None else t * USER_HZ_USEC / n
 
 
 def spread(values):
@@ -79,6 +116,28 @@ def by_round(runs, prov, test, size, tool):
     return {r["round"]: r for r in runs
             if r["provider"] == prov and r["test"] == test and r["size"] == size
             and r["tool"] == tool}
+
+
+def exporter_work(runs, prov):
+    """Sum over rrdma's runs of the exporter's module callbacks during the
+    timed interval (`exporter_work` of `rrdma bench --json`), and the
+    remote operations of those runs."""
+    ops, work, n = 0, {}, 0
+    for r in runs:
+        if r["provider"] != prov or r["tool"] != "rrdma":
+            continue
+        res = r["result"][0]
+        if res.get("exporter_work") is None:
+            continue
+        n += 1
+        ops += res["iterations"]
+        for k, v in res["exporter_work"].items():
+            work[k] = work.get(k, 0) + v
+    if not n:
+        return None
+    total = sum(work.values())
+    return {"runs": n, "operations": ops, "callbacks": work, "callbacks_total": total,
+            "per_operation": total / ops if ops else None}
 
 
 def build(runs, extra, kernel, rounds):
@@ -110,11 +169,30 @@ def build(runs, extra, kernel, rounds):
             row = {"test": "read_lat", "size": size,
                    "rrdma_p50_usec": spread([lat(r, "p50") for r in a.values()]),
                    "rrdma_p99_usec": spread([lat(r, "p99") for r in a.values()]),
+                   "rrdma_p99_9_usec": spread([lat(r, "p99_9") for r in a.values()]),
                    "perftest_p50_usec": spread([lat(r, "p50") for r in b.values()]),
+                   "perftest_p99_usec": spread([lat(r, "p99") for r in b.values()]),
+                   "perftest_p99_9_usec": spread([lat(r, "p99_9") for r in b.values()]),
                    "perftest_usable": any(lat(r, "p50") for r in b.values()),
                    "ratio_p50": spread(ratios)}
             row["target_met"] = bool(row["ratio_p50"] and row["ratio_p50"]["median"] <= TARGET_LAT_RATIO)
             P["latency"].append(row)
+        P["cpu"] = []
+        for test in BW_TESTS + ["read_lat"]:
+            for size in SIZES:
+                a = by_round(runs, prov, test, size, "rrdma")
+                b = by_round(runs, prov, test, size, "perftest")
+                row = {"test": test, "size": size}
+                for side in ("client", "server"):
+                    ra = {k: cpu_usec_per_op(v, side) for k, v in a.items()}
+                    rb = {k: cpu_usec_per_op(v, side) for k, v in b.items()}
+                    row[f"rrdma_{side}_usec"] = spread(list(ra.values()))
+                    row[f"perftest_{side}_usec"] = spread(list(rb.values()))
+                    row[f"{side}_ratio"] = spread([ra[k] / rb[k] for k in ra
+                                                   if k in rb and ra[k] is not None and rb[k]])
+                if row["rrdma_client_usec"] or row["perftest_client_usec"]:
+                    P["cpu"].append(row)
+        P["exporter_work"] = exporter_work(runs, prov)
         mem = P["memory"] or {}
         P["memory_target_met"] = mem.get("region_overhead_pct") is not None and \
             mem["region_overhead_pct"] <= TARGET_REGION_PCT
@@ -149,12 +227,31 @@ def print_table(report):
             print(f"{'read_lat':<9} {r['size']:>8} p50 {fmt(r['rrdma_p50_usec']):>7} us "
                   f"perftest p50 {pt:>9} us  ratio {fmt_range(r['ratio_p50'])}  "
                   f"target<=1.15 {'met' if r['target_met'] else 'NOT met'}")
+            print(f"{'':<9} {'':>8} p99 {fmt(r['rrdma_p99_usec']):>7} us "
+                  f"perftest p99 {fmt(r['perftest_p99_usec']):>9} us; p99.9 "
+                  f"{fmt(r['rrdma_p99_9_usec'])} us perftest {fmt(r['perftest_p99_9_usec'])} us")
+        if P.get("cpu"):
+            print("CPU us per operation (guest busy time over the run / operations; "
+                  "client = initiator, server = exporter), ratio rrdma/perftest median [min..max]")
+            print(f"{'test':<9} {'size':>8} {'rrdma cli':>10} {'perf cli':>10} {'ratio':>20} "
+                  f"{'rrdma srv':>10} {'perf srv':>10} {'ratio':>20}")
+            for r in P["cpu"]:
+                print(f"{r['test']:<9} {r['size']:>8} {fmt(r['rrdma_client_usec']):>10} "
+                      f"{fmt(r['perftest_client_usec']):>10} {fmt_range(r['client_ratio']):>20} "
+                      f"{fmt(r['rrdma_server_usec']):>10} {fmt(r['perftest_server_usec']):>10} "
+                      f"{fmt_range(r['server_ratio']):>20}")
         m = P["memory"] or {}
         if m:
             print(f"memory: region of {m['region_mib']} MiB costs {m['region_overhead_kib']} KiB "
                   f"of kernel memory ({m['region_overhead_pct']:.3f}%, target <= 0.2%: "
                   f"{'met' if P['memory_target_met'] else 'NOT met'}); "
                   f"{m['per_connection_kib']:.1f} KiB per connection (rrdma + provider)")
+        w = P.get("exporter_work")
+        if w:
+            kinds = ", ".join(f"{k} {v}" for k, v in sorted(w["callbacks"].items()))
+            print(f"exporter: {w['callbacks_total']} module callbacks during {w['operations']} remote "
+                  f"operations in {w['runs']} timed runs ({kinds}): "
+                  f"{w['per_operation'] or 0:.6f} per operation (expected 0)")
 
 
 def plot(report, path):

@@ -26,6 +26,15 @@ wait_active "$dev"
 
 emit() { echo "RRDMA-BENCH $*" >&9; }
 
+# CPU time of this guest and of the peer (serve's `cpustat`): /proc/stat's
+# "cpu" line, in USER_HZ ticks, sampled around each run of either tool.
+cpu_here() { sed -n 's/^cpu  *//p' /proc/stat; }
+cpu_peer() { echo cpustat | nc "$RRDMA_PEER" 7470; }
+cpu_begin() { c0=$(cpu_here); p0=$(cpu_peer); }
+cpu_json() {
+	echo "\"cpu\":{\"client\":[\"$c0\",\"$(cpu_here)\"],\"server\":[\"$p0\",\"$(cpu_peer)\"]}"
+}
+
 # The schedule: "ROUND TEST SIZE" lines, each run by perftest then rrdma.
 schedule() {
 	r=1
@@ -72,12 +81,14 @@ else
 	schedule >/tmp/schedule
 	while read -r round test size; do
 		# A: perftest (its server may still be starting: retry).
+		cpu_begin
 		n=0
 		until out=$(timeout 120 $(perftest_args "$test" "$size") "$RRDMA_PEER" 2>&1); do
 			n=$((n + 1))
 			[ $n -ge 40 ] && break
 			sleep 0.5
 		done
+		cpu=$(cpu_json)
 		line=$(echo "$out" | awk -v s="$size" '$1 == s { print; exit }')
 		if [ -z "$line" ]; then
 			fails=$((fails + 1))
@@ -86,14 +97,14 @@ else
 			set -- $line
 			if [ "$test" = read_lat ]; then
 				# #bytes #iter t_min t_max t_typical t_avg t_stdev 99% 99.9%
-				emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"perftest\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"iterations\":$2,\"t_min\":\"$3\",\"p50\":\"$5\",\"t_avg\":\"$6\",\"p99\":\"$8\",\"p99_9\":\"$9\"}"
+				emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"perftest\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"iterations\":$2,\"t_min\":\"$3\",\"p50\":\"$5\",\"t_avg\":\"$6\",\"p99\":\"$8\",\"p99_9\":\"$9\",$cpu}"
 			else
 				# #bytes #iterations BW_peak BW_avg MsgRate.  With -D,
 				# iterations over the requested seconds (timed by
 				# alarm(2), the guest's clock) is the rate; perftest's
 				# own MB/s samples its cycle counter, unreliable under
 				# TCG, and is kept for reference.
-				emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"perftest\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"iterations\":$2,\"seconds\":$SECS,\"bw_reported_mbps\":\"$4\"}"
+				emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"perftest\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"iterations\":$2,\"seconds\":$SECS,\"bw_reported_mbps\":\"$4\",$cpu}"
 			fi
 		fi
 		# B: rrdma, same size, depth and duration.
@@ -102,8 +113,9 @@ else
 		read_bw) args="--op read --size $size --depth $DEPTH --duration $SECS" ;;
 		read_lat) args="--latency --op read --size $size --iters $LAT_ITERS" ;;
 		esac
+		cpu_begin
 		if out=$(rrdma bench $t $args --json 2>&1); then
-			emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"rrdma\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"result\":$out}"
+			emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"rrdma\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"result\":$out,$(cpu_json)}"
 		else
 			fails=$((fails + 1))
 			echo "rrdma bench $test $size: $out"
