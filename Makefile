@@ -10,6 +10,8 @@
 #                                  a ratio table, JSON report and PNG plot
 #   make floor                     the two-guest setup's round trip (ICMP,
 #                                  UDP, perftest) beside rrdma's READ
+#   make connstress                many connections importing right after
+#                                  perftest load (CONNSTRESS_N, default 200)
 #   make lint                      checkpatch, rustfmt, clippy
 #
 # Knobs: KERNELS="6.12 7.3" (for check/demo), VARIANT=base|debug (debug
@@ -22,7 +24,7 @@ KERNELS ?= 6.12 7.3
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check demo bench floor lint userspace kernels
+.PHONY: all modules clean check demo bench floor connstress lint userspace kernels
 
 all: modules
 
@@ -52,6 +54,9 @@ bench:
 
 floor:
 	@scripts/floor.sh
+
+connstress:
+	@scripts/connstress.sh
 
 lint:
 	@scripts/lint.sh
