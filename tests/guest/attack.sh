@@ -9,12 +9,7 @@
 prov=$RRDMA_ARG
 dev=${prov}0
 
-ip link set lo up
-check "eth0 up with $RRDMA_SELF" sh -c "/usr/bin/ip link set eth0 up && /usr/bin/ip addr add $RRDMA_SELF/24 dev eth0"
-load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
-check "rrdma.ko loads" insmod $RRDMA_KO
-check "rdma link add $dev on eth0" rdma link add $dev type $prov netdev eth0
-wait_active $dev
+wire_up "$prov" "$dev"
 
 if [ "$RRDMA_ROLE" = a ]; then
 	rrdma-selftest agent 7469 $dev $prov >/tmp/agent.out 2>&1 &

@@ -17,12 +17,7 @@ DEPTH=16
 SECS=2
 LAT_ITERS=300
 
-ip link set lo up
-ip link set eth0 up && ip addr add "$RRDMA_SELF/24" dev eth0
-load_rdma_drivers
-check "rrdma.ko loads" insmod $RRDMA_KO
-check "rdma link add $dev on eth0" rdma link add "$dev" type "$prov" netdev eth0
-wait_active "$dev"
+wire_up "$prov" "$dev"
 
 emit() { echo "RRDMA-BENCH $*" >&9; }
 

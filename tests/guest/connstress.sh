@@ -12,12 +12,7 @@ prov=$RRDMA_ARG
 dev=${prov}0
 n=$(sed -n 's/.*rrdma\.n=\([0-9]*\).*/\1/p' /proc/cmdline)
 [ -n "$n" ] || n=200
-ip link set lo up
-ip link set eth0 up && ip addr add "$RRDMA_SELF/24" dev eth0
-load_rdma_drivers
-check "rrdma.ko loads" insmod $RRDMA_KO
-check "rdma link add $dev on eth0" rdma link add "$dev" type "$prov" netdev eth0
-wait_active "$dev"
+wire_up "$prov" "$dev"
 # perftest's client and server, one run each per round.
 load() { timeout 120 ib_read_bw -R -d $dev -F -s 65536 -D 1 -t 16 -o 16 "$@" >/dev/null 2>&1; }
 if [ "$RRDMA_ROLE" = a ]; then

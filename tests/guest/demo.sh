@@ -7,12 +7,7 @@
 
 prov=$RRDMA_ARG
 dev=${prov}0
-ip link set lo up
-ip link set eth0 up && ip addr add "$RRDMA_SELF/24" dev eth0
-load_rdma_drivers
-check "rrdma.ko loads" insmod $RRDMA_KO
-check "rdma link add $dev on eth0" rdma link add "$dev" type "$prov" netdev eth0
-wait_active "$dev"
+wire_up "$prov" "$dev"
 
 say() { echo "$*" >&9; }
 show() {

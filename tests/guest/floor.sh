@@ -15,12 +15,7 @@ dev=${prov}0
 SIZES="8 4096 65536"
 ITERS=100
 
-ip link set lo up
-ip link set eth0 up && ip addr add "$RRDMA_SELF/24" dev eth0
-load_rdma_drivers
-check "rrdma.ko loads" insmod $RRDMA_KO
-check "rdma link add $dev on eth0" rdma link add "$dev" type "$prov" netdev eth0
-wait_active "$dev"
+wire_up "$prov" "$dev"
 
 emit() { # KIND SIZE P50_US [JSON-EXTRA]
 	echo "# floor $prov $1 $2 B: p50 $3 us"

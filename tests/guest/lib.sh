@@ -50,6 +50,19 @@ load_rdma_drivers() {
 	modprobe rdma_rxe && modprobe siw
 }
 
+# wire_up PROV DEV: a two-guest test's start on either guest: eth0 up with
+# this guest's address, the soft RDMA drivers and rrdma.ko loaded, RDMA
+# device DEV of type PROV on eth0 and ACTIVE.
+wire_up() {
+	ip link set lo up
+	check "eth0 up with $RRDMA_SELF" sh -c \
+		"/usr/bin/ip link set eth0 up && /usr/bin/ip addr add $RRDMA_SELF/24 dev eth0"
+	load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
+	check "rrdma.ko loads" insmod $RRDMA_KO
+	check "rdma link add $2 on eth0" rdma link add "$2" type "$1" netdev eth0
+	wait_active "$2"
+}
+
 # A veth pair, both ends up: one guest can carry siw and rxe without a NIC.
 make_veth() {
 	ip link add veth0 type veth peer name veth1 &&

@@ -8,12 +8,7 @@ prov=$RRDMA_ARG
 dev=${prov}0
 case $prov in siw) node=rnic ;; rxe) node=ib_ca ;; *) fail "provider" "unknown '$prov'"; exit 1 ;; esac
 
-ip link set lo up
-check "eth0 up with $RRDMA_SELF" sh -c "/usr/bin/ip link set eth0 up && /usr/bin/ip addr add $RRDMA_SELF/24 dev eth0"
-load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
-check "rrdma.ko loads" insmod $RRDMA_KO
-check "rdma link add $dev on eth0" rdma link add $dev type $prov netdev eth0
-wait_active $dev
+wire_up "$prov" "$dev"
 tap "devices" rrdma-selftest devices $dev:$node
 
 # The peer must be reachable before RDMA can be.
