@@ -15,10 +15,7 @@ cd "$REPO"
 
 KVER=${BENCH_KERNEL:-6.12}
 ROUNDS=${BENCH_ROUNDS:-3}
-"$HERE/setup.sh"
-"$HERE/build-userspace.sh"
-mods=$("$HERE/build-module.sh" "$KVER" base | tail -1)
-kdir=$("$HERE/kernel.sh" "$KVER" base | tail -1)
+prepare_guests "$KVER"
 out=build/bench
 rm -rf "$out"
 mkdir -p "$out"

@@ -14,10 +14,7 @@ cd "$REPO"
 
 KVER=${CONNSTRESS_KERNEL:-6.12}
 N=${CONNSTRESS_N:-200}
-"$HERE/setup.sh"
-"$HERE/build-userspace.sh"
-mods=$("$HERE/build-module.sh" "$KVER" base | tail -1)
-kdir=$("$HERE/kernel.sh" "$KVER" base | tail -1)
+prepare_guests "$KVER"
 out=build/connstress
 rm -rf "$out"
 mkdir -p "$out"

@@ -13,10 +13,7 @@ REPO=$(dirname "$HERE")
 cd "$REPO"
 
 KVER=${DEMO_KERNEL:-6.12}
-"$HERE/setup.sh"
-"$HERE/build-userspace.sh"
-mods=$("$HERE/build-module.sh" "$KVER" base | tail -1)
-kdir=$("$HERE/kernel.sh" "$KVER" base | tail -1)
+prepare_guests "$KVER"
 mkdir -p build/demo
 for prov in siw rxe; do
 	log "demo on $prov: two guests, kernel $KVER"

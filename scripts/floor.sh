@@ -18,10 +18,7 @@ cd "$REPO"
 
 KVER=${FLOOR_KERNEL:-6.12}
 LINKS=${FLOOR_LINKS:-nodelay qemu-listen}
-"$HERE/setup.sh"
-"$HERE/build-userspace.sh"
-mods=$("$HERE/build-module.sh" "$KVER" base | tail -1)
-kdir=$("$HERE/kernel.sh" "$KVER" base | tail -1)
+prepare_guests "$KVER"
 out=build/floor
 rm -rf "$out"
 mkdir -p "$out"
