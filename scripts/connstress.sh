@@ -26,6 +26,6 @@ for prov in siw rxe; do
 		--test connstress --arg "$prov" --guests 2 --timeout $((300 + N * 10)) \
 		--memory 1024 --append "rrdma.n=$N" >"$out/guest-$prov.log" 2>&1 || true
 done
-grep -h '^#' "$out"/connstress_*/results-b.log || true
+grep -h '^# ' "$out"/connstress_*/console-b.log || true
 cat "$out/results.txt"
 ! grep -q '^FAIL' "$out/results.txt" || die "connstress failed; see $out/"
