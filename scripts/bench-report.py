@@ -122,22 +122,22 @@ def exporter_work(runs, prov):
     """Sum over rrdma's runs of the exporter's module callbacks during the
     timed interval (`exporter_work` of `rrdma bench --json`), and the
     remote operations of those runs."""
-    ops, work, n = 0, {}, 0
+    done, work, n = 0, {}, 0
     for r in runs:
         if r["provider"] != prov or r["tool"] != "rrdma":
             continue
-        res = r["result"][0]
-        if res.get("exporter_work") is None:
+        w = r["result"][0].get("exporter_work")
+        if w is None:
             continue
         n += 1
-        ops += res["iterations"]
-        for k, v in res["exporter_work"].items():
+        done += ops(r)
+        for k, v in w.items():
             work[k] = work.get(k, 0) + v
     if not n:
         return None
     total = sum(work.values())
-    return {"runs": n, "operations": ops, "callbacks": work, "callbacks_total": total,
-            "per_operation": total / ops if ops else None}
+    return {"runs": n, "operations": done, "callbacks": work, "callbacks_total": total,
+            "per_operation": total / done if done else None}
 
 
 def build(runs, extra, kernel, rounds):

@@ -23,12 +23,18 @@ pub struct Target {
     pub timeout: Duration,
 }
 
+/// A `@HOST:PORT[/ro|/rw]` token argument: the `serve --control` endpoint
+/// and the access asked for (`rw` when not given).
+fn control_spec(spec: &str) -> Option<(&str, &str)> {
+    let rest = spec.strip_prefix('@')?;
+    Some(rest.split_once('/').unwrap_or((rest, "rw")))
+}
+
 /// Resolves a token argument: hex (`0x...`), or `@HOST:PORT[/ro|/rw]` to
 /// ask a `serve --control` endpoint.
 pub fn resolve_token(spec: &str) -> io::Result<u64> {
     let bad = || io::Error::new(io::ErrorKind::InvalidInput, format!("bad token '{spec}'"));
-    if let Some(rest) = spec.strip_prefix('@') {
-        let (addr, want) = rest.split_once('/').unwrap_or((rest, "rw"));
+    if let Some((addr, want)) = control_spec(spec) {
         let addr: SocketAddr = addr.parse().map_err(|_| bad())?;
         let line = serve::control(addr, "tokens")?;
         let words: Vec<&str> = line.split_whitespace().collect();
@@ -45,8 +51,7 @@ pub fn resolve_token(spec: &str) -> io::Result<u64> {
 
 /// The `serve --control` endpoint named by a `@HOST:PORT[/ro|/rw]` token.
 fn control_addr(spec: &str) -> Option<SocketAddr> {
-    let rest = spec.strip_prefix('@')?;
-    rest.split_once('/').map_or(rest, |(a, _)| a).parse().ok()
+    control_spec(spec)?.0.parse().ok()
 }
 
 /// The exporter's work counts (its fdinfo's `rrdma-work-*`, see the
