@@ -189,7 +189,7 @@ def qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip):
     # la57=off: with 5-level paging a timer IRQ during early boot can trip
     # KASAN ("wild-memory-access" in identify_boot_cpu) before any of our
     # code runs; 4-level paging avoids that flake.
-    cmd = ["qemu-system-x86_64", "-machine", "q35", "-cpu", "max,la57=off", "-smp", "2",
+    cmd = ["qemu-system-x86_64", "-machine", "q35", "-cpu", "max,la57=off", "-smp", str(args.smp),
            "-m", str(args.memory), "-display", "none", "-no-reboot", "-nodefaults",
            "-kernel", str(kimg), "-initrd", str(initrd), "-append", append,
            "-serial", f"file:{work}/console-{role}.log",
@@ -303,6 +303,7 @@ def main():
                     help="two guests' link: our TCP pair without Nagle, or QEMU's listen/connect")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--memory", type=int, default=512)
+    ap.add_argument("--smp", type=int, default=2, help="vCPUs per guest")
     ap.add_argument("--label", required=True)
     ap.add_argument("--results", required=True)
     ap.add_argument("--logdir", help="keep console and result logs here")
