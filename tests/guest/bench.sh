@@ -1,123 +1,354 @@
 # SPDX-License-Identifier: GPL-2.0
-# `make bench` (run on both guests): perftest and rrdma bench side by side on
-# the provider given as the argument (siw or rxe), alternating A B A B.
+# `make bench`: perftest and rrdma bench side by side on the provider given
+# as the argument (siw or rxe), alternating A B A B, in the topology named
+# by rrdma.topology= (scripts/bench.sh):
 #
-# Both guests walk the same schedule.  Guest a runs `rrdma serve` for the
-# whole run and one perftest server per perftest step (each waits for its
-# client); guest b runs the clients and writes one `RRDMA-BENCH {json}` line
-# per measurement to the results port, which scripts/bench-report.py reads.
+#   pair, pair-1cpu  two guests (2 or 1 vCPUs each); guest a is the server,
+#                    guest b the client.
+#   local            one guest: the server in the initial network namespace
+#                    on veth0, the client in namespace "b" on veth1, one
+#                    RDMA device on each end.  Where the provider cannot
+#                    connect across namespaces (siw on 6.12 and 7.3, rxe on
+#                    6.12), both ends stay in the initial namespace and
+#                    rdma_cm carries the connection over the local device;
+#                    the report names which ("local-netns"/"local-loopback",
+#                    with the failed probe's error).
+#
+# The server side runs `rrdma serve` (4 KiB and 512 B blocks), a UDP echo
+# and one perftest server per perftest step (each waits for its client).
+# The client side measures ICMP and UDP round trips once, then walks the
+# schedule and writes one `RRDMA-BENCH {json}` line per measurement to the
+# results port, which scripts/bench-report.py reads.
 . ./lib.sh
 
 prov=$RRDMA_ARG
-dev=${prov}0
+topo=$(sed -n 's/.*rrdma\.topology=\([a-z0-9-]*\).*/\1/p' /proc/cmdline)
+topo=${topo:-pair}
 ROUNDS=$(sed -n 's/.*rrdma\.rounds=\([0-9]*\).*/\1/p' /proc/cmdline)
 ROUNDS=${ROUNDS:-3}
 SIZES="4096 65536 1048576"
 DEPTH=16
+RATE_SIZES="512 4096"
+RATE_DEPTHS="1 16 128"
 SECS=2
 LAT_ITERS=300
+FLOOR_ITERS=100
 
-wire_up "$prov" "$dev"
-
-emit() { echo "RRDMA-BENCH $*" >&9; }
-
-# CPU time of this guest and of the peer (serve's `cpustat`): /proc/stat's
-# "cpu" line, in USER_HZ ticks, sampled around each run of either tool.
-cpu_here() { sed -n 's/^cpu  *//p' /proc/stat; }
-cpu_peer() { echo cpustat | nc "$RRDMA_PEER" 7470; }
-cpu_begin() { c0=$(cpu_here); p0=$(cpu_peer); }
-cpu_json() {
-	echo "\"cpu\":{\"client\":[\"$c0\",\"$(cpu_here)\"],\"server\":[\"$p0\",\"$(cpu_peer)\"]}"
-}
-
-# The schedule: "ROUND TEST SIZE" lines, each run by perftest then rrdma.
+# The schedule: "ROUND TEST SIZE DEPTH" lines, each run by perftest then
+# rrdma.  `rate` is WRITE's message rate.
 schedule() {
 	r=1
 	while [ $r -le "$ROUNDS" ]; do
 		for s in $SIZES; do
-			echo "$r write_bw $s"
-			echo "$r read_bw $s"
+			echo "$r write_bw $s $DEPTH"
+			echo "$r read_bw $s $DEPTH"
 		done
 		for s in $SIZES; do
-			echo "$r read_lat $s"
+			echo "$r read_lat $s 1"
+		done
+		for s in $RATE_SIZES; do
+			for d in $RATE_DEPTHS; do
+				echo "$r rate $s $d"
+			done
 		done
 		r=$((r + 1))
 	done
 }
 
-perftest_args() { # TEST SIZE
-	case $1 in
-	write_bw) echo "ib_write_bw -R -d $dev -F -s $2 -D $SECS -t $DEPTH" ;;
-	read_bw) echo "ib_read_bw -R -d $dev -F -s $2 -D $SECS -t $DEPTH -o $DEPTH" ;;
-	read_lat) echo "ib_read_lat -R -d $dev -F -s $2 -n $LAT_ITERS" ;;
+perftest_args() { # DEV TEST SIZE DEPTH
+	case $2 in
+	write_bw | rate) echo "ib_write_bw -R -d $1 -F -s $3 -D $SECS -t $4" ;;
+	read_bw) echo "ib_read_bw -R -d $1 -F -s $3 -D $SECS -t $4 -o $4" ;;
+	read_lat) echo "ib_read_lat -R -d $1 -F -s $3 -n $LAT_ITERS" ;;
 	esac
 }
 
-if [ "$RRDMA_ROLE" = a ]; then
-	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks 8192 --access rw \
+# The server: every test's peer, until the client says quit.  It listens
+# on $SRV_ADDR: with one guest, the server's own address (a wildcard listen
+# would also reach for the client's device, in the other namespace).  With
+# two guests it runs each perftest server in schedule order and, once it
+# listens, tells the client which step is ready (port 7490); with one, the
+# client starts each itself (pt_ready).
+server() { # DEV
+	rrdma-selftest udp-echo 7480 >/dev/null 2>&1 &
+	epid=$!
+	rrdma serve --listen $SRV_ADDR:7471 --control 7470 --blocks 8192 --access rw \
 		>/tmp/serve.out 2>&1 &
 	spid=$!
-	schedule >/tmp/schedule
-	while read -r round test size; do
-		# Each server waits for its client.
-		timeout 300 $(perftest_args "$test" "$size") >/tmp/pt-server.out 2>&1 ||
-			echo "perftest server $test $size failed: $(tail -n 2 /tmp/pt-server.out)"
-	done </tmp/schedule
-	# Serve until the peer says quit.
+	rrdma serve --listen $SRV_ADDR:7472 --control 7473 --block-size 512 --blocks 8192 \
+		--access rw >/tmp/serve512.out 2>&1 &
+	spid512=$!
+	schedule >/tmp/schedule-server
+	[ "$topo" = local ] && : >/tmp/schedule-server
+	while read -r round test size depth; do
+		timeout 300 $(perftest_args "$1" "$test" "$size" "$depth") \
+			>/tmp/pt-server.out 2>&1 &
+		pt=$!
+		pt_listening
+		# Tell the client which step is ready (it checks it is its own).
+		echo "$round $test $size $depth" | timeout 300 nc -l -p 7490 >/dev/null
+		wait $pt ||
+			echo "perftest server $test $size $depth failed: $(tail -n 2 /tmp/pt-server.out)"
+	done </tmp/schedule-server
 	wait_exit $spid 1500
-	ok "bench server on $dev"
-else
-	wait_peer
-	wait_tokens
-	emit "{\"kind\":\"memcpy\",\"provider\":\"$prov\",\"value\":$(rrdma-selftest memcpy)}"
-	emit "{\"kind\":\"memory\",\"provider\":\"$prov\",\"value\":$(rrdma-selftest memory "$RRDMA_PEER")}"
-	t="--peer $RRDMA_PEER:7471 --token @$RRDMA_PEER:7470/rw"
-	fails=0
+	wait_exit $spid512 100
+	kill $epid
+}
+
+emit() { echo "RRDMA-BENCH $*" >&9; }
+
+# Waits (up to ~30 s) until a perftest server listens: its rdma_cm id on
+# perftest's port.  A perftest client must not connect earlier: when its
+# first attempt is refused, perftest 4.5's client retries on a destroyed
+# cm_id and dies in librdmacm (a general protection fault in
+# rdma_resolve_addr), which also put the two sides out of step.
+pt_listening() {
+	i=0
+	until rdma res show cm_id 2>/dev/null | grep LISTEN | grep -q ':18515' ||
+		[ $i -ge 150 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	# rdma_cm marks the id LISTEN before the device listens (siw: a TCP
+	# listener, port 18515 = 0x4853 in state 0A).
+	while [ "$prov" = siw ] && ! grep -q ':4853 00000000:0000 0A' /proc/net/tcp &&
+		[ $i -lt 150 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	sleep 0.2
+}
+
+# pt_ready STEP: the step's perftest server is listening.  With two
+# guests, asks the server which step is ready (it must be STEP); with one,
+# starts the step's server.
+pt_ready() {
+	if [ "$topo" = local ]; then
+		timeout 300 $(perftest_args "$dev" "$2" "$3" "$4") >>/tmp/pt-server.out 2>&1 &
+		ptpid=$!
+		pt_listening
+		return 0
+	fi
+	i=0
+	until ready=$(nc "$PEER" 7490 </dev/null 2>/dev/null) && [ -n "$ready" ] || [ $i -ge 600 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	[ "$ready" = "$*" ] || { echo "perftest server ready for '$ready', not '$*'"; return 1; }
+}
+
+# CPU time from /proc/stat's "cpu" line (USER_HZ ticks), sampled around
+# each run of either tool: this guest and the peer's (serve's `cpustat`);
+# with one guest, the one guest's, for both sides together.
+cpu_here() { sed -n 's/^cpu  *//p' /proc/stat; }
+cpu_peer() { echo cpustat | $CLI nc "$PEER" 7470; }
+cpu_begin() {
+	c0=$(cpu_here)
+	[ "$topo" = local ] || p0=$(cpu_peer)
+}
+cpu_json() {
+	if [ "$topo" = local ]; then
+		echo "\"cpu\":{\"guest\":[\"$c0\",\"$(cpu_here)\"]}"
+	else
+		echo "\"cpu\":{\"client\":[\"$c0\",\"$(cpu_here)\"],\"server\":[\"$p0\",\"$(cpu_peer)\"]}"
+	fi
+}
+
+# ICMP and UDP round trips of this topology (the floor under every RDMA
+# figure), once before the rounds.
+floor() {
+	for s in 8 4096 60000; do
+		out=$($CLI ping -c 20 -s "$s" "$PEER" 2>&1)
+		avg=$(echo "$out" | sed -n 's|.*min/avg/max = [0-9.]*/\([0-9.]*\)/.*|\1|p')
+		if [ -n "$avg" ]; then
+			emit "{\"kind\":\"floor\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"icmp_avg\",\"size\":$s,\"usec\":$(awk -v a="$avg" 'BEGIN { printf "%.0f", a * 1000 }')}"
+		else
+			fails=$((fails + 1))
+			echo "ping -s $s: $(echo "$out" | tail -n 2)"
+		fi
+		if out=$($CLI rrdma-selftest udp-ping "$PEER:7480" "$s" $FLOOR_ITERS 2>&1); then
+			emit "{\"kind\":\"floor\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"udp\",\"size\":$s,\"usec\":$(echo "$out" | sed -n 's/.*"p50_us": \([0-9]*\).*/\1/p'),\"udp\":$out}"
+		else
+			fails=$((fails + 1))
+			echo "udp-ping $s: $out"
+		fi
+	done
+}
+
+# The client: the schedule, perftest (A) then rrdma (B) for each line.
+client() { # DEV
+	emit "{\"kind\":\"memcpy\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"value\":$(rrdma-selftest memcpy)}"
+	if [ "$topo" != local ]; then
+		emit "{\"kind\":\"memory\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"value\":$(rrdma-selftest memory "$PEER")}"
+	fi
+	floor
 	schedule >/tmp/schedule
-	while read -r round test size; do
-		# A: perftest (its server may still be starting: retry).
+	while read -r round test size depth; do
+		echo "# step $round $test $size $depth at $(cut -d' ' -f1 /proc/uptime) s"
+		tag="\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"$test\",\"size\":$size,\"depth\":$depth,\"round\":$round"
+		# A: perftest, once its server listens.
 		cpu_begin
+		ptpid=
+		out="server not ready"
+		# A refused connection ends the client cleanly: try a new one
+		# while the server waits for its client.
 		n=0
-		until out=$(timeout 120 $(perftest_args "$test" "$size") "$RRDMA_PEER" 2>&1); do
-			n=$((n + 1))
-			[ $n -ge 40 ] && break
-			sleep 0.5
-		done
+		if pt_ready "$round" "$test" "$size" "$depth"; then
+			until out=$(timeout 120 $CLI $(perftest_args "$1" "$test" "$size" "$depth") "$PEER" 2>&1) ||
+				[ $n -ge 4 ]; do
+				echo "perftest $test $size $depth: attempt $n: $(echo "$out" | tail -n 1)"
+				n=$((n + 1))
+				sleep 1
+			done
+		fi
 		cpu=$(cpu_json)
+		# The step's server ends with its client (killed if it did not).
+		[ -z "$ptpid" ] || wait_exit "$ptpid" 50 >/dev/null
 		line=$(echo "$out" | awk -v s="$size" '$1 == s { print; exit }')
 		if [ -z "$line" ]; then
 			fails=$((fails + 1))
-			echo "perftest $test $size: no result: $(echo "$out" | tail -n 3)"
+			echo "perftest $test $size $depth: no result: $(echo "$out" | tail -n 3)"
 		else
-			set -- $line
+			set -- "$1" $line
 			if [ "$test" = read_lat ]; then
 				# #bytes #iter t_min t_max t_typical t_avg t_stdev 99% 99.9%
-				emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"perftest\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"iterations\":$2,\"t_min\":\"$3\",\"p50\":\"$5\",\"t_avg\":\"$6\",\"p99\":\"$8\",\"p99_9\":\"$9\",$cpu}"
+				emit "{\"kind\":\"run\",\"tool\":\"perftest\",$tag,\"iterations\":$3,\"t_min\":\"$4\",\"p50\":\"$6\",\"t_avg\":\"$7\",\"p99\":\"$9\",\"p99_9\":\"${10}\",$cpu}"
 			else
 				# #bytes #iterations BW_peak BW_avg MsgRate.  With -D,
 				# iterations over the requested seconds (timed by
 				# alarm(2), the guest's clock) is the rate; perftest's
 				# own MB/s samples its cycle counter, unreliable under
 				# TCG, and is kept for reference.
-				emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"perftest\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"iterations\":$2,\"seconds\":$SECS,\"bw_reported_mbps\":\"$4\",$cpu}"
+				emit "{\"kind\":\"run\",\"tool\":\"perftest\",$tag,\"iterations\":$3,\"seconds\":$SECS,\"bw_reported_mbps\":\"$5\",$cpu}"
 			fi
 		fi
 		# B: rrdma, same size, depth and duration.
 		case $test in
-		write_bw) args="--op write --size $size --depth $DEPTH --duration $SECS" ;;
-		read_bw) args="--op read --size $size --depth $DEPTH --duration $SECS" ;;
+		write_bw) args="--op write --size $size --depth $depth --duration $SECS" ;;
+		read_bw) args="--op read --size $size --depth $depth --duration $SECS" ;;
 		read_lat) args="--latency --op read --size $size --iters $LAT_ITERS" ;;
+		rate) args="--op write --size $size --depth $depth --duration $SECS" ;;
 		esac
+		t=$tok4k
+		[ "$size" = 512 ] && t=$tok512
 		cpu_begin
-		if out=$(rrdma bench $t $args --json 2>&1); then
-			emit "{\"kind\":\"run\",\"provider\":\"$prov\",\"tool\":\"rrdma\",\"test\":\"$test\",\"size\":$size,\"round\":$round,\"result\":$out,$(cpu_json)}"
+		if out=$($CLI rrdma bench $t $args --json 2>&1); then
+			emit "{\"kind\":\"run\",\"tool\":\"rrdma\",$tag,\"result\":$out,$(cpu_json)}"
 		else
 			fails=$((fails + 1))
-			echo "rrdma bench $test $size: $out"
+			echo "rrdma bench $test $size $depth: $out"
 		fi
 	done </tmp/schedule
-	check "every measurement on $dev produced a result" test "$fails" = 0
-	echo quit | nc "$RRDMA_PEER" 7470 >/dev/null
+	echo quit | $CLI nc "$PEER" 7470 >/dev/null
+	echo quit | $CLI nc "$PEER" 7473 >/dev/null
+}
+
+wait_serving() { # waits until both serves hand out tokens (~30 s)
+	i=0
+	until { echo tokens | $CLI nc "$PEER" 7470; echo tokens | $CLI nc "$PEER" 7473; } 2>/dev/null |
+		grep -c rw | grep -q 2 || [ $i -ge 150 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+}
+
+# local_setup NETNS: one guest, a veth pair with a device of type $prov on
+# each end: veth1 in namespace b (NETNS=1) or both ends here.
+local_setup() {
+	if [ "$1" = 1 ]; then
+		/usr/bin/ip netns add b &&
+			/usr/bin/ip link add veth0 type veth peer name veth1 netns b &&
+			/usr/bin/ip -n b addr add 10.9.0.2/24 dev veth1 &&
+			/usr/bin/ip -n b link set veth1 up && /usr/bin/ip -n b link set lo up
+	else
+		/usr/bin/ip link add veth0 type veth peer name veth1 &&
+			/usr/bin/ip addr add 10.9.0.2/24 dev veth1 && /usr/bin/ip link set veth1 up
+	fi || return 1
+	/usr/bin/ip addr add 10.9.0.1/24 dev veth0 && /usr/bin/ip link set veth0 up &&
+		rdma link add "${prov}_a" type "$prov" netdev veth0 &&
+		$CLI rdma link add "${prov}_b" type "$prov" netdev veth1 &&
+		wait_active "${prov}_a" && wait_active "${prov}_b"
+}
+
+local_teardown() {
+	$CLI rdma link del "${prov}_b"
+	rdma link del "${prov}_a"
+	/usr/bin/ip link del veth0
+	[ -z "$CLI" ] || /usr/bin/ip netns del b
+}
+
+fails=0
+CLI=
+SRV_ADDR=0.0.0.0
+if [ "$topo" != local ]; then
+	dev=${prov}0
+	cdev=$dev
+	topology=$topo
+	PEER=$RRDMA_PEER
+	wire_up "$prov" "$dev"
+	if [ "$RRDMA_ROLE" = a ]; then
+		server "$dev"
+		ok "bench server on $dev"
+	fi
+else
+	load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
+	check "rrdma.ko loads" insmod $RRDMA_KO
+	mkdir -p /run/netns
+	ip link set lo up
+	dev=${prov}_a
+	cdev=${prov}_b
+	PEER=10.9.0.1
+	SRV_ADDR=$PEER
+	CLI="/usr/bin/ip netns exec b"
+	check "veth pair across netns b, $prov on each end" local_setup 1
+	# Can this provider connect across namespaces on this kernel?
+	rrdma serve --listen $PEER:7479 --control 7478 --blocks 16 >/tmp/probe-serve.out 2>&1 &
+	ppid=$!
+	i=0
+	until echo tokens | $CLI nc $PEER 7478 2>/dev/null | grep -q rw || [ $i -ge 100 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	probe=$($CLI rrdma bench --peer $PEER:7479 --token @$PEER:7478/rw --op read \
+		--size 4096 --iters 1 2>&1)
+	rc=$?
+	echo quit | $CLI nc $PEER 7478 >/dev/null
+	wait_exit $ppid 100
+	if [ $rc = 0 ]; then
+		topology=local-netns
+	else
+		# No: both ends in this namespace; rdma_cm then carries the
+		# connection to the local address over the server's device.
+		why=$(echo "$probe" | tail -n 1 | tr -d '"\\')
+		echo "# bench local: $prov cannot connect across namespaces: $why"
+		cat /tmp/probe-serve.out
+		emit "{\"kind\":\"note\",\"provider\":\"$prov\",\"topology\":\"local-loopback\",\"value\":\"across namespaces: $why\"}"
+		topology=local-loopback
+		local_teardown
+		CLI=
+		check "veth pair in one namespace, $prov on each end" local_setup 0
+		# rdma_cm puts the client's end on the server's device too.
+		cdev=$dev
+	fi
+	server "$dev" >/tmp/server.log 2>&1 &
+	srv=$!
+	ok "bench $topology on $prov"
 fi
-rdma link del "$dev"
+if [ "$RRDMA_ROLE" = b ] || [ "$topo" = local ]; then
+	[ "$topo" = local ] || wait_peer
+	wait_serving
+	tok4k="--peer $PEER:7471 --token @$PEER:7470/rw"
+	tok512="--peer $PEER:7472 --token @$PEER:7473/rw"
+	client "$cdev"
+	check "every measurement on $prov ($topology) produced a result" test "$fails" = 0
+fi
+if [ "$topo" = local ]; then
+	# (Not through check: its subshell cannot wait for our child.)
+	if wait_exit $srv 300; then ok "bench server exits"; else fail "bench server exits" "status $?"; fi
+	cat /tmp/server.log
+	grep -i "fail\|error\|unexpected" /tmp/pt-server.out | sort | uniq -c
+	local_teardown
+else
+	rdma link del "$dev"
+fi
 check "rmmod rrdma" rmmod rrdma
