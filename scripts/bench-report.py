@@ -13,6 +13,14 @@ a finite number is reported as unusable rather than compared.  Exporter
 work: the growth of the exporter's `rrdma-work-*` fdinfo counts (module
 callbacks) over each rrdma run's timed interval, asked of its `serve
 --control` endpoint before and after; one-sided operations cost it none.
+Message rate: WRITE operations completed per second at 512 B and 4 KiB, at
+depths 1, 16 and 128, computed like bandwidth.  Floor: ICMP (busybox ping,
+average) and UDP ping-pong (p50) round trips of the same topology, measured
+once per run.  CPU: with two guests, each guest's busy time (/proc/stat)
+over the run, divided by operations; with one guest (`local`), the one
+guest's, both sides together.  Every figure is reported per topology
+(`pair`: two guests of 2 vCPUs; `pair-1cpu`: two guests of 1 vCPU;
+`local-netns` / `local-loopback`: one guest).
 """
 
 import argparse
@@ -24,14 +32,27 @@ from pathlib import Path
 
 SIZES = [4096, 65536, 1048576]
 BW_TESTS = ["write_bw", "read_bw"]
+BW_DEPTH = 16
+RATE_SIZES = [512, 4096]
+RATE_DEPTHS = [1, 16, 128]
+LAT_KEYS = [("p50", "p50"), ("p99", "p99"), ("p99_9", "p99.9")]
 TARGET_BW_RATIO = 1.0
 TARGET_LAT_RATIO = 1.15
 TARGET_REGION_PCT = 0.2
 
 
+def setup_of(rec):
+    """(topology, provider) of a record; runs from before topologies
+    existed were two guests of 2 vCPUs."""
+    return (rec.get("topology", "pair"), rec["provider"])
+
+
 def parse(paths):
     runs, extra = [], {}
     for p in paths:
+        if not Path(p).exists():
+            print(f"bench-report: {p} is missing (that run failed early)", file=sys.stderr)
+            continue
         for line in Path(p).read_text(errors="replace").splitlines():
             if not line.startswith("RRDMA-BENCH "):
                 continue
@@ -40,10 +61,13 @@ def parse(paths):
             except json.JSONDecodeError:
                 print(f"bench-report: unparsable line in {p}: {line[:120]}", file=sys.stderr)
                 continue
+            rec.setdefault("topology", "pair")
             if rec["kind"] == "run":
                 runs.append(rec)
+            elif rec["kind"] == "floor":
+                extra.setdefault(setup_of(rec), {}).setdefault("floor", []).append(rec)
             else:
-                extra.setdefault(rec["provider"], {})[rec["kind"]] = rec["value"]
+                extra.setdefault(setup_of(rec), {})[rec["kind"]] = rec["value"]
     return runs, extra
 
 
@@ -57,10 +81,15 @@ def num(x):
 
 def bw_mbps(rec):
     """MB/s (10^6 bytes) from operations, bytes and seconds."""
+    return kops(rec) * rec["size"] / 1e3
+
+
+def kops(rec):
+    """Thousands of operations per second."""
     if rec["tool"] == "perftest":
-        return rec["iterations"] * rec["size"] / rec["seconds"] / 1e6
+        return rec["iterations"] / rec["seconds"] / 1e3
     r = rec["result"][0]
-    return r["iterations"] * r["bytes"] / r["seconds"] / 1e6
+    return r["iterations"] / r["seconds"] / 1e3
 
 
 def lat(rec, key):
@@ -93,9 +122,9 @@ def busy_ticks(before, after):
 
 
 def cpu_usec_per_op(rec, side):
-    """CPU microseconds per operation on `side` (client or server), from
-    the guest's busy time sampled around the run (setup included, the same
-    way for both tools)."""
+    """CPU microseconds per operation on `side` (client, server, or guest
+    with one guest), from the guest's busy time sampled around the run
+    (setup included, the same way for both tools)."""
     c = (rec.get("cpu") or {}).get(side)
     n = ops(rec)
     if not c or not n:
@@ -112,19 +141,30 @@ def spread(values):
             "n": len(values)}
 
 
-def by_round(runs, prov, test, size, tool):
+def by_round(runs, test, size, tool, depth=None):
     return {r["round"]: r for r in runs
-            if r["provider"] == prov and r["test"] == test and r["size"] == size
-            and r["tool"] == tool}
+            if r["test"] == test and r["size"] == size and r["tool"] == tool
+            and (depth is None or r.get("depth", BW_DEPTH) == depth)}
 
 
-def exporter_work(runs, prov):
+def ratio_row(a, b, f):
+    """Per-round ratios f(rrdma) / f(perftest) of rounds both tools ran."""
+    out = []
+    for k in a:
+        if k in b:
+            x, y = f(a[k]), f(b[k])
+            if x is not None and y:
+                out.append(x / y)
+    return spread(out)
+
+
+def exporter_work(runs):
     """Sum over rrdma's runs of the exporter's module callbacks during the
     timed interval (`exporter_work` of `rrdma bench --json`), and the
     remote operations of those runs."""
     done, work, n = 0, {}, 0
     for r in runs:
-        if r["provider"] != prov or r["tool"] != "rrdma":
+        if r["tool"] != "rrdma":
             continue
         w = r["result"][0].get("exporter_work")
         if w is None:
@@ -140,64 +180,99 @@ def exporter_work(runs, prov):
             "per_operation": total / done if done else None}
 
 
+def floor_rows(extra):
+    """ICMP and UDP round trips by size, with the READ latencies' ratio to
+    the UDP round trip of the same size."""
+    rows = {}
+    for f in extra.get("floor", []):
+        rows.setdefault(f["size"], {})[f["test"]] = f["usec"]
+    return [{"size": k, **v} for k, v in sorted(rows.items())]
+
+
+def build_setup(runs, extra):
+    P = {"memcpy_mbps": (extra.get("memcpy") or {}).get("memcpy_mbps"),
+         "memory": extra.get("memory"), "note": extra.get("note"),
+         "floor": floor_rows(extra), "bandwidth": [], "latency": [], "rate": [], "cpu": []}
+    for test in BW_TESTS:
+        for size in SIZES:
+            a = by_round(runs, test, size, "rrdma", BW_DEPTH)
+            b = by_round(runs, test, size, "perftest", BW_DEPTH)
+            row = {"test": test, "size": size, "depth": BW_DEPTH,
+                   "rrdma_mbps": spread([bw_mbps(r) for r in a.values()]),
+                   "perftest_mbps": spread([bw_mbps(r) for r in b.values()]),
+                   "ratio": ratio_row(a, b, bw_mbps)}
+            row["target_met"] = bool(row["ratio"] and row["ratio"]["median"] >= TARGET_BW_RATIO)
+            P["bandwidth"].append(row)
+    for size in RATE_SIZES:
+        for depth in RATE_DEPTHS:
+            a = by_round(runs, "rate", size, "rrdma", depth)
+            b = by_round(runs, "rate", size, "perftest", depth)
+            if a or b:
+                P["rate"].append({"test": "rate", "size": size, "depth": depth,
+                                  "rrdma_kops": spread([kops(r) for r in a.values()]),
+                                  "perftest_kops": spread([kops(r) for r in b.values()]),
+                                  "ratio": ratio_row(a, b, kops)})
+    udp = {f["size"]: f.get("udp") for f in P["floor"]}
+    for size in SIZES:
+        a = by_round(runs, "read_lat", size, "rrdma")
+        b = by_round(runs, "read_lat", size, "perftest")
+        if not a and not b:
+            continue
+        row = {"test": "read_lat", "size": size,
+               "perftest_usable": any(lat(r, "p50") for r in b.values())}
+        for key, _ in LAT_KEYS:
+            row[f"rrdma_{key}_usec"] = spread([lat(r, key) for r in a.values()])
+            row[f"perftest_{key}_usec"] = spread([lat(r, key) for r in b.values()])
+            row[f"ratio_{key}"] = ratio_row(a, b, lambda r, k=key: lat(r, k))
+        if udp.get(size):
+            for tool in ("rrdma", "perftest"):
+                p50 = row[f"{tool}_p50_usec"]
+                row[f"{tool}_p50_over_udp"] = p50["median"] / udp[size] if p50 else None
+        row["target_met"] = bool(row["ratio_p50"] and row["ratio_p50"]["median"] <= TARGET_LAT_RATIO)
+        P["latency"].append(row)
+    sides = ("guest",) if any("guest" in (r.get("cpu") or {}) for r in runs) else ("client", "server")
+    P["cpu_sides"] = list(sides)
+    for test, size, depth in cpu_keys():
+        a = by_round(runs, test, size, "rrdma", depth)
+        b = by_round(runs, test, size, "perftest", depth)
+        row = {"test": test, "size": size, "depth": depth or 1}
+        for side in sides:
+            ra = {k: cpu_usec_per_op(v, side) for k, v in a.items()}
+            rb = {k: cpu_usec_per_op(v, side) for k, v in b.items()}
+            row[f"rrdma_{side}_usec"] = spread(list(ra.values()))
+            row[f"perftest_{side}_usec"] = spread(list(rb.values()))
+            row[f"{side}_ratio"] = spread([ra[k] / rb[k] for k in ra
+                                           if k in rb and ra[k] is not None and rb[k]])
+        if row[f"rrdma_{sides[0]}_usec"] or row[f"perftest_{sides[0]}_usec"]:
+            P["cpu"].append(row)
+    P["exporter_work"] = exporter_work(runs)
+    mem = P["memory"] or {}
+    P["memory_target_met"] = mem.get("region_overhead_pct") is not None and \
+        mem["region_overhead_pct"] <= TARGET_REGION_PCT
+    return P
+
+
+def cpu_keys():
+    keys = [(t, s, BW_DEPTH) for t in BW_TESTS for s in SIZES]
+    keys += [("read_lat", s, None) for s in SIZES]
+    keys += [("rate", s, d) for s in RATE_SIZES for d in RATE_DEPTHS]
+    return keys
+
+
 def build(runs, extra, kernel, rounds):
     report = {"kernel": kernel, "rounds": rounds, "method": __doc__.strip(),
               "targets": {"bw_ratio_min": TARGET_BW_RATIO, "read_lat_p50_ratio_max": TARGET_LAT_RATIO,
                           "region_overhead_pct_max": TARGET_REGION_PCT},
-              "providers": {}}
-    for prov in sorted({r["provider"] for r in runs} | set(extra)):
-        P = {"memcpy_mbps": (extra.get(prov, {}).get("memcpy") or {}).get("memcpy_mbps"),
-             "memory": extra.get(prov, {}).get("memory"), "bandwidth": [], "latency": []}
-        for test in BW_TESTS:
-            for size in SIZES:
-                a = by_round(runs, prov, test, size, "rrdma")
-                b = by_round(runs, prov, test, size, "perftest")
-                ratios = [bw_mbps(a[k]) / bw_mbps(b[k]) for k in a if k in b and bw_mbps(b[k]) > 0]
-                row = {"test": test, "size": size,
-                       "rrdma_mbps": spread([bw_mbps(r) for r in a.values()]),
-                       "perftest_mbps": spread([bw_mbps(r) for r in b.values()]),
-                       "ratio": spread(ratios)}
-                row["target_met"] = bool(row["ratio"] and row["ratio"]["median"] >= TARGET_BW_RATIO)
-                P["bandwidth"].append(row)
-        for size in SIZES:
-            a = by_round(runs, prov, "read_lat", size, "rrdma")
-            b = by_round(runs, prov, "read_lat", size, "perftest")
-            if not a and not b:
-                continue
-            ratios = [lat(a[k], "p50") / lat(b[k], "p50") for k in a
-                      if k in b and lat(a[k], "p50") and lat(b[k], "p50")]
-            row = {"test": "read_lat", "size": size,
-                   "rrdma_p50_usec": spread([lat(r, "p50") for r in a.values()]),
-                   "rrdma_p99_usec": spread([lat(r, "p99") for r in a.values()]),
-                   "rrdma_p99_9_usec": spread([lat(r, "p99_9") for r in a.values()]),
-                   "perftest_p50_usec": spread([lat(r, "p50") for r in b.values()]),
-                   "perftest_p99_usec": spread([lat(r, "p99") for r in b.values()]),
-                   "perftest_p99_9_usec": spread([lat(r, "p99_9") for r in b.values()]),
-                   "perftest_usable": any(lat(r, "p50") for r in b.values()),
-                   "ratio_p50": spread(ratios)}
-            row["target_met"] = bool(row["ratio_p50"] and row["ratio_p50"]["median"] <= TARGET_LAT_RATIO)
-            P["latency"].append(row)
-        P["cpu"] = []
-        for test in BW_TESTS + ["read_lat"]:
-            for size in SIZES:
-                a = by_round(runs, prov, test, size, "rrdma")
-                b = by_round(runs, prov, test, size, "perftest")
-                row = {"test": test, "size": size}
-                for side in ("client", "server"):
-                    ra = {k: cpu_usec_per_op(v, side) for k, v in a.items()}
-                    rb = {k: cpu_usec_per_op(v, side) for k, v in b.items()}
-                    row[f"rrdma_{side}_usec"] = spread(list(ra.values()))
-                    row[f"perftest_{side}_usec"] = spread(list(rb.values()))
-                    row[f"{side}_ratio"] = spread([ra[k] / rb[k] for k in ra
-                                                   if k in rb and ra[k] is not None and rb[k]])
-                if row["rrdma_client_usec"] or row["perftest_client_usec"]:
-                    P["cpu"].append(row)
-        P["exporter_work"] = exporter_work(runs, prov)
-        mem = P["memory"] or {}
-        P["memory_target_met"] = mem.get("region_overhead_pct") is not None and \
-            mem["region_overhead_pct"] <= TARGET_REGION_PCT
-        report["providers"][prov] = P
+              "setups": []}
+    for topo, prov in sorted({setup_of(r) for r in runs} | set(extra),
+                             key=lambda k: (TOPO_ORDER.get(k[0], 9), k[0], k[1])):
+        mine = [r for r in runs if setup_of(r) == (topo, prov)]
+        P = build_setup(mine, extra.get((topo, prov), {}))
+        report["setups"].append({"topology": topo, "provider": prov, **P})
     return report
+
+
+TOPO_ORDER = {"pair": 0, "pair-1cpu": 1, "local-netns": 2, "local-loopback": 3}
 
 
 def fmt(s, scale=1.0, digits=1):
@@ -212,46 +287,100 @@ def fmt_range(s, digits=2):
     return f"{s['median']:.{digits}f} [{s['min']:.{digits}f}..{s['max']:.{digits}f}]"
 
 
+def setup_name(S):
+    return f"{S['provider']} {S['topology']}"
+
+
+def print_setup(report, S):
+    print(f"\n== {setup_name(S)} (kernel {report['kernel']}, {report['rounds']} rounds; "
+          f"guest memcpy {S['memcpy_mbps'] or 0:.0f} MB/s) ==")
+    if S.get("note"):
+        print(f"note: {S['note']}")
+    if S["floor"]:
+        print("round trips of this topology, us: " + "; ".join(
+            f"{f['size']} B ICMP {f.get('icmp_avg', '-')} UDP {f.get('udp', '-')}"
+            for f in S["floor"]))
+    print(f"{'test':<9} {'size':>8} {'rrdma MB/s':>11} {'perftest MB/s':>14} "
+          f"{'ratio median [min..max]':>26} target>=1.0")
+    for r in S["bandwidth"]:
+        print(f"{r['test']:<9} {r['size']:>8} {fmt(r['rrdma_mbps']):>11} "
+              f"{fmt(r['perftest_mbps']):>14} {fmt_range(r['ratio']):>26} "
+              f"{'met' if r['target_met'] else 'NOT met'}")
+    if S["rate"]:
+        print(f"{'rate':<9} {'size':>8} {'depth':>5} {'rrdma kop/s':>12} {'perftest kop/s':>15} "
+              f"{'ratio median [min..max]':>26}")
+        for r in S["rate"]:
+            print(f"{'write':<9} {r['size']:>8} {r['depth']:>5} {fmt(r['rrdma_kops'], digits=2):>12} "
+                  f"{fmt(r['perftest_kops'], digits=2):>15} {fmt_range(r['ratio']):>26}")
+    for r in S["latency"]:
+        pt = fmt(r["perftest_p50_usec"]) if r["perftest_usable"] else "unusable"
+        udp = ""
+        if r.get("rrdma_p50_over_udp"):
+            udp = (f"; p50 / UDP round trip: rrdma {r['rrdma_p50_over_udp']:.2f}, "
+                   f"perftest {(r.get('perftest_p50_over_udp') or 0):.2f}")
+        print(f"{'read_lat':<9} {r['size']:>8} p50 {fmt(r['rrdma_p50_usec']):>7} us "
+              f"perftest {pt:>9} us  ratio {fmt_range(r['ratio_p50'])}  "
+              f"target<=1.15 {'met' if r['target_met'] else 'NOT met'}{udp}")
+        for key, name in LAT_KEYS[1:]:
+            print(f"{'':<9} {'':>8} {name:<5} {fmt(r[f'rrdma_{key}_usec']):>7} us "
+                  f"perftest {fmt(r[f'perftest_{key}_usec']):>9} us  ratio {fmt_range(r[f'ratio_{key}'])}")
+    if S["cpu"]:
+        sides = S["cpu_sides"]
+        what = ("the one guest's busy time (both sides)" if sides == ["guest"] else
+                "each guest's busy time; client = initiator, server = exporter")
+        print(f"CPU us per operation ({what}), ratio rrdma/perftest median [min..max]")
+        print(f"{'test':<9} {'size':>8} {'depth':>5}" + "".join(
+            f" {'rrdma ' + sd[:3]:>10} {'perf ' + sd[:3]:>10} {'ratio':>20}" for sd in sides))
+        for r in S["cpu"]:
+            print(f"{r['test']:<9} {r['size']:>8} {r['depth']:>5}" + "".join(
+                f" {fmt(r[f'rrdma_{sd}_usec']):>10} {fmt(r[f'perftest_{sd}_usec']):>10} "
+                f"{fmt_range(r[f'{sd}_ratio']):>20}" for sd in sides))
+    m = S["memory"] or {}
+    if m:
+        print(f"memory: region of {m['region_mib']} MiB costs {m['region_overhead_kib']} KiB "
+              f"of kernel memory ({m['region_overhead_pct']:.3f}%, target <= 0.2%: "
+              f"{'met' if S['memory_target_met'] else 'NOT met'}); "
+              f"{m['per_connection_kib']:.1f} KiB per connection (rrdma + provider)")
+    w = S.get("exporter_work")
+    if w:
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(w["callbacks"].items()))
+        print(f"exporter: {w['callbacks_total']} module callbacks during {w['operations']} remote "
+              f"operations in {w['runs']} timed runs ({kinds}): "
+              f"{w['per_operation'] or 0:.6f} per operation (expected 0)")
+
+
+def ratio_table(report):
+    """Every rrdma/perftest ratio, one line per figure and setup."""
+    print("\n== rrdma/perftest ratios: median [min..max] over alternated rounds ==")
+    setups = report["setups"]
+    print(f"{'figure':<26}" + "".join(f" {setup_name(S):>22}" for S in setups))
+    lines = []
+    S0 = setups[0] if setups else {"bandwidth": [], "rate": [], "latency": [], "cpu": []}
+
+    def add(label, pick):
+        lines.append(f"{label:<26}" + "".join(f" {fmt_range(pick(S)):>22}" for S in setups))
+    for r in S0["bandwidth"]:
+        add(f"{r['test']} {r['size']}", lambda S, r=r: next(
+            (x["ratio"] for x in S["bandwidth"] if x["test"] == r["test"] and x["size"] == r["size"]), None))
+    for r in S0["rate"]:
+        add(f"rate {r['size']} d{r['depth']}", lambda S, r=r: next(
+            (x["ratio"] for x in S["rate"] if x["size"] == r["size"] and x["depth"] == r["depth"]), None))
+    for r in S0["latency"]:
+        for key, name in LAT_KEYS:
+            add(f"read_lat {r['size']} {name}", lambda S, r=r, key=key: next(
+                (x[f"ratio_{key}"] for x in S["latency"] if x["size"] == r["size"]), None))
+    for r in S0["cpu"]:
+        add(f"cpu {r['test']} {r['size']} d{r['depth']}", lambda S, r=r: next(
+            (x.get("client_ratio", x.get("guest_ratio")) for x in S["cpu"]
+             if (x["test"], x["size"], x["depth"]) == (r["test"], r["size"], r["depth"])), None))
+    print("\n".join(lines))
+    print("(cpu: the initiator's guest with two guests, the one guest with one)")
+
+
 def print_table(report):
-    for prov, P in report["providers"].items():
-        print(f"\n== {prov} (kernel {report['kernel']}, {report['rounds']} rounds; "
-              f"guest memcpy {P['memcpy_mbps'] or 0:.0f} MB/s) ==")
-        print(f"{'test':<9} {'size':>8} {'rrdma MB/s':>11} {'perftest MB/s':>14} "
-              f"{'ratio median [min..max]':>26} target>=1.0")
-        for r in P["bandwidth"]:
-            print(f"{r['test']:<9} {r['size']:>8} {fmt(r['rrdma_mbps']):>11} "
-                  f"{fmt(r['perftest_mbps']):>14} {fmt_range(r['ratio']):>26} "
-                  f"{'met' if r['target_met'] else 'NOT met'}")
-        for r in P["latency"]:
-            pt = fmt(r["perftest_p50_usec"]) if r["perftest_usable"] else "unusable"
-            print(f"{'read_lat':<9} {r['size']:>8} p50 {fmt(r['rrdma_p50_usec']):>7} us "
-                  f"perftest p50 {pt:>9} us  ratio {fmt_range(r['ratio_p50'])}  "
-                  f"target<=1.15 {'met' if r['target_met'] else 'NOT met'}")
-            print(f"{'':<9} {'':>8} p99 {fmt(r['rrdma_p99_usec']):>7} us "
-                  f"perftest p99 {fmt(r['perftest_p99_usec']):>9} us; p99.9 "
-                  f"{fmt(r['rrdma_p99_9_usec'])} us perftest {fmt(r['perftest_p99_9_usec'])} us")
-        if P.get("cpu"):
-            print("CPU us per operation (guest busy time over the run / operations; "
-                  "client = initiator, server = exporter), ratio rrdma/perftest median [min..max]")
-            print(f"{'test':<9} {'size':>8} {'rrdma cli':>10} {'perf cli':>10} {'ratio':>20} "
-                  f"{'rrdma srv':>10} {'perf srv':>10} {'ratio':>20}")
-            for r in P["cpu"]:
-                print(f"{r['test']:<9} {r['size']:>8} {fmt(r['rrdma_client_usec']):>10} "
-                      f"{fmt(r['perftest_client_usec']):>10} {fmt_range(r['client_ratio']):>20} "
-                      f"{fmt(r['rrdma_server_usec']):>10} {fmt(r['perftest_server_usec']):>10} "
-                      f"{fmt_range(r['server_ratio']):>20}")
-        m = P["memory"] or {}
-        if m:
-            print(f"memory: region of {m['region_mib']} MiB costs {m['region_overhead_kib']} KiB "
-                  f"of kernel memory ({m['region_overhead_pct']:.3f}%, target <= 0.2%: "
-                  f"{'met' if P['memory_target_met'] else 'NOT met'}); "
-                  f"{m['per_connection_kib']:.1f} KiB per connection (rrdma + provider)")
-        w = P.get("exporter_work")
-        if w:
-            kinds = ", ".join(f"{k} {v}" for k, v in sorted(w["callbacks"].items()))
-            print(f"exporter: {w['callbacks_total']} module callbacks during {w['operations']} remote "
-                  f"operations in {w['runs']} timed runs ({kinds}): "
-                  f"{w['per_operation'] or 0:.6f} per operation (expected 0)")
+    for S in report["setups"]:
+        print_setup(report, S)
+    ratio_table(report)
 
 
 def plot(report, path):
@@ -259,46 +388,57 @@ def plot(report, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    provs = list(report["providers"])
-    fig, axes = plt.subplots(len(provs), 2, figsize=(12, 4.5 * len(provs)), squeeze=False)
-    for i, prov in enumerate(provs):
-        P = report["providers"][prov]
+    setups = report["setups"]
+    fig, axes = plt.subplots(len(setups), 3, figsize=(17, 4.2 * len(setups)), squeeze=False)
+
+    def series(ax, rows, x, key, style, color, label):
+        rows = [r for r in rows if r[key]]
+        if rows:
+            ax.errorbar([x(r) for r in rows], [r[key]["median"] for r in rows],
+                        yerr=[[r[key]["median"] - r[key]["min"] for r in rows],
+                              [r[key]["max"] - r[key]["median"] for r in rows]],
+                        fmt="o" + style, color=color, capsize=3, label=label)
+    for i, S in enumerate(setups):
+        name = setup_name(S)
         ax = axes[i][0]
         for test, style in (("write_bw", "-"), ("read_bw", "--")):
-            for tool, key, color in (("rrdma", "rrdma_mbps", "tab:blue"),
-                                     ("perftest", "perftest_mbps", "tab:orange")):
-                rows = [r for r in P["bandwidth"] if r["test"] == test and r[key]]
-                if rows:
-                    ax.errorbar([r["size"] for r in rows], [r[key]["median"] for r in rows],
-                                yerr=[[r[key]["median"] - r[key]["min"] for r in rows],
-                                      [r[key]["max"] - r[key]["median"] for r in rows]],
-                                fmt="o" + style, color=color, capsize=3, label=f"{tool} {test}")
+            for tool, color in (("rrdma", "tab:blue"), ("perftest", "tab:orange")):
+                series(ax, [r for r in S["bandwidth"] if r["test"] == test], lambda r: r["size"],
+                       f"{tool}_mbps", style, color, f"{tool} {test}")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("bytes per operation")
         ax.set_ylabel("MB/s (median, min..max)")
-        ax.set_title(f"{prov}: bandwidth (memcpy ceiling {P['memcpy_mbps'] or 0:.0f} MB/s)")
-        ax.legend(fontsize=8)
-        ax.grid(True, alpha=0.3)
+        ax.set_title(f"{name}: bandwidth, depth {BW_DEPTH}")
         ax = axes[i][1]
-        for tool, key, color in (("rrdma", "rrdma_p50_usec", "tab:blue"),
-                                 ("perftest", "perftest_p50_usec", "tab:orange")):
-            rows = [r for r in P["latency"] if r[key]]
-            if rows:
-                ax.errorbar([r["size"] for r in rows], [r[key]["median"] for r in rows],
-                            yerr=[[r[key]["median"] - r[key]["min"] for r in rows],
-                                  [r[key]["max"] - r[key]["median"] for r in rows]],
-                            fmt="o-", color=color, capsize=3, label=f"{tool} READ p50")
+        for size, style in ((512, "-"), (4096, "--")):
+            for tool, color in (("rrdma", "tab:blue"), ("perftest", "tab:orange")):
+                series(ax, [r for r in S["rate"] if r["size"] == size], lambda r: r["depth"],
+                       f"{tool}_kops", style, color, f"{tool} WRITE {size} B")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("operations in flight")
+        ax.set_ylabel("k operations/s")
+        ax.set_title(f"{name}: message rate")
+        ax = axes[i][2]
+        for key, style in (("p50", "-"), ("p99", ":")):
+            for tool, color in (("rrdma", "tab:blue"), ("perftest", "tab:orange")):
+                series(ax, S["latency"], lambda r: r["size"], f"{tool}_{key}_usec", style, color,
+                       f"{tool} READ {key}")
+        udp = [f for f in S["floor"] if f.get("udp")]
+        if udp:
+            ax.plot([f["size"] for f in udp], [f["udp"] for f in udp], "x:", color="gray",
+                    label="UDP round trip p50")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("bytes per operation")
-        ax.set_ylabel("usec (p50: median, min..max over rounds)")
-        ax.set_title(f"{prov}: synchronous READ latency")
-        ax.legend(fontsize=8)
-        ax.grid(True, alpha=0.3)
+        ax.set_ylabel("usec (median, min..max over rounds)")
+        ax.set_title(f"{name}: synchronous READ latency")
+        for ax in axes[i]:
+            ax.legend(fontsize=7)
+            ax.grid(True, alpha=0.3)
     fig.suptitle(f"rrdma vs perftest, kernel {report['kernel']}, TCG guests, "
                  f"{report['rounds']} alternating rounds")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=80)
 
 
 def main():
