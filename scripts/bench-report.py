@@ -192,6 +192,7 @@ def floor_rows(extra):
 def build_setup(runs, extra):
     P = {"memcpy_mbps": (extra.get("memcpy") or {}).get("memcpy_mbps"),
          "memory": extra.get("memory"), "note": extra.get("note"),
+         "perftest_failed_attempts": extra.get("perftest_failed_attempts"),
          "floor": floor_rows(extra), "bandwidth": [], "latency": [], "rate": [], "cpu": []}
     for test in BW_TESTS:
         for size in SIZES:
@@ -296,6 +297,9 @@ def print_setup(report, S):
           f"guest memcpy {S['memcpy_mbps'] or 0:.0f} MB/s) ==")
     if S.get("note"):
         print(f"note: {S['note']}")
+    if S.get("perftest_failed_attempts"):
+        print(f"perftest: {S['perftest_failed_attempts']} failed attempt(s), each retried "
+              "with a fresh server")
     if S["floor"]:
         print("round trips of this topology, us: " + "; ".join(
             f"{f['size']} B ICMP {f.get('icmp_avg', '-')} UDP {f.get('udp', '-')}"

@@ -26,6 +26,11 @@ out=build/bench
 rm -rf "$out"
 mkdir -p "$out"
 : >"$out/results.txt"
+# perftest 4.5's client sometimes dies in librdmacm after a failed first
+# connection attempt (tests/guest/bench.sh retries the step with a fresh
+# server); the kernel logs the fault.  That is perftest's, not a kernel
+# report: counted, not failed.
+PERFTEST_CRASH='traps: ib_[a-z_]+\[[0-9]+\] general protection fault .* in librdmacm'
 logs=
 for topo in $TOPOLOGIES; do
 	case $topo in
@@ -40,6 +45,7 @@ for topo in $TOPOLOGIES; do
 			--results "$out/results.txt" --logdir "$out" --label "bench $topo $prov" \
 			--test bench --arg "$prov" --guests $guests --smp $smp --timeout 3600 \
 			--memory 1024 --append "rrdma.rounds=$ROUNDS rrdma.topology=$topo" \
+			--allow-log "$PERFTEST_CRASH" \
 			>"$out/guest-$topo-$prov.log" 2>&1 || true
 		# The client's results: guest b's, or the one guest's.
 		role=b

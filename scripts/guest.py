@@ -267,6 +267,11 @@ def collect(args, work, roles, procs, timed_out, elapsed):
                 status = "PASS" if m.group(1) == "ok" else "FAIL"
                 results.append((status, f"{who}: kunit {m.group(2)}{m.group(3)}"))
         reports = [TIMESTAMP.sub("", line) for line in console.splitlines() if KERNEL_REPORTS.search(line)]
+        allowed = [r for r in reports if args.allow_log and re.search(args.allow_log, r)]
+        reports = [r for r in reports if r not in allowed]
+        if allowed:
+            results.append(("PASS", f"{who}: kernel log: {len(allowed)} allowed report(s) "
+                            f"({allowed[0].strip()})"))
         if reports:
             results.append(("FAIL", f"{who}: kernel log clean # {reports[0].strip()}"))
         else:
@@ -304,6 +309,8 @@ def main():
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--memory", type=int, default=512)
     ap.add_argument("--smp", type=int, default=2, help="vCPUs per guest")
+    ap.add_argument("--allow-log", help="regex of kernel log reports that do not fail the run "
+                    "(bench: perftest's own crashes, which the kernel logs)")
     ap.add_argument("--label", required=True)
     ap.add_argument("--results", required=True)
     ap.add_argument("--logdir", help="keep console and result logs here")

@@ -66,9 +66,8 @@ perftest_args() { # DEV TEST SIZE DEPTH
 # The server: every test's peer, until the client says quit.  It listens
 # on $SRV_ADDR: with one guest, the server's own address (a wildcard listen
 # would also reach for the client's device, in the other namespace).  With
-# two guests it runs each perftest server in schedule order and, once it
-# listens, tells the client which step is ready (port 7490); with one, the
-# client starts each itself (pt_ready).
+# two guests it starts each perftest server when the client asks (TCP port
+# 7490, `sh bench.sh step`); with one, the client starts each itself.
 server() { # DEV
 	rrdma-selftest udp-echo 7480 >/dev/null 2>&1 &
 	epid=$!
@@ -78,19 +77,19 @@ server() { # DEV
 	rrdma serve --listen $SRV_ADDR:7472 --control 7473 --block-size 512 --blocks 8192 \
 		--access rw >/tmp/serve512.out 2>&1 &
 	spid512=$!
-	schedule >/tmp/schedule-server
-	[ "$topo" = local ] && : >/tmp/schedule-server
-	while read -r round test size depth; do
-		timeout 300 $(perftest_args "$1" "$test" "$size" "$depth") \
-			>/tmp/pt-server.out 2>&1 &
-		pt=$!
-		pt_listening
-		# Tell the client which step is ready (it checks it is its own).
-		echo "$round $test $size $depth" | timeout 300 nc -l -p 7490 >/dev/null
-		wait $pt ||
-			echo "perftest server $test $size $depth failed: $(tail -n 2 /tmp/pt-server.out)"
-	done </tmp/schedule-server
-	wait_exit $spid 1500
+	# With two guests, perftest servers on the client's request (step_ask).
+	rm -f /tmp/pt.quit /tmp/pt.pid
+	bad=0
+	while [ "$topo" != local ] && [ ! -f /tmp/pt.quit ] && [ $bad -lt 50 ]; do
+		if timeout 1800 nc -l -p 7490 -e sh /tests/guest/bench.sh step; then
+			bad=0
+		else
+			bad=$((bad + 1))
+			sleep 0.2
+		fi
+	done
+	# Until the client says quit (the guest's own timeout bounds it).
+	wait_exit $spid 18000
 	wait_exit $spid512 100
 	kill $epid
 }
@@ -98,10 +97,12 @@ server() { # DEV
 emit() { echo "RRDMA-BENCH $*" >&9; }
 
 # Waits (up to ~30 s) until a perftest server listens: its rdma_cm id on
-# perftest's port.  A perftest client must not connect earlier: when its
-# first attempt is refused, perftest 4.5's client retries on a destroyed
-# cm_id and dies in librdmacm (a general protection fault in
-# rdma_resolve_addr), which also put the two sides out of step.
+# perftest's port.  A client that connects earlier is refused, and after a
+# failed first attempt perftest 4.5's client sometimes dies in librdmacm (a
+# general protection fault in rdma_resolve_addr); it also happens, more
+# rarely, against a listening server (rxe: "Operation not supported"
+# first).  The client then retries with a fresh server (step_ask): a
+# server that outlived its client must not meet the next step's client.
 pt_listening() {
 	i=0
 	until rdma res show cm_id 2>/dev/null | grep LISTEN | grep -q ':18515' ||
@@ -119,22 +120,37 @@ pt_listening() {
 	sleep 0.2
 }
 
-# pt_ready STEP: the step's perftest server is listening.  With two
-# guests, asks the server which step is ready (it must be STEP); with one,
-# starts the step's server.
-pt_ready() {
-	if [ "$topo" = local ]; then
-		timeout 300 $(perftest_args "$dev" "$2" "$3" "$4") >>/tmp/pt-server.out 2>&1 &
-		ptpid=$!
-		pt_listening
-		return 0
-	fi
+# Ends the perftest server of an earlier step or attempt, if any.
+step_stop() {
+	[ -f /tmp/pt.pid ] || return 0
+	p=$(cat /tmp/pt.pid)
+	rm -f /tmp/pt.pid
+	kill "$p" 2>/dev/null
+	wait "$p" 2>/dev/null
 	i=0
-	until ready=$(nc "$PEER" 7490 </dev/null 2>/dev/null) && [ -n "$ready" ] || [ $i -ge 600 ]; do
-		sleep 0.2
+	while kill -0 "$p" 2>/dev/null && [ $i -lt 50 ]; do
+		sleep 0.1
 		i=$((i + 1))
 	done
-	[ "$ready" = "$*" ] || { echo "perftest server ready for '$ready', not '$*'"; return 1; }
+}
+
+# step_start ROUND TEST SIZE DEPTH: a fresh perftest server for the step
+# on $dev, listening when this returns.
+step_start() {
+	step_stop
+	timeout 300 $(perftest_args "$dev" "$2" "$3" "$4") </dev/null >>/tmp/pt-server.out 2>&1 &
+	echo $! >/tmp/pt.pid
+	pt_listening
+}
+
+# step_ask ROUND TEST SIZE DEPTH: the client's side: a listening perftest
+# server for the step (on the peer, or here with one guest).
+step_ask() {
+	if [ "$topo" = local ]; then
+		step_start "$@"
+		return 0
+	fi
+	[ "$(echo "start $*" | timeout 60 nc "$PEER" 7490)" = ready ]
 }
 
 # CPU time from /proc/stat's "cpu" line (USER_HZ ticks), sampled around
@@ -187,23 +203,22 @@ client() { # DEV
 		echo "# step $round $test $size $depth at $(cut -d' ' -f1 /proc/uptime) s"
 		tag="\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"$test\",\"size\":$size,\"depth\":$depth,\"round\":$round"
 		# A: perftest, once its server listens.
-		cpu_begin
-		ptpid=
-		out="server not ready"
-		# A refused connection ends the client cleanly: try a new one
-		# while the server waits for its client.
+		# Up to 5 attempts, each with a fresh server.
 		n=0
-		if pt_ready "$round" "$test" "$size" "$depth"; then
-			until out=$(timeout 120 $CLI $(perftest_args "$1" "$test" "$size" "$depth") "$PEER" 2>&1) ||
-				[ $n -ge 4 ]; do
-				echo "perftest $test $size $depth: attempt $n: $(echo "$out" | tail -n 1)"
-				n=$((n + 1))
-				sleep 1
-			done
-		fi
+		while :; do
+			out="perftest server did not start"
+			if step_ask "$round" "$test" "$size" "$depth"; then
+				cpu_begin
+				out=$(timeout 120 $CLI $(perftest_args "$1" "$test" "$size" "$depth") "$PEER" 2>&1) &&
+					break
+			fi
+			n=$((n + 1))
+			retries=$((retries + 1))
+			echo "perftest $test $size $depth: attempt $n failed: $(echo "$out" | tail -n 1)"
+			[ $n -ge 5 ] && break
+			sleep 1
+		done
 		cpu=$(cpu_json)
-		# The step's server ends with its client (killed if it did not).
-		[ -z "$ptpid" ] || wait_exit "$ptpid" 50 >/dev/null
 		line=$(echo "$out" | awk -v s="$size" '$1 == s { print; exit }')
 		if [ -z "$line" ]; then
 			fails=$((fails + 1))
@@ -239,6 +254,8 @@ client() { # DEV
 			echo "rrdma bench $test $size $depth: $out"
 		fi
 	done </tmp/schedule
+	emit "{\"kind\":\"perftest_failed_attempts\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"value\":$retries}"
+	if [ "$topo" = local ]; then step_stop; else echo quit | nc "$PEER" 7490 >/dev/null; fi
 	echo quit | $CLI nc "$PEER" 7470 >/dev/null
 	echo quit | $CLI nc "$PEER" 7473 >/dev/null
 }
@@ -251,6 +268,18 @@ wait_serving() { # waits until both serves hand out tokens (~30 s)
 		i=$((i + 1))
 	done
 }
+
+# `sh bench.sh step` (run by nc on the server, a connection's input and
+# output its own): "start ROUND TEST SIZE DEPTH" -> "ready", or "quit".
+if [ "${1:-}" = step ]; then
+	dev=${prov}0
+	read -r cmd step
+	case $cmd in
+	start) step_start $step && echo ready ;;
+	quit) step_stop; touch /tmp/pt.quit; echo bye ;;
+	esac
+	exit 0
+fi
 
 # local_setup NETNS: one guest, a veth pair with a device of type $prov on
 # each end: veth1 in namespace b (NETNS=1) or both ends here.
@@ -278,6 +307,7 @@ local_teardown() {
 }
 
 fails=0
+retries=0
 CLI=
 SRV_ADDR=0.0.0.0
 if [ "$topo" != local ]; then
