@@ -353,31 +353,38 @@ def print_setup(report, S):
               f"{w['per_operation'] or 0:.6f} per operation (expected 0)")
 
 
+def find(rows, **match):
+    """The first row whose fields equal `match`, or None."""
+    return next((r for r in rows if all(r.get(k) == v for k, v in match.items())), None)
+
+
+def ratio_rows():
+    """(label, section, match, ratio key) of every ratio a setup reports;
+    a ratio key of None is CPU per operation on the initiator's side."""
+    for t in BW_TESTS:
+        for s in SIZES:
+            yield f"{t} {s}", "bandwidth", {"test": t, "size": s}, "ratio"
+    for s in RATE_SIZES:
+        for d in RATE_DEPTHS:
+            yield f"rate {s} d{d}", "rate", {"size": s, "depth": d}, "ratio"
+    for s in SIZES:
+        for key, name in LAT_KEYS:
+            yield f"read_lat {s} {name}", "latency", {"size": s}, f"ratio_{key}"
+    for t, s, d in cpu_keys():
+        yield f"cpu {t} {s} d{d or 1}", "cpu", {"test": t, "size": s, "depth": d or 1}, None
+
+
 def ratio_table(report):
     """Every rrdma/perftest ratio, one line per figure and setup."""
     print("\n== rrdma/perftest ratios: median [min..max] over alternated rounds ==")
     setups = report["setups"]
     print(f"{'figure':<26}" + "".join(f" {setup_name(S):>22}" for S in setups))
-    lines = []
-    S0 = setups[0] if setups else {"bandwidth": [], "rate": [], "latency": [], "cpu": []}
-
-    def add(label, pick):
-        lines.append(f"{label:<26}" + "".join(f" {fmt_range(pick(S)):>22}" for S in setups))
-    for r in S0["bandwidth"]:
-        add(f"{r['test']} {r['size']}", lambda S, r=r: next(
-            (x["ratio"] for x in S["bandwidth"] if x["test"] == r["test"] and x["size"] == r["size"]), None))
-    for r in S0["rate"]:
-        add(f"rate {r['size']} d{r['depth']}", lambda S, r=r: next(
-            (x["ratio"] for x in S["rate"] if x["size"] == r["size"] and x["depth"] == r["depth"]), None))
-    for r in S0["latency"]:
-        for key, name in LAT_KEYS:
-            add(f"read_lat {r['size']} {name}", lambda S, r=r, key=key: next(
-                (x[f"ratio_{key}"] for x in S["latency"] if x["size"] == r["size"]), None))
-    for r in S0["cpu"]:
-        add(f"cpu {r['test']} {r['size']} d{r['depth']}", lambda S, r=r: next(
-            (x.get("client_ratio", x.get("guest_ratio")) for x in S["cpu"]
-             if (x["test"], x["size"], x["depth"]) == (r["test"], r["size"], r["depth"])), None))
-    print("\n".join(lines))
+    for label, section, match, key in ratio_rows():
+        cells = []
+        for S in setups:
+            row = find(S[section], **match) or {}
+            cells.append(row.get(key or f"{S['cpu_sides'][0]}_ratio"))
+        print(f"{label:<26}" + "".join(f" {fmt_range(c):>22}" for c in cells))
     print("(cpu: the initiator's guest with two guests, the one guest with one)")
 
 
@@ -395,53 +402,54 @@ def plot(report, path):
     setups = report["setups"]
     fig, axes = plt.subplots(len(setups), 3, figsize=(17, 4.2 * len(setups)), squeeze=False)
 
-    def series(ax, rows, x, key, style, color, label):
-        rows = [r for r in rows if r[key]]
-        if rows:
-            ax.errorbar([x(r) for r in rows], [r[key]["median"] for r in rows],
-                        yerr=[[r[key]["median"] - r[key]["min"] for r in rows],
-                              [r[key]["max"] - r[key]["median"] for r in rows]],
-                        fmt="o" + style, color=color, capsize=3, label=label)
+    def series(ax, rows, x, key, style, label):
+        """rrdma's and perftest's medians (min..max bars) of `key`."""
+        for tool, color in (("rrdma", "tab:blue"), ("perftest", "tab:orange")):
+            k = key.format(tool=tool)
+            mine = [r for r in rows if r[k]]
+            if mine:
+                ax.errorbar([x(r) for r in mine], [r[k]["median"] for r in mine],
+                            yerr=[[r[k]["median"] - r[k]["min"] for r in mine],
+                                  [r[k]["max"] - r[k]["median"] for r in mine]],
+                            fmt="o" + style, color=color, capsize=3,
+                            label=label.format(tool=tool))
+
+    def frame(ax, xlabel, ylabel, title):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+        ax.grid(True, alpha=0.3)
+
     for i, S in enumerate(setups):
         name = setup_name(S)
         ax = axes[i][0]
         for test, style in (("write_bw", "-"), ("read_bw", "--")):
-            for tool, color in (("rrdma", "tab:blue"), ("perftest", "tab:orange")):
-                series(ax, [r for r in S["bandwidth"] if r["test"] == test], lambda r: r["size"],
-                       f"{tool}_mbps", style, color, f"{tool} {test}")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("bytes per operation")
-        ax.set_ylabel("MB/s (median, min..max)")
-        ax.set_title(f"{name}: bandwidth, depth {BW_DEPTH}")
+            series(ax, [r for r in S["bandwidth"] if r["test"] == test], lambda r: r["size"],
+                   "{tool}_mbps", style, "{tool} " + test)
+        frame(ax, "bytes per operation", "MB/s (median, min..max)",
+              f"{name}: bandwidth, depth {BW_DEPTH}")
         ax = axes[i][1]
-        for size, style in ((512, "-"), (4096, "--")):
-            for tool, color in (("rrdma", "tab:blue"), ("perftest", "tab:orange")):
-                series(ax, [r for r in S["rate"] if r["size"] == size], lambda r: r["depth"],
-                       f"{tool}_kops", style, color, f"{tool} WRITE {size} B")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("operations in flight")
-        ax.set_ylabel("k operations/s")
-        ax.set_title(f"{name}: message rate")
+        for size, style in zip(RATE_SIZES, ("-", "--")):
+            series(ax, [r for r in S["rate"] if r["size"] == size], lambda r: r["depth"],
+                   "{tool}_kops", style, f"{{tool}} WRITE {size} B")
+        frame(ax, "operations in flight", "k operations/s", f"{name}: message rate")
         ax = axes[i][2]
         for key, style in (("p50", "-"), ("p99", ":")):
-            for tool, color in (("rrdma", "tab:blue"), ("perftest", "tab:orange")):
-                series(ax, S["latency"], lambda r: r["size"], f"{tool}_{key}_usec", style, color,
-                       f"{tool} READ {key}")
+            series(ax, S["latency"], lambda r: r["size"], "{tool}_" + key + "_usec", style,
+                   "{tool} READ " + key)
         udp = [f for f in S["floor"] if f.get("udp")]
         if udp:
             ax.plot([f["size"] for f in udp], [f["udp"] for f in udp], "x:", color="gray",
                     label="UDP round trip p50")
-        ax.set_xscale("log", base=2)
         ax.set_yscale("log")
-        ax.set_xlabel("bytes per operation")
-        ax.set_ylabel("usec (median, min..max over rounds)")
-        ax.set_title(f"{name}: synchronous READ latency")
-        for ax in axes[i]:
-            ax.legend(fontsize=7)
-            ax.grid(True, alpha=0.3)
+        frame(ax, "bytes per operation", "usec (median, min..max over rounds)",
+              f"{name}: synchronous READ latency")
     fig.suptitle(f"rrdma vs perftest, kernel {report['kernel']}, TCG guests, "
                  f"{report['rounds']} alternating rounds")
-    fig.tight_layout()
+    # Leave the top for the title above the first row's titles.
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / fig.get_figheight()))
     fig.savefig(path, dpi=80)
 
 

@@ -175,15 +175,15 @@ cpu_json() {
 floor() {
 	for s in 8 4096 60000; do
 		out=$($CLI ping -c 20 -s "$s" "$PEER" 2>&1)
-		avg=$(echo "$out" | sed -n 's|.*min/avg/max = [0-9.]*/\([0-9.]*\)/.*|\1|p')
+		avg=$(echo "$out" | icmp_avg_us)
 		if [ -n "$avg" ]; then
-			emit "{\"kind\":\"floor\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"icmp_avg\",\"size\":$s,\"usec\":$(awk -v a="$avg" 'BEGIN { printf "%.0f", a * 1000 }')}"
+			emit "{\"kind\":\"floor\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"icmp_avg\",\"size\":$s,\"usec\":$avg}"
 		else
 			fails=$((fails + 1))
 			echo "ping -s $s: $(echo "$out" | tail -n 2)"
 		fi
 		if out=$($CLI rrdma-selftest udp-ping "$PEER:7480" "$s" $FLOOR_ITERS 2>&1); then
-			emit "{\"kind\":\"floor\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"udp\",\"size\":$s,\"usec\":$(echo "$out" | sed -n 's/.*"p50_us": \([0-9]*\).*/\1/p'),\"udp\":$out}"
+			emit "{\"kind\":\"floor\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"udp\",\"size\":$s,\"usec\":$(echo "$out" | udp_p50_us),\"udp\":$out}"
 		else
 			fails=$((fails + 1))
 			echo "udp-ping $s: $out"
@@ -260,12 +260,16 @@ client() { # DEV
 	echo quit | $CLI nc "$PEER" 7473 >/dev/null
 }
 
-wait_serving() { # waits until both serves hand out tokens (~30 s)
-	i=0
-	until { echo tokens | $CLI nc "$PEER" 7470; echo tokens | $CLI nc "$PEER" 7473; } 2>/dev/null |
-		grep -c rw | grep -q 2 || [ $i -ge 150 ]; do
-		sleep 0.2
-		i=$((i + 1))
+# wait_control PORT...: waits (~30 s each) until every `rrdma serve
+# --control PORT` on $PEER hands out a token.
+wait_control() {
+	for port; do
+		i=0
+		until echo tokens | $CLI nc "$PEER" "$port" 2>/dev/null | grep -q rw ||
+			[ $i -ge 150 ]; do
+			sleep 0.2
+			i=$((i + 1))
+		done
 	done
 }
 
@@ -290,8 +294,7 @@ local_setup() {
 			/usr/bin/ip -n b addr add 10.9.0.2/24 dev veth1 &&
 			/usr/bin/ip -n b link set veth1 up && /usr/bin/ip -n b link set lo up
 	else
-		/usr/bin/ip link add veth0 type veth peer name veth1 &&
-			/usr/bin/ip addr add 10.9.0.2/24 dev veth1 && /usr/bin/ip link set veth1 up
+		make_veth && /usr/bin/ip addr add 10.9.0.2/24 dev veth1
 	fi || return 1
 	/usr/bin/ip addr add 10.9.0.1/24 dev veth0 && /usr/bin/ip link set veth0 up &&
 		rdma link add "${prov}_a" type "$prov" netdev veth0 &&
@@ -321,8 +324,7 @@ if [ "$topo" != local ]; then
 		ok "bench server on $dev"
 	fi
 else
-	load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
-	check "rrdma.ko loads" insmod $RRDMA_KO
+	load_modules
 	mkdir -p /run/netns
 	ip link set lo up
 	dev=${prov}_a
@@ -334,11 +336,7 @@ else
 	# Can this provider connect across namespaces on this kernel?
 	rrdma serve --listen $PEER:7479 --control 7478 --blocks 16 >/tmp/probe-serve.out 2>&1 &
 	ppid=$!
-	i=0
-	until echo tokens | $CLI nc $PEER 7478 2>/dev/null | grep -q rw || [ $i -ge 100 ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
+	wait_control 7478
 	probe=$($CLI rrdma bench --peer $PEER:7479 --token @$PEER:7478/rw --op read \
 		--size 4096 --iters 1 2>&1)
 	rc=$?
@@ -366,7 +364,7 @@ else
 fi
 if [ "$RRDMA_ROLE" = b ] || [ "$topo" = local ]; then
 	[ "$topo" = local ] || wait_peer
-	wait_serving
+	wait_control 7470 7473
 	tok4k="--peer $PEER:7471 --token @$PEER:7470/rw"
 	tok512="--peer $PEER:7472 --token @$PEER:7473/rw"
 	client "$cdev"

@@ -44,20 +44,19 @@ else
 	wait_tokens
 	fails=0
 	fail() { fails=$((fails + 1)); echo "$*"; }
-	# ICMP: busybox prints "round-trip min/avg/max = a/b/c ms".
 	for s in $SIZES; do
 		[ "$s" = 65536 ] && s=60000
 		out=$(ping -c 20 -s "$s" "$RRDMA_PEER" 2>&1)
-		avg=$(echo "$out" | sed -n 's|.*min/avg/max = [0-9.]*/\([0-9.]*\)/.*|\1|p')
+		avg=$(echo "$out" | icmp_avg_us)
 		if [ -n "$avg" ]; then
-			emit icmp_avg "$s" "$(awk -v a="$avg" 'BEGIN { printf "%.0f", a * 1000 }')"
+			emit icmp_avg "$s" "$avg"
 		else
 			fail "ping -s $s: $(echo "$out" | tail -n 2)"
 		fi
 	done
 	for s in 8 4096 60000; do
 		if out=$(rrdma-selftest udp-ping "$RRDMA_PEER:7480" "$s" $ITERS 2>&1); then
-			emit udp "$s" "$(echo "$out" | sed -n 's/.*"p50_us": \([0-9]*\).*/\1/p')" \
+			emit udp "$s" "$(echo "$out" | udp_p50_us)" \
 				"\"udp\":$out"
 		else
 			fail "udp-ping $s: $out"

@@ -50,6 +50,20 @@ load_rdma_drivers() {
 	modprobe rdma_rxe && modprobe siw
 }
 
+# The soft RDMA drivers and rrdma.ko, each a check.
+load_modules() {
+	load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
+	check "rrdma.ko loads" insmod $RRDMA_KO
+}
+
+# Round trips from the tools' output on stdin, in whole microseconds:
+# busybox ping's "round-trip min/avg/max = a/b/c ms" average, and the p50
+# of `rrdma-selftest udp-ping`'s JSON.  Nothing if there is none.
+icmp_avg_us() {
+	sed -n 's|.*min/avg/max = [0-9.]*/\([0-9.]*\)/.*|\1|p' | awk '{ printf "%.0f", $1 * 1000 }'
+}
+udp_p50_us() { sed -n 's/.*"p50_us": \([0-9]*\).*/\1/p'; }
+
 # wire_up PROV DEV: a two-guest test's start on either guest: eth0 up with
 # this guest's address, the soft RDMA drivers and rrdma.ko loaded, RDMA
 # device DEV of type PROV on eth0 and ACTIVE.
@@ -57,8 +71,7 @@ wire_up() {
 	ip link set lo up
 	check "eth0 up with $RRDMA_SELF" sh -c \
 		"/usr/bin/ip link set eth0 up && /usr/bin/ip addr add $RRDMA_SELF/24 dev eth0"
-	load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
-	check "rrdma.ko loads" insmod $RRDMA_KO
+	load_modules
 	check "rdma link add $2 on eth0" rdma link add "$2" type "$1" netdev eth0
 	wait_active "$2"
 }
