@@ -6,6 +6,8 @@
 //! `rrdma_rust_*` entry points the shim calls are in `entry/` (one file per
 //! C caller) and listed in the header.
 
+use core::ptr::NonNull;
+
 use kernel::ffi::{c_char, c_int, c_ulong, c_void};
 
 /// Opaque `struct ib_device`.
@@ -384,6 +386,41 @@ pub(crate) fn wq() -> &'static kernel::workqueue::Queue {
     // anything that could queue work and destroys it (draining it) only
     // after the last connection is gone, so it outlives every caller.
     unsafe { kernel::workqueue::Queue::from_raw(rrdma_shim_wq()) }
+}
+
+/// An open file's wait queue, which readers of its completion ring sleep on.
+///
+/// # Invariants
+///
+/// `raw` is the wait queue of an open `/dev/rrdma` file, valid until the
+/// file's release returns, which happens after the last [`Self::wake`]: the
+/// release ends every connection of the file, and with them every operation
+/// that completes to it.
+pub(crate) struct FileWaitq {
+    raw: NonNull<c_void>,
+}
+
+// SAFETY: `wake_up()` may be called from any thread, and the queue is only
+// woken.
+unsafe impl Send for FileWaitq {}
+// SAFETY: as above; `&FileWaitq` only wakes.
+unsafe impl Sync for FileWaitq {}
+
+impl FileWaitq {
+    /// # Safety
+    ///
+    /// `raw` is the wait queue of the file being opened, and the value is
+    /// used only for that file's completions (see the type invariant).
+    pub(crate) unsafe fn new(raw: NonNull<c_void>) -> Self {
+        // INVARIANT: by the function's safety requirements.
+        Self { raw }
+    }
+
+    /// Wakes the file's readers and pollers.
+    pub(crate) fn wake(&self) {
+        // SAFETY: the wait queue is valid (type invariant).
+        unsafe { rrdma_shim_file_wake(self.raw.as_ptr()) };
+    }
 }
 
 /// Whether a warning a peer or userspace can trigger may be printed now

@@ -20,9 +20,7 @@
 //! (a request is accepted under the listener's lock). `Listener::inner` is
 //! never held across the destruction of an id.
 
-use core::ptr::NonNull;
-
-use kernel::ffi::c_void;
+use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 
@@ -31,9 +29,9 @@ use crate::abi::{
     conn::Event,
     errno::{Errno, EAGAIN, EBUSY, ECONNREFUSED, EINTR, EINVAL, ENODEV},
 };
-use crate::cm_id::CmId;
+use crate::cm_id::{CmId, InHandler};
 use crate::conn::Conn;
-use crate::ffi::{RdmaCmId, ShimAddr};
+use crate::ffi::ShimAddr;
 use crate::shared::Shared;
 
 struct Inner {
@@ -103,11 +101,11 @@ impl Listener {
         Ok(this)
     }
 
-    /// A connect request on `child` (handler context). Returns the new
+    /// A connect request, whose new id `h` handles. Returns the new
     /// connection's context pointer, or the errno it is rejected with.
     pub(crate) fn request(
         self: &Arc<Self>,
-        child: NonNull<RdmaCmId>,
+        h: &InHandler,
         pdata: &[u8],
         initiator: u8,
         responder: u8,
@@ -123,8 +121,7 @@ impl Listener {
         if open >= self.backlog as usize || g.pending.len() >= 2 * self.backlog as usize {
             return Err(EBUSY);
         }
-        let (conn, ctx) =
-            Conn::accept_request(&self.shared, self, child, pdata, initiator, responder)?;
+        let (conn, ctx) = Conn::accept_request(&self.shared, self, h, pdata, initiator, responder)?;
         // Within the room checked above: cannot fail.
         let _ = g.pending.push(conn, GFP_KERNEL);
         Ok(ctx)
@@ -193,10 +190,10 @@ impl Listener {
         }
     }
 
-    /// rdma_cm's device removal on the listening id (handler context):
-    /// no more connections. Returns whether the CM must destroy the id
-    /// (handed over here); `false` when `close()` or `new()` owns it.
-    pub(crate) fn device_removal(&self) -> bool {
+    /// rdma_cm's device removal on the listening id (in its handler `h`):
+    /// no more connections. Returns non-zero when the CM must destroy the
+    /// id (handed over here); 0 when `close()` or `new()` owns it.
+    pub(crate) fn device_removal(&self, h: &InHandler) -> c_int {
         let mut g = self.inner.lock();
         g.closed = true;
         let id = g.id.take();
@@ -207,10 +204,9 @@ impl Listener {
                 pr_warn!("listener: its RDMA device is going away; no more connections\n");
                 // The caller keeps the listener alive until the CM has
                 // destroyed the id.
-                id.into_cm();
-                true
+                id.into_cm(h)
             }
-            None => false,
+            None => 0,
         }
     }
 

@@ -12,7 +12,6 @@
 //! locked under them, and no user memory is touched under them);
 //! `Shared::exports` nests inside `FileState::objects` and `Conn::inner`.
 
-use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
@@ -21,7 +20,7 @@ use crate::abi::Result;
 use crate::conn::Conn;
 use crate::context::Context;
 use crate::export::Exports;
-use crate::ffi;
+use crate::ffi::FileWaitq;
 use crate::ring::Ring;
 use crate::work::Work;
 
@@ -30,9 +29,8 @@ use crate::work::Work;
 pub(crate) struct Shared {
     /// Module-wide state (devices).
     pub(crate) context: Arc<Context>,
-    // INVARIANT: the file's wait queue, valid until the file's release
-    // returns, which happens only after every connection was destroyed.
-    waitq: *mut c_void,
+    /// The file's wait queue, woken for each completion.
+    waitq: FileWaitq,
     /// Completions of asynchronous operations.
     #[pin]
     pub(crate) ring: Mutex<Ring>,
@@ -46,15 +44,9 @@ pub(crate) struct Shared {
     pub(crate) work: Work,
 }
 
-// SAFETY: `waitq` is only passed to `wake_up`, which may be called from any
-// thread; everything else is `Send + Sync`.
-unsafe impl Send for Shared {}
-// SAFETY: as above.
-unsafe impl Sync for Shared {}
-
 impl Shared {
     /// State for a file whose wait queue is `waitq`.
-    pub(crate) fn new(context: Arc<Context>, waitq: *mut c_void) -> Result<Arc<Self>> {
+    pub(crate) fn new(context: Arc<Context>, waitq: FileWaitq) -> Result<Arc<Self>> {
         let ring = Ring::new()?;
         Arc::pin_init(
             pin_init!(Self {
@@ -73,8 +65,7 @@ impl Shared {
     /// Queues a completion (its slot was reserved) and wakes readers.
     pub(crate) fn complete(&self, c: Completion) {
         self.ring.lock().push(c);
-        // SAFETY: by the type invariant.
-        unsafe { ffi::rrdma_shim_file_wake(self.waitq) };
+        self.waitq.wake();
     }
 
     /// Adds a connection to the registry.

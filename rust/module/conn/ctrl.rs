@@ -129,7 +129,10 @@ pub(super) fn send(g: &Inner, m: &Ctrl) -> Result<(), Errno> {
     if !g.state.can_talk() {
         return Err(ENOTCONN);
     }
-    g.res.as_ref().ok_or(ENOTCONN)?.qp.ctrl_send(&m.encode())
+    g.id.as_ref()
+        .and_then(|id| id.qp())
+        .ok_or(ENOTCONN)?
+        .ctrl_send(&m.encode())
 }
 
 /// Whether revoke `id` was acknowledged (its slot is left as is).

@@ -285,6 +285,9 @@ impl Conn {
         }
         g.imports.check(import.entry())?;
         let inner = &mut *g;
+        let Some(qp) = inner.id.as_ref().and_then(|id| id.qp()) else {
+            return Err(ENOTCONN);
+        };
         let Some(res) = inner.res.as_mut().filter(|r| Arc::ptr_eq(&r.pd, &plan.pd)) else {
             return Err(ENOTCONN);
         };
@@ -366,7 +369,7 @@ impl Conn {
         // SAFETY: every registration the requests name is in the cache (or
         // installed below once posted) and stays there while an operation
         // uses it; the remote keys belong to the peer's registrations.
-        let (posted, r) = unsafe { res.qp.post(&wrs) };
+        let (posted, r) = unsafe { qp.post(&wrs) };
         // Install what was posted; free the rest after the lock.
         for (chunk, mr, at) in mrs {
             let kept = if at < posted {

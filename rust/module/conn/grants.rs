@@ -168,7 +168,9 @@ impl Conn {
         if self.shared.exports.lock().find(token).is_none() {
             return Err(ENOENT);
         }
-        let res = g
+        let inner = &mut *g;
+        let qp = inner.id.as_ref().and_then(|id| id.qp()).ok_or(ENOTCONN)?;
+        let res = inner
             .res
             .as_mut()
             .filter(|r| Arc::ptr_eq(&r.pd, &pd))
@@ -197,7 +199,7 @@ impl Conn {
         // SAFETY: every registration posted is installed in the cache just
         // below and stays there until the grant is revoked or the
         // connection torn down, both after its work request completed.
-        let (posted, r) = unsafe { res.qp.post(&wrs) };
+        let (posted, r) = unsafe { qp.post(&wrs) };
         res.grants.regs_in_flight += posted;
         let mut installed = 0;
         for (c, mr) in mrs {

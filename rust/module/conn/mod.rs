@@ -55,12 +55,12 @@ use crate::abi::{
     ops,
     wire::{self, Hello},
 };
-use crate::cm_id::CmId;
+use crate::cm_id::{CmId, InHandler};
 use crate::device::DeviceCtx;
 use crate::ffi::{self, cm_event, ShimAddr};
 use crate::listener::Listener;
 use crate::shared::Shared;
-use crate::verbs::{Pd, Qp};
+use crate::verbs::Pd;
 
 mod ctrl;
 mod data;
@@ -89,11 +89,11 @@ const _: () = assert!(CTRL_SEND as usize >= 2 * (wire::REQ_MAX + wire::REVOKE_MA
 /// Source of connection serial numbers (never reused).
 static SERIAL: AtomicU64 = AtomicU64::new(1);
 
-/// What a connection owns while it has a queue pair. Dropped by the
-/// teardown, outside the lock, in field order: the queue pair first
-/// (drained), the registrations, then the domain.
+/// What a connection owns beside its id's queue pair, once it has one.
+/// Dropped by the teardown, outside the lock, after the queue pair (every
+/// request that names a registration has completed), in field order: the
+/// registrations, then the domain.
 struct Resources {
-    qp: Qp,
     local: data::LocalRegs,
     grants: grants::Grants,
     pd: Arc<Pd>,
@@ -110,9 +110,11 @@ struct Resources {
 struct Inner {
     state: State,
     timeout_ms: u32,
-    /// The rdma_cm id; `None` before it exists and after the teardown.
+    /// The rdma_cm id with its queue pair; `None` before it exists and
+    /// after the teardown.
     id: Option<CmId<Conn>>,
-    /// Verbs objects; `None` before setup and after the teardown.
+    /// Registrations and domain; `None` before setup and after the
+    /// teardown.
     res: Option<Resources>,
     /// The device this connection registered with for removal.
     device: Option<Arc<DeviceCtx>>,
@@ -150,7 +152,7 @@ impl WorkItem for Conn {
     type Pointer = Arc<Conn>;
 
     fn run(this: Arc<Conn>) {
-        Conn::teardown(&this, false);
+        Conn::teardown(&this, None);
     }
 }
 
@@ -250,9 +252,15 @@ impl Conn {
         self.inner.lock().state.is_finished()
     }
 
-    /// An rdma_cm event (handler context). Returns non-zero when the CM
-    /// must destroy the id (device removal).
-    pub(crate) fn cm_event(self: &Arc<Self>, event: i32, status: i32, pdata: &[u8]) -> c_int {
+    /// An rdma_cm event (in the handler `h` of the connection's id).
+    /// Returns non-zero when the CM must destroy the id (device removal).
+    pub(crate) fn cm_event(
+        self: &Arc<Self>,
+        h: &InHandler,
+        event: i32,
+        status: i32,
+        pdata: &[u8],
+    ) -> c_int {
         let ev = match event {
             cm_event::ADDR_RESOLVED => Event::AddrResolved,
             cm_event::ADDR_ERROR => Event::AddrError(status),
@@ -286,10 +294,9 @@ impl Conn {
                 }
             }
             Action::Connect => {
-                let h = hello().encode();
+                let hello = hello().encode();
                 let r = self.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
-                    // SAFETY: we run in the id's handler.
-                    Some(id) => unsafe { id.connect_locked(&h) },
+                    Some(id) => id.connect_locked(h, &hello),
                     None => Err(ENOTCONN),
                 });
                 if let Err(e) = r {
@@ -310,7 +317,7 @@ impl Conn {
         if ev == Event::DeviceRemoval {
             // The CM waits for this id before the device can go: release
             // everything now and let the CM destroy the id.
-            return Self::teardown(self, true);
+            return Self::teardown(self, Some(h));
         }
         self.schedule_teardown();
         0
@@ -363,7 +370,7 @@ impl Conn {
     pub(crate) fn destroy(this: &Arc<Self>, ev: Event) {
         let action = Self::advance(&mut this.inner.lock(), ev);
         if action == Action::Teardown {
-            Self::teardown(this, false);
+            Self::teardown(this, None);
         }
         let mut g = this.inner.lock();
         while !g.state.is_closed() {
@@ -374,11 +381,11 @@ impl Conn {
     /// The teardown, asked for by the state machine (the state is
     /// `Closing`): disconnects, drains and destroys the queue pair (every
     /// operation in flight completes, with an error), frees registrations,
-    /// leaves the device, destroys the id (or hands it to the CM when
-    /// `in_handler`: device removal, a refused request), leaves the file.
-    /// Returns what the handler must return to the CM.
-    fn teardown(this: &Arc<Self>, in_handler: bool) -> c_int {
-        let (id, res, listener, device) = {
+    /// leaves the device, destroys the id (or hands it to the CM when run
+    /// in its handler `in_handler`: device removal, a refused request),
+    /// leaves the file. Returns what the handler must return to the CM.
+    fn teardown(this: &Arc<Self>, in_handler: Option<&InHandler>) -> c_int {
+        let (mut id, res, listener, device) = {
             let mut g = this.inner.lock();
             (
                 g.id.take(),
@@ -390,42 +397,32 @@ impl Conn {
         // Waiters (imports, revokes, synchronous operations) see the end.
         this.cv.notify_all();
         drop(listener);
-        if let Some(id) = &id {
-            if !in_handler {
+        if let Some(id) = &mut id {
+            if in_handler.is_none() {
                 id.disconnect();
             }
+            // Drained and destroyed: no completion callback runs any more.
+            id.destroy_qp();
         }
+        this.flush_ops();
         if let Some(res) = res {
             let Resources {
-                qp,
-                local,
-                grants,
-                pd,
-                ..
+                local, grants, pd, ..
             } = res;
-            // Drained and destroyed: no completion callback runs any more.
-            drop(qp);
-            this.flush_ops();
             // Registrations before their domain.
             drop(local);
             drop(grants);
             drop(pd);
-        } else {
-            this.flush_ops();
         }
         if let Some(device) = device {
             device.remove_conn(this);
         }
-        let handed = match id {
-            Some(id) if in_handler => {
-                id.into_cm();
-                1
-            }
-            Some(id) => {
+        let handed = match (id, in_handler) {
+            (Some(id), Some(h)) => id.into_cm(h),
+            (id, _) => {
                 drop(id);
                 0
             }
-            None => 0,
         };
         this.shared.unregister(this);
         Self::advance(&mut this.inner.lock(), Event::TornDown);

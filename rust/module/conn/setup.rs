@@ -19,12 +19,11 @@ use crate::abi::{
     ops,
     wire::{self, Hello, CTRL_LEN},
 };
-use crate::cm_id::CmId;
-use crate::ffi::{self, RdmaCmId, ShimAddr};
-use crate::foreign;
+use crate::cm_id::{CmId, InHandler};
+use crate::ffi::{self, ShimAddr};
 use crate::listener::Listener;
 use crate::shared::Shared;
-use crate::verbs::{Pd, Qp, QpSizes};
+use crate::verbs::{Pd, QpSizes};
 
 impl Conn {
     /// Connects to `addr`; waits until established or failed. A local port
@@ -99,14 +98,14 @@ impl Conn {
         }
     }
 
-    /// Adopts the connect request on `child` (the listener's handler):
-    /// checks the handshake, builds the queue pair and accepts. Returns the
-    /// connection and the context the child id must carry; on error the
-    /// caller rejects with the errno and the CM destroys the child.
+    /// Adopts the connect request whose new id `h` handles (the listener's
+    /// handler): checks the handshake, builds the queue pair and accepts.
+    /// Returns the connection and the context the new id must carry; on
+    /// error the caller rejects with the errno and the CM destroys the id.
     pub(crate) fn accept_request(
         shared: &Arc<Shared>,
         listener: &Arc<Listener>,
-        child: core::ptr::NonNull<RdmaCmId>,
+        h: &InHandler,
         pdata: &[u8],
         peer_initiator: u8,
         peer_responder: u8,
@@ -118,16 +117,15 @@ impl Conn {
         // Registered before anything can tear it down, so that the
         // teardown always unregisters it.
         shared.register(&this).map_err(|_| ENOMEM)?;
-        // SAFETY: `child` is the id of the request being handled; we return
-        // success (the CM keeps the id) only while keeping this value.
-        let id = unsafe { CmId::adopt(child, &this) };
+        // Kept on success (the handler returns 0), handed back to the CM by
+        // the teardown on failure.
+        let id = CmId::adopt(h, &this);
         let mut g = this.inner.lock();
         g.id = Some(id);
         g.listener = Some(listener.clone());
-        let h = hello().encode();
+        let hello = hello().encode();
         let accepted = this.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
-            // SAFETY: we run in the handler of the request that made the id.
-            Some(id) => unsafe { id.accept(&h, peer_initiator, peer_responder) },
+            Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
             None => Err(ENOTCONN),
         });
         match accepted {
@@ -142,8 +140,8 @@ impl Conn {
                 let action = Self::advance(&mut g, Event::ConnectError(e.to_errno()));
                 drop(g);
                 if action == Action::Teardown {
-                    // In the handler: the CM destroys the child we hand back.
-                    Self::teardown(&this, true);
+                    // In the handler: the CM destroys the id we hand back.
+                    Self::teardown(&this, Some(h));
                 }
                 Err(e)
             }
@@ -153,8 +151,7 @@ impl Conn {
     /// Builds the queue pair on the id's device (route resolved, or a
     /// request being accepted).
     pub(super) fn setup_qp(self: &Arc<Self>, g: &mut Inner) -> Result<(), Errno> {
-        let id = g.id.as_ref().ok_or(ENOTCONN)?;
-        let dev = id.device();
+        let dev = g.id.as_ref().ok_or(ENOTCONN)?.device();
         let device = self
             .shared
             .context
@@ -164,6 +161,7 @@ impl Conn {
         // Registered for removal before the device is used.
         device.add_conn(self)?;
         g.device = Some(device.clone());
+        let id = g.id.as_mut().ok_or(ENOTCONN)?;
         let pd = Pd::new(&device)?;
         let max_pages = device.max_fast_reg_pages();
         let sizes = QpSizes {
@@ -173,14 +171,10 @@ impl Conn {
             ctrl_send: CTRL_SEND,
             msg_len: CTRL_LEN as u32,
         };
-        // SAFETY: the id is live and has no queue pair; the queue pair is
-        // dropped (by the teardown) before the id, and the id's context
-        // reference keeps `self`, the callbacks' owner, alive until then.
-        let qp = unsafe { Qp::new(id.as_ptr(), &pd, foreign::addr_of(self), &sizes) }
+        id.create_qp(&pd, &sizes)
             .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.peer = id.peer();
         g.res = Some(Resources {
-            qp,
             local: data::LocalRegs::new(),
             grants: grants::Grants::new(),
             pd,

@@ -7,11 +7,15 @@
 //! of its concern in `conn/`. All run in process context, without a shim
 //! lock held (see `shim/rrdma_shim.h`).
 
+use core::ptr::NonNull;
+
 use kernel::ffi::{c_int, c_void};
 use kernel::sync::Arc;
 
 use super::bytes;
+use crate::cm_id::InHandler;
 use crate::conn::Conn;
+use crate::ffi::RdmaCmId;
 use crate::foreign;
 use crate::work::Kind;
 
@@ -30,15 +34,17 @@ unsafe fn conn(conn: *mut c_void, kind: Kind) -> Arc<Conn> {
     this
 }
 
-/// rdma_cm event of a connection id.
+/// rdma_cm event of a connection id, `id`. Returns non-zero when the CM
+/// must destroy the id.
 ///
 /// # Safety
 ///
-/// `ctx` is the id's context (see [`conn`]); `pdata` is valid for `len`
-/// bytes (or null).
+/// Called by the id's event handler; `ctx` is the id's context (see
+/// [`conn`]); `pdata` is valid for `len` bytes (or null).
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_conn_event(
     ctx: *mut c_void,
+    id: *mut RdmaCmId,
     event: c_int,
     status: c_int,
     pdata: *const c_void,
@@ -48,7 +54,15 @@ unsafe extern "C" fn rrdma_rust_conn_event(
     let this = unsafe { conn(ctx, Kind::CmEvent) };
     // SAFETY: by the function's safety requirements.
     let pdata = unsafe { bytes(pdata, usize::from(len)) };
-    this.cm_event(event, status, pdata)
+    let Some(id) = NonNull::new(id) else {
+        return 0;
+    };
+    // SAFETY: we run in `id`'s handler until we return, and `h` does not
+    // outlive this call. `cm_event` returns non-zero only after handing the
+    // connection's `CmId` back with `into_cm` (the connection keeps it
+    // otherwise).
+    let h = unsafe { InHandler::new(id) };
+    this.cm_event(&h, event, status, pdata)
 }
 
 /// A receive or unsignaled request failed on a connection's queue pair.

@@ -43,6 +43,13 @@ unsafe extern "C" fn rrdma_rust_file_open(
 ) -> c_int {
     // SAFETY: by the function's safety requirements.
     let context: Arc<_> = unsafe { context(ctx) }.into();
+    let Some(waitq) = NonNull::new(waitq) else {
+        return kernel::error::code::EINVAL.to_errno();
+    };
+    // SAFETY: by the function's safety requirements; the file's release
+    // ends every connection, and with them every completion, before it
+    // returns.
+    let waitq = unsafe { ffi::FileWaitq::new(waitq) };
     match FileState::open(context, waitq) {
         Ok(state) => {
             // SAFETY: `out` is valid by the function's safety requirements.

@@ -10,7 +10,8 @@ use kernel::sync::Arc;
 
 use super::bytes;
 use crate::abi::wire;
-use crate::ffi::{self, cm_event, RdmaCmId};
+use crate::cm_id::InHandler;
+use crate::ffi::{cm_event, RdmaCmId};
 use crate::foreign;
 use crate::listener::Listener;
 
@@ -49,32 +50,50 @@ unsafe extern "C" fn rrdma_rust_listen_request(
     let Some(child) = NonNull::new(child) else {
         return 1;
     };
-    match this.request(child, pdata, initiator, responder) {
+    // SAFETY: the request's handler runs with `child`'s handler mutex held
+    // until we return, and `h` does not outlive this call. `request` keeps
+    // the `CmId` it adopts exactly when it succeeds; on failure it has not
+    // adopted one or has handed it back with `into_cm`.
+    let h = unsafe { InHandler::new(child) };
+    match this.request(&h, pdata, initiator, responder) {
         Ok(conn) => {
             // SAFETY: by the function's safety requirements.
             unsafe { *out = conn };
             0
         }
         Err(e) => {
-            let r = wire::reject(e);
-            // SAFETY: handler context of `child`; `r` outlives the call.
-            unsafe { ffi::rrdma_shim_cm_reject(child.as_ptr(), r.as_ptr().cast(), r.len() as u8) };
+            h.reject(&wire::reject(e));
             1
         }
     }
 }
 
-/// Any other event of a listening id. Returns non-zero when the CM must
-/// destroy the id.
+/// Any other event of a listening id, `id`. Returns non-zero when the CM
+/// must destroy the id.
 ///
 /// # Safety
 ///
-/// `ctx` is the listening id's context (a held reference).
+/// Called by the id's event handler; `ctx` is the listening id's context
+/// (a held reference).
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_listen_event(ctx: *mut c_void, event: c_int) -> c_int {
+unsafe extern "C" fn rrdma_rust_listen_event(
+    ctx: *mut c_void,
+    id: *mut RdmaCmId,
+    event: c_int,
+) -> c_int {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { listener(ctx) };
+    let Some(id) = NonNull::new(id) else {
+        return 0;
+    };
+    if event != cm_event::DEVICE_REMOVAL {
+        return 0;
+    }
+    // SAFETY: we run in `id`'s handler until we return, and `h` does not
+    // outlive this call. `device_removal` returns non-zero only after
+    // handing the listener's `CmId` back with `into_cm`.
+    let h = unsafe { InHandler::new(id) };
     // `this` keeps the listener alive until the handler returns; on a
     // non-zero return the CM destroys the id without another event.
-    c_int::from(event == cm_event::DEVICE_REMOVAL && this.device_removal())
+    this.device_removal(&h)
 }

@@ -2,7 +2,6 @@
 
 //! A file's life: the state `open` builds and what `release` tears down.
 
-use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc};
 
@@ -11,6 +10,7 @@ use crate::abi::conn::Event;
 use crate::abi::Result;
 use crate::conn::Conn;
 use crate::context::Context;
+use crate::ffi::FileWaitq;
 use crate::listener::Listener;
 use crate::objects::{Object, Objects};
 use crate::shared::Shared;
@@ -18,7 +18,7 @@ use crate::shared::Shared;
 impl FileState {
     /// The state of a file being opened; `waitq` is the file's wait queue
     /// (valid until its release returns).
-    pub(crate) fn open(context: Arc<Context>, waitq: *mut c_void) -> Result<Arc<Self>> {
+    pub(crate) fn open(context: Arc<Context>, waitq: FileWaitq) -> Result<Arc<Self>> {
         let shared = Shared::new(context.clone(), waitq)?;
         Arc::pin_init(
             pin_init!(FileState {

@@ -102,7 +102,7 @@ static int rrdma_conn_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	}
 	if (!pdata)
 		len = 0;
-	return rrdma_rust_conn_event(id->context, ev->event, ev->status,
+	return rrdma_rust_conn_event(id->context, id, ev->event, ev->status,
 				     pdata, len);
 }
 
@@ -117,7 +117,7 @@ static int rrdma_listen_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	int ret;
 
 	if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
-		return rrdma_rust_listen_event(id->context, ev->event);
+		return rrdma_rust_listen_event(id->context, id, ev->event);
 	ret = rrdma_rust_listen_request(id->context, id,
 					ev->param.conn.private_data,
 					ev->param.conn.private_data_len,

@@ -219,9 +219,9 @@ void rrdma_rust_file_show_fdinfo(void *file_state, struct seq_file *m);
 long rrdma_rust_file_read(void *file_state, char __user *buf, size_t len,
 			  bool nonblock);
 bool rrdma_rust_file_readable(void *file_state);
-int rrdma_rust_conn_event(void *conn, int event, int status,
-			  const void *pdata, u8 len);
-int rrdma_rust_listen_event(void *listener, int event);
+int rrdma_rust_conn_event(void *conn, struct rdma_cm_id *id, int event,
+			  int status, const void *pdata, u8 len);
+int rrdma_rust_listen_event(void *listener, struct rdma_cm_id *id, int event);
 int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
 			      const void *pdata, u8 len, u8 peer_initiator,
 			      u8 peer_responder, void **conn);
