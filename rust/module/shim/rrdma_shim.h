@@ -169,7 +169,7 @@ struct rrdma_shim_wr {
 /* Largest control message (the shim copies one to its stack). */
 #define RRDMA_SHIM_CTRL_MAX	512
 
-/* rdma_cm, QPs, MRs and posting (shim/cm.c). */
+/* rdma_cm ids (shim/cm.c). */
 int rrdma_shim_cm_create(void *owner, bool listener, struct rdma_cm_id **out);
 int rrdma_shim_cm_resolve_addr(struct rdma_cm_id *id,
 			       const struct rrdma_shim_addr *dst, u32 timeout_ms);
@@ -184,19 +184,23 @@ int rrdma_shim_cm_disconnect(struct rdma_cm_id *id);
 void rrdma_shim_cm_destroy_id(struct rdma_cm_id *id);
 struct ib_device *rrdma_shim_cm_device(struct rdma_cm_id *id);
 void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
+
+/* Queue pairs, control messages and posting (shim/qp.c). */
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, struct rrdma_shim_qp **out);
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len);
+int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
+		    u32 n, u32 *posted);
+
+/* Fast-registration MRs (shim/mr.c). */
 struct rrdma_shim_mr *rrdma_shim_mr_alloc(struct ib_pd *pd, struct page **pages,
 					  u32 npages, u64 iova, int *err);
 void rrdma_shim_mr_keys(struct rrdma_shim_mr *m, u32 *lkey, u32 *rkey);
 void rrdma_shim_mr_free(struct rrdma_shim_mr *m);
 u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev);
-int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
-		    u32 n, u32 *posted);
 
 /* Completion-ring wait queue for poll(2) (shim/chardev.c). */
 void rrdma_shim_file_wake(void *waitq);

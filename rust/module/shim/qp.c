@@ -1,0 +1,457 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrdma C shim: RC queue pairs with their completion queues and control
+ * message buffers, the completion handlers that forward to Rust, and
+ * work-request posting.
+ *
+ * Policy (what to post, which operation a completion ends) lives in Rust;
+ * this file only builds verbs structures whose layout Rust cannot rely on
+ * and calls the static-inline verbs.  Every path here is non-blocking
+ * except rrdma_shim_qp_drain(), which Rust calls from process context
+ * outside its locks.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+#include "rrdma_shim.h"
+#include "mr.h"
+
+/* Bytes of a QP's write-fence sink: a fence READs one byte. */
+#define RRDMA_SHIM_FENCE_LEN	8
+
+/*
+ * Completion context of an operation slot.  It lives as long as the QP's
+ * CQs, so a provider completing a work request twice (siw's flush path can)
+ * never makes the RDMA core read freed memory; Rust decides whether the
+ * slot still holds an operation.
+ */
+struct rrdma_shim_op_slot {
+	struct ib_cqe cqe;
+	struct rrdma_shim_qp *q;
+	u32 index;
+};
+
+/* One control-message buffer and its completion context. */
+struct rrdma_shim_ctrl_slot {
+	struct ib_cqe cqe;
+	struct rrdma_shim_qp *q;
+	u32 index;
+};
+
+/**
+ * struct rrdma_shim_qp - an RC QP with its CQs and control buffers
+ * @id:		the connection's cm_id (owns the QP)
+ * @pd:		protection domain (the device's)
+ * @scq:	send CQ: data work requests and control sends
+ * @rcq:	receive CQ: control messages
+ * @owner:	the Rust Conn, passed to every callback
+ * @lock:	protects @draining and @send_busy
+ * @draining:	set before the drain: nothing is posted afterwards
+ * @nrecv:	receive buffers, all posted while the QP lives
+ * @nsend:	control send buffers
+ * @send_busy:	bitmap of control send buffers in flight
+ * @msg_len:	bytes per control buffer
+ * @bufs:	(@nrecv + @nsend) * @msg_len bytes, DMA-mapped at @dma
+ * @fence:	sink of write fences (RRDMA_SHIM_WR_FENCE), DMA-mapped at
+ *		@fence_dma; apart from @bufs so that those stay a power of two
+ *		(kmalloc rounds a size up to one: 64 buffers plus one took 64 KiB)
+ * @nops:	operation slots
+ * @ops:	completion contexts of the operation slots
+ * @slots:	one per buffer, receive buffers first
+ */
+struct rrdma_shim_qp {
+	struct rdma_cm_id *id;
+	struct ib_pd *pd;
+	struct ib_cq *scq;
+	struct ib_cq *rcq;
+	void *owner;
+	spinlock_t lock; /* protects draining and send_busy */
+	bool draining;
+	u32 nrecv;
+	u32 nsend;
+	unsigned long *send_busy;
+	u32 msg_len;
+	void *bufs;
+	u64 dma;
+	void *fence;
+	u64 fence_dma;
+	u32 nops;
+	struct rrdma_shim_op_slot *ops;
+	struct rrdma_shim_ctrl_slot slots[];
+};
+
+static int post_recv_locked(struct rrdma_shim_qp *q, u32 i)
+{
+	struct ib_sge sge = {
+		.addr = q->dma + (u64)i * q->msg_len,
+		.length = q->msg_len,
+		.lkey = q->pd->local_dma_lkey,
+	};
+	struct ib_recv_wr wr = {
+		.wr_cqe = &q->slots[i].cqe,
+		.sg_list = &sge,
+		.num_sge = 1,
+	};
+
+	lockdep_assert_held(&q->lock);
+	if (q->draining)
+		return -ENOTCONN;
+	return ib_post_recv(q->id->qp, &wr, NULL);
+}
+
+/*
+ * A control message arrived.  It is copied out and its buffer re-posted
+ * before Rust sees it: an answer Rust sends then also tells the peer that
+ * the buffer is free again (the wire protocol's flow control relies on it).
+ * Rust is never called with @q->lock held (it takes sleeping locks).
+ */
+static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rrdma_shim_ctrl_slot *s =
+		container_of(wc->wr_cqe, struct rrdma_shim_ctrl_slot, cqe);
+	struct rrdma_shim_qp *q = s->q;
+	struct ib_device *dev = q->id->device;
+	u64 off = (u64)s->index * q->msg_len;
+	u8 msg[RRDMA_SHIM_CTRL_MAX];
+	u32 len = min(wc->byte_len, q->msg_len);
+	unsigned long flags;
+	int ret;
+
+	if (wc->status != IB_WC_SUCCESS) {
+		rrdma_rust_qp_error(q->owner, wc->status);
+		return;
+	}
+	ib_dma_sync_single_for_cpu(dev, q->dma + off, q->msg_len,
+				   DMA_BIDIRECTIONAL);
+	memcpy(msg, q->bufs + off, len);
+	ib_dma_sync_single_for_device(dev, q->dma + off, q->msg_len,
+				      DMA_BIDIRECTIONAL);
+	spin_lock_irqsave(&q->lock, flags);
+	ret = post_recv_locked(q, s->index);
+	if (ret && q->draining)
+		ret = 0;
+	spin_unlock_irqrestore(&q->lock, flags);
+	if (ret) {
+		rrdma_rust_qp_error(q->owner, IB_WC_GENERAL_ERR);
+		return;
+	}
+	rrdma_rust_ctrl_recv(q->owner, msg, len);
+}
+
+static void send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rrdma_shim_ctrl_slot *s =
+		container_of(wc->wr_cqe, struct rrdma_shim_ctrl_slot, cqe);
+	struct rrdma_shim_qp *q = s->q;
+	unsigned long flags;
+
+	spin_lock_irqsave(&q->lock, flags);
+	__clear_bit(s->index - q->nrecv, q->send_busy);
+	spin_unlock_irqrestore(&q->lock, flags);
+	rrdma_rust_ctrl_sent(q->owner, wc->status);
+}
+
+/*
+ * Work requests without a Rust completion context: registrations.  Those
+ * of exports are signaled (Rust counts them), those of the data path are
+ * not and complete here only on error.
+ */
+static void quiet_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	rrdma_rust_quiet_done(cq->cq_context, wc->status);
+}
+
+static struct ib_cqe quiet_cqe = { .done = quiet_done };
+
+static void op_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rrdma_shim_op_slot *s =
+		container_of(wc->wr_cqe, struct rrdma_shim_op_slot, cqe);
+
+	rrdma_rust_op_done(s->q->owner, s->index, wc->status);
+}
+
+int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
+			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
+			 u32 msg_len, struct rrdma_shim_qp **out)
+{
+	struct ib_device *dev = id->device;
+	struct ib_qp_init_attr attr = {};
+	struct rrdma_shim_qp *q;
+	u32 i, n = nrecv + nsend;
+	int ret;
+
+	if (msg_len > RRDMA_SHIM_CTRL_MAX)
+		return -EINVAL;
+	q = kzalloc(struct_size(q, slots, n), GFP_KERNEL);
+	if (!q)
+		return -ENOMEM;
+	q->send_busy = bitmap_zalloc(nsend, GFP_KERNEL);
+	q->bufs = kzalloc((size_t)n * msg_len, GFP_KERNEL);
+	q->fence = kzalloc(RRDMA_SHIM_FENCE_LEN, GFP_KERNEL);
+	q->ops = kcalloc(nops, sizeof(*q->ops), GFP_KERNEL);
+	if (!q->send_busy || !q->bufs || !q->fence || !q->ops) {
+		ret = -ENOMEM;
+		goto free;
+	}
+	q->id = id;
+	q->pd = pd;
+	q->owner = owner;
+	q->nrecv = nrecv;
+	q->nsend = nsend;
+	q->msg_len = msg_len;
+	spin_lock_init(&q->lock);
+	for (i = 0; i < n; i++) {
+		q->slots[i].q = q;
+		q->slots[i].index = i;
+		q->slots[i].cqe.done = i < nrecv ? recv_done : send_done;
+	}
+	q->nops = nops;
+	for (i = 0; i < nops; i++) {
+		q->ops[i].q = q;
+		q->ops[i].index = i;
+		q->ops[i].cqe.done = op_done;
+	}
+	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
+				   DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(dev, q->dma)) {
+		ret = -ENOMEM;
+		goto free;
+	}
+	q->fence_dma = ib_dma_map_single(dev, q->fence, RRDMA_SHIM_FENCE_LEN,
+					 DMA_FROM_DEVICE);
+	if (ib_dma_mapping_error(dev, q->fence_dma)) {
+		ret = -ENOMEM;
+		goto unmap;
+	}
+	/* Every send may complete (with an error) and the drain needs one. */
+	q->scq = ib_alloc_cq_any(dev, owner, sq_depth + nsend + 1,
+				 IB_POLL_WORKQUEUE);
+	if (IS_ERR(q->scq)) {
+		ret = PTR_ERR(q->scq);
+		goto unmap_fence;
+	}
+	q->rcq = ib_alloc_cq_any(dev, owner, nrecv + 1, IB_POLL_WORKQUEUE);
+	if (IS_ERR(q->rcq)) {
+		ret = PTR_ERR(q->rcq);
+		goto free_scq;
+	}
+	attr.qp_context = owner;
+	attr.send_cq = q->scq;
+	attr.recv_cq = q->rcq;
+	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
+	attr.qp_type = IB_QPT_RC;
+	attr.cap.max_send_wr = sq_depth + nsend;
+	attr.cap.max_recv_wr = nrecv;
+	attr.cap.max_send_sge = 1;
+	attr.cap.max_recv_sge = 1;
+	ret = rdma_create_qp(id, pd, &attr);
+	if (ret)
+		goto free_rcq;
+	spin_lock_irq(&q->lock);
+	for (i = 0; i < nrecv && !ret; i++)
+		ret = post_recv_locked(q, i);
+	spin_unlock_irq(&q->lock);
+	if (ret) {
+		rdma_destroy_qp(id);
+		goto free_rcq;
+	}
+	*out = q;
+	return 0;
+
+free_rcq:
+	ib_free_cq(q->rcq);
+free_scq:
+	ib_free_cq(q->scq);
+unmap_fence:
+	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
+			    DMA_FROM_DEVICE);
+unmap:
+	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len,
+			    DMA_BIDIRECTIONAL);
+free:
+	kfree(q->ops);
+	kfree(q->fence);
+	kfree(q->bufs);
+	bitmap_free(q->send_busy);
+	kfree(q);
+	return ret;
+}
+
+void rrdma_shim_qp_drain(struct rrdma_shim_qp *q)
+{
+	spin_lock_irq(&q->lock);
+	q->draining = true;
+	spin_unlock_irq(&q->lock);
+	ib_drain_qp(q->id->qp);
+}
+
+void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
+{
+	struct ib_device *dev = q->id->device;
+
+	rdma_destroy_qp(q->id);
+	ib_free_cq(q->rcq);
+	ib_free_cq(q->scq);
+	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
+			    DMA_FROM_DEVICE);
+	ib_dma_unmap_single(dev, q->dma,
+			    (size_t)(q->nrecv + q->nsend) * q->msg_len,
+			    DMA_BIDIRECTIONAL);
+	kfree(q->ops);
+	kfree(q->fence);
+	kfree(q->bufs);
+	bitmap_free(q->send_busy);
+	kfree(q);
+}
+
+int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len)
+{
+	struct ib_device *dev = q->id->device;
+	struct ib_send_wr wr = {};
+	struct ib_sge sge;
+	unsigned long flags;
+	u32 i;
+	u64 off;
+	int ret;
+
+	if (len > q->msg_len)
+		return -EMSGSIZE;
+	spin_lock_irqsave(&q->lock, flags);
+	i = find_first_zero_bit(q->send_busy, q->nsend);
+	if (q->draining || i >= q->nsend) {
+		spin_unlock_irqrestore(&q->lock, flags);
+		return q->draining ? -ENOTCONN : -EAGAIN;
+	}
+	__set_bit(i, q->send_busy);
+	off = (u64)(q->nrecv + i) * q->msg_len;
+	memcpy(q->bufs + off, msg, len);
+	ib_dma_sync_single_for_device(dev, q->dma + off, len,
+				      DMA_BIDIRECTIONAL);
+	sge.addr = q->dma + off;
+	sge.length = len;
+	sge.lkey = q->pd->local_dma_lkey;
+	wr.wr_cqe = &q->slots[q->nrecv + i].cqe;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IB_WR_SEND;
+	wr.send_flags = IB_SEND_SIGNALED;
+	ret = ib_post_send(q->id->qp, &wr, NULL);
+	if (ret)
+		__clear_bit(i, q->send_busy);
+	spin_unlock_irqrestore(&q->lock, flags);
+	return ret;
+}
+
+/* ---- work requests ---- */
+
+static int access_flags(u32 a)
+{
+	int f = 0;
+
+	if (a & RRDMA_SHIM_ACCESS_LOCAL_WRITE)
+		f |= IB_ACCESS_LOCAL_WRITE;
+	if (a & RRDMA_SHIM_ACCESS_REMOTE_READ)
+		f |= IB_ACCESS_REMOTE_READ;
+	if (a & RRDMA_SHIM_ACCESS_REMOTE_WRITE)
+		f |= IB_ACCESS_REMOTE_WRITE;
+	return f;
+}
+
+union rrdma_any_wr {
+	struct ib_send_wr send;
+	struct ib_rdma_wr rdma;
+	struct ib_reg_wr reg;
+};
+
+#define RRDMA_POST_CHUNK 8
+
+int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
+		    u32 n, u32 *posted)
+{
+	union rrdma_any_wr w[RRDMA_POST_CHUNK];
+	struct ib_sge sge[RRDMA_POST_CHUNK];
+	const struct ib_send_wr *bad;
+	unsigned long flags;
+	u32 done = 0;
+	int ret = 0;
+
+	spin_lock_irqsave(&q->lock, flags);
+	if (q->draining)
+		ret = -ENOTCONN;
+	while (!ret && done < n) {
+		u32 k, m = min_t(u32, n - done, RRDMA_POST_CHUNK);
+
+		memset(w, 0, sizeof(w[0]) * m);
+		for (k = 0; k < m; k++) {
+			const struct rrdma_shim_wr *s = &wrs[done + k];
+			struct ib_send_wr *wr = &w[k].send;
+
+			if (s->slot < q->nops)
+				wr->wr_cqe = &q->ops[s->slot].cqe;
+			else
+				wr->wr_cqe = &quiet_cqe;
+			if (s->signaled)
+				wr->send_flags = IB_SEND_SIGNALED;
+			switch (s->opcode) {
+			case RRDMA_SHIM_WR_REG:
+				wr->opcode = IB_WR_REG_MR;
+				w[k].reg.mr = s->mr->mr;
+				w[k].reg.key = s->mr->mr->rkey;
+				w[k].reg.access = access_flags(s->access);
+				break;
+			case RRDMA_SHIM_WR_FENCE:
+				/*
+				 * A READ of the last written byte into the
+				 * QP's scratch buffer: its response follows the
+				 * placement of every earlier WRITE on this
+				 * connection (iWARP completes a WRITE locally).
+				 */
+				wr->opcode = IB_WR_RDMA_READ;
+				sge[k].addr = q->fence_dma;
+				sge[k].length = min_t(u32, s->len,
+						      RRDMA_SHIM_FENCE_LEN);
+				sge[k].lkey = q->pd->local_dma_lkey;
+				wr->sg_list = &sge[k];
+				wr->num_sge = 1;
+				w[k].rdma.remote_addr = s->remote_addr;
+				w[k].rdma.rkey = s->rkey;
+				break;
+			case RRDMA_SHIM_WR_READ:
+			case RRDMA_SHIM_WR_WRITE:
+				wr->opcode = s->opcode == RRDMA_SHIM_WR_READ ?
+					     IB_WR_RDMA_READ : IB_WR_RDMA_WRITE;
+				sge[k].addr = s->local_addr;
+				sge[k].length = s->len;
+				sge[k].lkey = s->lkey;
+				wr->sg_list = &sge[k];
+				wr->num_sge = 1;
+				w[k].rdma.remote_addr = s->remote_addr;
+				w[k].rdma.rkey = s->rkey;
+				break;
+			default:
+				ret = -EINVAL;
+				goto out;
+			}
+			if (k + 1 < m)
+				wr->next = &w[k + 1].send;
+		}
+		bad = NULL;
+		ret = ib_post_send(q->id->qp, &w[0].send, &bad);
+		if (ret) {
+			/* Work requests before @bad were posted. */
+			for (k = 0; k < m && bad && &w[k].send != bad; k++)
+				done++;
+			break;
+		}
+		done += m;
+	}
+out:
+	spin_unlock_irqrestore(&q->lock, flags);
+	*posted = done;
+	return ret;
+}
