@@ -24,7 +24,7 @@ KERNELS ?= 6.12 7.3
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check demo bench floor connstress lint userspace kernels
+.PHONY: all modules clean check demo bench floor connstress fuzz lint userspace kernels
 
 all: modules
 
@@ -57,6 +57,9 @@ floor:
 
 connstress:
 	@scripts/connstress.sh
+
+fuzz:
+	@scripts/fuzz.sh
 
 lint:
 	@scripts/lint.sh

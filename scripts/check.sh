@@ -117,6 +117,9 @@ for k in $DEBUG_KERNELS; do
 			--timeout 1500 --memory 1024
 		g "$k" debug --label "$k debug attack $prov" --test attack --arg "$prov" --guests 2 \
 			--timeout 1800 --memory 1536
+		# The short form of `make fuzz`: a fixed seed, 30 seconds.
+		g "$k" debug --label "$k debug fuzz $prov" --test fuzz --arg "$prov,30,4,1" \
+			--timeout 600 --memory 1024
 	done
 done
 

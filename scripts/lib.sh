@@ -19,14 +19,15 @@ chroot_run() {
 	(cd / && chroot "$root" "$@")
 }
 
-# prepare_guests KVER: what a run of guests on the base kernel KVER needs:
-# the set-up, the static userspace binaries, the module and the kernel
-# (each reused when built); sets $mods and $kdir for scripts/guest.py.
+# prepare_guests KVER [VARIANT]: what a run of guests on kernel KVER
+# (VARIANT base, the default, or debug) needs: the set-up, the static
+# userspace binaries, the module and the kernel (each reused when built);
+# sets $mods and $kdir for scripts/guest.py.
 prepare_guests() {
 	local here
 	here=$(dirname "${BASH_SOURCE[0]}")
 	"$here/setup.sh"
 	"$here/build-userspace.sh"
-	mods=$("$here/build-module.sh" "$1" base | tail -1)
-	kdir=$("$here/kernel.sh" "$1" base | tail -1)
+	mods=$("$here/build-module.sh" "$1" "${2:-base}" | tail -1)
+	kdir=$("$here/kernel.sh" "$1" "${2:-base}" | tail -1)
 }

@@ -20,6 +20,9 @@
 //!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
 //!   page until `RELEASE_FILE` exists (`uffd.rs`);
+//! - `fuzz SEED SECONDS THREADS ADDR...`: random multi-threaded call
+//!   sequences with valid, stale, foreign and garbage arguments, connecting
+//!   to this machine's `ADDR`s (`fuzz.rs`);
 //! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`).
 
 use std::io;
@@ -27,6 +30,7 @@ use std::process::ExitCode;
 
 mod agent;
 mod attack;
+mod fuzz;
 mod measure;
 mod regions;
 mod remote;
@@ -554,6 +558,24 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "fuzz" => match rest {
+            [seed, secs, threads, addrs @ ..] => {
+                let seed = if seed == "random" {
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(1, |d| d.as_nanos() as u64)
+                } else {
+                    seed.parse().unwrap_or(1)
+                };
+                let secs = secs.parse().unwrap_or(10);
+                let threads = threads.parse().unwrap_or(4).max(1);
+                fuzz::run(&mut t, seed, secs, threads, addrs)
+            }
+            _ => {
+                eprintln!("usage: rrdma-selftest fuzz SEED|random SECONDS THREADS ADDR...");
                 return ExitCode::from(2);
             }
         },
