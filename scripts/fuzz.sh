@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# `make fuzz`: the ioctl fuzzer (rust/selftest/src/fuzz.rs, run by
+# `make fuzz`: the ioctl fuzzer (rust/selftest/src/fuzz/, run by
 # tests/guest/fuzz.sh) for FUZZ_SECONDS (default 1800) on each provider in
 # FUZZ_PROVIDERS (default "siw rxe"), on FUZZ_KERNEL (default 6.12) built
 # as FUZZ_VARIANT (default debug: KASAN, lockdep, kmemleak), with

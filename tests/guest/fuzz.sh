@@ -5,7 +5,7 @@
 # and rrdma.ko unloaded: a reference leaked by any call makes rmmod fail.
 # The test argument is "PROVIDER[,SECONDS[,THREADS[,SEED[,ONLY]]]]" (commas:
 # the kernel command line that carries it splits at spaces); ONLY limits
-# the actions, names joined by "+" (see rust/selftest/src/fuzz.rs).
+# the actions, names joined by "+" (see rust/selftest/src/fuzz/).
 . ./lib.sh
 
 IFS=, read -r prov secs threads seed only <<EOA

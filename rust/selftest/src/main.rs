@@ -22,7 +22,7 @@
 //!   page until `RELEASE_FILE` exists (`uffd.rs`);
 //! - `fuzz SEED SECONDS THREADS ADDR...`: random multi-threaded call
 //!   sequences with valid, stale, foreign and garbage arguments, connecting
-//!   to this machine's `ADDR`s (`fuzz.rs`);
+//!   to this machine's `ADDR`s (`fuzz/`);
 //! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`).
 
 use std::io;

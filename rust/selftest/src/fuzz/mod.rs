@@ -1,0 +1,503 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! `fuzz SEED SECONDS THREADS ADDR...`: random, multi-threaded sequences of
+//! every ioctl, mmap/munmap, read/poll, close, dup and fork on `/dev/rrdma`,
+//! with valid, stale, foreign (another file's) and garbage arguments.
+//!
+//! What it asserts: every call returns success or an errno the ABI
+//! documents (Documentation/rrdma.rst), every forked child exits cleanly,
+//! and the run ends. What the guest harness asserts around it: no kernel
+//! report (BUG, WARNING, KASAN, lockdep, kmemleak, hung task) and
+//! `rmmod rrdma` succeeds once every file is closed (nothing leaked a
+//! reference).
+//!
+//! Reproducible from the printed seed: thread `i` draws from its own
+//! generator seeded with `SEED` and `i`, so a run with one thread replays
+//! exactly; with several, each thread's sequence replays and only the
+//! interleaving differs. Connections go to `ADDR`s of this machine (a
+//! listener of the run, or a closed port), so one guest exercises both
+//! ends of every connection.
+//!
+//! Files: this one holds the generator, the pool of values, result
+//! accounting, the action table and the watchdog; `files.rs` the calls on
+//! files and memory; `remote.rs` the calls on connections and data;
+//! `setup.rs` the ordered set-up the random calls build on.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rrdma::abi::uapi::{self, Addr};
+
+use crate::Tap;
+
+mod files;
+mod remote;
+mod setup;
+
+/// Files open at once (more are closed first).
+const MAX_FDS: usize = 12;
+/// Live regions and mappings at once (more are destroyed or unmapped).
+const MAX_REGIONS: usize = 24;
+const MAX_MAPS: usize = 32;
+/// Ports the run listens on (and connects to); one more is never listened
+/// on.
+const PORT_BASE: u16 = 20_100;
+const PORTS: u16 = 4;
+/// Longest any blocking call may wait, so that the run ends on time.
+const MAX_WAIT_MS: u32 = 300;
+
+/// xorshift64*: small, fast and reproducible from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64, stream: u64) -> Self {
+        let mut r = Rng((seed ^ stream.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1);
+        for _ in 0..4 {
+            r.next();
+        }
+        r
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+
+    /// True with `pct` percent probability.
+    fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+
+    fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
+        (!v.is_empty()).then(|| v[self.below(v.len() as u64) as usize])
+    }
+}
+
+/// Values a call may name: what the run has seen (kept after it is gone,
+/// so that stale values are drawn too).
+#[derive(Default)]
+struct Pool {
+    fds: Vec<i32>,
+    /// Files of the set-up, never closed by the run: their connection,
+    /// export and import are what the deeper calls build on.
+    pinned: Vec<i32>,
+    /// (fd, handle, mmap offset, bytes, block size), live.
+    regions: Vec<(i32, u32, u64, u64, u32)>,
+    /// Every handle any call returned, live or not.
+    handles: Vec<u32>,
+    /// (fd, handle) of listeners, connections and imports, live.
+    listeners: Vec<(i32, u32)>,
+    conns: Vec<(i32, u32)>,
+    /// (fd, handle, blocks, block size) of imports, live.
+    imports: Vec<(i32, u32, u64, u32)>,
+    /// Every token an export returned, with the exporting file.
+    tokens: Vec<(i32, u64)>,
+    /// The file of the listener on each port the run listens on.
+    ports: Vec<(u16, i32)>,
+    /// The file at the other end of a connection (fd, handle), when known
+    /// (CONNECT to a port of the run's listeners).
+    peers: BTreeMap<(i32, u32), i32>,
+    /// (address, bytes, prot) of live mappings.
+    maps: Vec<(usize, usize, i32)>,
+}
+
+/// Addresses the kernel must refuse to read or write.
+struct BadMem {
+    /// A page mapped without access.
+    none: u64,
+    /// A page mapped read-only.
+    ro: u64,
+}
+
+/// Documented errnos; anything else is a finding.
+const ALLOWED: &[i32] = &[
+    libc::EINVAL,
+    libc::EFAULT,
+    libc::ENOENT,
+    libc::EBADF,
+    libc::ENOTTY,
+    libc::E2BIG,
+    libc::EOVERFLOW,
+    libc::ENOMEM,
+    libc::EAGAIN,
+    libc::EBUSY,
+    libc::ETIMEDOUT,
+    libc::ECONNREFUSED,
+    libc::ECONNRESET,
+    libc::ECONNABORTED,
+    libc::ENOTCONN,
+    libc::EKEYREVOKED,
+    libc::EPERM,
+    libc::EACCES,
+    libc::EINTR,
+    libc::ENODEV,
+    libc::ENXIO,
+    libc::EADDRINUSE,
+    libc::EADDRNOTAVAIL,
+    libc::EHOSTUNREACH,
+    libc::ENETUNREACH,
+    libc::ERANGE,
+    libc::EPROTO,
+    libc::ECANCELED,
+    libc::EAFNOSUPPORT,
+    libc::EPROTONOSUPPORT,
+    libc::EMFILE,
+    libc::ENFILE,
+    libc::EIO,
+];
+
+struct Fuzz {
+    addrs: Vec<[u8; 4]>,
+    /// An open file that is not `/dev/rrdma` (`/dev/null`).
+    foreign: i32,
+    pool: Mutex<Pool>,
+    bad: BadMem,
+    /// (call, errno or 0) -> count.
+    results: Mutex<BTreeMap<(&'static str, i32), u64>>,
+    findings: Mutex<Vec<String>>,
+    ops: AtomicU64,
+    stop: AtomicBool,
+    /// Worker threads still running.
+    running: AtomicU64,
+    /// What each thread is doing, and since when (for the watchdog).
+    doing: Vec<Mutex<(&'static str, Instant)>>,
+    /// Only these actions (`RRDMA_FUZZ_ONLY`, names separated by `+`), to
+    /// narrow a finding down.
+    only: Option<Vec<String>>,
+}
+
+/// A call that takes longer than this is a hang (every call the fuzzer
+/// makes is bounded by about a second).
+const HANG: Duration = Duration::from_secs(30);
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
+}
+
+impl Fuzz {
+    /// Records the result of `call`: `ret` < 0 means failed with `errno()`.
+    fn note(&self, call: &'static str, ret: i64) -> bool {
+        let e = if ret < 0 { errno() } else { 0 };
+        self.ops.fetch_add(1, Ordering::Relaxed);
+        *self.results.lock().unwrap().entry((call, e)).or_default() += 1;
+        if e != 0 && !ALLOWED.contains(&e) {
+            self.findings
+                .lock()
+                .unwrap()
+                .push(format!("{call}: undocumented errno {e}"));
+        }
+        e == 0
+    }
+
+    fn ioctl(&self, call: &'static str, fd: i32, cmd: u32, arg: u64) -> bool {
+        // SAFETY: `arg` is a buffer of at least the command's size that the
+        // caller lets the kernel write, or an address the kernel must refuse.
+        let ret = unsafe { libc::ioctl(fd, cmd as _, arg as libc::c_ulong) };
+        self.note(call, i64::from(ret))
+    }
+
+    /// An ioctl whose argument is `bytes` (written back into it), or, now and
+    /// then, an address the kernel must refuse.
+    fn ioctl_arg(
+        &self,
+        r: &mut Rng,
+        call: &'static str,
+        fd: i32,
+        cmd: u32,
+        bytes: &mut [u8],
+    ) -> bool {
+        let arg = match r.below(40) {
+            0 => 0,
+            1 => self.bad.none,
+            2 => self.bad.ro,
+            3 => 0xffff_ffff_ffff_f000,
+            _ => bytes.as_mut_ptr() as u64,
+        };
+        self.ioctl(call, fd, cmd, arg)
+    }
+
+    fn fd(&self, r: &mut Rng) -> i32 {
+        let p = self.pool.lock().unwrap();
+        match r.below(20) {
+            0 => -1,
+            // Open, but not /dev/rrdma (and never blocks a read).
+            1 => self.foreign,
+            _ => r.pick(&p.fds).unwrap_or(-1),
+        }
+    }
+
+    /// A handle: live of the right kind, any seen (stale or of another
+    /// kind or file), or garbage.
+    fn handle(&self, r: &mut Rng, live: Option<u32>) -> u32 {
+        let p = self.pool.lock().unwrap();
+        match (r.below(10), live) {
+            (0..=5, Some(h)) => h,
+            (0..=7, _) => r.pick(&p.handles).unwrap_or(1),
+            (8, _) => 0,
+            _ => r.next() as u32,
+        }
+    }
+
+    fn addr(&self, r: &mut Rng) -> Addr {
+        let mut a = Addr::zeroed();
+        a.family = if r.chance(95) {
+            uapi::AF_INET
+        } else {
+            r.next() as u16
+        };
+        a.port = PORT_BASE + r.below(u64::from(PORTS) + 1) as u16;
+        if let Some(ip) = r.pick(&self.addrs) {
+            a.addr[..4].copy_from_slice(&ip);
+        }
+        if r.chance(3) {
+            a.scope_id = r.next() as u32;
+        }
+        a
+    }
+
+    /// A reserved field or flags: zero, or now and then not.
+    fn flags(r: &mut Rng) -> u32 {
+        if r.chance(8) {
+            1 << r.below(32)
+        } else {
+            0
+        }
+    }
+
+    fn timeout(r: &mut Rng) -> u32 {
+        r.below(u64::from(MAX_WAIT_MS)) as u32
+    }
+
+    fn step(&self, r: &mut Rng, me: usize) {
+        const NAMES: [&str; 24] = [
+            "open",
+            "open",
+            "close",
+            "dup",
+            "GET_INFO",
+            "REGION_CREATE",
+            "REGION_CREATE",
+            "REGION_CREATE",
+            "REGION_DESTROY",
+            "mmap",
+            "mmap",
+            "munmap-touch",
+            "LISTEN",
+            "ACCEPT",
+            "CONNECT",
+            "EXPORT",
+            "UNEXPORT",
+            "IMPORT",
+            "release-handle",
+            "SUBMIT",
+            "SUBMIT",
+            "read-poll",
+            "raw-ioctl",
+            "fork",
+        ];
+        let what = r.below(24);
+        if let Some(only) = &self.only {
+            if !only.iter().any(|n| n == NAMES[what as usize]) {
+                return;
+            }
+        }
+        *self.doing[me].lock().unwrap() = (NAMES[what as usize], Instant::now());
+        match what {
+            0 | 1 => self.open(r),
+            2 => self.close(r),
+            3 => self.dup(r),
+            4 => self.get_info(r),
+            5..=7 => self.region_create(r),
+            8 => self.region_destroy(r),
+            9 | 10 => self.mmap(r),
+            11 => self.munmap_or_touch(r),
+            12 => self.listen(r),
+            13 => self.accept(r),
+            14 => self.connect(r),
+            15 => self.export(r),
+            16 => self.unexport(r),
+            17 => self.import(r),
+            18 => self.release_handle(r),
+            19 | 20 => self.submit(r),
+            21 => self.read_poll(r),
+            22 => self.raw(r),
+            _ => self.fork(r),
+        }
+    }
+}
+
+/// Reports a thread stuck in one call for [`HANG`]: what it was doing and
+/// its kernel stack, on the console (the process may never exit if the
+/// thread sleeps uninterruptibly), then ends the process.
+fn watchdog(f: &Fuzz) {
+    while f.running.load(Ordering::Acquire) > 0 {
+        std::thread::sleep(Duration::from_secs(1));
+        if f.doing.iter().all(|d| d.lock().unwrap().1.elapsed() < HANG) {
+            continue;
+        }
+        let mut report = String::new();
+        for (i, d) in f.doing.iter().enumerate() {
+            let (what, since) = *d.lock().unwrap();
+            report.push_str(&format!(
+                "rrdma-fuzz: thread {i}: {what} for {} s\n",
+                since.elapsed().as_secs()
+            ));
+        }
+        if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+            for t in tasks.flatten() {
+                let path = t.path();
+                let stack = std::fs::read_to_string(path.join("stack")).unwrap_or_default();
+                let wchan = std::fs::read_to_string(path.join("wchan")).unwrap_or_default();
+                report.push_str(&format!(
+                    "rrdma-fuzz: task {}: wchan {wchan}\n{stack}",
+                    t.file_name().to_string_lossy()
+                ));
+            }
+        }
+        if let Ok(mut c) = std::fs::OpenOptions::new().write(true).open("/dev/console") {
+            use std::io::Write;
+            let _ = c.write_all(report.as_bytes());
+        }
+        println!(
+            "not ok 1 - fuzz: a call hung # {}",
+            report.lines().next().unwrap_or("")
+        );
+        print!("{report}");
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        std::process::exit(1);
+    }
+}
+
+fn map_page(prot: i32) -> u64 {
+    crate::map_anon(4096, prot)
+}
+
+/// Runs the fuzzer and reports one check per finding kind.
+pub(crate) fn run(t: &mut Tap, seed: u64, secs: u64, threads: u32, addrs: &[String]) {
+    let addrs = addrs
+        .iter()
+        .filter_map(|a| a.parse::<std::net::Ipv4Addr>().ok())
+        .map(|a| a.octets())
+        .collect::<Vec<_>>();
+    println!(
+        "# fuzz: seed {seed}, {secs} s, {threads} threads (thread i draws from seed and i: \
+         a 1-thread run replays exactly)"
+    );
+    // SAFETY: a NUL-terminated path.
+    let foreign = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    let f = Fuzz {
+        addrs,
+        foreign,
+        pool: Mutex::new(Pool::default()),
+        bad: BadMem {
+            none: map_page(libc::PROT_NONE),
+            ro: map_page(libc::PROT_READ),
+        },
+        results: Mutex::new(BTreeMap::new()),
+        findings: Mutex::new(Vec::new()),
+        ops: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+        running: AtomicU64::new(u64::from(threads)),
+        only: std::env::var("RRDMA_FUZZ_ONLY")
+            .ok()
+            .filter(|v| !v.is_empty())
+            .map(|v| v.split('+').map(String::from).collect()),
+        doing: (0..threads)
+            .map(|_| Mutex::new(("start", Instant::now())))
+            .collect(),
+    };
+    t.check(
+        &format!("fuzz seed {seed}: set-up (listen, connect, export, import, READ and WRITE)"),
+        f.setup(),
+    );
+    let start = Instant::now();
+    let end = start + Duration::from_secs(secs);
+    std::thread::scope(|s| {
+        for i in 0..threads {
+            let f = &f;
+            s.spawn(move || {
+                let mut r = Rng::new(seed, u64::from(i));
+                while Instant::now() < end && !f.stop.load(Ordering::Relaxed) {
+                    f.step(&mut r, i as usize);
+                }
+                f.running.fetch_sub(1, Ordering::Release);
+            });
+        }
+        let f = &f;
+        s.spawn(move || watchdog(f));
+    });
+    let elapsed = start.elapsed();
+    // Everything goes: mappings, then files (their objects die with them).
+    let p = std::mem::take(&mut *f.pool.lock().unwrap());
+    for (addr, len, _) in p.maps {
+        // SAFETY: a mapping of ours; no thread runs any more.
+        unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+    }
+    for fd in p.fds {
+        // SAFETY: a descriptor of ours; no thread runs any more.
+        unsafe { libc::close(fd) };
+    }
+    let ops = f.ops.load(Ordering::Relaxed);
+    println!(
+        "# fuzz: {ops} calls in {:.1} s ({:.0}/s)",
+        elapsed.as_secs_f64(),
+        ops as f64 / elapsed.as_secs_f64().max(0.001)
+    );
+    let results = f.results.into_inner().unwrap();
+    let mut line = String::new();
+    let mut last = "";
+    for ((call, e), n) in &results {
+        if *call != last {
+            if !line.is_empty() {
+                println!("# {line}");
+            }
+            line = format!("{call}:");
+            last = call;
+        }
+        let what = if *e == 0 {
+            "ok".to_string()
+        } else {
+            format!("e{e}")
+        };
+        line.push_str(&format!(" {what}={n}"));
+    }
+    if !line.is_empty() {
+        println!("# {line}");
+    }
+    let findings = f.findings.into_inner().unwrap();
+    t.check(
+        &format!("fuzz seed {seed}: every call returns success or a documented errno"),
+        match findings.first() {
+            None => Ok(()),
+            Some(first) => Err(format!("{} findings, first: {first}", findings.len())),
+        },
+    );
+    // How deep the random calls got (the set-up's calls included).
+    let deep = [
+        "CONNECT", "ACCEPT", "EXPORT", "IMPORT", "SUBMIT", "RW_SYNC", "mmap",
+    ]
+    .iter()
+    .map(|c| {
+        let n: u64 = results
+            .iter()
+            .filter(|((call, e), _)| call == c && *e == 0)
+            .map(|(_, n)| n)
+            .sum();
+        format!("{c} {n}")
+    })
+    .collect::<Vec<_>>();
+    println!("# fuzz: successful deep calls: {}", deep.join(", "));
+}

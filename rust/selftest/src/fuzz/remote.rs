@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The fuzzer's calls on connections and data: LISTEN, ACCEPT, CONNECT,
+//! EXPORT, UNEXPORT, IMPORT, the handle releases, SUBMIT and RW_SYNC.
+
+use rrdma::abi::ioctl::{ioc, IOC_READ, IOC_WRITE};
+use rrdma::abi::uapi::{
+    self, Accept, Connect, Export, HandleArg, Import, Listen, Op, Submit, Unexport, IOCTL_MAGIC,
+};
+
+use super::{Fuzz, Pool, Rng, MAX_REGIONS};
+
+impl Fuzz {
+    pub(super) fn listen(&self, r: &mut Rng) {
+        let fd = self.fd(r);
+        let mut a = Listen::zeroed();
+        a.addr = self.addr(r);
+        if r.chance(30) {
+            a.addr.addr = [0; 16]; // any address
+        }
+        // Now and then any port, or one outside the run's range.
+        match r.below(20) {
+            0 => a.addr.port = 0,
+            1 => a.addr.port = r.next() as u16,
+            _ => {}
+        }
+        a.backlog = match r.below(5) {
+            0 => r.next() as u32,
+            _ => r.below(8) as u32,
+        };
+        a.flags = Self::flags(r);
+        a.reserved = Self::flags(r);
+        let mut b = a.encode();
+        if self.ioctl_arg(r, "LISTEN", fd, uapi::IOCTL_LISTEN, &mut b) {
+            let o = Listen::decode(&b);
+            let mut p = self.pool.lock().unwrap();
+            p.handles.push(o.handle);
+            if p.fds.contains(&fd) {
+                p.listeners.push((fd, o.handle));
+                p.ports.retain(|x| x.0 != a.addr.port);
+                p.ports.push((a.addr.port, fd));
+            }
+        }
+    }
+
+    pub(super) fn accept(&self, r: &mut Rng) {
+        let (fd, live) = self.live(r, |p| &p.listeners);
+        let mut a = Accept::zeroed();
+        a.listener = self.handle(r, live);
+        a.flags = Self::flags(r);
+        a.timeout_ms = Self::timeout(r);
+        let mut b = a.encode();
+        if self.ioctl_arg(r, "ACCEPT", fd, uapi::IOCTL_ACCEPT, &mut b) {
+            self.new_conn(fd, Accept::decode(&b).handle);
+        }
+    }
+
+    pub(super) fn connect(&self, r: &mut Rng) {
+        if self.pool.lock().unwrap().conns.len() >= MAX_REGIONS {
+            return self.release_handle(r);
+        }
+        let fd = self.fd(r);
+        let mut a = Connect::zeroed();
+        a.addr = self.addr(r);
+        a.timeout_ms = 1 + Self::timeout(r) * 3;
+        a.flags = Self::flags(r);
+        a.reserved = Self::flags(r);
+        let mut b = a.encode();
+        if self.ioctl_arg(r, "CONNECT", fd, uapi::IOCTL_CONNECT, &mut b) {
+            let h = Connect::decode(&b).handle;
+            self.new_conn(fd, h);
+            let mut p = self.pool.lock().unwrap();
+            if let Some(&(_, peer)) = p.ports.iter().find(|x| x.0 == a.addr.port) {
+                p.peers.insert((fd, h), peer);
+            }
+        }
+    }
+
+    pub(super) fn new_conn(&self, fd: i32, handle: u32) {
+        let mut p = self.pool.lock().unwrap();
+        p.handles.push(handle);
+        if p.fds.contains(&fd) {
+            p.conns.push((fd, handle));
+        }
+    }
+
+    /// A live (fd, handle) from the list `which` selects, most of the time;
+    /// otherwise any file and no live handle.
+    pub(super) fn live(
+        &self,
+        r: &mut Rng,
+        which: impl Fn(&Pool) -> &Vec<(i32, u32)>,
+    ) -> (i32, Option<u32>) {
+        let p = self.pool.lock().unwrap();
+        match r.pick(which(&p)) {
+            Some((fd, h)) if r.chance(80) => (fd, Some(h)),
+            _ => (r.pick(&p.fds).unwrap_or(-1), None),
+        }
+    }
+
+    pub(super) fn export(&self, r: &mut Rng) {
+        let (fd, region) = {
+            let p = self.pool.lock().unwrap();
+            // Mostly a region of a listening file: its peers import.
+            let listening: Vec<_> = p
+                .regions
+                .iter()
+                .filter(|x| p.ports.iter().any(|l| l.1 == x.0))
+                .copied()
+                .collect();
+            let from = if !listening.is_empty() && r.chance(60) {
+                &listening
+            } else {
+                &p.regions
+            };
+            match r.pick(from) {
+                Some(x) if r.chance(85) => (x.0, Some(x.1)),
+                _ => (r.pick(&p.fds).unwrap_or(-1), None),
+            }
+        };
+        let mut a = Export::zeroed();
+        a.region = self.handle(r, region);
+        a.access = match r.below(6) {
+            0 => r.next() as u32,
+            1 => uapi::ACCESS_WRITE,
+            2 | 3 => uapi::ACCESS_READ,
+            _ => uapi::ACCESS_READ | uapi::ACCESS_WRITE,
+        };
+        a.conn = if r.chance(20) {
+            let live = self.live(r, |p| &p.conns).1;
+            self.handle(r, live)
+        } else {
+            0
+        };
+        a.flags = Self::flags(r);
+        let mut b = a.encode();
+        if self.ioctl_arg(r, "EXPORT", fd, uapi::IOCTL_EXPORT, &mut b) {
+            self.pool
+                .lock()
+                .unwrap()
+                .tokens
+                .push((fd, Export::decode(&b).token));
+        }
+    }
+
+    /// A token: mostly one the file `owner` exported (when given), else
+    /// any seen (stale, or of a file the peer is not), or garbage.
+    pub(super) fn token(&self, r: &mut Rng, owner: Option<i32>) -> u64 {
+        let p = self.pool.lock().unwrap();
+        let owned: Vec<u64> = owner.map_or_else(Vec::new, |o| {
+            p.tokens.iter().filter(|t| t.0 == o).map(|t| t.1).collect()
+        });
+        match r.below(10) {
+            0 => r.next(),
+            1 => 0,
+            2..=6 if !owned.is_empty() => r.pick(&owned).unwrap_or(1),
+            _ => r.pick(&p.tokens).map_or(1, |t| t.1),
+        }
+    }
+
+    pub(super) fn unexport(&self, r: &mut Rng) {
+        let fd = self.fd(r);
+        let mut a = Unexport::zeroed();
+        a.token = self.token(r, Some(fd));
+        a.flags = Self::flags(r);
+        a.reserved = Self::flags(r);
+        let mut b = a.encode();
+        self.ioctl_arg(r, "UNEXPORT", fd, uapi::IOCTL_UNEXPORT, &mut b);
+    }
+
+    pub(super) fn import(&self, r: &mut Rng) {
+        let (fd, live) = self.live(r, |p| &p.conns);
+        let mut a = Import::zeroed();
+        a.conn = self.handle(r, live);
+        let peer = self.pool.lock().unwrap().peers.get(&(fd, a.conn)).copied();
+        a.token = self.token(r, peer);
+        a.timeout_ms = 1 + Self::timeout(r) * 3;
+        a.flags = Self::flags(r);
+        a.reserved = Self::flags(r);
+        let mut b = a.encode();
+        let size = match r.below(10) {
+            0 => uapi::IMPORT_SIZE_VER0,
+            1 => r.below(64) as usize,
+            _ => Import::SIZE,
+        };
+        let mut buf = vec![0u8; 64];
+        buf[..Import::SIZE].copy_from_slice(&b);
+        let cmd = ioc(IOC_READ | IOC_WRITE, IOCTL_MAGIC, 0x09, size);
+        if self.ioctl_arg(r, "IMPORT", fd, cmd, &mut buf) && size >= uapi::IMPORT_SIZE_VER0 {
+            b.copy_from_slice(&buf[..Import::SIZE]);
+            let o = Import::decode(&b);
+            let mut p = self.pool.lock().unwrap();
+            p.handles.push(o.handle);
+            if p.fds.contains(&fd) {
+                p.imports.push((fd, o.handle, o.nblocks, o.block_size));
+            }
+        }
+    }
+
+    /// DISCONNECT, UNIMPORT or UNLISTEN (seldom: they end what the deeper
+    /// calls need).
+    pub(super) fn release_handle(&self, r: &mut Rng) {
+        if r.chance(60) {
+            return;
+        }
+        let (call, cmd, fd, live) = match r.below(3) {
+            0 => {
+                let (fd, h) = self.live(r, |p| &p.conns);
+                ("DISCONNECT", uapi::IOCTL_DISCONNECT, fd, h)
+            }
+            1 => {
+                let (fd, h) = {
+                    let p = self.pool.lock().unwrap();
+                    match r.pick(&p.imports) {
+                        Some(x) if r.chance(80) => (x.0, Some(x.1)),
+                        _ => (r.pick(&p.fds).unwrap_or(-1), None),
+                    }
+                };
+                ("UNIMPORT", uapi::IOCTL_UNIMPORT, fd, h)
+            }
+            _ => {
+                let (fd, h) = self.live(r, |p| &p.listeners);
+                ("UNLISTEN", uapi::IOCTL_UNLISTEN, fd, h)
+            }
+        };
+        let mut a = HandleArg::zeroed();
+        a.handle = self.handle(r, live);
+        a.flags = Self::flags(r);
+        let mut b = a.encode();
+        if self.ioctl_arg(r, call, fd, cmd, &mut b) {
+            let mut p = self.pool.lock().unwrap();
+            let h = a.handle;
+            p.conns.retain(|x| !(x.0 == fd && x.1 == h));
+            p.imports.retain(|x| !(x.0 == fd && x.1 == h));
+            p.listeners.retain(|x| !(x.0 == fd && x.1 == h));
+        }
+    }
+
+    /// One block operation: an import and a region of the file, mostly.
+    /// One block operation on the file `fd`: `clean`, one that should
+    /// succeed (an import and a region of the file with the same block
+    /// size, in range); otherwise any field may be wrong.
+    pub(super) fn op(&self, r: &mut Rng, fd: i32, clean: bool) -> Op {
+        let pair = {
+            let p = self.pool.lock().unwrap();
+            let imp = p
+                .imports
+                .iter()
+                .filter(|x| x.0 == fd)
+                .copied()
+                .collect::<Vec<_>>();
+            r.pick(&imp).map(|i| {
+                let reg = p
+                    .regions
+                    .iter()
+                    .filter(|x| x.0 == fd && (!clean || x.4 == i.3))
+                    .map(|x| (x.1, x.3 / u64::from(x.4.max(1))))
+                    .collect::<Vec<_>>();
+                ((i.1, i.2.max(1), i.3), r.pick(&reg))
+            })
+        };
+        let (import, mut region) = match pair {
+            Some((i, reg)) => (Some(i), reg),
+            None => (None, None),
+        };
+        if clean && region.is_none() {
+            // A region of the import's block size, for this operation.
+            region = import.and_then(|i| self.region_for(fd, i.2));
+        }
+        let mut o = Op::zeroed();
+        o.user_data = r.next();
+        let rn = import.map_or(1, |x| x.1);
+        let ln = region.map_or(1, |x| x.1.max(1));
+        if clean {
+            o.opcode = if r.chance(50) {
+                uapi::OP_READ
+            } else {
+                uapi::OP_WRITE
+            };
+            o.remote = import.map_or(0, |x| x.0);
+            o.local = region.map_or(0, |x| x.0);
+            o.remote_block = r.below(rn);
+            o.local_block = r.below(ln);
+            let room = (rn - o.remote_block).min(ln - o.local_block).min(16);
+            o.count = 1 + r.below(room) as u32;
+            return o;
+        }
+        o.opcode = match r.below(10) {
+            0 => r.next() as u32,
+            1..=4 => uapi::OP_WRITE,
+            _ => uapi::OP_READ,
+        };
+        o.remote = self.handle(r, import.map(|x| x.0));
+        o.local = self.handle(r, region.map(|x| x.0));
+        o.remote_block = if r.chance(5) { r.next() } else { r.below(rn) };
+        o.local_block = if r.chance(5) { r.next() } else { r.below(ln) };
+        o.count = match r.below(10) {
+            0 => r.next() as u32,
+            1 => 0,
+            _ => 1 + r.below(rn.min(ln)) as u32,
+        };
+        o.flags = Self::flags(r);
+        o.reserved = Self::flags(r);
+        o
+    }
+
+    pub(super) fn submit(&self, r: &mut Rng) {
+        // Mostly a file with an import, so that operations get posted.
+        let with_import = {
+            let p = self.pool.lock().unwrap();
+            r.pick(&p.imports).map(|x| x.0)
+        };
+        let fd = match with_import {
+            Some(fd) if r.chance(70) => fd,
+            _ => self.fd(r),
+        };
+        if r.chance(25) {
+            let clean = r.chance(50);
+            let mut b = self.op(r, fd, clean).encode();
+            self.ioctl_arg(r, "RW_SYNC", fd, uapi::IOCTL_RW_SYNC, &mut b);
+            return;
+        }
+        let n = match r.below(10) {
+            0 => r.below(u64::from(uapi::SUBMIT_MAX) + 2) as u32,
+            _ => r.below(8) as u32,
+        };
+        let op_size = match r.below(10) {
+            0 => r.next() as u32 % 256,
+            _ => Op::SIZE as u32,
+        };
+        let stride = (op_size as usize).max(1);
+        let mut ops = vec![0u8; stride * (n.min(64) as usize) + Op::SIZE];
+        let clean = r.chance(50);
+        for i in 0..n.min(64) as usize {
+            let e = self.op(r, fd, clean).encode();
+            let k = e.len().min(stride);
+            ops[i * stride..i * stride + k].copy_from_slice(&e[..k]);
+        }
+        let mut a = Submit::zeroed();
+        a.ops = match r.below(20) {
+            0 => self.bad.none,
+            1 => 0,
+            _ => ops.as_ptr() as u64,
+        };
+        // More ops than the buffer holds reads past it: only with a bad
+        // pointer or a count the kernel refuses first.
+        a.count = if n > 64 && a.ops == ops.as_ptr() as u64 {
+            uapi::SUBMIT_MAX + 1
+        } else {
+            n
+        };
+        a.op_size = op_size;
+        a.flags = Self::flags(r);
+        let mut b = a.encode();
+        self.ioctl_arg(r, "SUBMIT", fd, uapi::IOCTL_SUBMIT, &mut b);
+    }
+}

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The fuzzer's set-up, made in order before the random calls: a
+//! listening file with an exported region, and a client file connected to
+//! it that imports the export and moves data both ways.
+
+use rrdma::abi::uapi::{self, Connect, Export, Import, Listen, Op, RegionCreate};
+
+use super::{errno, Fuzz, PORT_BASE};
+
+impl Fuzz {
+    /// The set-up the random calls build on, made in order before they
+    /// start: a listening file with an exported region, and a client file
+    /// connected to it that imports the export, has a region of the same
+    /// block size and completes one READ and one WRITE. Both files are
+    /// pinned. Returns what failed.
+    pub(super) fn setup(&self) -> Result<(), String> {
+        let open = || {
+            // SAFETY: a NUL-terminated path.
+            let fd = unsafe {
+                libc::open(
+                    c"/dev/rrdma".as_ptr(),
+                    libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK,
+                )
+            };
+            if self.note("open", i64::from(fd)) {
+                Ok(fd)
+            } else {
+                Err(format!("open: errno {}", errno()))
+            }
+        };
+        let call = |name: &'static str, fd: i32, cmd: u32, b: &mut [u8]| {
+            if self.ioctl(name, fd, cmd, b.as_mut_ptr() as u64) {
+                Ok(())
+            } else {
+                Err(format!("{name}: errno {}", errno()))
+            }
+        };
+        let ip = *self.addrs.first().ok_or("no address")?;
+        let (l, c) = (open()?, open()?);
+        {
+            let mut p = self.pool.lock().unwrap();
+            p.fds.extend([l, c]);
+            p.pinned.extend([l, c]);
+        }
+        let mut regions = Vec::new();
+        for fd in [l, c] {
+            let mut a = RegionCreate::zeroed();
+            a.block_size = 4096;
+            a.nblocks = 64;
+            let mut b = a.encode();
+            call("REGION_CREATE", fd, uapi::IOCTL_REGION_CREATE, &mut b)?;
+            let o = RegionCreate::decode(&b);
+            regions.push(o.handle);
+            let mut p = self.pool.lock().unwrap();
+            p.handles.push(o.handle);
+            p.regions.push((fd, o.handle, o.mmap_offset, o.size, 4096));
+        }
+        let mut e = Export::zeroed();
+        e.region = regions[0];
+        e.access = uapi::ACCESS_READ | uapi::ACCESS_WRITE;
+        let mut b = e.encode();
+        call("EXPORT", l, uapi::IOCTL_EXPORT, &mut b)?;
+        let token = Export::decode(&b).token;
+        self.pool.lock().unwrap().tokens.push((l, token));
+        let mut a = Listen::zeroed();
+        a.addr.family = uapi::AF_INET;
+        a.addr.port = PORT_BASE;
+        a.addr.addr[..4].copy_from_slice(&ip);
+        let mut b = a.encode();
+        call("LISTEN", l, uapi::IOCTL_LISTEN, &mut b)?;
+        let lh = Listen::decode(&b).handle;
+        {
+            let mut p = self.pool.lock().unwrap();
+            p.handles.push(lh);
+            p.listeners.push((l, lh));
+            p.ports.push((PORT_BASE, l));
+        }
+        let mut a = Connect::zeroed();
+        a.addr.family = uapi::AF_INET;
+        a.addr.port = PORT_BASE;
+        a.addr.addr[..4].copy_from_slice(&ip);
+        a.timeout_ms = 10_000;
+        let mut b = a.encode();
+        call("CONNECT", c, uapi::IOCTL_CONNECT, &mut b)?;
+        let ch = Connect::decode(&b).handle;
+        self.new_conn(c, ch);
+        self.pool.lock().unwrap().peers.insert((c, ch), l);
+        let mut a = Import::zeroed();
+        a.conn = ch;
+        a.token = token;
+        a.timeout_ms = 10_000;
+        let mut b = a.encode();
+        call("IMPORT", c, uapi::IOCTL_IMPORT, &mut b)?;
+        let o = Import::decode(&b);
+        {
+            let mut p = self.pool.lock().unwrap();
+            p.handles.push(o.handle);
+            p.imports.push((c, o.handle, o.nblocks, o.block_size));
+        }
+        for opcode in [uapi::OP_WRITE, uapi::OP_READ] {
+            let mut op = Op::zeroed();
+            op.opcode = opcode;
+            op.remote = o.handle;
+            op.local = regions[1];
+            op.count = 4;
+            let mut b = op.encode();
+            call("RW_SYNC", c, uapi::IOCTL_RW_SYNC, &mut b)?;
+        }
+        Ok(())
+    }
+}
