@@ -286,7 +286,8 @@ struct rrdma_handle_arg {
  * Registration for the NIC happens per importing connection, by fast
  * registration with a fresh key, and a read-only export is registered
  * without remote write access.  A region with exports cannot be destroyed
- * (EBUSY) until they are unexported.
+ * (EBUSY) until they are unexported.  A file holds at most 4096 exports
+ * (ENOSPC beyond).
  */
 struct rrdma_export {
 	__u32 region;

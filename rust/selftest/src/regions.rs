@@ -2,13 +2,14 @@
 
 //! `rrdma-selftest regions`: region creation, destruction and mapping,
 //! against the bad inputs of the brief (geometry, handles, mmap variants,
-//! fork, destroy or close while mapped, RLIMIT_MEMLOCK).
+//! fork, destroy or close while mapped, RLIMIT_MEMLOCK), and the cap on
+//! exports per file.
 
 use std::io;
 
-use rrdma::abi::errno::{E2BIG, EINVAL, ENOENT, ENOMEM, ENXIO, EOVERFLOW, EPERM};
+use rrdma::abi::errno::{E2BIG, EINVAL, ENOENT, ENOMEM, ENOSPC, ENXIO, EOVERFLOW, EPERM};
 use rrdma::abi::ioctl::{iow, iowr};
-use rrdma::abi::uapi::{RegionCreate, IOCTL_MAGIC};
+use rrdma::abi::uapi::{Export as ExportArg, RegionCreate, ACCESS_READ, IOCTL_MAGIC};
 use rrdma::{page_size, Rrdma};
 
 use crate::{expect_errno, expect_ok, Tap};
@@ -547,6 +548,28 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap) {
                 expect_ok(dev.fdinfo_value("rrdma-regions"))? == 0,
                 "Region leaked",
             )
+        })(),
+    );
+    // Found by the fuzzer: the cap on exports per file, and its errno.
+    t.check(
+        "EXPORT beyond 4096 exports in a file is ENOSPC; UNEXPORT makes room",
+        (|| {
+            let dev = expect_ok(Rrdma::open())?;
+            let r = expect_ok(create(&dev, 4096, 1))?;
+            let export = |dev: &Rrdma| {
+                dev.export_raw(&ExportArg {
+                    region: r.handle,
+                    access: ACCESS_READ,
+                    ..ExportArg::zeroed()
+                })
+            };
+            let mut tokens = Vec::new();
+            for _ in 0..4096 {
+                tokens.push(expect_ok(export(&dev))?.token);
+            }
+            expect_errno(export(&dev), ENOSPC)?;
+            expect_ok(dev.unexport_raw(tokens[0], 0))?;
+            expect_ok(export(&dev)).map(|_| ())
         })(),
     );
 }

@@ -155,6 +155,7 @@ const ALLOWED: &[i32] = &[
     libc::EPROTONOSUPPORT,
     libc::EMFILE,
     libc::ENFILE,
+    libc::ENOSPC,
     libc::EIO,
 ];
 
