@@ -108,12 +108,10 @@ impl Fuzz {
         let mut b = a.encode();
         if self.ioctl_arg(r, "REGION_CREATE", fd, uapi::IOCTL_REGION_CREATE, &mut b) {
             let o = RegionCreate::decode(&b);
-            let mut p = self.pool.lock().unwrap();
-            p.handles.push(o.handle);
-            if p.fds.contains(&fd) {
+            self.record(fd, o.handle, |p| {
                 p.regions
-                    .push((fd, o.handle, o.mmap_offset, o.size, a.block_size));
-            }
+                    .push((fd, o.handle, o.mmap_offset, o.size, a.block_size))
+            });
         }
     }
 
@@ -222,12 +220,12 @@ impl Fuzz {
         self.note("touch", 0);
     }
 
-    /// Creates a region of 16 blocks of `block_size` in the file `fd`:
-    /// (handle, blocks).
-    pub(super) fn region_for(&self, fd: i32, block_size: u32) -> Option<(u32, u64)> {
+    /// Creates a region of `nblocks` blocks of `block_size` in the file
+    /// `fd`: (handle, blocks).
+    pub(super) fn region_for(&self, fd: i32, block_size: u32, nblocks: u64) -> Option<(u32, u64)> {
         let mut a = RegionCreate::zeroed();
         a.block_size = block_size;
-        a.nblocks = 16;
+        a.nblocks = nblocks;
         let mut b = a.encode();
         if !self.ioctl(
             "REGION_CREATE",
@@ -238,13 +236,11 @@ impl Fuzz {
             return None;
         }
         let o = RegionCreate::decode(&b);
-        let mut p = self.pool.lock().unwrap();
-        p.handles.push(o.handle);
-        if p.fds.contains(&fd) {
+        self.record(fd, o.handle, |p| {
             p.regions
-                .push((fd, o.handle, o.mmap_offset, o.size, block_size));
-        }
-        Some((o.handle, 16))
+                .push((fd, o.handle, o.mmap_offset, o.size, block_size))
+        });
+        Some((o.handle, nblocks))
     }
 
     pub(super) fn read_poll(&self, r: &mut Rng) {

@@ -202,6 +202,17 @@ impl Fuzz {
         e == 0
     }
 
+    /// Records `handle`, which a call on the file `fd` returned, among the
+    /// values seen, and with `add` among the live ones while the run still
+    /// lists the file (another thread may have closed it meanwhile).
+    fn record(&self, fd: i32, handle: u32, add: impl FnOnce(&mut Pool)) {
+        let mut p = self.pool.lock().unwrap();
+        p.handles.push(handle);
+        if p.fds.contains(&fd) {
+            add(&mut p);
+        }
+    }
+
     fn ioctl(&self, call: &'static str, fd: i32, cmd: u32, arg: u64) -> bool {
         // SAFETY: `arg` is a buffer of at least the command's size that the
         // caller lets the kernel write, or an address the kernel must refuse.

@@ -33,13 +33,11 @@ impl Fuzz {
         let mut b = a.encode();
         if self.ioctl_arg(r, "LISTEN", fd, uapi::IOCTL_LISTEN, &mut b) {
             let o = Listen::decode(&b);
-            let mut p = self.pool.lock().unwrap();
-            p.handles.push(o.handle);
-            if p.fds.contains(&fd) {
+            self.record(fd, o.handle, |p| {
                 p.listeners.push((fd, o.handle));
                 p.ports.retain(|x| x.0 != a.addr.port);
                 p.ports.push((a.addr.port, fd));
-            }
+            });
         }
     }
 
@@ -77,11 +75,7 @@ impl Fuzz {
     }
 
     pub(super) fn new_conn(&self, fd: i32, handle: u32) {
-        let mut p = self.pool.lock().unwrap();
-        p.handles.push(handle);
-        if p.fds.contains(&fd) {
-            p.conns.push((fd, handle));
-        }
+        self.record(fd, handle, |p| p.conns.push((fd, handle)));
     }
 
     /// A live (fd, handle) from the list `which` selects, most of the time;
@@ -189,11 +183,9 @@ impl Fuzz {
         if self.ioctl_arg(r, "IMPORT", fd, cmd, &mut buf) && size >= uapi::IMPORT_SIZE_VER0 {
             b.copy_from_slice(&buf[..Import::SIZE]);
             let o = Import::decode(&b);
-            let mut p = self.pool.lock().unwrap();
-            p.handles.push(o.handle);
-            if p.fds.contains(&fd) {
-                p.imports.push((fd, o.handle, o.nblocks, o.block_size));
-            }
+            self.record(fd, o.handle, |p| {
+                p.imports.push((fd, o.handle, o.nblocks, o.block_size))
+            });
         }
     }
 
@@ -265,7 +257,7 @@ impl Fuzz {
         };
         if clean && region.is_none() {
             // A region of the import's block size, for this operation.
-            region = import.and_then(|i| self.region_for(fd, i.2));
+            region = import.and_then(|i| self.region_for(fd, i.2, 16));
         }
         let mut o = Op::zeroed();
         o.user_data = r.next();

@@ -4,7 +4,7 @@
 //! listening file with an exported region, and a client file connected to
 //! it that imports the export and moves data both ways.
 
-use rrdma::abi::uapi::{self, Connect, Export, Import, Listen, Op, RegionCreate};
+use rrdma::abi::uapi::{self, Connect, Export, Import, Listen, Op};
 
 use super::{errno, Fuzz, PORT_BASE};
 
@@ -45,16 +45,10 @@ impl Fuzz {
         }
         let mut regions = Vec::new();
         for fd in [l, c] {
-            let mut a = RegionCreate::zeroed();
-            a.block_size = 4096;
-            a.nblocks = 64;
-            let mut b = a.encode();
-            call("REGION_CREATE", fd, uapi::IOCTL_REGION_CREATE, &mut b)?;
-            let o = RegionCreate::decode(&b);
-            regions.push(o.handle);
-            let mut p = self.pool.lock().unwrap();
-            p.handles.push(o.handle);
-            p.regions.push((fd, o.handle, o.mmap_offset, o.size, 4096));
+            let (h, _) = self
+                .region_for(fd, 4096, 64)
+                .ok_or_else(|| format!("REGION_CREATE: errno {}", errno()))?;
+            regions.push(h);
         }
         let mut e = Export::zeroed();
         e.region = regions[0];
@@ -70,12 +64,10 @@ impl Fuzz {
         let mut b = a.encode();
         call("LISTEN", l, uapi::IOCTL_LISTEN, &mut b)?;
         let lh = Listen::decode(&b).handle;
-        {
-            let mut p = self.pool.lock().unwrap();
-            p.handles.push(lh);
+        self.record(l, lh, |p| {
             p.listeners.push((l, lh));
             p.ports.push((PORT_BASE, l));
-        }
+        });
         let mut a = Connect::zeroed();
         a.addr.family = uapi::AF_INET;
         a.addr.port = PORT_BASE;
@@ -93,11 +85,9 @@ impl Fuzz {
         let mut b = a.encode();
         call("IMPORT", c, uapi::IOCTL_IMPORT, &mut b)?;
         let o = Import::decode(&b);
-        {
-            let mut p = self.pool.lock().unwrap();
-            p.handles.push(o.handle);
-            p.imports.push((c, o.handle, o.nblocks, o.block_size));
-        }
+        self.record(c, o.handle, |p| {
+            p.imports.push((c, o.handle, o.nblocks, o.block_size))
+        });
         for opcode in [uapi::OP_WRITE, uapi::OP_READ] {
             let mut op = Op::zeroed();
             op.opcode = opcode;
