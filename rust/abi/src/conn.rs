@@ -136,6 +136,9 @@ pub fn step(state: State, event: Event) -> (State, Action) {
         (S::RoutePending, E::RouteError(e)) => end(Some(nonzero(e, EHOSTUNREACH))),
         (S::Connecting | S::Accepting, E::Established) => (S::Connected, Action::Ready),
         (S::Connecting, E::Rejected(e)) => end(Some(e.unwrap_or(ECONNREFUSED))),
+        // The peer refused our accept (IB CM: a REJ answering the REP, as
+        // when the active side destroys its id): the connection never was.
+        (S::Accepting, E::Rejected(e)) => end(Some(e.unwrap_or(ECONNRESET))),
         (S::Connecting | S::Accepting, E::Unreachable) => end(Some(EHOSTUNREACH)),
         (S::Connecting | S::Accepting, E::ConnectError(e)) => end(Some(nonzero(e, ECONNRESET))),
         (S::Connecting | S::Accepting, E::Disconnected | E::QpFatal) => end(Some(ECONNRESET)),
@@ -319,6 +322,14 @@ mod tests {
             run(State::Connecting, &[Event::Rejected(Some(EPROTONOSUPPORT))]),
             State::Closed {
                 error: Some(EPROTONOSUPPORT)
+            }
+        );
+        // Found by the hostile peer: a passive connection whose accept the
+        // peer rejected stayed `Accepting`, holding a backlog slot.
+        assert_eq!(
+            run(State::Accepting, &[Event::Rejected(None)]),
+            State::Closed {
+                error: Some(ECONNRESET)
             }
         );
         assert_eq!(
