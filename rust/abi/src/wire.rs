@@ -21,7 +21,7 @@
 //! Decoders check length, magic, version and every reserved byte, and never
 //! panic on any input: a peer is not trusted.
 
-use super::errno::{Errno, EPROTO, EPROTONOSUPPORT};
+use super::errno::{Errno, EBUSY, ECONNREFUSED, EPROTO, EPROTONOSUPPORT};
 
 /// `"RRDM"` as a little-endian `u32`.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"RRDM");
@@ -147,6 +147,21 @@ pub fn decode_reject(b: &[u8]) -> Option<Errno> {
         return None;
     }
     Errno::new(le32(b, 8) as i32)
+}
+
+/// Why a listener refused a connect request with `e`, for its log line.
+pub fn refusal_reason(e: Errno) -> &'static str {
+    if e == EPROTO {
+        "malformed handshake"
+    } else if e == EPROTONOSUPPORT {
+        "the peer's protocol version is too old"
+    } else if e == EBUSY {
+        "backlog full"
+    } else if e == ECONNREFUSED {
+        "the listener is closing"
+    } else {
+        "the connection could not be set up"
+    }
 }
 
 /// Bytes of every control message (the size of a receive buffer).
@@ -405,6 +420,15 @@ mod tests {
         let mut padded = [0u8; 56];
         padded[..HELLO_LEN].copy_from_slice(&h.encode());
         assert_eq!(Hello::decode(&padded), Ok(h));
+    }
+
+    #[test]
+    fn every_refusal_has_a_reason() {
+        assert_eq!(refusal_reason(EPROTO), "malformed handshake");
+        assert_eq!(refusal_reason(EBUSY), "backlog full");
+        assert_ne!(refusal_reason(EPROTONOSUPPORT), refusal_reason(EPROTO));
+        assert_ne!(refusal_reason(ECONNREFUSED), refusal_reason(EIO));
+        assert_eq!(refusal_reason(ENOENT), refusal_reason(EIO));
     }
 
     #[test]

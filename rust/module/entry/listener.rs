@@ -11,7 +11,7 @@ use kernel::sync::Arc;
 use super::bytes;
 use crate::abi::wire;
 use crate::cm_id::InHandler;
-use crate::ffi::{cm_event, RdmaCmId};
+use crate::ffi::{cm_event, warn_user, RdmaCmId};
 use crate::foreign;
 use crate::listener::Listener;
 
@@ -62,6 +62,12 @@ unsafe extern "C" fn rrdma_rust_listen_request(
             0
         }
         Err(e) => {
+            // Any host that reaches the port can send any handshake.
+            warn_user!(
+                "listener: connect request refused: {} (errno {})\n",
+                wire::refusal_reason(e),
+                e.get()
+            );
             h.reject(&wire::reject(e));
             1
         }
