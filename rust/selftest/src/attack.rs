@@ -852,6 +852,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
         Err(e) => return t.check("import", Err(e.to_string())),
     };
     connect_errno_checks(dev, t, peer, prov);
+    crate::hostile::checks(dev, t, peer, prov);
     refusal_checks(dev, t, peer, &rw, quick);
     stall_checks(dev, t, peer, &rw);
     concurrency_checks(dev, t, peer, &conn, rw_token);

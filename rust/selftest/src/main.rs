@@ -31,6 +31,7 @@ use std::process::ExitCode;
 mod agent;
 mod attack;
 mod fuzz;
+mod hostile;
 mod measure;
 mod regions;
 mod remote;

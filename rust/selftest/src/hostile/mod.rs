@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! A hostile peer against the exporter (`rrdma serve` on the other guest):
+//! malformed and replayed handshakes, connection floods and guessed
+//! tokens, sent below rrdma's library.
+//!
+//! - On iWARP (siw), [`mpa`] speaks MPA over plain TCP.
+//! - On RoCE (rxe), [`ucma`] sends rdma_cm connect requests with any
+//!   private data through the kernel's user CM ABI.
+//!
+//! Each attack must end in a reject carrying rrdma's errno, or in a closed
+//! connection, and must leave the listener serving: afterwards a real
+//! CONNECT and IMPORT work, and the exporter holds no more connections
+//! than before. The exporter's kernel log is checked by the harness (no
+//! WARNING, no KASAN report).
+
+mod mpa;
+mod ucma;
+
+use std::net::SocketAddrV4;
+use std::time::{Duration, Instant};
+
+use rrdma::abi::errno::{Errno, ENOENT, EPROTO, EPROTONOSUPPORT};
+use rrdma::abi::wire::{self, Hello, CTRL_RECV_MIN, HELLO_LEN};
+use rrdma::{Connection, Rrdma};
+
+use crate::remote::{addr, control, token, T};
+use crate::Tap;
+
+/// The exporter's rdma_cm port (`rrdma serve --listen 0.0.0.0:7471`).
+const PORT: u16 = 7471;
+/// How long the exporter may take to answer or to close a connection
+/// (siw's MPA request timeout is 10 s).
+const WAIT: Duration = Duration::from_secs(20);
+
+fn hello() -> [u8; HELLO_LEN] {
+    Hello {
+        version: wire::VERSION,
+        ctrl_credits: CTRL_RECV_MIN,
+        qps: 1,
+        nonce: 0x5eed_0bad_cafe_f00d,
+    }
+    .encode()
+}
+
+/// Malformed handshakes and the errno each must be rejected with. IB CM
+/// pads the request's private data with zeros, so a hello one byte short
+/// is whole again there: it is in the list only when `exact` (MPA carries
+/// the length).
+fn malformed_hellos(exact: bool) -> Vec<(&'static str, Vec<u8>, Errno)> {
+    let good = hello();
+    let mut cases = vec![
+        ("no private data", Vec::new(), EPROTO),
+        ("a truncated hello (10 bytes)", good[..10].to_vec(), EPROTO),
+    ];
+    if exact {
+        cases.push((
+            "a hello one byte short",
+            good[..HELLO_LEN - 1].to_vec(),
+            EPROTO,
+        ));
+    }
+    let mut edit = |what, at: usize, bytes: &[u8], want| {
+        let mut m = good;
+        m[at..at + bytes.len()].copy_from_slice(bytes);
+        cases.push((what, m.to_vec(), want));
+    };
+    edit("a wrong magic", 0, &[0xff], EPROTO);
+    edit("version 1", 4, &1u16.to_le_bytes(), EPROTONOSUPPORT);
+    edit("version 0", 4, &0u16.to_le_bytes(), EPROTONOSUPPORT);
+    edit("non-zero flags", 6, &[1], EPROTO);
+    edit("a non-zero reserved byte", 13, &[0x80], EPROTO);
+    edit(
+        "too few receive credits",
+        8,
+        &(CTRL_RECV_MIN - 1).to_le_bytes(),
+        EPROTO,
+    );
+    edit("zero queue pairs", 10, &0u16.to_le_bytes(), EPROTO);
+    let junk = (0..48u8)
+        .map(|i| i.wrapping_mul(37).wrapping_add(11))
+        .collect();
+    cases.push(("48 bytes of junk", junk, EPROTO));
+    cases
+}
+
+fn real_peer(dev: &Rrdma, peer: &str) -> Result<(), String> {
+    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+    let conn = dev
+        .connect(addr(peer, PORT), T)
+        .map_err(|e| format!("CONNECT: {e}"))?;
+    conn.import(tok, T)
+        .map(|_| ())
+        .map_err(|e| format!("IMPORT: {e}"))
+}
+
+fn live_conns(peer: &str) -> Result<u64, String> {
+    let line = control(peer, "fdinfo").map_err(|e| e.to_string())?;
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix("rrdma-connections-live="))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("no rrdma-connections-live in '{line}'"))
+}
+
+/// Connect requests through rdma_cm with malformed handshakes (rxe).
+fn cm_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let u = match ucma::Ucma::open() {
+        Ok(u) => u,
+        Err(e) => return t.check("hostile: open /dev/infiniband/rdma_cm", Err(e.to_string())),
+    };
+    let dst: SocketAddrV4 = match format!("{peer}:{PORT}").parse() {
+        Ok(a) => a,
+        Err(e) => return t.check("hostile: the peer's address", Err(format!("{e}"))),
+    };
+    let refused = |pd: &[u8], want: Errno| -> Result<(), String> {
+        let e = u.request(dst, pd, WAIT).map_err(|e| e.to_string())?;
+        if e.event != ucma::EV_REJECTED {
+            return Err(format!(
+                "event {} (status {}), expected a reject",
+                e.event, e.status
+            ));
+        }
+        match wire::decode_reject(&e.private_data) {
+            Some(got) if got == want => Ok(()),
+            Some(got) => Err(format!(
+                "rejected with errno {}, expected {}",
+                got.get(),
+                want.get()
+            )),
+            None => Err(format!("not an rrdma reject: {:02x?}", e.private_data)),
+        }
+    };
+    for (what, pd, want) in malformed_hellos(false) {
+        t.check(
+            &format!(
+                "hostile connect request with {what}: rejected with errno {}",
+                want.get()
+            ),
+            refused(&pd, want),
+        );
+    }
+    // A valid hello from a peer without a queue pair, 20 times (replays):
+    // each is accepted, then rejected by the hostile side as it goes.
+    let res = (|| {
+        for i in 0..20 {
+            let e = u
+                .request(dst, &hello(), WAIT)
+                .map_err(|e| format!("try {i}: {e}"))?;
+            if e.event != ucma::EV_CONNECT_RESPONSE {
+                return Err(format!("try {i}: event {} (status {})", e.event, e.status));
+            }
+        }
+        Ok(())
+    })();
+    t.check(
+        "hostile: a valid hello replayed 20 times: accepted each time",
+        res,
+    );
+    let res = (|| {
+        for i in 0..200 {
+            refused(&[0xa5; 24], EPROTO).map_err(|e| format!("request {i}: {e}"))?;
+        }
+        Ok(())
+    })();
+    t.check(
+        "hostile: 200 malformed connect requests in a row: each rejected",
+        res,
+    );
+    t.check(
+        "... and the listener still serves a real peer",
+        real_peer(dev, peer),
+    );
+}
+
+/// Guessed tokens on a real connection: each IMPORT is ENOENT, and the
+/// connection stays usable.
+fn token_guesses(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let res = (|| {
+        let conn: Connection<'_> = dev
+            .connect(addr(peer, PORT), T)
+            .map_err(|e| format!("CONNECT: {e}"))?;
+        let real = token(peer, "rw").map_err(|e| e.to_string())?;
+        let mut x = real ^ 0x9e37_79b9_7f4a_7c15;
+        for i in 0..200 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if x == real {
+                continue;
+            }
+            match conn.import(x, T) {
+                Ok(_) => return Err(format!("guess {i} ({x:#x}) imported")),
+                Err(e) if e.raw_os_error() == Some(ENOENT.get()) => {}
+                Err(e) => return Err(format!("guess {i}: {e}, expected ENOENT")),
+            }
+        }
+        conn.import(real, T)
+            .map(|_| ())
+            .map_err(|e| format!("the real token then: {e}"))
+    })();
+    t.check(
+        "hostile: 200 guessed tokens: ENOENT each, then the real one imports",
+        res,
+    );
+}
+
+/// The hostile peer's attacks on provider `prov`.
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, prov: &str) {
+    let before = match live_conns(peer) {
+        Ok(n) => n,
+        Err(e) => return t.check("hostile: the exporter's connection count", Err(e)),
+    };
+    if prov == "siw" {
+        mpa::checks(dev, t, peer);
+    } else {
+        cm_checks(dev, t, peer);
+    }
+    token_guesses(dev, t, peer);
+    let t0 = Instant::now();
+    let res = loop {
+        match live_conns(peer) {
+            Ok(n) if n <= before => break Ok(()),
+            Ok(n) if t0.elapsed() > WAIT => {
+                break Err(format!("{n} live connections, {before} before the attacks"))
+            }
+            Err(e) => break Err(e),
+            Ok(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
+    t.check(
+        "hostile: afterwards the exporter holds no more connections than before",
+        res,
+    );
+}
