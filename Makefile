@@ -4,7 +4,9 @@
 #
 #   make KDIR=<kernel build dir>   build rrdma.ko (and rrdma_kunit.ko) in place
 #   make check                     everything: set-up, kernels, builds, host
-#                                  tests, KUnit and guest tests on 6.12 and 7.3
+#                                  tests, KUnit and guest tests on 7.3, and on
+#                                  6.12 under KASAN, lockdep and kmemleak
+#   make check-full                the same, plus the 6.12 base kernel
 #   make demo                      two guests: serve, write/read, verify, bench
 #   make bench                     rrdma against perftest on siw and rxe, with
 #                                  a ratio table, JSON report and PNG plot
@@ -14,17 +16,17 @@
 #                                  perftest load (CONNSTRESS_N, default 200)
 #   make lint                      checkpatch, rustfmt, clippy
 #
-# Knobs: KERNELS="6.12 7.3" (for check/demo), VARIANT=base|debug (debug
+# Knobs: KERNELS (check: 7.3, kernels: 6.12 7.3), VARIANT=base|debug (debug
 # kernels: KASAN, lockdep, kmemleak, debug objects), LLVM=1 (toolchain
 # used with KDIR), RRDMA_CACHE (kernel build cache, default ~/.cache/rrdma).
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 LLVM ?= 1
-KERNELS ?= 6.12 7.3
+KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check demo bench floor connstress fuzz lint userspace kernels
+.PHONY: all modules clean check check-full demo bench floor connstress fuzz lint userspace kernels
 
 all: modules
 
@@ -41,10 +43,13 @@ userspace:
 
 kernels:
 	scripts/setup.sh
-	for k in $(KERNELS); do scripts/kernel.sh $$k $(VARIANT) || exit 1; done
+	for k in $(or $(KERNELS),6.12 7.3); do scripts/kernel.sh $$k $(VARIANT) || exit 1; done
 
 check:
 	@scripts/check.sh
+
+check-full:
+	@KERNELS="6.12 7.3" scripts/check.sh
 
 demo:
 	@scripts/demo.sh

@@ -1,11 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Static checks: `lint.sh rustfmt|clippy|kernel KVER|all`.
+# Static checks: `lint.sh rustfmt|clippy|kernel KVER [VARIANT]|all`.
 #   rustfmt  - formatting of every Rust file (module and userspace)
 #   clippy   - cargo clippy on the userspace workspace, warnings are errors
 #   kernel   - checkpatch.pl on the C shim and UAPI header, and the module
-#              built with CLIPPY=1 against kernel KVER
+#              built with CLIPPY=1 against kernel KVER (VARIANT base or
+#              debug, default base)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -23,12 +24,12 @@ clippy_check() {
 }
 
 kernel_check() {
-	local kver=${1:-6.12} kdir src
-	kdir=$("$HERE/kernel.sh" "$kver" | tail -1)
+	local kver=${1:-6.12} variant=${2:-base} kdir src
+	kdir=$("$HERE/kernel.sh" "$kver" "$variant" | tail -1)
 	src=$(readlink -f "$kdir/source")
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
 		rust/module/shim/*.c rust/module/shim/*.h include/uapi/rrdma.h
-	"$HERE/build-module.sh" "$kver" base clippy >/tmp/rrdma-clippy.log 2>&1 || { cat /tmp/rrdma-clippy.log; exit 1; }
+	"$HERE/build-module.sh" "$kver" "$variant" clippy >/tmp/rrdma-clippy.log 2>&1 || { cat /tmp/rrdma-clippy.log; exit 1; }
 	if grep -qE "warning|error" /tmp/rrdma-clippy.log; then
 		cat /tmp/rrdma-clippy.log
 		exit 1
@@ -38,7 +39,7 @@ kernel_check() {
 case "${1:-all}" in
 rustfmt) rustfmt_check ;;
 clippy) clippy_check ;;
-kernel) kernel_check "${2:-6.12}" ;;
-all) rustfmt_check; clippy_check; kernel_check 6.12 ;;
-*) die "usage: lint.sh rustfmt|clippy|kernel KVER|all" ;;
+kernel) kernel_check "${2:-6.12}" "${3:-base}" ;;
+all) rustfmt_check; clippy_check; kernel_check 6.12 debug ;;
+*) die "usage: lint.sh rustfmt|clippy|kernel KVER [VARIANT]|all" ;;
 esac
