@@ -243,6 +243,8 @@ extern "C" {
     pub(crate) fn rrdma_shim_unregister();
     /// Whether a user-triggered warning may be printed now (ratelimited).
     pub(crate) fn rrdma_shim_warn_ratelimit() -> bool;
+    /// The kernel's `jiffies`.
+    pub(crate) fn rrdma_shim_jiffies() -> c_ulong;
     /// Reads the VMA's range, offset and flags.
     pub(crate) fn rrdma_shim_vma_info(vma: *mut VmArea, info: *mut VmaInfo);
     /// Sets a region VMA's flags and operations; `region` is a region
@@ -353,6 +355,12 @@ extern "C" {
         n: u32,
         posted: *mut u32,
     ) -> c_int;
+}
+
+/// The kernel's `jiffies` (it wraps: compare with `wrapping_sub`).
+pub(crate) fn jiffies() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_jiffies() as u64 }
 }
 
 /// `PAGE_SIZE` as `u64`.

@@ -9,6 +9,13 @@
 //! when no usable RDMA device owns the route; with the handshake's errno
 //! (`EPROTO`, `EPROTONOSUPPORT`) when the request is malformed.
 //!
+//! A request accepted here holds a backlog slot until the peer completes
+//! the handshake. A peer that never does (IB CM: no RTU answers our REP)
+//! would hold it for as long as the CM retries, which the request itself
+//! sets: [`ACCEPT_DEADLINE_MS`] bounds it. `ACCEPT` drops a request older
+//! than that, with `ETIMEDOUT` and a log line, and a request refused for
+//! room wakes `ACCEPT` when one is due.
+//!
 //! Closing (UNLISTEN, file release) destroys the id first, which waits for
 //! request handlers still running, and only then destroys the connections
 //! accepted but not taken: none is left behind.
@@ -31,7 +38,7 @@ use crate::abi::{
 };
 use crate::cm_id::{CmId, InHandler};
 use crate::conn::Conn;
-use crate::ffi::ShimAddr;
+use crate::ffi::{warn_user, ShimAddr};
 use crate::shared::Shared;
 
 struct Inner {
@@ -39,10 +46,31 @@ struct Inner {
     /// (device removal).
     id: Option<CmId<Listener>>,
     /// Accepted, handshake in progress.
-    pending: KVec<Arc<Conn>>,
+    pending: KVec<Pending>,
     /// Established, waiting for ACCEPT.
     queue: KVec<Arc<Conn>>,
     closed: bool,
+}
+
+/// How long an accepted request may take to become established.
+pub(crate) const ACCEPT_DEADLINE_MS: u32 = 10_000;
+
+/// A request accepted here whose handshake is in progress.
+struct Pending {
+    conn: Arc<Conn>,
+    /// `jiffies` when it was accepted.
+    since: u64,
+}
+
+impl Pending {
+    /// Whether ACCEPT may drop it: failed, or past the deadline at `now`.
+    fn stale(&self, now: u64) -> bool {
+        self.conn.is_finished() || self.overdue(now)
+    }
+
+    fn overdue(&self, now: u64) -> bool {
+        now.wrapping_sub(self.since) > kernel::time::msecs_to_jiffies(ACCEPT_DEADLINE_MS) as u64
+    }
 }
 
 /// A listener.
@@ -116,22 +144,28 @@ impl Listener {
         if g.closed {
             return Err(ECONNREFUSED);
         }
-        let open = g.pending.iter().filter(|c| !c.is_finished()).count() + g.queue.len();
+        let open = g.pending.iter().filter(|p| !p.conn.is_finished()).count() + g.queue.len();
         // Failed handshakes stay in `pending` until ACCEPT prunes them.
         if open >= self.backlog as usize || g.pending.len() >= 2 * self.backlog as usize {
+            let now = crate::ffi::jiffies();
+            if g.pending.iter().any(|p| p.overdue(now)) {
+                // ACCEPT frees room: wake a caller that waits.
+                self.cv.notify_all();
+            }
             return Err(EBUSY);
         }
         let (conn, ctx) = Conn::accept_request(&self.shared, self, h, pdata, initiator, responder)?;
+        let since = crate::ffi::jiffies();
         // Within the room checked above: cannot fail.
-        let _ = g.pending.push(conn, GFP_KERNEL);
+        let _ = g.pending.push(Pending { conn, since }, GFP_KERNEL);
         Ok(ctx)
     }
 
     /// A connection this listener accepted is established.
     pub(crate) fn established(&self, conn: &Arc<Conn>) {
         let mut g = self.inner.lock();
-        if let Some(i) = g.pending.iter().position(|c| Arc::ptr_eq(c, conn)) {
-            if let Some(c) = crate::compat::vec_remove(&mut g.pending, i) {
+        if let Some(i) = g.pending.iter().position(|p| Arc::ptr_eq(&p.conn, conn)) {
+            if let Some(Pending { conn: c, .. }) = crate::compat::vec_remove(&mut g.pending, i) {
                 // Within capacity: at most `backlog` are open.
                 let _ = g.queue.push(c, GFP_KERNEL);
             }
@@ -150,8 +184,10 @@ impl Listener {
                 if g.closed {
                     return Err(EINVAL);
                 }
-                // Requests that failed before establishment are freed here.
-                let stale = match g.pending.iter().position(|c| c.is_finished()) {
+                // Requests that failed before establishment, or did not
+                // make it in time, are freed here.
+                let now = crate::ffi::jiffies();
+                let stale = match g.pending.iter().position(|p| p.stale(now)) {
                     Some(i) => crate::compat::vec_swap_remove(&mut g.pending, i),
                     None => None,
                 };
@@ -179,7 +215,13 @@ impl Listener {
                 (conn, stale)
             };
             if let Some(s) = stale {
-                Conn::destroy(&s, Event::UserClose);
+                if !s.conn.is_finished() {
+                    warn_user!(
+                        "listener: a connection accepted {} ms ago is not established; dropped\n",
+                        ACCEPT_DEADLINE_MS
+                    );
+                }
+                Conn::destroy(&s.conn, Event::Timeout);
             }
             match conn {
                 // A connection that closed in the queue is of no use.
@@ -229,8 +271,8 @@ impl Listener {
                 core::mem::take(&mut g.queue),
             )
         };
-        for c in pending.iter() {
-            Conn::destroy(c, Event::UserClose);
+        for p in pending.iter() {
+            Conn::destroy(&p.conn, Event::UserClose);
         }
         for c in queue.iter() {
             Conn::destroy(c, Event::UserClose);

@@ -221,6 +221,11 @@ bool rrdma_shim_warn_ratelimit(void)
 	return __ratelimit(&rs);
 }
 
+unsigned long rrdma_shim_jiffies(void)
+{
+	return jiffies;
+}
+
 int rrdma_shim_register(void *core)
 {
 	int ret;

@@ -210,6 +210,7 @@ struct workqueue_struct *rrdma_shim_wq(void);
 int rrdma_shim_register(void *core);
 void rrdma_shim_unregister(void);
 bool rrdma_shim_warn_ratelimit(void);
+unsigned long rrdma_shim_jiffies(void);
 
 /* Implemented in Rust. */
 int rrdma_rust_device_add(void *core, struct ib_device *dev, void **ctx);

@@ -20,7 +20,7 @@ mod ucma;
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
-use rrdma::abi::errno::{Errno, ENOENT, EPROTO, EPROTONOSUPPORT};
+use rrdma::abi::errno::{Errno, EBUSY, ENOENT, EPROTO, EPROTONOSUPPORT};
 use rrdma::abi::wire::{self, Hello, CTRL_RECV_MIN, HELLO_LEN};
 use rrdma::{Connection, Rrdma};
 
@@ -170,6 +170,51 @@ fn cm_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         "... and the listener still serves a real peer",
         real_peer(dev, peer),
     );
+    silent_after_accept(dev, t, peer, dst);
+}
+
+/// Valid hellos from a peer that then goes silent (it never completes the
+/// handshake): they fill the listener's backlog until its accept deadline
+/// (10 s) drops them, while the silent ids are still held.
+fn silent_after_accept(dev: &Rrdma, t: &mut Tap, peer: &str, dst: SocketAddrV4) {
+    let silent = match ucma::Ucma::open() {
+        Ok(u) => u,
+        Err(e) => return t.check("hostile: open /dev/infiniband/rdma_cm", Err(e.to_string())),
+    };
+    let res = (|| {
+        let (mut accepted, mut busy) = (0, 0);
+        for i in 0..24 {
+            let e = silent
+                .request_and_go_silent(dst, &hello(), WAIT)
+                .map_err(|e| format!("request {i}: {e}"))?;
+            match (e.event, wire::decode_reject(&e.private_data)) {
+                (ucma::EV_CONNECT_RESPONSE, _) => accepted += 1,
+                (ucma::EV_REJECTED, Some(errno)) if errno == EBUSY => busy += 1,
+                _ => {
+                    return Err(format!(
+                        "request {i}: event {} (status {})",
+                        e.event, e.status
+                    ))
+                }
+            }
+        }
+        if busy == 0 {
+            return Err(format!(
+                "{accepted} accepted and none refused: the backlog never filled"
+            ));
+        }
+        Ok(())
+    })();
+    t.check(
+        "hostile: 24 valid requests whose peer goes silent: the backlog fills (EBUSY)",
+        res,
+    );
+    std::thread::sleep(Duration::from_secs(12));
+    t.check(
+        "... and 12 s later, the silent ones still held, a real peer connects",
+        real_peer(dev, peer),
+    );
+    drop(silent);
 }
 
 /// Guessed tokens on a real connection: each IMPORT is ENOENT, and the

@@ -12,6 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::net::SocketAddrV4;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 const CMD_CREATE_ID: u32 = 0;
@@ -134,6 +135,9 @@ pub(crate) struct Ucma {
     f: File,
 }
 
+/// The QP number the next request claims (there is no QP behind it).
+static NEXT_QPN: AtomicU32 = AtomicU32::new(0x1000);
+
 fn as_bytes<T>(v: &T) -> &[u8] {
     // SAFETY: `T` is one of this file's `repr(C)` command structs, plain
     // integers and byte arrays, so every byte of it may be read.
@@ -231,11 +235,35 @@ impl Ucma {
         pdata: &[u8],
         wait: Duration,
     ) -> io::Result<Event> {
+        let id = self.create_id(0x4057_11e0)?;
+        let res = self.connect(id, dst, pdata, wait);
+        self.destroy_id(id);
+        res
+    }
+
+    /// As [`Ucma::request`], but the id stays until the file closes: an
+    /// accepted connection is never completed (no RTU) nor rejected.
+    pub(crate) fn request_and_go_silent(
+        &self,
+        dst: SocketAddrV4,
+        pdata: &[u8],
+        wait: Duration,
+    ) -> io::Result<Event> {
+        let id = self.create_id(0x4057_11e1)?;
+        self.connect(id, dst, pdata, wait)
+    }
+
+    fn connect(
+        &self,
+        id: u32,
+        dst: SocketAddrV4,
+        pdata: &[u8],
+        wait: Duration,
+    ) -> io::Result<Event> {
         if pdata.len() > MAX_PRIVATE_DATA {
             return Err(io::Error::other("private data too long"));
         }
-        let id = self.create_id(0x4057_11e0)?;
-        let res = (|| {
+        {
             let mut dst_ss = SockaddrStorage([0; 128]);
             dst_ss.0[..2].copy_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
             dst_ss.0[2..4].copy_from_slice(&dst.port().to_be_bytes());
@@ -261,7 +289,10 @@ impl Ucma {
             )?;
             self.expect(EV_ROUTE_RESOLVED, "resolve route", wait)?;
             let mut p = ConnParam {
-                qp_num: 0x1234,
+                // IB CM refuses a request from a QP number it still
+                // knows from this host (a stale connection): a fresh one
+                // for every request.
+                qp_num: NEXT_QPN.fetch_add(1, Ordering::Relaxed),
                 qkey: 0,
                 private_data: [0; MAX_PRIVATE_DATA],
                 private_data_len: pdata.len() as u8,
@@ -282,8 +313,6 @@ impl Ucma {
             };
             self.cmd(CMD_CONNECT, &c, 0)?;
             self.event(wait)
-        })();
-        self.destroy_id(id);
-        res
+        }
     }
 }
