@@ -8,7 +8,7 @@
 # is the summary `N passed, N failed[, N skipped]`.
 #
 # 6.12 runs in its debug build only: a cold run builds two kernels, not
-# three (each takes 17 to 21 minutes on a slow 2-core machine, and CI has
+# three (each takes 19 to 22 minutes on a slow 2-core machine, and CI has
 # 90 minutes).  `make check-full` (KERNELS="6.12 7.3") adds the 6.12 base
 # kernel and its perftest pair test.
 set -uo pipefail
