@@ -217,7 +217,7 @@ impl Listener {
             if let Some(s) = stale {
                 if !s.conn.is_finished() {
                     warn_user!(
-                        "listener: a connection accepted {} ms ago is not established; dropped\n",
+                        "listener: a connection not established {} ms after its accept; dropped\n",
                         ACCEPT_DEADLINE_MS
                     );
                 }

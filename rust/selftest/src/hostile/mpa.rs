@@ -7,7 +7,7 @@
 //! reset connections siw has not accepted yet.
 
 use std::io::{self, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::Instant;
 
@@ -16,7 +16,7 @@ use rrdma::abi::wire::{self, Hello};
 use rrdma::Rrdma;
 
 use super::{hello, real_peer, PORT, WAIT};
-use crate::remote::T;
+use crate::remote::{addr, T};
 use crate::Tap;
 
 const KEY_REQ: &[u8; 16] = b"MPA ID Req Frame";
@@ -26,31 +26,33 @@ const FLAG_MARKERS: u8 = 0x80;
 const FLAG_REJECT: u8 = 0x20;
 
 fn sock(peer: &str) -> Result<TcpStream, String> {
-    let a: SocketAddr = format!("{peer}:{PORT}")
-        .parse()
-        .map_err(|e| format!("{e}"))?;
-    let s = TcpStream::connect_timeout(&a, T).map_err(|e| format!("TCP connect: {e}"))?;
+    let s = TcpStream::connect_timeout(&addr(peer, PORT), T)
+        .map_err(|e| format!("TCP connect: {e}"))?;
     s.set_read_timeout(Some(WAIT)).map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     Ok(s)
 }
 
 /// Closes `s` with a reset instead of a FIN (SO_LINGER 0).
-fn reset(s: TcpStream) {
+fn reset(s: TcpStream) -> Result<(), String> {
     let l = libc::linger {
         l_onoff: 1,
         l_linger: 0,
     };
     // SAFETY: `s` is an open socket and `l` a valid `linger` for the call.
-    unsafe {
+    let rc = unsafe {
         libc::setsockopt(
             s.as_raw_fd(),
             libc::SOL_SOCKET,
             libc::SO_LINGER,
             (&l as *const libc::linger).cast(),
             core::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
+        )
+    };
+    if rc != 0 {
+        return Err(format!("SO_LINGER: {}", io::Error::last_os_error()));
     }
+    Ok(())
 }
 
 /// An MPA request frame, revision 1 (no IRD/ORD negotiation), with `flags`
@@ -227,7 +229,8 @@ fn accepted_checks(t: &mut Tap, peer: &str) {
         let mut s = sock(peer)?;
         s.write_all(&request(0, 1, &hello()))
             .map_err(|e| e.to_string())?;
-        read_reply(&mut s).map(|_| reset(s))
+        read_reply(&mut s)?;
+        reset(s)
     })();
     t.check("hostile: a valid hello, then a reset", res);
 }
@@ -238,7 +241,7 @@ fn reset_flood(t: &mut Tap, peer: &str) {
     let res = (|| {
         for i in 0..300 {
             let s = sock(peer).map_err(|e| format!("connection {i}: {e}"))?;
-            reset(s);
+            reset(s).map_err(|e| format!("connection {i}: {e}"))?;
         }
         Ok(())
     })();

@@ -138,9 +138,32 @@ pub(crate) struct Ucma {
 /// The QP number the next request claims (there is no QP behind it).
 static NEXT_QPN: AtomicU32 = AtomicU32::new(0x1000);
 
-fn as_bytes<T>(v: &T) -> &[u8] {
-    // SAFETY: `T` is one of this file's `repr(C)` command structs, plain
-    // integers and byte arrays, so every byte of it may be read.
+/// A command struct of the user CM ABI, written to the file as bytes.
+///
+/// # Safety
+///
+/// The type is `repr(C)` with integer and byte-array fields only and no
+/// padding, so every byte of a value is initialized.
+unsafe trait Plain: Sized {}
+// SAFETY: each is `repr(C)`, made of integers and byte arrays, and its
+// fields leave no padding (the size asserts above pin the layouts).
+unsafe impl Plain for Hdr {}
+// SAFETY: as above.
+unsafe impl Plain for CreateId {}
+// SAFETY: as above.
+unsafe impl Plain for DestroyId {}
+// SAFETY: as above.
+unsafe impl Plain for ResolveAddr {}
+// SAFETY: as above.
+unsafe impl Plain for ResolveRoute {}
+// SAFETY: as above.
+unsafe impl Plain for Connect {}
+// SAFETY: as above.
+unsafe impl Plain for GetEvent {}
+
+fn as_bytes<T: Plain>(v: &T) -> &[u8] {
+    // SAFETY: `T: Plain`: every byte of `*v` is initialized, and the slice
+    // borrows `v` for its lifetime.
     unsafe { core::slice::from_raw_parts((v as *const T).cast(), core::mem::size_of::<T>()) }
 }
 
@@ -153,7 +176,7 @@ impl Ucma {
         Ok(Self { f })
     }
 
-    fn cmd<T>(&self, cmd: u32, body: &T, outlen: usize) -> io::Result<()> {
+    fn cmd<T: Plain>(&self, cmd: u32, body: &T, outlen: usize) -> io::Result<()> {
         let hdr = Hdr {
             cmd,
             inlen: core::mem::size_of::<T>() as u16,
