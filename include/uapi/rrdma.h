@@ -33,7 +33,10 @@
 #define RRDMA_FEATURE_REGIONS	(1ULL << 0)	/* REGION_CREATE/DESTROY, mmap */
 /* LISTEN .. SUBMIT, RW_SYNC, completions by read(2)/poll(2) */
 #define RRDMA_FEATURE_REMOTE	(1ULL << 1)
-#define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE)
+/* CONNECT's keepalive fields and RRDMA_CONNECT_NO_KEEPALIVE */
+#define RRDMA_FEATURE_KEEPALIVE	(1ULL << 2)
+#define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
+				 RRDMA_FEATURE_KEEPALIVE)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -242,23 +245,42 @@ struct rrdma_accept {
  * @addr:	in: the peer's address
  * @timeout_ms:	in: for address and route resolution and the handshake;
  *		0 means the default (5000)
- * @flags:	in: must be zero
+ * @flags:	in: RRDMA_CONNECT_* (0 or RRDMA_CONNECT_NO_KEEPALIVE)
  * @handle:	out: the connection's handle
- * @reserved:	in: must be zero
+ * @keepalive_ms: in: keepalive interval in milliseconds, 100 or more; 0
+ *		takes the module parameter keepalive_ms (default 5000)
+ * @keepalive_misses: in: intervals without an answer from the peer before
+ *		the connection ends with ETIMEDOUT, 2 to 255; 0 takes the module
+ *		parameter keepalive_misses (default 6)
  *
  * Waits interruptibly until the connection is established or has failed:
  * ECONNREFUSED (nobody listens, or the peer refused: its errno is
  * returned if it sent one), ETIMEDOUT, EHOSTUNREACH, ENODEV (no usable RDMA
  * device owns the route), EADDRNOTAVAIL (no free local port: iWARP
  * connects over TCP), EINTR.
+ *
+ * Keepalive (RRDMA_FEATURE_KEEPALIVE): when no answer to anything this
+ * side sent has come back for @keepalive_ms, the kernel sends a ping; after
+ * @keepalive_misses intervals without one, the peer is taken as gone and
+ * the connection ends with ETIMEDOUT (operations in flight complete with
+ * it). The passive side checks its peer the same way with the module
+ * parameters, and releases what it granted on the connection. Needs a peer
+ * module of protocol version 3; with an older one, the connection has no
+ * keepalive. RRDMA_CONNECT_NO_KEEPALIVE (with both fields 0) turns it off
+ * for this connection; with the module's keepalive_ms at 0, it is off
+ * unless a field asks for it.
  */
 struct rrdma_connect {
 	struct rrdma_addr addr;
 	__u32 timeout_ms;
 	__u32 flags;
 	__u32 handle;
-	__u32 reserved;
+	__u16 keepalive_ms;
+	__u16 keepalive_misses;
 };
+
+/* CONNECT flags */
+#define RRDMA_CONNECT_NO_KEEPALIVE	(1U << 0)
 
 /**
  * struct rrdma_handle_arg - argument of DISCONNECT, UNIMPORT and UNLISTEN

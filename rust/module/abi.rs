@@ -24,6 +24,8 @@ pub(crate) mod handle;
 pub(crate) mod info;
 #[path = "../abi/src/ioctl.rs"]
 pub(crate) mod ioctl;
+#[path = "../abi/src/keepalive.rs"]
+pub(crate) mod keepalive;
 #[path = "../abi/src/ops.rs"]
 pub(crate) mod ops;
 #[path = "../abi/src/region.rs"]

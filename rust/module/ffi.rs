@@ -58,6 +58,12 @@ pub(crate) struct ShimMr {
     _opaque: [u8; 0],
 }
 
+/// Opaque `struct rrdma_shim_timer`: a delayed work item (`timer.rs`).
+#[repr(C)]
+pub(crate) struct ShimTimer {
+    _opaque: [u8; 0],
+}
+
 /// `struct rrdma_shim_addr` (same layout as `struct rrdma_addr`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -245,6 +251,21 @@ extern "C" {
     pub(crate) fn rrdma_shim_warn_ratelimit() -> bool;
     /// The kernel's `jiffies`.
     pub(crate) fn rrdma_shim_jiffies() -> c_ulong;
+    /// The module parameters `keepalive_ms` and `keepalive_misses`.
+    pub(crate) fn rrdma_shim_keepalive_params(ms: *mut u32, misses: *mut u32);
+    /// `jiffies_to_msecs(j)`.
+    pub(crate) fn rrdma_shim_jiffies_to_msecs(j: c_ulong) -> u32;
+    /// A timer that calls `rrdma_rust_conn_keepalive()`; NULL without memory.
+    pub(crate) fn rrdma_shim_timer_new() -> *mut ShimTimer;
+    /// Queues a run with `ctx` after `delay` jiffies; false if one is
+    /// pending already (nothing changes then).
+    pub(crate) fn rrdma_shim_timer_arm(t: *mut ShimTimer, ctx: *mut c_void, delay: c_ulong)
+        -> bool;
+    /// `cancel_delayed_work_sync()`: whether a run was pending (and will
+    /// not happen).
+    pub(crate) fn rrdma_shim_timer_cancel(t: *mut ShimTimer) -> bool;
+    /// Frees a timer with no run pending.
+    pub(crate) fn rrdma_shim_timer_free(t: *mut ShimTimer);
     /// Reads the VMA's range, offset and flags.
     pub(crate) fn rrdma_shim_vma_info(vma: *mut VmArea, info: *mut VmaInfo);
     /// Sets a region VMA's flags and operations; `region` is a region
@@ -361,6 +382,20 @@ extern "C" {
 pub(crate) fn jiffies() -> u64 {
     // SAFETY: no preconditions.
     unsafe { rrdma_shim_jiffies() as u64 }
+}
+
+/// `jiffies_to_msecs()`.
+pub(crate) fn jiffies_to_msecs(j: u64) -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_jiffies_to_msecs(j as c_ulong) }
+}
+
+/// The module parameters `keepalive_ms` and `keepalive_misses`, as set.
+pub(crate) fn keepalive_params() -> (u32, u32) {
+    let (mut ms, mut misses) = (0, 0);
+    // SAFETY: both pointers are valid for writes.
+    unsafe { rrdma_shim_keepalive_params(&mut ms, &mut misses) };
+    (ms, misses)
 }
 
 /// `PAGE_SIZE` as `u64`.

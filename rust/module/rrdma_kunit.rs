@@ -306,11 +306,14 @@ pub unsafe extern "C" fn rrdma_kt_wire(t: *mut c_void) {
     kexpect!(t, Hello::decode(&h.encode()) == Ok(h));
     kexpect!(t, Hello::decode(&h.encode()[..10]) == Err(EPROTO));
     let m = Ctrl::Revoke { req_id: 9, token: 7, generation: 3 };
-    kexpect!(t, Ctrl::decode(&Ctrl::RevokeAck { req_id: 9 }.encode()).is_ok());
-    let mut b = m.encode();
+    kexpect!(t, Ctrl::decode(&Ctrl::RevokeAck { req_id: 9 }.encode(VERSION)).is_ok());
+    let mut b = m.encode(VERSION);
     kexpect!(t, Ctrl::decode(&b) == Ok(m));
     b[CTRL_LEN - 1] = 1;
     kexpect!(t, Ctrl::decode(&b) == Err(EPROTO));
+    let ping = Ctrl::Ping { seq: 5 };
+    kexpect!(t, Ctrl::decode(&ping.encode(VERSION)) == Ok(ping));
+    kexpect!(t, Ctrl::decode(&ping.encode(2)) == Err(EPROTO));
 }
 }
 

@@ -15,8 +15,8 @@
 //!   (one file per C caller); `foreign`: how references cross to C;
 //! - `context`, `device`, `release`: the module-wide state and the
 //!   per-RDMA-device contexts, torn down when a device goes;
-//! - `cm_id`, `verbs`, `mr`: owned rdma_cm ids, protection domains, queue
-//!   pairs and memory registrations;
+//! - `cm_id`, `verbs`, `mr`, `timer`: owned rdma_cm ids, protection
+//!   domains, queue pairs, memory registrations and keepalive timers;
 //! - `conn/`: connections (lifecycle, control channel, exporter and
 //!   importer sides, data path); `listener`: listening ids;
 //! - `file`, `uarg`, `info`, `objects`, `shared`, `ring`, `export`,
@@ -47,6 +47,7 @@ mod region;
 mod release;
 mod ring;
 mod shared;
+mod timer;
 mod uarg;
 mod verbs;
 mod vma;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! State of one open file that its connections reach too: the completion
-//! ring, the exports, the registry of connections and the work counts.
+//! ring, the exports, the registry of connections, the work and keepalive
+//! counts.
 //!
 //! Connections hold an `Arc<Shared>` (not the file's object table), and the
 //! registry holds every connection of the file until it is torn down, so
@@ -17,7 +18,7 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::abi::uapi::Completion;
 use crate::abi::Result;
-use crate::conn::Conn;
+use crate::conn::{Conn, KeepaliveCounts};
 use crate::context::Context;
 use crate::export::Exports;
 use crate::ffi::FileWaitq;
@@ -42,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) conns: Mutex<KVec<Arc<Conn>>>,
     /// Callbacks into the file's connections (no lock: atomic counts).
     pub(crate) work: Work,
+    /// Keepalive pings and timeouts of the file's connections (atomic).
+    pub(crate) keepalive: KeepaliveCounts,
 }
 
 impl Shared {
@@ -56,6 +59,7 @@ impl Shared {
                 exports <- new_mutex!(Exports::new(), "Shared::exports"),
                 conns <- new_mutex!(KVec::new(), "Shared::conns"),
                 work: Work::new(),
+                keepalive: KeepaliveCounts::new(),
             }),
             GFP_KERNEL,
         )

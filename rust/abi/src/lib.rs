@@ -23,6 +23,7 @@ pub mod errno;
 pub mod handle;
 pub mod info;
 pub mod ioctl;
+pub mod keepalive;
 pub mod ops;
 pub mod region;
 pub mod ring;

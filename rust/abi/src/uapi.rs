@@ -16,8 +16,10 @@ pub const IOCTL_MAGIC: u8 = 0xE7;
 pub const FEATURE_REGIONS: u64 = 1 << 0;
 /// `RRDMA_FEATURE_REMOTE`: connections, export/import and block operations.
 pub const FEATURE_REMOTE: u64 = 1 << 1;
+/// `RRDMA_FEATURE_KEEPALIVE`: CONNECT's keepalive fields and flag.
+pub const FEATURE_KEEPALIVE: u64 = 1 << 2;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
-pub const FEATURES_ALL: u64 = FEATURE_REGIONS | FEATURE_REMOTE;
+pub const FEATURES_ALL: u64 = FEATURE_REGIONS | FEATURE_REMOTE | FEATURE_KEEPALIVE;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).
@@ -261,14 +263,20 @@ abi_struct! {
         addr: Addr = 0,
         /// In: milliseconds (0: default).
         timeout_ms: u32 = 24,
-        /// In: must be zero.
+        /// In: `CONNECT_*` flags.
         flags: u32 = 28,
         /// Out: the connection's handle.
         handle: u32 = 32,
-        /// In: must be zero.
-        reserved: u32 = 36,
+        /// In: keepalive interval in milliseconds (0: module parameter).
+        keepalive_ms: u16 = 36,
+        /// In: intervals without an answer before the connection ends
+        /// (0: module parameter).
+        keepalive_misses: u16 = 38,
     }
 }
+
+/// `RRDMA_CONNECT_NO_KEEPALIVE`: no keepalive on this connection.
+pub const CONNECT_NO_KEEPALIVE: u32 = 1 << 0;
 
 abi_struct! {
     /// `struct rrdma_handle_arg`: DISCONNECT, UNIMPORT, UNLISTEN.

@@ -9,8 +9,9 @@
 //!   messages over the connection's QP into pre-posted receive buffers.
 //!   Every message a side sends on its own initiative is a request that the
 //!   peer answers ([`Ctrl::ImportReq`] → [`Ctrl::ImportResp`],
-//!   [`Ctrl::Revoke`] → [`Ctrl::RevokeAck`]), and each side keeps at most
-//!   [`REQ_MAX`] import requests and [`REVOKE_MAX`] revokes outstanding. A
+//!   [`Ctrl::Revoke`] → [`Ctrl::RevokeAck`], [`Ctrl::Ping`] →
+//!   [`Ctrl::Pong`]), and each side keeps at most [`REQ_MAX`] import
+//!   requests, [`REVOKE_MAX`] revokes and [`PING_MAX`] pings outstanding. A
 //!   receiver re-posts a buffer before it answers what the buffer held, so
 //!   an answer also returns the buffer: the messages a peer can have in
 //!   our buffers at once are bounded by [`CTRL_RECV_MIN`], whatever the
@@ -26,8 +27,11 @@ use super::errno::{Errno, EBUSY, ECONNREFUSED, EPROTO, EPROTONOSUPPORT};
 /// `"RRDM"` as a little-endian `u32`.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"RRDM");
 /// Newest protocol version this build speaks. Version 2 acknowledges
-/// revokes ([`Ctrl::RevokeAck`]) and bounds outstanding messages.
-pub const VERSION: u16 = 2;
+/// revokes ([`Ctrl::RevokeAck`]) and bounds outstanding messages; version 3
+/// adds keepalive ([`Ctrl::Ping`], [`Ctrl::Pong`]).
+pub const VERSION: u16 = 3;
+/// First protocol version with keepalive.
+pub const KEEPALIVE_VERSION: u16 = 3;
 /// Oldest protocol version this build accepts: version 1 sent revokes
 /// without flow control, which iWARP cannot survive.
 pub const MIN_VERSION: u16 = 2;
@@ -36,9 +40,21 @@ pub const MIN_VERSION: u16 = 2;
 pub const REQ_MAX: usize = 8;
 /// Revokes one side may have outstanding on a connection.
 pub const REVOKE_MAX: usize = 4;
-/// Receive buffers a side must post (and advertise in its [`Hello`]):
-/// the peer's requests and revokes, and the answers to ours.
-pub const CTRL_RECV_MIN: u16 = (2 * (REQ_MAX + REVOKE_MAX)) as u16;
+/// Pings one side may have outstanding on a connection (version 3).
+pub const PING_MAX: usize = 1;
+/// Receive buffers a side must post (and advertise in its [`Hello`]) to
+/// speak `version`: the peer's requests, revokes and pings, and the answers
+/// to ours.
+pub const fn ctrl_recv_min(version: u16) -> u16 {
+    let per_side = if version >= KEEPALIVE_VERSION {
+        REQ_MAX + REVOKE_MAX + PING_MAX
+    } else {
+        REQ_MAX + REVOKE_MAX
+    };
+    (2 * per_side) as u16
+}
+/// Receive buffers a side must post to speak [`VERSION`].
+pub const CTRL_RECV_MIN: u16 = ctrl_recv_min(VERSION);
 
 fn le16(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])
@@ -93,9 +109,10 @@ impl Hello {
     /// Decodes a peer's hello. Transports may pad private data, so bytes
     /// past [`HELLO_LEN`] are ignored. A version older than
     /// [`MIN_VERSION`] is `EPROTONOSUPPORT`; anything malformed, or fewer
-    /// receive buffers than [`CTRL_RECV_MIN`], is `EPROTO`. Flags and
-    /// reserved bytes must be zero in this version; a newer peer's are
-    /// ignored, since it will speak this version to us.
+    /// receive buffers than [`ctrl_recv_min`] of the version both will
+    /// speak, is `EPROTO`. Flags and reserved bytes must be zero up to this
+    /// version; a newer peer's are ignored, since it will speak this
+    /// version to us.
     pub fn decode(b: &[u8]) -> Result<Self, Errno> {
         if b.len() < HELLO_LEN || le32(b, 0) != MAGIC {
             return Err(EPROTO);
@@ -104,7 +121,7 @@ impl Hello {
         if version < MIN_VERSION {
             return Err(EPROTONOSUPPORT);
         }
-        if version == VERSION && (le16(b, 6) != 0 || le32(b, 12) != 0) {
+        if version <= VERSION && (le16(b, 6) != 0 || le32(b, 12) != 0) {
             return Err(EPROTO);
         }
         let h = Self {
@@ -113,7 +130,7 @@ impl Hello {
             qps: le16(b, 10),
             nonce: le64(b, 16),
         };
-        if h.ctrl_credits < CTRL_RECV_MIN || h.qps == 0 {
+        if h.ctrl_credits < ctrl_recv_min(version.min(VERSION)) || h.qps == 0 {
             return Err(EPROTO);
         }
         Ok(h)
@@ -126,6 +143,15 @@ pub fn negotiate(peer_version: u16) -> Result<u16, Errno> {
         return Err(EPROTONOSUPPORT);
     }
     Ok(peer_version.min(VERSION))
+}
+
+/// The version the passive side chose, from its accept: one we speak
+/// (`EPROTO` otherwise: it must not choose above our offer).
+pub fn chosen(version: u16) -> Result<u16, Errno> {
+    if !(MIN_VERSION..=VERSION).contains(&version) {
+        return Err(EPROTO);
+    }
+    Ok(version)
 }
 
 /// Bytes of an encoded reject.
@@ -178,6 +204,8 @@ const OP_IMPORT_REQ: u8 = 1;
 const OP_IMPORT_RESP: u8 = 2;
 const OP_REVOKE: u8 = 3;
 const OP_REVOKE_ACK: u8 = 4;
+const OP_PING: u8 = 5;
+const OP_PONG: u8 = 6;
 
 /// Smallest registration chunk (`chunk_shift`): one page.
 pub const CHUNK_SHIFT_MIN: u8 = 12;
@@ -263,14 +291,25 @@ pub enum Ctrl {
         /// The revoke's id.
         req_id: u64,
     },
+    /// Either side (version 3): are you there? Answered at once.
+    Ping {
+        /// Matches the pong to the ping (never 0).
+        seq: u64,
+    },
+    /// The answer to a [`Ctrl::Ping`].
+    Pong {
+        /// The ping's sequence number.
+        seq: u64,
+    },
 }
 
 impl Ctrl {
-    /// Encodes into a [`CTRL_LEN`]-byte message.
-    pub fn encode(&self) -> [u8; CTRL_LEN] {
+    /// Encodes into a [`CTRL_LEN`]-byte message of protocol `version`
+    /// (the connection's; pings and pongs need [`KEEPALIVE_VERSION`]).
+    pub fn encode(&self, version: u16) -> [u8; CTRL_LEN] {
         let mut b = [0u8; CTRL_LEN];
         put32(&mut b, 0, MAGIC);
-        put16(&mut b, 4, VERSION);
+        put16(&mut b, 4, version);
         match *self {
             Ctrl::ImportReq {
                 req_id,
@@ -315,13 +354,30 @@ impl Ctrl {
                 b[6] = OP_REVOKE_ACK;
                 put64(&mut b, 8, req_id);
             }
+            Ctrl::Ping { seq } => {
+                b[6] = OP_PING;
+                put64(&mut b, 8, seq);
+            }
+            Ctrl::Pong { seq } => {
+                b[6] = OP_PONG;
+                put64(&mut b, 8, seq);
+            }
         }
         b
     }
 
-    /// Decodes a received message of exactly [`CTRL_LEN`] bytes.
+    /// Decodes a received message of exactly [`CTRL_LEN`] bytes, of any
+    /// version from [`MIN_VERSION`] to [`VERSION`]. Pings and pongs need
+    /// [`KEEPALIVE_VERSION`]. (A message carries the sender's idea of the
+    /// connection's version; it is not compared with ours: on IB the peer's
+    /// first message can arrive before the event that tells us the version,
+    /// and every message means the same in every version that has it.)
     pub fn decode(b: &[u8]) -> Result<Self, Errno> {
-        if b.len() != CTRL_LEN || le32(b, 0) != MAGIC || le16(b, 4) != VERSION {
+        if b.len() != CTRL_LEN || le32(b, 0) != MAGIC {
+            return Err(EPROTO);
+        }
+        let version = le16(b, 4);
+        if !(MIN_VERSION..=VERSION).contains(&version) {
             return Err(EPROTO);
         }
         let zero = |from: usize, to: usize| b[from..to].iter().all(|&x| x == 0);
@@ -390,6 +446,12 @@ impl Ctrl {
                 32,
             ),
             OP_REVOKE_ACK if b[7] == 0 && req_id != 0 => (Ctrl::RevokeAck { req_id }, 16),
+            OP_PING if version >= KEEPALIVE_VERSION && b[7] == 0 && req_id != 0 => {
+                (Ctrl::Ping { seq: req_id }, 16)
+            }
+            OP_PONG if version >= KEEPALIVE_VERSION && b[7] == 0 && req_id != 0 => {
+                (Ctrl::Pong { seq: req_id }, 16)
+            }
             _ => return Err(EPROTO),
         };
         if !zero(used, CTRL_LEN) {
@@ -535,8 +597,13 @@ mod tests {
                 generation: 4,
             },
             Ctrl::RevokeAck { req_id: 3 },
+            Ctrl::Ping { seq: 1 },
+            Ctrl::Pong { seq: u64::MAX },
         ] {
-            assert_eq!(Ctrl::decode(&m.encode()), Ok(m));
+            assert_eq!(Ctrl::decode(&m.encode(VERSION)), Ok(m));
+            if !matches!(m, Ctrl::Ping { .. } | Ctrl::Pong { .. }) {
+                assert_eq!(Ctrl::decode(&m.encode(MIN_VERSION)), Ok(m));
+            }
         }
         assert_eq!(g.chunks(), 1);
         assert_eq!(g.keys(), &[0x1234, 0xffff_ffff]);
@@ -549,7 +616,7 @@ mod tests {
             token: 2,
             first_chunk: 0,
         }
-        .encode();
+        .encode(VERSION);
         assert_eq!(Ctrl::decode(&m[..CTRL_LEN - 1]), Err(EPROTO));
         let mut long = [0u8; CTRL_LEN + 1];
         long[..CTRL_LEN].copy_from_slice(&m);
@@ -564,14 +631,14 @@ mod tests {
             req_id: 1,
             result: Err(EIO),
         }
-        .encode();
+        .encode(VERSION);
         put32(&mut st, 16, 5000);
         assert_eq!(Ctrl::decode(&st), Err(EPROTO));
         let ok = Ctrl::ImportResp {
             req_id: 1,
             result: Ok(grant()),
         }
-        .encode();
+        .encode(VERSION);
         let mut many = ok;
         put16(&mut many, 40, GRANT_KEYS_MAX as u16 + 1);
         assert_eq!(Ctrl::decode(&many), Err(EPROTO));
@@ -588,18 +655,58 @@ mod tests {
             token: 2,
             generation: 3,
         }
-        .encode();
+        .encode(VERSION);
         put64(&mut rv, 8, 0);
         assert_eq!(Ctrl::decode(&rv), Err(EPROTO));
-        let mut ack = Ctrl::RevokeAck { req_id: 1 }.encode();
+        let mut ack = Ctrl::RevokeAck { req_id: 1 }.encode(VERSION);
         put64(&mut ack, 8, 0);
         assert_eq!(Ctrl::decode(&ack), Err(EPROTO));
-        let mut ack_tail = Ctrl::RevokeAck { req_id: 1 }.encode();
+        let mut ack_tail = Ctrl::RevokeAck { req_id: 1 }.encode(VERSION);
         ack_tail[16] = 1;
         assert_eq!(Ctrl::decode(&ack_tail), Err(EPROTO));
-        // A version 1 message is refused.
+        // A version 1 message is refused, and so is one newer than ours.
         let mut v1 = m;
         put16(&mut v1, 4, 1);
         assert_eq!(Ctrl::decode(&v1), Err(EPROTO));
+        let mut v9 = m;
+        put16(&mut v9, 4, VERSION + 1);
+        assert_eq!(Ctrl::decode(&v9), Err(EPROTO));
+        // Pings and pongs need version 3 and a sequence number.
+        for m in [Ctrl::Ping { seq: 4 }, Ctrl::Pong { seq: 4 }] {
+            assert_eq!(Ctrl::decode(&m.encode(2)), Err(EPROTO));
+            let mut zero = m.encode(VERSION);
+            put64(&mut zero, 8, 0);
+            assert_eq!(Ctrl::decode(&zero), Err(EPROTO));
+            let mut tail = m.encode(VERSION);
+            tail[16] = 1;
+            assert_eq!(Ctrl::decode(&tail), Err(EPROTO));
+            let mut flag = m.encode(VERSION);
+            flag[7] = 1;
+            assert_eq!(Ctrl::decode(&flag), Err(EPROTO));
+        }
+    }
+
+    #[test]
+    fn credits_follow_the_version_spoken() {
+        assert_eq!(ctrl_recv_min(2), 24);
+        assert_eq!(ctrl_recv_min(3), 26);
+        assert_eq!(CTRL_RECV_MIN, ctrl_recv_min(VERSION));
+        // A version 2 peer needs 24 buffers; a version 3 one 26; a newer
+        // one speaks version 3 with us.
+        let mut b = hello().encode();
+        put16(&mut b, 8, 24);
+        assert_eq!(Hello::decode(&b), Err(EPROTO));
+        put16(&mut b, 4, 2);
+        assert_eq!(Hello::decode(&b).map(|h| h.version), Ok(2));
+        put16(&mut b, 4, 9);
+        assert_eq!(Hello::decode(&b), Err(EPROTO));
+        put16(&mut b, 8, 26);
+        assert_eq!(Hello::decode(&b).map(|h| h.version), Ok(9));
+        assert_eq!(negotiate(2), Ok(2));
+        assert_eq!(negotiate(9), Ok(VERSION));
+        assert_eq!(chosen(2), Ok(2));
+        assert_eq!(chosen(VERSION), Ok(VERSION));
+        assert_eq!(chosen(VERSION + 1), Err(EPROTO));
+        assert_eq!(chosen(1), Err(EPROTO));
     }
 }

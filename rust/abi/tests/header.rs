@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use rrdma_abi::uapi::{self, DeviceInfo, Import, Info, RegionCreate, RegionDestroy};
+use rrdma_abi::uapi::{self, Connect, DeviceInfo, Import, Info, RegionCreate, RegionDestroy};
 
 const PROBE: &str = r#"
 #include <stddef.h>
@@ -40,6 +40,11 @@ int main(void)
 	printf("RRDMA_IOCTL_IMPORT %u\n", (unsigned)RRDMA_IOCTL_IMPORT);
 	printf("RRDMA_IOCTL_REGION_CREATE %u\n", (unsigned)RRDMA_IOCTL_REGION_CREATE);
 	printf("RRDMA_IOCTL_REGION_DESTROY %u\n", (unsigned)RRDMA_IOCTL_REGION_DESTROY);
+	printf("rrdma_connect %zu\n", sizeof(struct rrdma_connect));
+	F(rrdma_connect, addr); F(rrdma_connect, timeout_ms); F(rrdma_connect, flags);
+	F(rrdma_connect, handle); F(rrdma_connect, keepalive_ms);
+	F(rrdma_connect, keepalive_misses);
+	printf("RRDMA_CONNECT_NO_KEEPALIVE %u\n", (unsigned)RRDMA_CONNECT_NO_KEEPALIVE);
 	printf("RRDMA_FEATURES_ALL %llu\n", (unsigned long long)RRDMA_FEATURES_ALL);
 	printf("RRDMA_IOCTL_GET_INFO %u\n", (unsigned)RRDMA_IOCTL_GET_INFO);
 	printf("RRDMA_ABI_VERSION %u\n", (unsigned)RRDMA_ABI_VERSION);
@@ -146,6 +151,17 @@ fn c_header_matches_rust_mirror() {
     assert_eq!(
         got["RRDMA_IOCTL_REGION_DESTROY"],
         u64::from(uapi::IOCTL_REGION_DESTROY)
+    );
+    assert_eq!(got["rrdma_connect"], Connect::SIZE as u64);
+    off!("rrdma_connect", Connect, addr);
+    off!("rrdma_connect", Connect, timeout_ms);
+    off!("rrdma_connect", Connect, flags);
+    off!("rrdma_connect", Connect, handle);
+    off!("rrdma_connect", Connect, keepalive_ms);
+    off!("rrdma_connect", Connect, keepalive_misses);
+    assert_eq!(
+        got["RRDMA_CONNECT_NO_KEEPALIVE"],
+        u64::from(uapi::CONNECT_NO_KEEPALIVE)
     );
     assert_eq!(got["RRDMA_FEATURES_ALL"], uapi::FEATURES_ALL);
     assert_eq!(got["RRDMA_IOCTL_GET_INFO"], u64::from(uapi::IOCTL_GET_INFO));

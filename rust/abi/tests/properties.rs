@@ -124,12 +124,13 @@ mod wire_and_blocks {
     use proptest::prelude::*;
     use rrdma_abi::blocks::Geometry;
     use rrdma_abi::errno::{EINVAL, ENOENT, EOVERFLOW, ERANGE};
-    use rrdma_abi::wire::{Ctrl, Hello, CTRL_LEN};
+    use rrdma_abi::wire::{Ctrl, Hello, CTRL_LEN, MIN_VERSION, VERSION};
 
     proptest! {
         #[test]
         fn ctrl_decode_never_panics_and_round_trips(
-            kind in 0u8..4,
+            kind in 0u8..6,
+            version in prop_oneof![Just(VERSION), Just(MIN_VERSION)],
             token in any::<u64>(),
             first in any::<u32>(),
             flips in proptest::collection::vec((0usize..CTRL_LEN, any::<u8>()), 0..4),
@@ -139,16 +140,19 @@ mod wire_and_blocks {
                 0 => Ctrl::ImportReq { req_id: 1, token, first_chunk: first },
                 1 => Ctrl::ImportResp { req_id: token, result: Err(ENOENT) },
                 2 => Ctrl::Revoke { req_id: token | 1, token, generation: first },
-                _ => Ctrl::RevokeAck { req_id: token | 1 },
+                3 => Ctrl::RevokeAck { req_id: token | 1 },
+                4 => Ctrl::Ping { seq: token | 1 },
+                _ => Ctrl::Pong { seq: token | 1 },
             };
-            let mut b = base.encode().to_vec();
+            let mut b = base.encode(version).to_vec();
             for (i, v) in flips {
                 b[i] = v;
             }
             b.resize(len, 0);
             if let Ok(m) = Ctrl::decode(&b) {
                 prop_assert_eq!(b.len(), CTRL_LEN);
-                prop_assert_eq!(&m.encode()[..], &b[..]);
+                // Encoded again in the version it carries: the same bytes.
+                prop_assert_eq!(&m.encode(u16::from_le_bytes([b[4], b[5]]))[..], &b[..]);
             }
         }
 

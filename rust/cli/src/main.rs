@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rrdma::{Access, InfoReport, Rrdma};
+use rrdma::{Access, InfoReport, Keepalive, Rrdma};
 
 mod serve;
 mod stats;
@@ -36,6 +36,28 @@ struct TargetArgs {
     /// Connect and import timeout, in milliseconds.
     #[arg(long, default_value_t = 5000)]
     timeout_ms: u64,
+    /// Keepalive of the connection: MS (a ping after MS without an answer),
+    /// MS:MISSES (the connection ends after MISSES such intervals), or
+    /// `off`. Default: the module parameters keepalive_ms and
+    /// keepalive_misses.
+    #[arg(long, value_parser = parse_keepalive)]
+    keepalive: Option<Keepalive>,
+}
+
+/// `--keepalive`: `off`, `MS` or `MS:MISSES`.
+fn parse_keepalive(s: &str) -> Result<Keepalive, String> {
+    if s == "off" {
+        return Ok(Keepalive::Off);
+    }
+    let (ms, misses) = s.split_once(':').unwrap_or((s, "0"));
+    let ms: u64 = ms.parse().map_err(|_| format!("bad interval '{ms}'"))?;
+    let misses: u16 = misses
+        .parse()
+        .map_err(|_| format!("bad misses '{misses}'"))?;
+    Ok(Keepalive::Every {
+        interval: Duration::from_millis(ms),
+        misses,
+    })
 }
 
 impl TargetArgs {
@@ -44,6 +66,7 @@ impl TargetArgs {
             peer: self.peer,
             token: self.token.clone(),
             timeout: Duration::from_millis(self.timeout_ms),
+            keepalive: self.keepalive.unwrap_or(Keepalive::Module),
         }
     }
 }

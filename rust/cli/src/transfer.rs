@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use rrdma::abi::uapi::{Completion, Op, OP_READ, OP_WRITE};
-use rrdma::{Connection, RemoteRegion, Rrdma};
+use rrdma::{Connection, Keepalive, RemoteRegion, Rrdma};
 
 use crate::serve;
 use crate::stats::{checksum, fill_pattern, latency, Latency};
@@ -21,6 +21,7 @@ pub struct Target {
     pub peer: SocketAddr,
     pub token: String,
     pub timeout: Duration,
+    pub keepalive: Keepalive,
 }
 
 /// A `@HOST:PORT[/ro|/rw]` token argument: the `serve --control` endpoint
@@ -72,7 +73,7 @@ pub fn open<'a>(dev: &'a Rrdma, t: &Target) -> io::Result<(Connection<'a>, Remot
     let ctx = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     let token = resolve_token(&t.token)?;
     let conn = dev
-        .connect(t.peer, t.timeout)
+        .connect_with(t.peer, t.timeout, t.keepalive)
         .map_err(ctx(format!("connect to {}", t.peer)))?;
     let remote = conn
         .import(token, t.timeout)

@@ -87,6 +87,25 @@ pub struct Listener<'a> {
     handle: u32,
 }
 
+/// How a connection checks that its peer is still there (CONNECT's
+/// keepalive fields; `RRDMA_FEATURE_KEEPALIVE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keepalive {
+    /// The module parameters `keepalive_ms` and `keepalive_misses`.
+    Module,
+    /// No keepalive on this connection.
+    Off,
+    /// A ping after `interval` (100 ms to 65535 ms) without an answer from
+    /// the peer; the connection ends with `ETIMEDOUT` after `misses` (2 to
+    /// 255; 0: the module's) intervals without one.
+    Every {
+        /// Time without an answer before a ping.
+        interval: Duration,
+        /// Intervals without an answer before the peer is taken as gone.
+        misses: u16,
+    },
+}
+
 /// A connection to a peer. Disconnects on drop.
 #[derive(Debug)]
 pub struct Connection<'a> {
@@ -146,11 +165,38 @@ impl Rrdma {
         Ok(Connect::decode(&b))
     }
 
-    /// Connects to `addr`, waiting at most `timeout`.
+    /// Connects to `addr`, waiting at most `timeout`, with the module's
+    /// keepalive settings.
     pub fn connect(&self, addr: SocketAddr, timeout: Duration) -> io::Result<Connection<'_>> {
+        self.connect_with(addr, timeout, Keepalive::Module)
+    }
+
+    /// Connects to `addr`, waiting at most `timeout`, with `keepalive`.
+    pub fn connect_with(
+        &self,
+        addr: SocketAddr,
+        timeout: Duration,
+        keepalive: Keepalive,
+    ) -> io::Result<Connection<'_>> {
+        let (flags, keepalive_ms, keepalive_misses) = match keepalive {
+            Keepalive::Module => (0, 0, 0),
+            Keepalive::Off => (uapi::CONNECT_NO_KEEPALIVE, 0, 0),
+            Keepalive::Every { interval, misses } => {
+                let ms = u16::try_from(interval.as_millis()).map_err(|_| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "keepalive interval above 65535 ms",
+                    )
+                })?;
+                (0, ms, misses)
+            }
+        };
         let out = self.connect_raw(&Connect {
             addr: to_addr(addr),
             timeout_ms: ms(Some(timeout)),
+            flags,
+            keepalive_ms,
+            keepalive_misses,
             ..Connect::zeroed()
         })?;
         Ok(Connection {

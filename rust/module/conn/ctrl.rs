@@ -8,6 +8,8 @@
 //! enforce it, and a caller waits for a free slot within its timeout. A
 //! request whose caller gave up (timeout, signal) keeps its slot until the
 //! answer arrives or the connection ends, so the bound holds even then.
+//! Pings (`keepalive.rs`) are answered at once; every answer of the peer
+//! counts as a sign of life.
 //! What the peer sends is checked against the same bounds: an answer to
 //! nothing, or more revokes than allowed, is a protocol violation and ends
 //! the connection with `EPROTO`.
@@ -132,7 +134,7 @@ pub(super) fn send(g: &Inner, m: &Ctrl) -> Result<(), Errno> {
     g.id.as_ref()
         .and_then(|id| id.qp())
         .ok_or(ENOTCONN)?
-        .ctrl_send(&m.encode())
+        .ctrl_send(&m.encode(g.version))
 }
 
 /// Whether revoke `id` was acknowledged (its slot is left as is).
@@ -298,7 +300,10 @@ impl Conn {
                 }
             }
             Ctrl::ImportResp { req_id, result } => {
-                let r = self.inner.lock().ctrl.answer(req_id, result);
+                let mut g = self.inner.lock();
+                let r = g.ctrl.answer(req_id, result);
+                g.keepalive.answered();
+                drop(g);
                 self.cv.notify_all();
                 r.err().map(|e| ("answer to no import request", e))
             }
@@ -314,10 +319,28 @@ impl Conn {
                 r.err().map(|e| ("revoke beyond the limit", e))
             }
             Ctrl::RevokeAck { req_id } => {
-                let r = self.inner.lock().ctrl.acked(req_id);
+                let mut g = self.inner.lock();
+                let r = g.ctrl.acked(req_id);
+                g.keepalive.answered();
+                drop(g);
                 self.cv.notify_all();
                 r.err().map(|e| ("acknowledgement of no revoke", e))
             }
+            Ctrl::Ping { seq } => {
+                let g = self.inner.lock();
+                match send(&g, &Ctrl::Pong { seq }) {
+                    // As for import requests: bounded by the peer's pings.
+                    Err(e) if g.state.can_talk() => Some(("ping beyond the limit", e)),
+                    _ => None,
+                }
+            }
+            Ctrl::Pong { seq } => self
+                .inner
+                .lock()
+                .keepalive
+                .pong(seq)
+                .err()
+                .map(|e| ("answer to no ping", e)),
         };
         if let Some((why, e)) = broken {
             self.fail(Event::QpFatal, why, e);

@@ -434,6 +434,11 @@ impl Conn {
                 Some(crate::abi::errno::ECANCELED) => Some(inner.state.flush_errno()),
                 e => e,
             };
+            if errno.is_none() {
+                // The peer's transport answered: a sign of life (our
+                // control messages may wait behind the data).
+                inner.keepalive.answered();
+            }
             ctrl::send_due_acks(inner);
             (op, errno, prune)
         };

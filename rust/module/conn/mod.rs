@@ -11,15 +11,18 @@
 //! - `grants.rs`: the exporter side (registrations granted to the peer,
 //!   revocation);
 //! - `imports.rs`: the importer side (imports, revocations received);
-//! - `data.rs`: block operations (posting, operation slots, completions).
+//! - `data.rs`: block operations (posting, operation slots, completions);
+//! - `keepalive.rs`: pings, and the end of a connection whose peer went
+//!   silent.
 //!
 //! The C-callable entry points of the id and the queue pair are in
 //! `entry/conn.rs`.
 //!
 //! References: the cm_id's context holds one reference from id creation
 //! until the id is destroyed (`CmId`), and covers the queue pair's
-//! callbacks (the queue pair is destroyed before the id); the file's
-//! registry, handles, imports and operations in flight hold the others.
+//! callbacks (the queue pair is destroyed before the id); each queued run
+//! of the keepalive timer holds one (`timer.rs`); the file's registry,
+//! handles, imports and operations in flight hold the others.
 //!
 //! Teardown: every end of a connection (user close, peer disconnect, a
 //! failed work completion, a protocol violation, device removal, a timeout)
@@ -27,10 +30,11 @@
 //! once. It runs where it is asked for if that is process context outside
 //! any handler (an ioctl, device removal), in the handler for rdma_cm's
 //! device removal (the CM then destroys the id), and otherwise on the
-//! module's work queue. It drains the queue pair at once (no waiting for
-//! the peer's disconnect), so every posted operation completes exactly
-//! once: with its own status, with the provider's flush, or, for what the
-//! provider never completes, from the teardown itself.
+//! module's work queue. It cancels the keepalive timer (no run is queued
+//! again once the state has left `Connected`) and drains the queue pair at
+//! once (no waiting for the peer's disconnect), so every posted operation
+//! completes exactly once: with its own status, with the provider's flush,
+//! or, for what the provider never completes, from the teardown itself.
 //!
 //! Locking (outer first):
 //! - rdma_cm's handler mutex (the CM holds it around our handlers)
@@ -52,6 +56,7 @@ use crate::abi::Result;
 use crate::abi::{
     conn::{step, Action, Event, State},
     errno::{Errno, ECANCELED, EINTR, ENOTCONN, ETIMEDOUT},
+    keepalive::Settings,
     ops,
     wire::{self, Hello},
 };
@@ -66,17 +71,19 @@ mod ctrl;
 mod data;
 mod grants;
 mod imports;
+mod keepalive;
 mod setup;
 
 pub(crate) use data::{Posted, SQ_DEPTH};
 pub(crate) use imports::Import;
+pub(crate) use keepalive::Counts as KeepaliveCounts;
 
 /// Export registrations that may be in flight on one connection.
 const GRANT_REG_DEPTH: u32 = 128;
 /// Control receive buffers we post (and advertise).
 const CTRL_RECV: u32 = 32;
-/// Control send buffers: our requests and revokes, and our answers to the
-/// peer's (bounded by the wire protocol).
+/// Control send buffers: our requests, revokes and ping, and our answers to
+/// the peer's (bounded by the wire protocol).
 const CTRL_SEND: u32 = 32;
 /// Default timeout of connect and import.
 pub(crate) const DEFAULT_TIMEOUT_MS: u32 = 5000;
@@ -84,7 +91,7 @@ pub(crate) const DEFAULT_TIMEOUT_MS: u32 = 5000;
 const CONNECT_ATTEMPTS: u32 = 4;
 
 const _: () = assert!(CTRL_RECV >= wire::CTRL_RECV_MIN as u32);
-const _: () = assert!(CTRL_SEND as usize >= 2 * (wire::REQ_MAX + wire::REVOKE_MAX));
+const _: () = assert!(CTRL_SEND >= wire::CTRL_RECV_MIN as u32);
 
 /// Source of connection serial numbers (never reused).
 static SERIAL: AtomicU64 = AtomicU64::new(1);
@@ -109,6 +116,9 @@ struct Resources {
 /// concern.
 struct Inner {
     state: State,
+    /// The wire protocol version both sides speak; 0 until known (the
+    /// passive side knows it at accept, the active side at establishment).
+    version: u16,
     timeout_ms: u32,
     /// The rdma_cm id with its queue pair; `None` before it exists and
     /// after the teardown.
@@ -124,6 +134,7 @@ struct Inner {
     ctrl: ctrl::Channel,
     imports: imports::Table,
     ops: data::Slots,
+    keepalive: keepalive::State,
 }
 
 /// A connection.
@@ -142,6 +153,8 @@ pub(crate) struct Conn {
     /// Runs a teardown asked for where it cannot run.
     #[pin]
     teardown_work: Work<Conn>,
+    /// Runs the keepalive tick.
+    keepalive_timer: crate::timer::Timer,
 }
 
 impl_has_work! {
@@ -187,9 +200,11 @@ fn deadline(timeout_ms: u32) -> Option<kernel::time::Jiffies> {
     (timeout_ms != u32::MAX).then(|| kernel::time::msecs_to_jiffies(timeout_ms))
 }
 
-fn hello() -> Hello {
+/// Our hello: the newest version we speak (connect request) or the one
+/// chosen (accept).
+fn hello(version: u16) -> Hello {
     Hello {
-        version: wire::VERSION,
+        version,
         ctrl_credits: CTRL_RECV as u16,
         qps: 1,
         nonce: ffi::random_u64(),
@@ -197,8 +212,15 @@ fn hello() -> Hello {
 }
 
 impl Conn {
-    fn new(shared: Arc<Shared>, active: bool, state: State, timeout_ms: u32) -> Result<Arc<Self>> {
+    fn new(
+        shared: Arc<Shared>,
+        active: bool,
+        state: State,
+        timeout_ms: u32,
+        keepalive: Option<Settings>,
+    ) -> Result<Arc<Self>> {
         let ops = data::Slots::new()?;
+        let keepalive_timer = crate::timer::Timer::new()?;
         Arc::pin_init(
             pin_init!(Self {
                 shared,
@@ -206,6 +228,7 @@ impl Conn {
                 active,
                 inner <- new_mutex!(Inner {
                     state,
+                    version: 0,
                     timeout_ms,
                     id: None,
                     res: None,
@@ -215,9 +238,11 @@ impl Conn {
                     ctrl: ctrl::Channel::new(),
                     imports: imports::Table::new(),
                     ops,
+                    keepalive: keepalive::State::new(keepalive),
                 }, "Conn::inner"),
                 cv <- new_condvar!("Conn::cv"),
                 teardown_work <- new_work!("Conn::teardown_work"),
+                keepalive_timer,
             }),
             GFP_KERNEL,
         )
@@ -261,18 +286,25 @@ impl Conn {
         status: i32,
         pdata: &[u8],
     ) -> c_int {
+        // The version the passive side chose, from its accept.
+        let mut chosen = None;
         let ev = match event {
             cm_event::ADDR_RESOLVED => Event::AddrResolved,
             cm_event::ADDR_ERROR => Event::AddrError(status),
             cm_event::ROUTE_RESOLVED => Event::RouteResolved,
             cm_event::ROUTE_ERROR => Event::RouteError(status),
-            cm_event::ESTABLISHED if self.active => match Hello::decode(pdata) {
-                Ok(_) => Event::Established,
-                Err(e) => {
-                    pr_warn!("peer's handshake reply is malformed: errno {}\n", e.get());
-                    Event::ConnectError(e.to_errno())
+            cm_event::ESTABLISHED if self.active => {
+                match Hello::decode(pdata).and_then(|h| wire::chosen(h.version)) {
+                    Ok(v) => {
+                        chosen = Some(v);
+                        Event::Established
+                    }
+                    Err(e) => {
+                        pr_warn!("peer's handshake reply is malformed: errno {}\n", e.get());
+                        Event::ConnectError(e.to_errno())
+                    }
                 }
-            },
+            }
             cm_event::ESTABLISHED => Event::Established,
             cm_event::REJECTED => Event::Rejected(wire::decode_reject(pdata)),
             cm_event::UNREACHABLE => Event::Unreachable,
@@ -283,6 +315,9 @@ impl Conn {
         };
         let mut g = self.inner.lock();
         let mut action = Self::advance(&mut g, ev);
+        if let (Some(v), Action::Ready) = (chosen, action) {
+            g.version = v;
+        }
         let mut ready_listener = None;
         match action {
             Action::ResolveRoute => {
@@ -294,7 +329,7 @@ impl Conn {
                 }
             }
             Action::Connect => {
-                let hello = hello().encode();
+                let hello = hello(wire::VERSION).encode();
                 let r = self.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
                     Some(id) => id.connect_locked(h, &hello),
                     None => Err(ENOTCONN),
@@ -303,7 +338,10 @@ impl Conn {
                     action = Self::advance(&mut g, Event::ConnectError(e.to_errno()));
                 }
             }
-            Action::Ready => ready_listener = g.listener.take(),
+            Action::Ready => {
+                ready_listener = g.listener.take();
+                self.keepalive_start(&mut g);
+            }
             Action::Teardown | Action::None => {}
         }
         drop(g);
@@ -333,22 +371,31 @@ impl Conn {
     }
 
     /// Ends the connection because of `ev` (a failed completion, a broken
-    /// protocol, a peer that stopped answering), from any context: the
-    /// teardown runs on the work queue.
+    /// protocol), from any context: the teardown runs on the work queue.
     fn fail(self: &Arc<Self>, ev: Event, why: &str, e: Errno) {
+        self.fail_with(ev, || {
+            pr_warn!(
+                "connection {} closing: {} (errno {})\n",
+                self.serial,
+                why,
+                e.get()
+            )
+        });
+    }
+
+    /// As [`Self::fail`], with the ratelimited log line `log` prints.
+    /// Returns whether this ended the connection (it had not ended yet).
+    fn fail_with(self: &Arc<Self>, ev: Event, log: impl FnOnce()) -> bool {
         let action = Self::advance(&mut self.inner.lock(), ev);
         self.cv.notify_all();
-        if action == Action::Teardown {
-            if crate::ffi::ratelimit() {
-                pr_warn!(
-                    "connection {} closing: {} (errno {})\n",
-                    self.serial,
-                    why,
-                    e.get()
-                );
-            }
-            self.schedule_teardown();
+        if action != Action::Teardown {
+            return false;
         }
+        if crate::ffi::ratelimit() {
+            log();
+        }
+        self.schedule_teardown();
+        true
     }
 
     /// A receive, a registration or a control send failed with work
@@ -396,6 +443,8 @@ impl Conn {
         };
         // Waiters (imports, revokes, synchronous operations) see the end.
         this.cv.notify_all();
+        // The state has left `Connected`: the tick does not re-arm.
+        this.keepalive_timer.cancel();
         drop(listener);
         if let Some(id) = &mut id {
             if in_handler.is_none() {

@@ -9,13 +9,14 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::{
-    data, deadline, grants, hello, wait_until, Conn, Inner, Resources, CONNECT_ATTEMPTS, CTRL_RECV,
-    CTRL_SEND, DEFAULT_TIMEOUT_MS, GRANT_REG_DEPTH, SQ_DEPTH,
+    data, deadline, grants, hello, keepalive, wait_until, Conn, Inner, Resources, CONNECT_ATTEMPTS,
+    CTRL_RECV, CTRL_SEND, DEFAULT_TIMEOUT_MS, GRANT_REG_DEPTH, SQ_DEPTH,
 };
 use crate::abi::Result;
 use crate::abi::{
     conn::{Action, Event, State},
     errno::{Errno, EADDRINUSE, EADDRNOTAVAIL, ENODEV, ENOMEM, ENOTCONN, ETIMEDOUT},
+    keepalive::Settings,
     ops,
     wire::{self, Hello, CTRL_LEN},
 };
@@ -34,10 +35,11 @@ impl Conn {
         shared: &Arc<Shared>,
         addr: &ShimAddr,
         timeout_ms: u32,
+        keepalive: Option<Settings>,
     ) -> Result<Arc<Self>, Errno> {
         let mut last = EADDRNOTAVAIL;
         for _ in 0..CONNECT_ATTEMPTS {
-            match Self::connect_once(shared, addr, timeout_ms) {
+            match Self::connect_once(shared, addr, timeout_ms, keepalive) {
                 Err(e) if e == EADDRINUSE || e == EADDRNOTAVAIL => last = e,
                 r => return r,
             }
@@ -54,9 +56,16 @@ impl Conn {
         shared: &Arc<Shared>,
         addr: &ShimAddr,
         timeout_ms: u32,
+        keepalive: Option<Settings>,
     ) -> Result<Arc<Self>, Errno> {
-        let this =
-            Self::new(shared.clone(), true, State::Resolving, timeout_ms).map_err(|_| ENOMEM)?;
+        let this = Self::new(
+            shared.clone(),
+            true,
+            State::Resolving,
+            timeout_ms,
+            keepalive,
+        )
+        .map_err(|_| ENOMEM)?;
         shared.register(&this).map_err(|_| ENOMEM)?;
         let started = CmId::create(&this, false).and_then(|id| {
             let mut g = this.inner.lock();
@@ -111,9 +120,15 @@ impl Conn {
         peer_responder: u8,
     ) -> Result<(Arc<Self>, *mut kernel::ffi::c_void), Errno> {
         let peer_hello = Hello::decode(pdata)?;
-        wire::negotiate(peer_hello.version)?;
-        let this = Self::new(shared.clone(), false, State::Accepting, DEFAULT_TIMEOUT_MS)
-            .map_err(|_| ENOMEM)?;
+        let version = wire::negotiate(peer_hello.version)?;
+        let this = Self::new(
+            shared.clone(),
+            false,
+            State::Accepting,
+            DEFAULT_TIMEOUT_MS,
+            keepalive::accepted_settings(),
+        )
+        .map_err(|_| ENOMEM)?;
         // Registered before anything can tear it down, so that the
         // teardown always unregisters it.
         shared.register(&this).map_err(|_| ENOMEM)?;
@@ -123,7 +138,8 @@ impl Conn {
         let mut g = this.inner.lock();
         g.id = Some(id);
         g.listener = Some(listener.clone());
-        let hello = hello().encode();
+        g.version = version;
+        let hello = hello(version).encode();
         let accepted = this.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
             Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
             None => Err(ENOTCONN),

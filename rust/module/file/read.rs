@@ -61,8 +61,8 @@ impl FileState {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count (objects,
-    /// then the work counts).
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 12] {
+    /// then the work and keepalive counts).
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 14] {
         let counts = self.objects.lock().counts();
         let exports = self.shared.exports.lock().len() as u64;
         let (in_flight, pending) = {
@@ -71,6 +71,7 @@ impl FileState {
         };
         let live = self.shared.conns.lock().len() as u64;
         let [w0, w1, w2] = self.shared.work.fdinfo();
+        let [k0, k1] = self.shared.keepalive.fdinfo();
         [
             (b"rrdma-regions\0", counts.regions),
             (b"rrdma-region-bytes\0", counts.region_bytes),
@@ -84,6 +85,8 @@ impl FileState {
             w0,
             w1,
             w2,
+            k0,
+            k1,
         ]
     }
 }

@@ -19,10 +19,12 @@ use crate::abi::{
     conn::Event,
     errno::{Errno, EAGAIN, EINVAL},
     ioctl::Decoded,
+    keepalive,
     ops::{self, Checked},
     uapi::{
         Accept, Connect, Export, HandleArg, Import as ImportArg, Listen, Op, Submit, Unexport,
-        ACCESS_READ, ACCESS_WRITE, BACKLOG_DEFAULT, BACKLOG_MAX, OP_SIZE_VER0, SUBMIT_MAX,
+        ACCESS_READ, ACCESS_WRITE, BACKLOG_DEFAULT, BACKLOG_MAX, CONNECT_NO_KEEPALIVE,
+        OP_SIZE_VER0, SUBMIT_MAX,
     },
 };
 use crate::conn::{Conn, Import, Posted};
@@ -89,7 +91,23 @@ impl FileState {
 
     pub(super) fn connect(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = Connect::decode(&uarg::read::<{ Connect::SIZE }>(arg, d)?);
-        zero_flags("CONNECT", req.flags, req.reserved)?;
+        zero_flags("CONNECT", req.flags & !CONNECT_NO_KEEPALIVE, 0)?;
+        let (ms, misses) = crate::ffi::keepalive_params();
+        let keepalive = keepalive::from_connect(
+            req.flags & CONNECT_NO_KEEPALIVE != 0,
+            req.keepalive_ms,
+            req.keepalive_misses,
+            keepalive::from_params(ms, misses),
+        )
+        .inspect_err(|e| {
+            warn_user!(
+                "CONNECT: bad keepalive (flags {:#x}, {} ms, {} misses): errno {}\n",
+                req.flags,
+                req.keepalive_ms,
+                req.keepalive_misses,
+                e.get()
+            );
+        })?;
         ops::check_addr(&req.addr).inspect_err(|e| {
             warn_user!(
                 "CONNECT: bad address (family {}, port {}): errno {}\n",
@@ -99,7 +117,12 @@ impl FileState {
             );
         })?;
         uarg::write(arg, d, &req.encode())?;
-        let conn = Conn::connect(&self.shared, &shim_addr(&req.addr), timeout(req.timeout_ms))?;
+        let conn = Conn::connect(
+            &self.shared,
+            &shim_addr(&req.addr),
+            timeout(req.timeout_ms),
+            keepalive,
+        )?;
         self.publish(Object::Conn(conn), |h| {
             req.handle = h;
             uarg::write(arg, d, &req.encode())

@@ -25,7 +25,8 @@
  *    hold its own locks across rdma_destroy_id() anywhere else;
  *  - completions (rrdma_rust_op_done, _quiet_done, _ctrl_recv, _ctrl_sent,
  *    _qp_error): the CQs are IB_POLL_WORKQUEUE, so process context on
- *    ib_comp_wq; never with rrdma_shim_qp's spinlock held.
+ *    ib_comp_wq; never with rrdma_shim_qp's spinlock held;
+ *  - rrdma_rust_conn_keepalive: rrdma's work queue, process context.
  */
 #ifndef RRDMA_SHIM_H
 #define RRDMA_SHIM_H
@@ -42,6 +43,7 @@ struct user_struct;
 struct rdma_cm_id;
 struct rrdma_shim_qp;
 struct rrdma_shim_mr;
+struct rrdma_shim_timer;
 struct workqueue_struct;
 
 #define RRDMA_SHIM_NAME_MAX 64
@@ -202,6 +204,15 @@ void rrdma_shim_mr_keys(struct rrdma_shim_mr *m, u32 *lkey, u32 *rkey);
 void rrdma_shim_mr_free(struct rrdma_shim_mr *m);
 u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev);
 
+/* Keepalive: module parameters and a connection's timer (shim/keepalive.c). */
+void rrdma_shim_keepalive_params(u32 *ms, u32 *misses);
+u32 rrdma_shim_jiffies_to_msecs(unsigned long j);
+struct rrdma_shim_timer *rrdma_shim_timer_new(void);
+bool rrdma_shim_timer_arm(struct rrdma_shim_timer *t, void *ctx,
+			  unsigned long delay);
+bool rrdma_shim_timer_cancel(struct rrdma_shim_timer *t);
+void rrdma_shim_timer_free(struct rrdma_shim_timer *t);
+
 /* Completion-ring wait queue for poll(2) (shim/chardev.c). */
 void rrdma_shim_file_wake(void *waitq);
 
@@ -231,6 +242,7 @@ int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
 			      const void *pdata, u8 len, u8 peer_initiator,
 			      u8 peer_responder, void **conn);
 void rrdma_rust_qp_error(void *conn, int wc_status);
+void rrdma_rust_conn_keepalive(void *conn);
 void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
 void rrdma_rust_op_done(void *conn, u32 slot, int wc_status);

@@ -19,7 +19,7 @@ use rrdma::abi::errno::{
 };
 use rrdma::abi::uapi::{
     Addr, Completion, Connect, Export as ExportArg, Import, Listen, Op, Submit, ACCESS_READ,
-    ACCESS_WRITE, AF_INET, OP_READ, OP_WRITE,
+    ACCESS_WRITE, AF_INET, CONNECT_NO_KEEPALIVE, OP_READ, OP_WRITE,
 };
 use rrdma::{errno, to_addr, Access, Connection, Region, RemoteRegion, Rrdma};
 
@@ -35,6 +35,16 @@ pub(crate) fn control(peer: &str, line: &str) -> io::Result<String> {
     let mut out = String::new();
     BufReader::new(s).read_line(&mut out)?;
     Ok(out.trim().to_string())
+}
+
+/// One count of the exporter's fdinfo (`rrdma serve`'s `fdinfo` control
+/// line: `key=value` words).
+pub(crate) fn peer_count(peer: &str, key: &str) -> Result<u64, String> {
+    let line = control(peer, "fdinfo").map_err(|e| e.to_string())?;
+    line.split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("no {key} in '{line}'"))
 }
 
 pub(crate) fn token(peer: &str, which: &str) -> io::Result<u64> {
@@ -149,19 +159,29 @@ fn connect_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         expect_errno(dev.connect_raw(&Connect { addr: tail, ..good }), EINVAL),
     );
     t.check(
-        "connect with a flag set: EINVAL",
-        expect_errno(dev.connect_raw(&Connect { flags: 1, ..good }), EINVAL),
+        "connect with an unknown flag: EINVAL",
+        expect_errno(dev.connect_raw(&Connect { flags: 2, ..good }), EINVAL),
     );
-    t.check(
-        "connect with the reserved field set: EINVAL",
-        expect_errno(
-            dev.connect_raw(&Connect {
-                reserved: 1,
-                ..good
-            }),
-            EINVAL,
-        ),
-    );
+    for (what, ms, misses, flags) in [
+        ("a keepalive interval below 100 ms", 99, 0, 0),
+        ("1 keepalive miss", 0, 1, 0),
+        ("256 keepalive misses", 300, 256, 0),
+        ("NO_KEEPALIVE and an interval", 300, 0, CONNECT_NO_KEEPALIVE),
+        ("NO_KEEPALIVE and misses", 0, 3, CONNECT_NO_KEEPALIVE),
+    ] {
+        t.check(
+            &format!("connect with {what}: EINVAL"),
+            expect_errno(
+                dev.connect_raw(&Connect {
+                    keepalive_ms: ms,
+                    keepalive_misses: misses,
+                    flags,
+                    ..good
+                }),
+                EINVAL,
+            ),
+        );
+    }
 }
 
 fn listen_checks(dev: &Rrdma, t: &mut Tap) {

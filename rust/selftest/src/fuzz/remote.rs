@@ -62,7 +62,12 @@ impl Fuzz {
         a.addr = self.addr(r);
         a.timeout_ms = 1 + Self::timeout(r) * 3;
         a.flags = Self::flags(r);
-        a.reserved = Self::flags(r);
+        // Keepalive: valid settings (short ones included, so that peers
+        // declared gone happen under the fuzz), 0 and values out of range.
+        const KA_MS: [u16; 6] = [0, 0, 100, 250, 99, u16::MAX];
+        const KA_MISSES: [u16; 6] = [0, 0, 2, 3, 1, 256];
+        a.keepalive_ms = KA_MS[r.below(6) as usize];
+        a.keepalive_misses = KA_MISSES[r.below(6) as usize];
         let mut b = a.encode();
         if self.ioctl_arg(r, "CONNECT", fd, uapi::IOCTL_CONNECT, &mut b) {
             let h = Connect::decode(&b).handle;
