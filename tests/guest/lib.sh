@@ -50,10 +50,21 @@ load_rdma_drivers() {
 	modprobe rdma_rxe && modprobe siw
 }
 
+# Module parameters of the tests.  Keepalive: an answer waits behind the
+# data its sender queued before it (one queue pair carries both), and
+# these emulated links move data 100 to 10000 times slower than a NIC (an
+# 8 MiB operation takes 20 to 40 s on a debug kernel), so the guests run
+# keepalive with a limit of 2 minutes instead of the default 30 s, past any
+# operation of the suites.  The keepalive checks and the fuzzer set short
+# ones of their own.
+rrdma_params() {
+	echo "keepalive_ms=15000 keepalive_misses=8"
+}
+
 # The soft RDMA drivers and rrdma.ko, each a check.
 load_modules() {
 	load_rdma_drivers || fail "soft RDMA drivers load" "modprobe failed"
-	check "rrdma.ko loads" insmod $RRDMA_KO
+	check "rrdma.ko loads" insmod $RRDMA_KO $(rrdma_params)
 }
 
 # Round trips from the tools' output on stdin, in whole microseconds:

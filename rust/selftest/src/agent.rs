@@ -4,8 +4,10 @@
 //! guest through which the peer's `attack` checks remove and re-add this
 //! guest's RDMA device: `linkdel` runs `rdma link del DEV`, `linkadd` runs
 //! `rdma link add DEV type PROVIDER netdev eth0` and waits for the port to
-//! be ACTIVE, `quit` ends. Answers `ok` or `error WHY`. Test use only, on
-//! the guests' private network.
+//! be ACTIVE, `keepalive MS MISSES` sets the module parameters the
+//! listener's connections take (`keepalive restore` puts back what the
+//! first one found), `quit` ends. Answers `ok` or `error WHY`.
+//! Test use only, on the guests' private network.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -24,6 +26,26 @@ fn rdma(args: &[&str]) -> Result<String, String> {
     }
 }
 
+/// The keepalive parameters as the first `keepalive` command found them.
+static SAVED: std::sync::Mutex<Option<(String, String)>> = std::sync::Mutex::new(None);
+
+fn param(name: &str) -> Result<String, String> {
+    std::fs::read_to_string(format!("/sys/module/rrdma/parameters/{name}"))
+        .map(|v| v.trim().to_string())
+        .map_err(|e| format!("{name}: {e}"))
+}
+
+fn set_keepalive(ms: &str, misses: &str) -> Result<(), String> {
+    for (name, value) in [("keepalive_ms", ms), ("keepalive_misses", misses)] {
+        value
+            .parse::<u32>()
+            .map_err(|_| format!("bad {name} '{value}'"))?;
+        std::fs::write(format!("/sys/module/rrdma/parameters/{name}"), value)
+            .map_err(|e| format!("{name}: {e}"))?;
+    }
+    Ok(())
+}
+
 fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
     match line.trim() {
         "linkdel" => rdma(&["link", "del", dev]).map(|_| ()),
@@ -37,6 +59,24 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
                 std::thread::sleep(Duration::from_millis(100));
             }
             Err("port not ACTIVE after 10 s".into())
+        }
+        "keepalive restore" => {
+            let saved = SAVED.lock().map_err(|e| e.to_string())?.take();
+            match saved {
+                Some((ms, misses)) => set_keepalive(&ms, &misses),
+                None => Ok(()),
+            }
+        }
+        cmd if cmd.starts_with("keepalive ") => {
+            let v: Vec<&str> = cmd.split_whitespace().skip(1).collect();
+            let [ms, misses] = v[..] else {
+                return Err("usage: keepalive MS MISSES | keepalive restore".into());
+            };
+            let mut saved = SAVED.lock().map_err(|e| e.to_string())?;
+            if saved.is_none() {
+                *saved = Some((param("keepalive_ms")?, param("keepalive_misses")?));
+            }
+            set_keepalive(ms, misses)
         }
         other => Err(format!("unknown command '{other}'")),
     }

@@ -10,7 +10,7 @@
 //! does (UNEXPORT, device removal); a refused call does nothing; a copy
 //! stalled on a userfaultfd page holds up nothing else; handles, exports
 //! restricted to a connection and protection domains reach only what they
-//! should.
+//! should; a peer cut off is noticed by keepalive on both sides.
 
 use std::collections::HashSet;
 use std::io;
@@ -231,7 +231,7 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
     t.check("a new connection works once the peer's device is back", res);
 }
 
-fn agent_cmd(peer: &str, cmd: &str) -> Result<(), String> {
+pub(crate) fn agent_cmd(peer: &str, cmd: &str) -> Result<(), String> {
     use std::io::{BufRead, BufReader, Write};
     let s =
         std::net::TcpStream::connect_timeout(&addr(peer, 7469), T).map_err(|e| e.to_string())?;
@@ -861,6 +861,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     drop(rw);
     unexport_under_load(dev, t, peer, &conn);
     drop(conn);
+    crate::keepalive::checks(dev, t, peer);
     exporter_device_removal(dev, t, peer);
     let counts = dev.fdinfo().unwrap_or_default();
     t.check(

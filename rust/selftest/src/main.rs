@@ -32,6 +32,7 @@ mod agent;
 mod attack;
 mod fuzz;
 mod hostile;
+mod keepalive;
 mod measure;
 mod regions;
 mod remote;
@@ -559,6 +560,13 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "keepalive" => match rest.first() {
+            Some(peer) => keepalive::checks(&dev, &mut t, peer),
+            None => {
+                eprintln!("usage: rrdma-selftest keepalive PEER_IP");
                 return ExitCode::from(2);
             }
         },

@@ -24,7 +24,7 @@ use rrdma::abi::errno::{Errno, EBUSY, ENOENT, EPROTO, EPROTONOSUPPORT};
 use rrdma::abi::wire::{self, Hello, CTRL_RECV_MIN, HELLO_LEN};
 use rrdma::{Connection, Rrdma};
 
-use crate::remote::{addr, control, token, T};
+use crate::remote::{addr, token, T};
 use crate::Tap;
 
 /// The exporter's rdma_cm port (`rrdma serve --listen 0.0.0.0:7471`).
@@ -95,11 +95,7 @@ fn real_peer(dev: &Rrdma, peer: &str) -> Result<(), String> {
 }
 
 fn live_conns(peer: &str) -> Result<u64, String> {
-    let line = control(peer, "fdinfo").map_err(|e| e.to_string())?;
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix("rrdma-connections-live="))
-        .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("no rrdma-connections-live in '{line}'"))
+    crate::remote::peer_count(peer, "rrdma-connections-live")
 }
 
 /// Connect requests through rdma_cm with malformed handshakes (rxe).

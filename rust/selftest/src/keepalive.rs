@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Keepalive against `rrdma serve` on the other guest (part of `attack`):
+//! a peer cut off (this guest's outgoing packets all dropped with netem, so
+//! the two sides see different failures: the exporter hears nothing, the
+//! importer still hears the exporter's pings but no answer to its own) is
+//! noticed by both sides within `interval × misses`, and the exporter then
+//! ends the connection and releases what it granted on it. With keepalive
+//! off on both sides, the same cut is survived.
+//!
+//! The exporter's settings are its module parameters, set for the duration
+//! through the agent; the importer's are CONNECT's.
+
+use std::process::Command;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use rrdma::abi::errno::ETIMEDOUT;
+use rrdma::abi::uapi::OP_READ;
+use rrdma::{Keepalive, Rrdma};
+
+use crate::attack::agent_cmd;
+use crate::remote::{addr, peer_count, quiet, reap, token, T};
+use crate::Tap;
+
+const INTERVAL_MS: u64 = 300;
+const MISSES: u16 = 4;
+/// `interval × misses`.
+const LIMIT: Duration = Duration::from_millis(INTERVAL_MS * MISSES as u64);
+/// Lateness allowed past the limit: the timer's work item and the teardown
+/// run on emulated CPUs.
+const SLACK: Duration = Duration::from_millis(1500);
+
+fn ensure(cond: bool, why: impl Into<String>) -> Result<(), String> {
+    cond.then_some(()).ok_or_else(|| why.into())
+}
+
+fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{cmd}: {e}"))?;
+    ensure(
+        out.status.success(),
+        format!(
+            "{cmd} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    )
+}
+
+/// This guest's outgoing packets dropped while it lives.
+struct Cut;
+
+impl Cut {
+    fn new() -> Result<Self, String> {
+        // The kernel's request_module() may not find busybox's modprobe.
+        let _ = run("modprobe", &["sch_netem"]);
+        run(
+            "tc",
+            &[
+                "qdisc", "add", "dev", "eth0", "root", "netem", "loss", "100%",
+            ],
+        )?;
+        Ok(Cut)
+    }
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        if let Err(e) = run("tc", &["qdisc", "del", "dev", "eth0", "root"]) {
+            eprintln!("keepalive: cannot restore the link: {e}");
+        }
+    }
+}
+
+/// Waits until `f` holds, for at most `limit`.
+fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if f() {
+            return true;
+        }
+        sleep(Duration::from_millis(100));
+    }
+    f()
+}
+
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let set = |ms: u64, misses: u16| agent_cmd(peer, &format!("keepalive {ms} {misses}"));
+    t.check(
+        "keepalive: the exporter takes short settings",
+        set(INTERVAL_MS, MISSES),
+    );
+    cut_is_noticed(dev, t, peer);
+    t.check("keepalive: the exporter turns it off", set(0, MISSES));
+    cut_is_survived_without(dev, t, peer);
+    t.check("keepalive: the exporter's defaults come back", set(5000, 3));
+}
+
+/// Connects with the short settings and imports the `rw` export.
+fn open<'a>(
+    dev: &'a Rrdma,
+    peer: &str,
+    keepalive: Keepalive,
+) -> Result<(rrdma::Connection<'a>, rrdma::RemoteRegion<'a>), String> {
+    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+    let conn = dev
+        .connect_with(addr(peer, 7471), T, keepalive)
+        .map_err(|e| format!("connect: {e}"))?;
+    let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
+    Ok((conn, rw))
+}
+
+fn cut_is_noticed(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let live0 = peer_count(peer, "rrdma-connections-live");
+    let timeouts0 = peer_count(peer, "rrdma-keepalive-timeouts");
+    let pings0 = dev.fdinfo_value("rrdma-keepalive-pings").unwrap_or(0);
+    let (conn, rw) = match open(
+        dev,
+        peer,
+        Keepalive::Every {
+            interval: Duration::from_millis(INTERVAL_MS),
+            misses: MISSES,
+        },
+    ) {
+        Ok(x) => x,
+        Err(e) => return t.check("keepalive: connect and import", Err(e)),
+    };
+    let local = match dev.create_region(4096, 4) {
+        Ok(r) => r,
+        Err(e) => return t.check("keepalive: a local region", Err(e.to_string())),
+    };
+    // Idle for 8 intervals: the pings keep the connection up.
+    sleep(Duration::from_millis(8 * INTERVAL_MS));
+    t.check(
+        "keepalive: an idle connection stays up past interval x misses",
+        rw.write(&local, 0, 0, 1)
+            .and_then(|()| rw.read(&local, 1, 0, 1))
+            .map_err(|e| e.to_string()),
+    );
+    let pings = dev
+        .fdinfo_value("rrdma-keepalive-pings")
+        .unwrap_or(0)
+        .saturating_sub(pings0);
+    t.check(
+        "keepalive: ... with a ping each interval of silence",
+        ensure(
+            (4..=12).contains(&pings),
+            format!("{pings} pings in 8 intervals"),
+        ),
+    );
+
+    let cut = match Cut::new() {
+        Ok(c) => c,
+        Err(e) => return t.check("keepalive: cut this guest off (netem loss 100%)", Err(e)),
+    };
+    let start = Instant::now();
+    // Eight operations in flight, then one that blocks until the
+    // connection ends: none can be placed.
+    let ops: Vec<_> = (0..8u64)
+        .map(|i| rw.op(OP_READ, &local, i % 4, i, 1, 100 + i))
+        .collect();
+    let posted = dev.submit(&ops);
+    let r = rw.read(&local, 2, 0, 1);
+    let took = start.elapsed();
+    println!(
+        "# keepalive: importer noticed the cut after {} ms (limit {} ms)",
+        took.as_millis(),
+        LIMIT.as_millis()
+    );
+    t.check(
+        "keepalive: the importer notices the cut: its operation ends with ETIMEDOUT",
+        match r {
+            Err(e) if e.raw_os_error() == Some(ETIMEDOUT.get()) => Ok(()),
+            Err(e) => Err(format!("{e}")),
+            Ok(()) => Err("the read succeeded".into()),
+        },
+    );
+    let flushed = match posted {
+        Ok(8) => reap(dev, 8).map_err(|e| e.to_string()).and_then(|got| {
+            let mut ids: Vec<u64> = got.iter().map(|c| c.user_data).collect();
+            ids.sort_unstable();
+            ensure(
+                ids == (100..108).collect::<Vec<_>>()
+                    && got.iter().all(|c| c.status == -ETIMEDOUT.get()),
+                format!("{got:?}"),
+            )?;
+            quiet(dev, 300)
+        }),
+        other => Err(format!("SUBMIT: {other:?}")),
+    };
+    t.check(
+        "keepalive: ... and so do those in flight, each exactly once",
+        flushed,
+    );
+    t.check(
+        "keepalive: ... within interval x misses",
+        ensure(
+            took + Duration::from_millis(INTERVAL_MS) >= LIMIT && took <= LIMIT + SLACK,
+            format!("{} ms", took.as_millis()),
+        ),
+    );
+    // The exporter's limit is the same, from its last answer: past it, the
+    // link comes back and the exporter must have ended the connection.
+    sleep((LIMIT + SLACK).saturating_sub(start.elapsed()));
+    drop(cut);
+    let live = wait_for(Duration::from_secs(5), || {
+        peer_count(peer, "rrdma-connections-live").ok() == live0.clone().ok()
+    });
+    t.check(
+        "keepalive: the exporter ended the connection and released its grants",
+        ensure(
+            live && live0.is_ok(),
+            format!(
+                "live before {live0:?}, now {:?}",
+                peer_count(peer, "rrdma-connections-live")
+            ),
+        ),
+    );
+    let timeouts = peer_count(peer, "rrdma-keepalive-timeouts");
+    t.check(
+        "keepalive: ... because the peer went silent",
+        match (&timeouts0, &timeouts) {
+            (Ok(a), Ok(b)) => ensure(*b == a + 1, format!("timeouts {a} -> {b}")),
+            _ => Err(format!("{timeouts0:?} -> {timeouts:?}")),
+        },
+    );
+    t.check(
+        "keepalive: the ended connection refuses new operations",
+        match rw.write(&local, 0, 0, 1) {
+            Err(e) if e.raw_os_error() == Some(ETIMEDOUT.get()) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    drop(rw);
+    t.check(
+        "keepalive: ... and disconnects cleanly",
+        conn.disconnect().map_err(|e| e.to_string()),
+    );
+}
+
+fn cut_is_survived_without(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let (conn, rw) = match open(dev, peer, Keepalive::Off) {
+        Ok(x) => x,
+        Err(e) => return t.check("keepalive: connect and import, keepalive off", Err(e)),
+    };
+    let local = match dev.create_region(4096, 4) {
+        Ok(r) => r,
+        Err(e) => return t.check("keepalive: a local region", Err(e.to_string())),
+    };
+    match Cut::new() {
+        Ok(cut) => {
+            sleep(LIMIT + SLACK);
+            drop(cut);
+        }
+        Err(e) => return t.check("keepalive: cut this guest off (netem loss 100%)", Err(e)),
+    }
+    t.check(
+        "keepalive off on both sides: a cut of interval x misses is survived",
+        rw.write(&local, 0, 0, 1).map_err(|e| e.to_string()),
+    );
+    drop(rw);
+    let _ = conn.disconnect();
+}
