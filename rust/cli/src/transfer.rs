@@ -292,7 +292,9 @@ pub struct BenchResult {
     pub latency_usec: Option<Latency>,
     /// How much the exporter's module counts grew during the timed run
     /// (by key, without `rrdma-work-`), when the token named its control
-    /// endpoint. One-sided operations cost it nothing: expected all 0.
+    /// endpoint. One-sided operations cost it nothing: expected all 0 but
+    /// keepalive's control messages (a pong per interval of the exporter's
+    /// keepalive).
     pub exporter_work: Option<BTreeMap<String, u64>>,
 }
 

@@ -96,7 +96,10 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     cut_is_noticed(dev, t, peer);
     t.check("keepalive: the exporter turns it off", set(0, MISSES));
     cut_is_survived_without(dev, t, peer);
-    t.check("keepalive: the exporter's defaults come back", set(5000, 3));
+    t.check(
+        "keepalive: the exporter's settings come back",
+        agent_cmd(peer, "keepalive restore"),
+    );
 }
 
 /// Connects with the short settings and imports the `rw` export.
@@ -206,13 +209,16 @@ fn cut_is_noticed(dev: &Rrdma, t: &mut Tap, peer: &str) {
     // link comes back and the exporter must have ended the connection.
     sleep((LIMIT + SLACK).saturating_sub(start.elapsed()));
     drop(cut);
-    let live = wait_for(Duration::from_secs(5), || {
-        peer_count(peer, "rrdma-connections-live").ok() == live0.clone().ok()
-    });
+    // Another connection of the suite may still be closing: the count
+    // must come back to at most what it was before ours.
+    let live = wait_for(
+        Duration::from_secs(5),
+        || matches!((&live0, peer_count(peer, "rrdma-connections-live")), (Ok(a), Ok(b)) if b <= *a),
+    );
     t.check(
         "keepalive: the exporter ended the connection and released its grants",
         ensure(
-            live && live0.is_ok(),
+            live,
             format!(
                 "live before {live0:?}, now {:?}",
                 peer_count(peer, "rrdma-connections-live")
