@@ -268,7 +268,9 @@ struct rrdma_accept {
  * module of protocol version 3; with an older one, the connection has no
  * keepalive. RRDMA_CONNECT_NO_KEEPALIVE (with both fields 0) turns it off
  * for this connection; with the module's keepalive_ms at 0, it is off
- * unless a field asks for it.
+ * unless a field asks for it. Control messages share the queue pair with
+ * the data: an answer waits behind the operations its sender queued before
+ * it, so keep the limit above the time a peer needs to send what it queues.
  */
 struct rrdma_connect {
 	struct rrdma_addr addr;
