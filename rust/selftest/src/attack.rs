@@ -24,13 +24,9 @@ use rrdma::{Connection, RemoteRegion, Rrdma};
 
 use crate::remote::{addr, control, expect_errno_any, fnv, pattern, quiet, reap, token, T};
 use crate::uffd::Stalled;
-use crate::{expect_errno, expect_ok, Tap};
+use crate::{ensure, expect_errno, expect_ok, Tap};
 
 const BS: u64 = 4096;
-
-fn ensure(cond: bool, why: impl Into<String>) -> Result<(), String> {
-    cond.then_some(()).ok_or_else(|| why.into())
-}
 
 /// A fresh export of the peer's region (`rw` or `ro`), imported over `conn`.
 fn fresh_import<'a>(
@@ -861,7 +857,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     drop(rw);
     unexport_under_load(dev, t, peer, &conn);
     drop(conn);
-    crate::keepalive::checks(dev, t, peer);
+    crate::keepalive::checks(dev, t, peer, quick);
     exporter_device_removal(dev, t, peer);
     let counts = dev.fdinfo().unwrap_or_default();
     t.check(

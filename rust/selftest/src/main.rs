@@ -79,6 +79,11 @@ impl Tap {
     }
 }
 
+/// `Ok` if `cond` holds, else the reason `why`.
+pub(crate) fn ensure(cond: bool, why: impl Into<String>) -> Result<(), String> {
+    cond.then_some(()).ok_or_else(|| why.into())
+}
+
 /// Expects `res` to fail with `errno`.
 pub(crate) fn expect_errno<T>(res: io::Result<T>, errno: impl Into<i32>) -> Result<(), String> {
     let errno = errno.into();
@@ -563,10 +568,11 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        "keepalive" => match rest.first() {
-            Some(peer) => keepalive::checks(&dev, &mut t, peer),
-            None => {
-                eprintln!("usage: rrdma-selftest keepalive PEER_IP");
+        "keepalive" => match rest {
+            [peer] => keepalive::checks(&dev, &mut t, peer, false),
+            [peer, q] if q == "quick" => keepalive::checks(&dev, &mut t, peer, true),
+            _ => {
+                eprintln!("usage: rrdma-selftest keepalive PEER_IP [quick]");
                 return ExitCode::from(2);
             }
         },

@@ -12,7 +12,7 @@ use rrdma::abi::ioctl::{iow, iowr};
 use rrdma::abi::uapi::{Export as ExportArg, RegionCreate, ACCESS_READ, IOCTL_MAGIC};
 use rrdma::{page_size, Rrdma};
 
-use crate::{expect_errno, expect_ok, Tap};
+use crate::{ensure, expect_errno, expect_ok, Tap};
 
 fn create(dev: &Rrdma, block_size: u32, nblocks: u64) -> io::Result<RegionCreate> {
     dev.region_create_raw(&RegionCreate {
@@ -33,10 +33,6 @@ fn unmap(p: *mut u8, len: usize) {
 
 fn rw() -> i32 {
     libc::PROT_READ | libc::PROT_WRITE
-}
-
-fn ensure(cond: bool, why: impl Into<String>) -> Result<(), String> {
-    cond.then_some(()).ok_or_else(|| why.into())
 }
 
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap) {
