@@ -264,7 +264,9 @@ struct rrdma_accept {
  * @keepalive_misses intervals without one, the peer is taken as gone and
  * the connection ends with ETIMEDOUT (operations in flight complete with
  * it). The passive side checks its peer the same way with the module
- * parameters, and releases what it granted on the connection. Needs a peer
+ * parameters, and releases what it granted on the connection. When the
+ * peer notices first and its disconnect still gets through, the connection
+ * ends with ECONNRESET instead. Needs a peer
  * module of protocol version 3; with an older one, the connection has no
  * keepalive. RRDMA_CONNECT_NO_KEEPALIVE (with both fields 0) turns it off
  * for this connection; with the module's keepalive_ms at 0, it is off
