@@ -315,7 +315,11 @@ def main():
     ap.add_argument("--results", required=True)
     ap.add_argument("--logdir", help="keep console and result logs here")
     ap.add_argument("--workdir", default=None)
-    sys.exit(run(ap.parse_args()))
+    args = ap.parse_args()
+    # A missing script would boot both guests for nothing and "pass".
+    if not (REPO / "tests" / "guest" / f"{args.test}.sh").is_file():
+        ap.error(f"no tests/guest/{args.test}.sh (--test takes the NAME)")
+    sys.exit(run(args))
 
 
 if __name__ == "__main__":
