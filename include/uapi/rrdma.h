@@ -35,8 +35,10 @@
 #define RRDMA_FEATURE_REMOTE	(1ULL << 1)
 /* CONNECT's keepalive fields and RRDMA_CONNECT_NO_KEEPALIVE */
 #define RRDMA_FEATURE_KEEPALIVE	(1ULL << 2)
+/* RRDMA_CONNECT_RECONNECT */
+#define RRDMA_FEATURE_RECONNECT	(1ULL << 3)
 #define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
-				 RRDMA_FEATURE_KEEPALIVE)
+				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -245,7 +247,7 @@ struct rrdma_accept {
  * @addr:	in: the peer's address
  * @timeout_ms:	in: for address and route resolution and the handshake;
  *		0 means the default (5000)
- * @flags:	in: RRDMA_CONNECT_* (0 or RRDMA_CONNECT_NO_KEEPALIVE)
+ * @flags:	in: RRDMA_CONNECT_NO_KEEPALIVE, RRDMA_CONNECT_RECONNECT
  * @handle:	out: the connection's handle
  * @keepalive_ms: in: keepalive interval in milliseconds, 100 or more; 0
  *		takes the module parameter keepalive_ms (default 5000)
@@ -273,6 +275,22 @@ struct rrdma_accept {
  * unless a field asks for it. Control messages share the queue pair with
  * the data: an answer waits behind the operations its sender queued before
  * it, so keep the limit above the time a peer needs to send what it queues.
+ *
+ * Reconnect (RRDMA_FEATURE_RECONNECT): with RRDMA_CONNECT_RECONNECT, a
+ * connection that was established and then fails (the peer disconnected
+ * or went silent, the queue pair broke, the device went) is not ended: the
+ * kernel connects again to @addr, after a delay that doubles from the
+ * module parameter reconnect_delay_ms (default 200) up to
+ * reconnect_max_delay_ms (default 10000), half of it random, at most
+ * reconnect_attempts times (default 10) in a row; each attempt has
+ * @timeout_ms. Meanwhile the handle stays valid: operations in flight at
+ * the failure complete with ECONNRESET, and new operations and IMPORTs fail
+ * with EAGAIN. Once connected again, each import is asked for again and
+ * keeps its handle; one whose export is gone, changed or restricted to the
+ * old connection fails with EKEYREVOKED from then on (until then, EAGAIN).
+ * When the attempts are spent the connection ends with the last attempt's
+ * errno. DISCONNECT and close end it at any point. A CONNECT that fails is
+ * not retried.
  */
 struct rrdma_connect {
 	struct rrdma_addr addr;
@@ -285,6 +303,7 @@ struct rrdma_connect {
 
 /* CONNECT flags */
 #define RRDMA_CONNECT_NO_KEEPALIVE	(1U << 0)
+#define RRDMA_CONNECT_RECONNECT		(1U << 1)
 
 /**
  * struct rrdma_handle_arg - argument of DISCONNECT, UNIMPORT and UNLISTEN

@@ -28,6 +28,8 @@ pub(crate) mod ioctl;
 pub(crate) mod keepalive;
 #[path = "../abi/src/ops.rs"]
 pub(crate) mod ops;
+#[path = "../abi/src/reconnect.rs"]
+pub(crate) mod reconnect;
 #[path = "../abi/src/region.rs"]
 pub(crate) mod region;
 #[path = "../abi/src/ring.rs"]

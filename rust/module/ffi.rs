@@ -253,14 +253,27 @@ extern "C" {
     pub(crate) fn rrdma_shim_jiffies() -> c_ulong;
     /// The module parameters `keepalive_ms` and `keepalive_misses`.
     pub(crate) fn rrdma_shim_keepalive_params(ms: *mut u32, misses: *mut u32);
+    /// The module parameters `reconnect_attempts`, `reconnect_delay_ms`,
+    /// `reconnect_max_delay_ms` and `accept_max_teardowns`.
+    pub(crate) fn rrdma_shim_reconnect_params(
+        attempts: *mut u32,
+        delay_ms: *mut u32,
+        max_delay_ms: *mut u32,
+        max_teardowns: *mut u32,
+    );
     /// `jiffies_to_msecs(j)`.
     pub(crate) fn rrdma_shim_jiffies_to_msecs(j: c_ulong) -> u32;
-    /// A timer that calls `rrdma_rust_conn_keepalive()`; NULL without memory.
+    /// A timer that calls `rrdma_rust_conn_timer()`; NULL without memory.
     pub(crate) fn rrdma_shim_timer_new() -> *mut ShimTimer;
     /// Queues a run with `ctx` after `delay` jiffies; false if one is
-    /// pending already (nothing changes then).
-    pub(crate) fn rrdma_shim_timer_arm(t: *mut ShimTimer, ctx: *mut c_void, delay: c_ulong)
-        -> bool;
+    /// pending already: nothing changes then, or with `reset`, the pending
+    /// run moves to `delay` from now.
+    pub(crate) fn rrdma_shim_timer_arm(
+        t: *mut ShimTimer,
+        ctx: *mut c_void,
+        delay: c_ulong,
+        reset: bool,
+    ) -> bool;
     /// `cancel_delayed_work_sync()`: whether a run was pending (and will
     /// not happen).
     pub(crate) fn rrdma_shim_timer_cancel(t: *mut ShimTimer) -> bool;
@@ -388,6 +401,20 @@ pub(crate) fn jiffies() -> u64 {
 pub(crate) fn jiffies_to_msecs(j: u64) -> u32 {
     // SAFETY: no preconditions.
     unsafe { rrdma_shim_jiffies_to_msecs(j as c_ulong) }
+}
+
+/// The module parameters of reconnect: the policy, and the storm guard's
+/// limit.
+pub(crate) fn reconnect_params() -> (crate::abi::reconnect::Policy, u32) {
+    let (mut attempts, mut delay, mut max_delay, mut teardowns) = (0, 0, 0, 0);
+    // SAFETY: all four pointers are valid for writes.
+    unsafe {
+        rrdma_shim_reconnect_params(&mut attempts, &mut delay, &mut max_delay, &mut teardowns)
+    };
+    (
+        crate::abi::reconnect::from_params(attempts, delay, max_delay),
+        teardowns,
+    )
 }
 
 /// The module parameters `keepalive_ms` and `keepalive_misses`, as set.

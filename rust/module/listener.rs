@@ -144,6 +144,10 @@ impl Listener {
         if g.closed {
             return Err(ECONNREFUSED);
         }
+        // The reconnect-storm guard: the peer retries after its backoff.
+        if self.shared.reconnect.storm() {
+            return Err(EBUSY);
+        }
         let open = g.pending.iter().filter(|p| !p.conn.is_finished()).count() + g.queue.len();
         // Failed handshakes stay in `pending` until ACCEPT prunes them.
         if open >= self.backlog as usize || g.pending.len() >= 2 * self.backlog as usize {

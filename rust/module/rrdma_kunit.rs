@@ -327,7 +327,7 @@ pub unsafe extern "C" fn rrdma_kt_conn_machine(t: *mut c_void) {
     let (s, a) = step(State::Connecting, Event::Established);
     kexpect!(t, s == State::Connected && a == Action::Ready);
     let (s, a) = step(s, Event::DeviceRemoval);
-    kexpect!(t, s == State::Closing { error: Some(ENODEV) } && a == Action::Teardown);
+    kexpect!(t, s == State::Closing { error: Some(ENODEV), retry: false } && a == Action::Teardown);
     kexpect!(t, step(s, Event::Disconnected) == (s, Action::None));
     let (s, a) = step(s, Event::TornDown);
     kexpect!(t, s == State::Closed { error: Some(ENODEV) } && a == Action::None);

@@ -18,7 +18,7 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::abi::uapi::Completion;
 use crate::abi::Result;
-use crate::conn::{Conn, KeepaliveCounts};
+use crate::conn::{Conn, KeepaliveCounts, ReconnectCounts};
 use crate::context::Context;
 use crate::export::Exports;
 use crate::ffi::FileWaitq;
@@ -45,6 +45,9 @@ pub(crate) struct Shared {
     pub(crate) work: Work,
     /// Keepalive pings and timeouts of the file's connections (atomic).
     pub(crate) keepalive: KeepaliveCounts,
+    /// Reconnects of the file's connections, and teardowns under way
+    /// (atomic).
+    pub(crate) reconnect: ReconnectCounts,
 }
 
 impl Shared {
@@ -60,6 +63,7 @@ impl Shared {
                 conns <- new_mutex!(KVec::new(), "Shared::conns"),
                 work: Work::new(),
                 keepalive: KeepaliveCounts::new(),
+                reconnect: ReconnectCounts::new(),
             }),
             GFP_KERNEL,
         )

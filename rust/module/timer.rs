@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A connection's keepalive timer: a delayed work item of the shim (the
-//! 6.12 kernel crate has no delayed work) that runs the connection's
-//! keepalive tick on the module's work queue (`entry/conn.rs`).
+//! A connection's timer: a delayed work item of the shim (the 6.12 kernel
+//! crate has no delayed work) that runs the connection's tick on the
+//! module's work queue (`entry/conn.rs`): keepalive while established,
+//! the backoff and the attempt's deadline while reconnecting.
 //!
 //! References: every run queued holds one reference of the connection,
 //! handed to C by [`Timer::arm`]. The run takes it back when it starts;
@@ -51,10 +52,11 @@ impl Timer {
         })
     }
 
-    /// Queues a run of `conn`'s keepalive tick `delay` jiffies from now,
-    /// unless one is pending. A timer serves one connection: arming it for
-    /// another is refused (a bug; nothing is queued).
-    pub(crate) fn arm(&self, conn: &Arc<Conn>, delay: u64) {
+    /// Queues a run of `conn`'s tick `delay` jiffies from now, unless one
+    /// is pending (with `reset`, a pending run moves to `delay` from now).
+    /// A timer serves one connection: arming it for another is refused (a
+    /// bug; nothing is queued).
+    pub(crate) fn arm(&self, conn: &Arc<Conn>, delay: u64, reset: bool) {
         let me = foreign::addr_of(conn);
         let owner = match self.owner.compare_exchange(
             core::ptr::null_mut(),
@@ -66,13 +68,14 @@ impl Timer {
             Err(o) => o,
         };
         if owner != me {
-            kernel::pr_err!("keepalive timer armed for another connection: refused\n");
+            kernel::pr_err!("connection timer armed for another connection: refused\n");
             return;
         }
         let ctx = foreign::into_c(conn.clone());
         // SAFETY: `raw` is live (type invariant); `ctx` carries the
         // reference the run takes back (`entry/conn.rs`).
-        let queued = unsafe { ffi::rrdma_shim_timer_arm(self.raw.as_ptr(), ctx, delay as _) };
+        let queued =
+            unsafe { ffi::rrdma_shim_timer_arm(self.raw.as_ptr(), ctx, delay as _, reset) };
         if !queued {
             // SAFETY: a run is pending already and holds its own reference;
             // C did not keep `ctx`'s (the same pointer, still covered).

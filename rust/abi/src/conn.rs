@@ -17,9 +17,19 @@
 //! destroy the cm_id); the teardown reports [`Event::TornDown`], which moves
 //! to `Closed`. Nothing waits for rdma_cm's own disconnect handshake: the
 //! drain flushes the queue pair whatever the peer does.
+//!
+//! Reconnect (an active connection that asked for it, once established):
+//! the kernel steps with `retry` set while its budget (`abi::reconnect`)
+//! has attempts left. A failure then moves to `Closing` with `retry`, the
+//! teardown's report to `Waiting` with [`Action::Backoff`], and the
+//! backoff's end ([`Event::Retry`]) back to `Resolving` with
+//! [`Action::Reconnect`] (a new id and queue pair, the same connection).
+//! A failure without `retry` (budget spent, or a user close) ends in
+//! `Closed` as before.
 
 use super::errno::{
-    Errno, ECONNABORTED, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENODEV, ENOTCONN, ETIMEDOUT,
+    Errno, EAGAIN, ECONNABORTED, ECONNREFUSED, ECONNRESET, EHOSTUNREACH, ENODEV, ENOTCONN,
+    ETIMEDOUT,
 };
 
 /// Where a connection is.
@@ -40,11 +50,19 @@ pub enum State {
     Closing {
         /// The errno the connection ends with (`None`: orderly).
         error: Option<Errno>,
+        /// After the teardown, reconnect (`Waiting`) instead of `Closed`.
+        retry: bool,
     },
     /// Torn down: no queue pair, no registration, no cm_id.
     Closed {
         /// The errno userspace sees (`None`: orderly close).
         error: Option<Errno>,
+    },
+    /// Reconnecting: torn down, waiting for the backoff before the next
+    /// attempt. Holds no queue pair, registration or cm_id.
+    Waiting {
+        /// Why the last connection or attempt ended.
+        error: Errno,
     },
 }
 
@@ -83,6 +101,8 @@ pub enum Event {
     UserClose,
     /// The teardown finished.
     TornDown,
+    /// The backoff between reconnect attempts is over.
+    Retry,
 }
 
 /// What the kernel must do after a step.
@@ -98,52 +118,93 @@ pub enum Action {
     Ready,
     /// Tear down: disconnect, drain and destroy the queue pair, complete
     /// what is in flight, free registrations, destroy the cm_id, then
-    /// report [`Event::TornDown`]. Returned exactly once per connection.
+    /// report [`Event::TornDown`]. Returned exactly once per connection
+    /// and attempt.
     Teardown,
+    /// Reconnecting: arm the backoff timer, which reports
+    /// [`Event::Retry`].
+    Backoff,
+    /// Reconnecting: a new cm_id, and `rdma_resolve_addr()` to the peer.
+    Reconnect,
 }
 
-fn end(e: Option<Errno>) -> (State, Action) {
-    (State::Closing { error: e }, Action::Teardown)
+/// One transition of a connection that does not reconnect: [`step_with`]
+/// without `retry`.
+pub fn step(state: State, event: Event) -> (State, Action) {
+    step_with(state, event, false)
 }
 
 /// One transition. Events that do not apply to a state leave it unchanged
-/// (`Action::None`): rdma_cm may report late events after a close.
-pub fn step(state: State, event: Event) -> (State, Action) {
+/// (`Action::None`): rdma_cm may report late events after a close. `retry`:
+/// a failure now is followed by a reconnect attempt (the connection asked
+/// for it, was established once, and has attempts left).
+pub fn step_with(state: State, event: Event, retry: bool) -> (State, Action) {
     use Event as E;
     use State as S;
+    let fail = |e: Errno| {
+        (
+            S::Closing {
+                error: Some(e),
+                retry,
+            },
+            Action::Teardown,
+        )
+    };
+    let close = || {
+        (
+            S::Closing {
+                error: None,
+                retry: false,
+            },
+            Action::Teardown,
+        )
+    };
     match (state, event) {
         (S::Closed { .. }, _) => (state, Action::None),
-        (S::Closing { error }, E::TornDown) => (S::Closed { error }, Action::None),
+        (S::Closing { error, retry: true }, E::TornDown) => (
+            S::Waiting {
+                error: error.unwrap_or(ECONNRESET),
+            },
+            Action::Backoff,
+        ),
+        (S::Closing { error, .. }, E::TornDown) => (S::Closed { error }, Action::None),
         (S::Closing { .. }, _) => (state, Action::None),
         // Only a teardown reports TornDown, and only from Closing.
         (_, E::TornDown) => (state, Action::None),
 
-        (S::Connected, E::UserClose) => end(None),
-        (S::Connected, E::Disconnected) => end(Some(ECONNRESET)),
-        (S::Connected, E::QpFatal) => end(Some(ECONNABORTED)),
-        (S::Connected, E::DeviceRemoval) => end(Some(ENODEV)),
-        (S::Connected, E::Timeout) => end(Some(ETIMEDOUT)),
+        // Between attempts nothing is held: only a close or the backoff's
+        // end apply. The close's teardown stops the timer.
+        (S::Waiting { .. }, E::UserClose) => close(),
+        (S::Waiting { .. }, E::Retry) => (S::Resolving, Action::Reconnect),
+        (S::Waiting { .. }, _) => (state, Action::None),
+        (_, E::Retry) => (state, Action::None),
+
+        (S::Connected, E::UserClose) => close(),
+        (S::Connected, E::Disconnected) => fail(ECONNRESET),
+        (S::Connected, E::QpFatal) => fail(ECONNABORTED),
+        (S::Connected, E::DeviceRemoval) => fail(ENODEV),
+        (S::Connected, E::Timeout) => fail(ETIMEDOUT),
         (S::Connected, _) => (state, Action::None),
 
         // Before establishment, a user close or any failure ends at once.
-        (_, E::UserClose) => end(None),
-        (_, E::DeviceRemoval) => end(Some(ENODEV)),
-        (_, E::Timeout) => end(Some(ETIMEDOUT)),
+        (_, E::UserClose) => close(),
+        (_, E::DeviceRemoval) => fail(ENODEV),
+        (_, E::Timeout) => fail(ETIMEDOUT),
 
         (S::Resolving, E::AddrResolved) => (S::RoutePending, Action::ResolveRoute),
-        (S::Resolving, E::AddrError(e)) => end(Some(nonzero(e, EHOSTUNREACH))),
+        (S::Resolving, E::AddrError(e)) => fail(nonzero(e, EHOSTUNREACH)),
         (S::RoutePending, E::RouteResolved) => (S::Connecting, Action::Connect),
-        (S::RoutePending, E::RouteError(e)) => end(Some(nonzero(e, EHOSTUNREACH))),
+        (S::RoutePending, E::RouteError(e)) => fail(nonzero(e, EHOSTUNREACH)),
         (S::Connecting | S::Accepting, E::Established) => (S::Connected, Action::Ready),
-        (S::Connecting, E::Rejected(e)) => end(Some(e.unwrap_or(ECONNREFUSED))),
+        (S::Connecting, E::Rejected(e)) => fail(e.unwrap_or(ECONNREFUSED)),
         // The peer refused our accept (IB CM: a REJ answering the REP, as
         // when the active side destroys its id): the connection never was.
-        (S::Accepting, E::Rejected(e)) => end(Some(e.unwrap_or(ECONNRESET))),
-        (S::Connecting | S::Accepting, E::Unreachable) => end(Some(EHOSTUNREACH)),
-        (S::Connecting | S::Accepting, E::ConnectError(e)) => end(Some(nonzero(e, ECONNRESET))),
-        (S::Connecting | S::Accepting, E::Disconnected | E::QpFatal) => end(Some(ECONNRESET)),
+        (S::Accepting, E::Rejected(e)) => fail(e.unwrap_or(ECONNRESET)),
+        (S::Connecting | S::Accepting, E::Unreachable) => fail(EHOSTUNREACH),
+        (S::Connecting | S::Accepting, E::ConnectError(e)) => fail(nonzero(e, ECONNRESET)),
+        (S::Connecting | S::Accepting, E::Disconnected | E::QpFatal) => fail(ECONNRESET),
         // A failed `rdma_connect()` right after route resolution.
-        (S::RoutePending, E::ConnectError(e)) => end(Some(nonzero(e, ECONNRESET))),
+        (S::RoutePending, E::ConnectError(e)) => fail(nonzero(e, ECONNRESET)),
 
         _ => (state, Action::None),
     }
@@ -160,9 +221,21 @@ impl State {
         matches!(self, State::Connected)
     }
 
-    /// Whether the connection is finished (closing or closed).
+    /// Whether the connection is finished (closing or closed), or between
+    /// two of its queue pairs (a reconnect's teardown, its backoff).
     pub fn is_finished(&self) -> bool {
-        matches!(self, State::Closing { .. } | State::Closed { .. })
+        matches!(
+            self,
+            State::Closing { .. } | State::Closed { .. } | State::Waiting { .. }
+        )
+    }
+
+    /// Whether the connection will reconnect (its teardown, its backoff).
+    pub fn is_waiting(&self) -> bool {
+        matches!(
+            self,
+            State::Closing { retry: true, .. } | State::Waiting { .. }
+        )
     }
 
     /// Whether the teardown has finished.
@@ -179,20 +252,26 @@ impl State {
     }
 
     /// The errno an operation on a connection in this state fails with:
-    /// the close errno if it carries one, else `ENOTCONN`.
-    pub fn errno(&self) -> Errno {
+    /// `EAGAIN` while it reconnects (`again`: it was established before,
+    /// so a state before `Connected` is a reconnect attempt), the close
+    /// errno if it carries one, else `ENOTCONN`.
+    pub fn errno(&self, again: bool) -> Errno {
         match *self {
-            State::Closed { error: Some(e) } | State::Closing { error: Some(e) } => e,
+            State::Closing { retry: true, .. } | State::Waiting { .. } => EAGAIN,
+            State::Resolving | State::RoutePending | State::Connecting if again => EAGAIN,
+            State::Closed { error: Some(e) } | State::Closing { error: Some(e), .. } => e,
             _ => ENOTCONN,
         }
     }
 
-    /// The status of an operation the teardown flushed: the close errno,
-    /// or `ECANCELED` for an orderly close by this side.
+    /// The status of an operation the teardown flushed: `ECONNRESET` when
+    /// the connection reconnects, else the close errno, or `ECANCELED` for
+    /// an orderly close by this side.
     pub fn flush_errno(&self) -> Errno {
         match *self {
-            State::Closed { error: Some(e) } | State::Closing { error: Some(e) } => e,
-            State::Closed { error: None } | State::Closing { error: None } => {
+            State::Closing { retry: true, .. } => ECONNRESET,
+            State::Closed { error: Some(e) } | State::Closing { error: Some(e), .. } => e,
+            State::Closed { error: None } | State::Closing { error: None, .. } => {
                 super::errno::ECANCELED
             }
             // Flushed while still up: the provider gave up under us.
@@ -219,34 +298,55 @@ mod tests {
         assert!(State::Connected.can_talk());
         assert!(State::Accepting.can_talk());
         assert!(!State::Connecting.can_talk());
-        assert!(!State::Closing { error: None }.can_talk());
+        assert!(!State::Closing {
+            error: None,
+            retry: false
+        }
+        .can_talk());
         assert_eq!(
             State::Closed {
                 error: Some(ENODEV)
             }
-            .errno(),
+            .errno(false),
             ENODEV
         );
         assert_eq!(
             State::Closing {
-                error: Some(ECONNRESET)
+                error: Some(ECONNRESET),
+                retry: false
             }
-            .errno(),
+            .errno(false),
             ECONNRESET
         );
-        assert_eq!(State::Closed { error: None }.errno(), ENOTCONN);
-        assert_eq!(State::Resolving.errno(), ENOTCONN);
-        assert_eq!(State::Closing { error: None }.flush_errno(), ECANCELED);
+        assert_eq!(State::Closed { error: None }.errno(false), ENOTCONN);
+        assert_eq!(State::Resolving.errno(false), ENOTCONN);
         assert_eq!(
             State::Closing {
-                error: Some(ENODEV)
+                error: None,
+                retry: false
+            }
+            .flush_errno(),
+            ECANCELED
+        );
+        assert_eq!(
+            State::Closing {
+                error: Some(ENODEV),
+                retry: false
             }
             .flush_errno(),
             ENODEV
         );
         assert_eq!(State::Connected.flush_errno(), ECONNRESET);
-        assert!(State::Closing { error: None }.is_finished());
-        assert!(!State::Closing { error: None }.is_closed());
+        assert!(State::Closing {
+            error: None,
+            retry: false
+        }
+        .is_finished());
+        assert!(!State::Closing {
+            error: None,
+            retry: false
+        }
+        .is_closed());
     }
 
     #[test]
@@ -262,7 +362,13 @@ mod tests {
         assert_eq!(s, State::Connected);
         assert_eq!(
             step(s, Event::UserClose),
-            (State::Closing { error: None }, Action::Teardown)
+            (
+                State::Closing {
+                    error: None,
+                    retry: false
+                },
+                Action::Teardown
+            )
         );
         assert_eq!(run(s, &[Event::UserClose]), State::Closed { error: None });
     }
@@ -292,7 +398,13 @@ mod tests {
         ] {
             assert_eq!(
                 step(State::Connected, event),
-                (State::Closing { error: errno }, Action::Teardown),
+                (
+                    State::Closing {
+                        error: errno,
+                        retry: false
+                    },
+                    Action::Teardown
+                ),
                 "{event:?}"
             );
         }
@@ -380,6 +492,7 @@ mod tests {
     fn closing_ignores_everything_but_its_teardown() {
         let s = State::Closing {
             error: Some(ECONNRESET),
+            retry: false,
         };
         for e in [
             Event::Established,
@@ -402,6 +515,114 @@ mod tests {
         );
         assert_eq!(
             step(State::Connected, Event::TornDown),
+            (State::Connected, Action::None)
+        );
+    }
+
+    /// Runs `events` with `retry`, then the teardown's report if one was
+    /// asked for.
+    fn run_retrying(start: State, events: &[Event]) -> State {
+        events
+            .iter()
+            .fold(start, |s, &e| match step_with(s, e, true) {
+                (next, Action::Teardown) => step_with(next, Event::TornDown, true).0,
+                (next, _) => next,
+            })
+    }
+
+    #[test]
+    fn a_retrying_failure_waits_and_reconnects() {
+        for (event, errno) in [
+            (Event::Disconnected, ECONNRESET),
+            (Event::QpFatal, ECONNABORTED),
+            (Event::DeviceRemoval, ENODEV),
+            (Event::Timeout, ETIMEDOUT),
+        ] {
+            let (s, a) = step_with(State::Connected, event, true);
+            assert_eq!(a, Action::Teardown);
+            // In flight: ECONNRESET; new operations: EAGAIN.
+            assert_eq!(s.flush_errno(), ECONNRESET);
+            assert_eq!(s.errno(true), EAGAIN);
+            assert!(s.is_waiting());
+            let (s, a) = step_with(s, Event::TornDown, true);
+            assert_eq!((s, a), (State::Waiting { error: errno }, Action::Backoff));
+            assert_eq!(s.errno(true), EAGAIN);
+            assert!(s.is_finished() && !s.is_closed());
+            assert_eq!(
+                step_with(s, Event::Retry, true),
+                (State::Resolving, Action::Reconnect)
+            );
+        }
+        // An attempt that fails waits again; one that succeeds is Connected.
+        assert_eq!(
+            run_retrying(State::Resolving, &[Event::AddrError(0)]),
+            State::Waiting {
+                error: EHOSTUNREACH
+            }
+        );
+        assert_eq!(State::Connecting.errno(true), EAGAIN);
+        assert_eq!(State::Connecting.errno(false), ENOTCONN);
+        assert_eq!(
+            run_retrying(
+                State::Waiting { error: ETIMEDOUT },
+                &[
+                    Event::Retry,
+                    Event::AddrResolved,
+                    Event::RouteResolved,
+                    Event::Rejected(None),
+                    Event::Retry,
+                    Event::AddrResolved,
+                    Event::RouteResolved,
+                    Event::Established
+                ]
+            ),
+            State::Connected
+        );
+    }
+
+    #[test]
+    fn a_spent_budget_or_a_close_ends_for_good() {
+        // The last attempt fails without retry: Closed with its errno.
+        assert_eq!(
+            run(State::Connecting, &[Event::Rejected(None)]),
+            State::Closed {
+                error: Some(ECONNREFUSED)
+            }
+        );
+        // A user close never retries, in any state.
+        for s in [
+            State::Connected,
+            State::Resolving,
+            State::Connecting,
+            State::Waiting { error: ENODEV },
+        ] {
+            assert_eq!(
+                step_with(s, Event::UserClose, true),
+                (
+                    State::Closing {
+                        error: None,
+                        retry: false
+                    },
+                    Action::Teardown
+                ),
+                "{s:?}"
+            );
+        }
+        // Waiting ignores the CM and the data path (nothing is held).
+        let w = State::Waiting { error: ENODEV };
+        for e in [
+            Event::Disconnected,
+            Event::DeviceRemoval,
+            Event::QpFatal,
+            Event::Timeout,
+            Event::Established,
+            Event::TornDown,
+        ] {
+            assert_eq!(step_with(w, e, true), (w, Action::None), "{e:?}");
+        }
+        // Retry applies only to Waiting.
+        assert_eq!(
+            step_with(State::Connected, Event::Retry, true),
             (State::Connected, Action::None)
         );
     }

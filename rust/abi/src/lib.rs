@@ -25,6 +25,7 @@ pub mod info;
 pub mod ioctl;
 pub mod keepalive;
 pub mod ops;
+pub mod reconnect;
 pub mod region;
 pub mod ring;
 pub mod uapi;

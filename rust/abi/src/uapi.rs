@@ -18,8 +18,11 @@ pub const FEATURE_REGIONS: u64 = 1 << 0;
 pub const FEATURE_REMOTE: u64 = 1 << 1;
 /// `RRDMA_FEATURE_KEEPALIVE`: CONNECT's keepalive fields and flag.
 pub const FEATURE_KEEPALIVE: u64 = 1 << 2;
+/// `RRDMA_FEATURE_RECONNECT`: `RRDMA_CONNECT_RECONNECT`.
+pub const FEATURE_RECONNECT: u64 = 1 << 3;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
-pub const FEATURES_ALL: u64 = FEATURE_REGIONS | FEATURE_REMOTE | FEATURE_KEEPALIVE;
+pub const FEATURES_ALL: u64 =
+    FEATURE_REGIONS | FEATURE_REMOTE | FEATURE_KEEPALIVE | FEATURE_RECONNECT;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).
@@ -277,6 +280,8 @@ abi_struct! {
 
 /// `RRDMA_CONNECT_NO_KEEPALIVE`: no keepalive on this connection.
 pub const CONNECT_NO_KEEPALIVE: u32 = 1 << 0;
+/// `RRDMA_CONNECT_RECONNECT`: once established, reconnect after a failure.
+pub const CONNECT_RECONNECT: u32 = 1 << 1;
 
 abi_struct! {
     /// `struct rrdma_handle_arg`: DISCONNECT, UNIMPORT, UNLISTEN.

@@ -346,7 +346,7 @@ mod completion_ring {
 
 mod conn_machine {
     use proptest::prelude::*;
-    use rrdma_abi::conn::{step, Action, Event, State};
+    use rrdma_abi::conn::{step, step_with, Action, Event, State};
     use rrdma_abi::errno::{Errno, MAX_ERRNO};
 
     fn event() -> impl Strategy<Value = Event> {
@@ -365,6 +365,7 @@ mod conn_machine {
             Just(Event::QpFatal),
             Just(Event::UserClose),
             Just(Event::TornDown),
+            Just(Event::Retry),
         ]
     }
 
@@ -407,7 +408,7 @@ mod conn_machine {
                 if s.is_closed() {
                     prop_assert_eq!(next, s);
                 }
-                if let State::Closed { error: Some(errno) } | State::Closing { error: Some(errno) } = next {
+                if let State::Closed { error: Some(errno) } | State::Closing { error: Some(errno), .. } = next {
                     prop_assert!(errno.get() > 0 && errno.get() <= MAX_ERRNO);
                 }
                 s = next;
@@ -416,6 +417,105 @@ mod conn_machine {
             prop_assert!(pending_report.is_some());
             prop_assert!(s.is_closed());
             prop_assert_eq!(teardowns, 1);
+        }
+    }
+
+    proptest! {
+        /// A connection that reconnects (`retry` drawn at each step, as a
+        /// budget that may run out): a teardown is asked for only when none
+        /// is under way, and each is reported before the next; its report
+        /// leads to `Waiting` (then only `Retry` or a close move on) or to
+        /// `Closed`, which is final; operations flushed by a retrying
+        /// teardown see `ECONNRESET`, new ones `EAGAIN`; and a user close
+        /// always ends it for good.
+        #[test]
+        fn reconnects_tear_down_once_per_attempt(
+            events in proptest::collection::vec((event(), any::<bool>()), 0..60),
+        ) {
+            let mut s = State::Connected;
+            let mut tearing = false;
+            let feed = events.into_iter().chain([(Event::UserClose, true)]);
+            let run = |s: State, e: Event, retry: bool, tearing: &mut bool| -> Result<State, TestCaseError> {
+                let (next, action) = step_with(s, e, retry);
+                if s.is_closed() {
+                    prop_assert_eq!(next, s);
+                }
+                if action == Action::Teardown {
+                    prop_assert!(!*tearing);
+                    let closing = matches!(next, State::Closing { .. });
+                    prop_assert!(closing);
+                    if next.is_waiting() {
+                        prop_assert_eq!(next.flush_errno(), rrdma_abi::errno::ECONNRESET);
+                        prop_assert_eq!(next.errno(true), rrdma_abi::errno::EAGAIN);
+                    }
+                    *tearing = true;
+                }
+                if let State::Waiting { .. } = s {
+                    let allowed = next == s || matches!(e, Event::Retry | Event::UserClose);
+                    prop_assert!(allowed);
+                }
+                Ok(next)
+            };
+            for (e, retry) in feed {
+                if e == Event::TornDown {
+                    continue;
+                }
+                s = run(s, e, retry, &mut tearing)?;
+                if tearing {
+                    // The teardown reports at once here; the other property
+                    // covers late reports.
+                    let (next, action) = step_with(s, Event::TornDown, retry);
+                    let waiting = matches!(next, State::Waiting { .. });
+                    prop_assert!(waiting || next.is_closed());
+                    prop_assert_eq!(action == Action::Backoff, waiting);
+                    tearing = false;
+                    s = next;
+                }
+            }
+            prop_assert!(s.is_closed());
+        }
+    }
+}
+
+mod reconnect_backoff {
+    use proptest::prelude::*;
+    use rrdma_abi::reconnect::{from_params, Budget};
+
+    proptest! {
+        /// Whatever the parameters: each delay lies between half its step
+        /// and its step, steps never shrink and never pass the cap, and no
+        /// failure is followed by more attempts than the policy allows.
+        #[test]
+        fn delays_bounded_and_attempts_capped(
+            attempts in any::<u32>(),
+            delay in any::<u32>(),
+            cap in any::<u32>(),
+            randoms in proptest::collection::vec(any::<u64>(), 0..64),
+            establish_every in 1usize..20,
+        ) {
+            let p = from_params(attempts, delay, cap);
+            let mut b = Budget::new(p);
+            b.established();
+            let mut since = 0u32;
+            let mut last_step = 0;
+            for (i, r) in randoms.into_iter().enumerate() {
+                if i % establish_every == 0 {
+                    b.established();
+                    since = 0;
+                    last_step = 0;
+                }
+                if !b.may_retry() {
+                    prop_assert_eq!(since, p.attempts);
+                    continue;
+                }
+                let step = p.step_ms(b.tried());
+                prop_assert!(step >= last_step && step <= p.max_delay_ms);
+                let d = b.next_attempt(r);
+                prop_assert!(d >= step / 2 && d <= step);
+                since += 1;
+                prop_assert!(since <= p.attempts);
+                last_step = step;
+            }
         }
     }
 }

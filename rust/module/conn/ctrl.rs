@@ -76,6 +76,15 @@ impl Channel {
         }
     }
 
+    /// A reconnect's teardown: nothing of ours is outstanding on the new
+    /// queue pair, and nothing of the peer's is owed. Ids go on (a caller
+    /// that gave up finds its id gone, never another's).
+    pub(super) fn reset(&mut self) {
+        self.reqs = [None; REQ_MAX];
+        self.revokes = [None; REVOKE_MAX];
+        self.acks = [None; REVOKE_MAX];
+    }
+
     fn alloc_id(&mut self) -> u64 {
         let id = self.next_id;
         // Never 0 (the wire reserves it), unique for the connection's life.
@@ -176,11 +185,11 @@ impl Conn {
             !i.state.is_connected() || i.ctrl.free_req().is_some()
         })?;
         if !g.state.is_connected() {
-            return Err(g.state.errno());
+            return Err(g.errno());
         }
         let (slot, id) = match g.ctrl.free_req() {
             Some(slot) => (slot, g.ctrl.alloc_id()),
-            None => return Err(g.state.errno()),
+            None => return Err(g.errno()),
         };
         g.ctrl.reqs[slot] = Some(ReqSlot {
             id,
@@ -197,10 +206,12 @@ impl Conn {
         }
         let waited = wait_until(&self.cv, &mut g, left, |i| {
             !i.state.can_talk()
-                || i.ctrl.reqs[slot].is_some_and(|s| matches!(s.req, Req::Answered(_)))
+                || i.ctrl.reqs[slot]
+                    .is_some_and(|s| s.id != id || matches!(s.req, Req::Answered(_)))
         });
         let talking = g.state.can_talk();
-        let answer = match g.ctrl.reqs[slot].map(|s| s.req) {
+        // Still ours: a reconnect clears the slots (and reuses them).
+        let answer = match g.ctrl.reqs[slot].filter(|s| s.id == id).map(|s| s.req) {
             Some(Req::Answered(a)) => {
                 g.ctrl.reqs[slot] = None;
                 Some(a)
@@ -213,12 +224,13 @@ impl Conn {
                 }
                 None
             }
-            _ => {
+            Some(_) => {
                 g.ctrl.reqs[slot] = None;
                 None
             }
+            None => None,
         };
-        let errno = g.state.errno();
+        let errno = g.errno();
         drop(g);
         self.cv.notify_all();
         match answer {
@@ -241,7 +253,7 @@ impl Conn {
         })?;
         let slot = g.ctrl.free_revoke().ok_or(ENOTCONN)?;
         if !g.state.can_talk() {
-            return Err(g.state.errno());
+            return Err(g.errno());
         }
         let id = g.ctrl.alloc_id();
         g.ctrl.revokes[slot] = Some(RevokeSlot { id, acked: false });

@@ -77,6 +77,12 @@ impl Slots {
         })
     }
 
+    /// A reconnect's teardown flushed every slot: the new queue pair's
+    /// send queue is empty.
+    pub(super) fn reset(&mut self) {
+        self.sq_free = SQ_DEPTH;
+    }
+
     /// Takes the operation in `slot` (once) and frees the slot.
     fn take(&mut self, slot: u32) -> Option<KBox<OpCtx>> {
         let op = self.ops.get_mut(slot as usize)?.take()?;
@@ -177,7 +183,7 @@ impl Conn {
     fn plan(&self, import: &Import, region: &Arc<Region>, c: &Checked) -> Result<Plan, Errno> {
         let g = self.inner.lock();
         if !g.state.is_connected() {
-            return Err(g.state.errno());
+            return Err(g.errno());
         }
         g.imports.check(import.entry())?;
         let res = g.res.as_ref().ok_or(ENOTCONN)?;
@@ -281,7 +287,7 @@ impl Conn {
 
         let mut g = self.inner.lock();
         if !g.state.is_connected() {
-            return Err(g.state.errno());
+            return Err(g.errno());
         }
         g.imports.check(import.entry())?;
         let inner = &mut *g;
@@ -341,7 +347,7 @@ impl Conn {
             };
             last_chunk = lc;
             let rc = ops::chunk_of(s.remote_off, import.chunk_shift) as usize;
-            let rkey = *import.rkeys.get(rc).ok_or(ENOTCONN)?;
+            let rkey = inner.imports.rkey(import.entry(), rc).ok_or(ENOTCONN)?;
             let opcode = match c.dir {
                 Dir::Read => ffi::WR_READ,
                 Dir::Write => ffi::WR_WRITE,

@@ -11,6 +11,11 @@
 //! operation in flight. The table holds live imports only: an entry goes
 //! when its import does (or, if operations are still in flight, when the
 //! last completes), so a peer's revokes cannot grow it.
+//!
+//! The entry holds the peer's keys, so that a reconnect (`reconnect.rs`)
+//! can replace them: it marks every entry stale (operations fail with
+//! `EAGAIN`) and restores each with the keys of a grant of the same shape,
+//! or revokes it.
 
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
@@ -20,7 +25,7 @@ use super::{ctrl, deadline, Conn, SQ_DEPTH};
 use crate::abi::Result;
 use crate::abi::{
     blocks::Geometry,
-    errno::{Errno, E2BIG, EINVAL, EKEYREVOKED, ENOENT, ENOMEM, ENOTCONN, EPROTO},
+    errno::{Errno, E2BIG, EAGAIN, EINVAL, EKEYREVOKED, ENOENT, ENOMEM, ENOTCONN, EPROTO},
     ops,
     wire::Grant,
 };
@@ -28,13 +33,48 @@ use crate::abi::{
 /// Most registration chunks an import accepts (1 TiB at 1 MiB chunks).
 const IMPORT_CHUNKS_MAX: u64 = 1 << 20;
 
+/// What an import's grant promised: a restored grant must match it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    block_size: u32,
+    nblocks: u64,
+    chunk_shift: u8,
+    generation: u32,
+    writable: bool,
+}
+
+impl Shape {
+    fn of(g: &Grant) -> Self {
+        Self {
+            block_size: g.block_size,
+            nblocks: g.nblocks,
+            chunk_shift: g.chunk_shift,
+            generation: g.generation,
+            writable: g.writable,
+        }
+    }
+}
+
+/// A grant fetched from the peer: its first message and every chunk's key.
+pub(super) struct Fetched {
+    head: Grant,
+    rkeys: KVVec<u32>,
+}
+
 /// One import, as the connection tracks it.
 struct Entry {
     token: u64,
     revoked: bool,
+    /// Its keys belong to a queue pair gone (reconnect): not usable until
+    /// restored.
+    stale: bool,
     inflight: u32,
     /// Its import is gone; the entry goes with its last operation.
     orphan: bool,
+    /// What the grant promised (`None` while the import starts).
+    shape: Option<Shape>,
+    /// The peer's key of each of its registration chunks.
+    rkeys: KVVec<u32>,
 }
 
 /// The imports of a connection, by entry id.
@@ -68,12 +108,55 @@ impl Table {
     }
 
     /// Whether operations may start on import `id`: `EKEYREVOKED` once
-    /// revoked.
+    /// revoked, `EAGAIN` until a reconnect restored it.
     pub(super) fn check(&self, id: u64) -> Result<(), Errno> {
         match self.tree.get(&id) {
-            Some(e) if !e.revoked && !e.orphan => Ok(()),
             Some(e) if e.revoked => Err(EKEYREVOKED),
-            _ => Err(ENOENT),
+            Some(e) if e.orphan => Err(ENOENT),
+            Some(e) if e.stale => Err(EAGAIN),
+            Some(_) => Ok(()),
+            None => Err(ENOENT),
+        }
+    }
+
+    /// The peer's key for its chunk `chunk` of import `id`.
+    pub(super) fn rkey(&self, id: u64, chunk: usize) -> Option<u32> {
+        self.tree.get(&id)?.rkeys.get(chunk).copied()
+    }
+
+    /// The connection failed and reconnects: every import waits for its
+    /// restore.
+    pub(super) fn stale_all(&mut self) {
+        for e in self.tree.values_mut() {
+            e.stale = true;
+        }
+    }
+
+    /// The first stale import after entry `after` to restore, with its
+    /// token.
+    pub(super) fn next_stale(&self, after: u64) -> Option<(u64, u64)> {
+        self.tree
+            .iter()
+            .find(|(&id, e)| id > after && e.stale && !e.revoked && !e.orphan)
+            .map(|(&id, e)| (id, e.token))
+    }
+
+    /// Restores import `id` with a grant fetched on the new queue pair:
+    /// `EKEYREVOKED` if it is not the same export as before.
+    pub(super) fn restore(&mut self, id: u64, f: Fetched) -> Result<(), Errno> {
+        let e = self.tree.get_mut(&id).ok_or(ENOENT)?;
+        if e.shape != Some(Shape::of(&f.head)) || f.rkeys.len() != e.rkeys.len() {
+            return Err(EKEYREVOKED);
+        }
+        e.rkeys = f.rkeys;
+        e.stale = false;
+        Ok(())
+    }
+
+    /// Import `id` cannot be restored: it fails with `EKEYREVOKED`.
+    pub(super) fn revoke_entry(&mut self, id: u64) {
+        if let Some(e) = self.tree.get_mut(&id) {
+            e.revoked = true;
         }
     }
 
@@ -110,7 +193,6 @@ pub(crate) struct Import {
     pub(super) chunk_shift: u32,
     /// The largest block count of one operation on this import.
     pub(crate) max_op_blocks: u32,
-    pub(super) rkeys: KVVec<u32>,
 }
 
 impl Import {
@@ -150,8 +232,11 @@ impl Conn {
                 Entry {
                     token,
                     revoked: false,
+                    stale: false,
                     inflight: 0,
                     orphan: false,
+                    shape: None,
+                    rkeys: KVVec::new(),
                 },
             ));
             id
@@ -169,6 +254,43 @@ impl Conn {
         entry: u64,
         timeout_ms: u32,
     ) -> Result<Import, Errno> {
+        let Fetched { head: h, rkeys } = self.fetch_grant(token, timeout_ms)?;
+        let local_shift = {
+            let mut g = self.inner.lock();
+            // Revoked while importing: as for an import after the revoke.
+            match g.imports.check(entry) {
+                Err(e) if e == EKEYREVOKED => return Err(ENOENT),
+                r => r?,
+            }
+            let shift = g.res.as_ref().ok_or(ENOTCONN)?.chunk_shift;
+            let e = g.imports.tree.get_mut(&entry).ok_or(ENOENT)?;
+            e.shape = Some(Shape::of(&h));
+            e.rkeys = rkeys;
+            shift
+        };
+        let remote_shift = u32::from(h.chunk_shift);
+        Ok(Import {
+            conn: self.clone(),
+            entry,
+            geometry: Geometry::new(h.block_size, h.nblocks, u64::MAX).map_err(|_| EPROTO)?,
+            writable: h.writable,
+            chunk_shift: remote_shift,
+            max_op_blocks: ops::max_op_blocks(
+                h.block_size,
+                local_shift,
+                remote_shift,
+                u64::from(SQ_DEPTH),
+            ),
+        })
+    }
+
+    /// Asks the peer for export `token`'s grant, in as many rounds as its
+    /// keys take, within `timeout_ms`.
+    pub(super) fn fetch_grant(
+        self: &Arc<Self>,
+        token: u64,
+        timeout_ms: u32,
+    ) -> Result<Fetched, Errno> {
         let mut left = deadline(timeout_ms);
         let mut rkeys: KVVec<u32> = KVVec::new();
         let mut first: u32 = 0;
@@ -186,19 +308,7 @@ impl Conn {
                         KVVec::with_capacity(chunks as usize, GFP_KERNEL).map_err(|_| ENOMEM)?;
                 }
                 Some(h) => {
-                    if (
-                        h.block_size,
-                        h.nblocks,
-                        h.chunk_shift,
-                        h.generation,
-                        h.writable,
-                    ) != (
-                        g.block_size,
-                        g.nblocks,
-                        g.chunk_shift,
-                        g.generation,
-                        g.writable,
-                    ) {
+                    if Shape::of(h) != Shape::of(&g) {
                         return Err(EPROTO);
                     }
                 }
@@ -221,30 +331,8 @@ impl Conn {
                 break;
             }
         }
-        let h = head.ok_or(EINVAL)?;
-        let local_shift = {
-            let g = self.inner.lock();
-            // Revoked while importing: as for an import after the revoke.
-            if g.imports.check(entry).is_err() {
-                return Err(ENOENT);
-            }
-            g.res.as_ref().ok_or(ENOTCONN)?.chunk_shift
-        };
-        let remote_shift = u32::from(h.chunk_shift);
-        Ok(Import {
-            conn: self.clone(),
-            entry,
-            geometry: Geometry::new(h.block_size, h.nblocks, u64::MAX).map_err(|_| EPROTO)?,
-            writable: h.writable,
-            chunk_shift: remote_shift,
-            max_op_blocks: ops::max_op_blocks(
-                h.block_size,
-                local_shift,
-                remote_shift,
-                u64::from(SQ_DEPTH),
-            ),
-            rkeys,
-        })
+        let head = head.ok_or(EINVAL)?;
+        Ok(Fetched { head, rkeys })
     }
 
     /// Import `entry` is gone (unimported, or its import failed).

@@ -40,6 +40,12 @@ impl State {
         }
     }
 
+    /// The queue pair is gone (a reconnect): the clock starts again on
+    /// the next establishment.
+    pub(super) fn stop(&mut self) {
+        self.clock = None;
+    }
+
     /// The peer answered a request of ours.
     pub(super) fn answered(&mut self) {
         if let Some(c) = self.clock.as_mut() {
@@ -105,12 +111,13 @@ impl Conn {
         }
         let interval = kernel::time::msecs_to_jiffies(s.interval_ms) as u64;
         g.keepalive.clock = Some(Clock::new(interval, s.misses, ffi::jiffies()));
-        self.keepalive_timer.arm(self, interval);
+        // Moves the reconnect attempt's deadline, if one is pending.
+        self.timer.arm(self, interval, true);
     }
 
-    /// The timer's run: pings a quiet peer, ends the connection with a
-    /// silent one, and re-arms while established.
-    pub(crate) fn keepalive_tick(self: &Arc<Self>) {
+    /// The timer's run while established: pings a quiet peer, ends the
+    /// connection with a silent one, and re-arms while established.
+    pub(super) fn keepalive_tick(self: &Arc<Self>) {
         let mut g = self.inner.lock();
         if !g.state.is_connected() {
             return;
@@ -143,9 +150,9 @@ impl Conn {
                 if ctrl::send(&g, &Ctrl::Ping { seq }).is_ok() {
                     self.shared.keepalive.pings.fetch_add(1, Ordering::Relaxed);
                 }
-                self.keepalive_timer.arm(self, next);
+                self.timer.arm(self, next, false);
             }
-            Tick::Wait { next } => self.keepalive_timer.arm(self, next),
+            Tick::Wait { next } => self.timer.arm(self, next, false),
         }
     }
 }

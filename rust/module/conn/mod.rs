@@ -13,7 +13,9 @@
 //! - `imports.rs`: the importer side (imports, revocations received);
 //! - `data.rs`: block operations (posting, operation slots, completions);
 //! - `keepalive.rs`: pings, and the end of a connection whose peer went
-//!   silent.
+//!   silent;
+//! - `reconnect.rs`: backoff, attempts and restored imports of a connection
+//!   that reconnects.
 //!
 //! The C-callable entry points of the id and the queue pair are in
 //! `entry/conn.rs`.
@@ -21,8 +23,9 @@
 //! References: the cm_id's context holds one reference from id creation
 //! until the id is destroyed (`CmId`), and covers the queue pair's
 //! callbacks (the queue pair is destroyed before the id); each queued run
-//! of the keepalive timer holds one (`timer.rs`); the file's registry,
-//! handles, imports and operations in flight hold the others.
+//! of the timer holds one (`timer.rs`), and so do the queued teardown and
+//! restore works; the file's registry, handles, imports and operations in
+//! flight hold the others.
 //!
 //! Teardown: every end of a connection (user close, peer disconnect, a
 //! failed work completion, a protocol violation, device removal, a timeout)
@@ -30,11 +33,14 @@
 //! once. It runs where it is asked for if that is process context outside
 //! any handler (an ioctl, device removal), in the handler for rdma_cm's
 //! device removal (the CM then destroys the id), and otherwise on the
-//! module's work queue. It cancels the keepalive timer (no run is queued
-//! again once the state has left `Connected`) and drains the queue pair at
-//! once (no waiting for the peer's disconnect), so every posted operation
-//! completes exactly once: with its own status, with the provider's flush,
-//! or, for what the provider never completes, from the teardown itself.
+//! module's work queue. It cancels the timer (keepalive re-arms it only
+//! while `Connected`, reconnect only from `Waiting` and the attempt's
+//! states) and drains the queue pair at once (no waiting for the peer's
+//! disconnect), so every posted operation completes exactly once: with its
+//! own status, with the provider's flush, or, for what the provider never
+//! completes, from the teardown itself. A connection that reconnects goes
+//! through the same teardown for each queue pair it loses; only the last
+//! leaves the file's registry.
 //!
 //! Locking (outer first):
 //! - rdma_cm's handler mutex (the CM holds it around our handlers)
@@ -54,7 +60,7 @@ use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 use crate::abi::Result;
 use crate::abi::{
-    conn::{step, Action, Event, State},
+    conn::{step_with, Action, Event, State},
     errno::{Errno, ECANCELED, EINTR, ENOTCONN, ETIMEDOUT},
     keepalive::Settings,
     ops,
@@ -72,11 +78,13 @@ mod data;
 mod grants;
 mod imports;
 mod keepalive;
+mod reconnect;
 mod setup;
 
 pub(crate) use data::{Posted, SQ_DEPTH};
 pub(crate) use imports::Import;
 pub(crate) use keepalive::Counts as KeepaliveCounts;
+pub(crate) use reconnect::Counts as ReconnectCounts;
 
 /// Export registrations that may be in flight on one connection.
 const GRANT_REG_DEPTH: u32 = 128;
@@ -135,6 +143,28 @@ struct Inner {
     imports: imports::Table,
     ops: data::Slots,
     keepalive: keepalive::State,
+    /// Set on a CONNECT with `RRDMA_CONNECT_RECONNECT`.
+    reconnect: Option<reconnect::State>,
+    /// The handler is in `rdma_connect_locked()` with `id` taken out and
+    /// this lock released (siw's blocks in a TCP connect, for up to the
+    /// SYN retries while the peer is unreachable): the teardown waits for
+    /// it before it takes the id.
+    connecting: bool,
+}
+
+impl Inner {
+    /// The errno a new operation, import or request fails with now.
+    fn errno(&self) -> Errno {
+        self.state.errno(self.was_established())
+    }
+
+    /// Whether this connection reconnects and was established before (a
+    /// state before `Connected` is then an attempt).
+    fn was_established(&self) -> bool {
+        self.reconnect
+            .as_ref()
+            .is_some_and(|r| r.budget.was_established())
+    }
 }
 
 /// A connection.
@@ -153,8 +183,12 @@ pub(crate) struct Conn {
     /// Runs a teardown asked for where it cannot run.
     #[pin]
     teardown_work: Work<Conn>,
-    /// Runs the keepalive tick.
-    keepalive_timer: crate::timer::Timer,
+    /// Restores the imports after a reconnect (`reconnect.rs`).
+    #[pin]
+    restore_work: Work<Conn, 1>,
+    /// Keepalive while established; backoff and attempt deadline while
+    /// reconnecting.
+    timer: crate::timer::Timer,
 }
 
 impl_has_work! {
@@ -166,6 +200,8 @@ impl WorkItem for Conn {
 
     fn run(this: Arc<Conn>) {
         Conn::teardown(&this, None);
+        let tearing = &this.shared.reconnect.tearing;
+        tearing.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -218,9 +254,10 @@ impl Conn {
         state: State,
         timeout_ms: u32,
         keepalive: Option<Settings>,
+        reconnect: Option<ShimAddr>,
     ) -> Result<Arc<Self>> {
         let ops = data::Slots::new()?;
-        let keepalive_timer = crate::timer::Timer::new()?;
+        let timer = crate::timer::Timer::new()?;
         Arc::pin_init(
             pin_init!(Self {
                 shared,
@@ -239,10 +276,13 @@ impl Conn {
                     imports: imports::Table::new(),
                     ops,
                     keepalive: keepalive::State::new(keepalive),
+                    reconnect: reconnect.map(reconnect::State::new),
+                    connecting: false,
                 }, "Conn::inner"),
                 cv <- new_condvar!("Conn::cv"),
                 teardown_work <- new_work!("Conn::teardown_work"),
-                keepalive_timer,
+                restore_work <- new_work!("Conn::restore_work"),
+                timer,
             }),
             GFP_KERNEL,
         )
@@ -250,11 +290,25 @@ impl Conn {
     }
 
     /// The state gate: feeds `ev` to the state machine, the only place a
-    /// connection's state changes, and returns what to do.
+    /// connection's state changes, and returns what to do. A failure is
+    /// followed by a reconnect while the connection's budget allows.
     fn advance(g: &mut Inner, ev: Event) -> Action {
-        let (state, action) = step(g.state, ev);
+        let retry = g.reconnect.as_ref().is_some_and(|r| r.budget.may_retry());
+        let (state, action) = step_with(g.state, ev, retry);
         g.state = state;
         action
+    }
+
+    /// The timer's run: keepalive while established, the end of the
+    /// backoff while waiting, the deadline of a reconnect attempt.
+    pub(crate) fn timer_tick(self: &Arc<Self>) {
+        // Each re-checks the state under the lock: it may change meanwhile.
+        let state = self.inner.lock().state;
+        match state {
+            State::Connected => self.keepalive_tick(),
+            State::Waiting { .. } => self.reconnect_tick(),
+            _ => self.attempt_timeout(),
+        }
     }
 
     /// Counts a callback into this connection (see `work.rs`).
@@ -329,11 +383,25 @@ impl Conn {
                 }
             }
             Action::Connect => {
-                let hello = hello(wire::VERSION).encode();
-                let r = self.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
-                    Some(id) => id.connect_locked(h, &hello),
-                    None => Err(ENOTCONN),
-                });
+                let taken = self
+                    .setup_qp(&mut g)
+                    .and_then(|()| g.id.take().ok_or(ENOTCONN));
+                let r = match taken {
+                    Ok(id) => {
+                        g.connecting = true;
+                        // Without the lock: operations and requests
+                        // meanwhile see `Connecting` (EAGAIN, or a wait),
+                        // not a blocked mutex.
+                        drop(g);
+                        let r = id.connect_locked(h, &hello(wire::VERSION).encode());
+                        g = self.inner.lock();
+                        g.id = Some(id);
+                        g.connecting = false;
+                        self.cv.notify_all();
+                        r
+                    }
+                    Err(e) => Err(e),
+                };
                 if let Err(e) = r {
                     action = Self::advance(&mut g, Event::ConnectError(e.to_errno()));
                 }
@@ -341,8 +409,9 @@ impl Conn {
             Action::Ready => {
                 ready_listener = g.listener.take();
                 self.keepalive_start(&mut g);
+                self.reconnected(&mut g);
             }
-            Action::Teardown | Action::None => {}
+            Action::Teardown | Action::None | Action::Backoff | Action::Reconnect => {}
         }
         drop(g);
         self.cv.notify_all();
@@ -365,9 +434,15 @@ impl Conn {
     /// completion, where it cannot run).
     fn schedule_teardown(self: &Arc<Self>) {
         let wq = ffi::wq();
-        // Asked for once per connection (the state machine says so), so the
-        // work cannot be queued already.
-        let _ = wq.enqueue(self.clone());
+        // Counted for the storm guard until the work has run.
+        let tearing = &self.shared.reconnect.tearing;
+        tearing.fetch_add(1, Ordering::Relaxed);
+        // Asked for once per queue pair (the state machine says so), and
+        // the next is asked for only after this one ran: the work cannot be
+        // queued already. Were it, the run already queued counts for both.
+        if wq.enqueue::<Arc<Conn>, 0>(self.clone()).is_err() {
+            tearing.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     /// Ends the connection because of `ev` (a failed completion, a broken
@@ -414,14 +489,25 @@ impl Conn {
     /// way (device removal, a concurrent close, the work queue), waits for
     /// it: callers rely on the connection's resources being gone. That wait
     /// is bounded by a drain and is not interruptible, like `flush_work()`.
+    /// A connection that reconnects is torn down to `Waiting` by a failure
+    /// (its queue pair and registrations are gone), and for good by a user
+    /// close, which also ends the reconnect.
     pub(crate) fn destroy(this: &Arc<Self>, ev: Event) {
-        let action = Self::advance(&mut this.inner.lock(), ev);
-        if action == Action::Teardown {
-            Self::teardown(this, None);
-        }
-        let mut g = this.inner.lock();
-        while !g.state.is_closed() {
-            this.cv.wait(&mut g);
+        loop {
+            let action = Self::advance(&mut this.inner.lock(), ev);
+            if action == Action::Teardown {
+                Self::teardown(this, None);
+            }
+            let mut g = this.inner.lock();
+            loop {
+                match g.state {
+                    State::Closed { .. } => return,
+                    // A reconnect's teardown ran: close again, for good.
+                    State::Waiting { .. } if ev == Event::UserClose => break,
+                    State::Waiting { .. } => return,
+                    _ => this.cv.wait(&mut g),
+                }
+            }
         }
     }
 
@@ -434,6 +520,11 @@ impl Conn {
     fn teardown(this: &Arc<Self>, in_handler: Option<&InHandler>) -> c_int {
         let (mut id, res, listener, device) = {
             let mut g = this.inner.lock();
+            // Not in a handler of the id (the handler mutex keeps those
+            // apart): bounded by the provider's connect.
+            while g.connecting {
+                this.cv.wait(&mut g);
+            }
             (
                 g.id.take(),
                 g.res.take(),
@@ -443,8 +534,9 @@ impl Conn {
         };
         // Waiters (imports, revokes, synchronous operations) see the end.
         this.cv.notify_all();
-        // The state has left `Connected`: the tick does not re-arm.
-        this.keepalive_timer.cancel();
+        // The state has left `Connected`, `Waiting` and the attempt: no run
+        // arms the timer again.
+        this.timer.cancel();
         drop(listener);
         if let Some(id) = &mut id {
             if in_handler.is_none() {
@@ -473,8 +565,21 @@ impl Conn {
                 0
             }
         };
-        this.shared.unregister(this);
-        Self::advance(&mut this.inner.lock(), Event::TornDown);
+        // Only the last teardown leaves the file (a close cannot turn a
+        // reconnect's into the last: it waits for `Waiting` and closes
+        // again).
+        let retry = this.inner.lock().state.is_waiting();
+        if !retry {
+            this.shared.unregister(this);
+        }
+        let mut g = this.inner.lock();
+        // Armed under the lock with the state change: a close that follows
+        // cancels it.
+        match Self::advance(&mut g, Event::TornDown) {
+            Action::Backoff => this.backoff(&mut g),
+            _ => this.gave_up(&g),
+        }
+        drop(g);
         this.cv.notify_all();
         handed
     }

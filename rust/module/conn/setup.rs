@@ -36,10 +36,11 @@ impl Conn {
         addr: &ShimAddr,
         timeout_ms: u32,
         keepalive: Option<Settings>,
+        reconnect: bool,
     ) -> Result<Arc<Self>, Errno> {
         let mut last = EADDRNOTAVAIL;
         for _ in 0..CONNECT_ATTEMPTS {
-            match Self::connect_once(shared, addr, timeout_ms, keepalive) {
+            match Self::connect_once(shared, addr, timeout_ms, keepalive, reconnect) {
                 Err(e) if e == EADDRINUSE || e == EADDRNOTAVAIL => last = e,
                 r => return r,
             }
@@ -57,6 +58,7 @@ impl Conn {
         addr: &ShimAddr,
         timeout_ms: u32,
         keepalive: Option<Settings>,
+        reconnect: bool,
     ) -> Result<Arc<Self>, Errno> {
         let this = Self::new(
             shared.clone(),
@@ -64,6 +66,7 @@ impl Conn {
             State::Resolving,
             timeout_ms,
             keepalive,
+            reconnect.then_some(*addr),
         )
         .map_err(|_| ENOMEM)?;
         shared.register(&this).map_err(|_| ENOMEM)?;
@@ -91,7 +94,7 @@ impl Conn {
             Ok(State::Connected) => Ok(this),
             Ok(state) => {
                 Self::destroy(&this, Event::UserClose);
-                Err(state.errno())
+                Err(state.errno(false))
             }
             Err(e) => {
                 Self::destroy(
@@ -127,6 +130,7 @@ impl Conn {
             State::Accepting,
             DEFAULT_TIMEOUT_MS,
             keepalive::accepted_settings(),
+            None,
         )
         .map_err(|_| ENOMEM)?;
         // Registered before anything can tear it down, so that the

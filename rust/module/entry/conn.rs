@@ -3,7 +3,7 @@
 //! The C-callable entry points of a connection's cm_id and queue pair.
 //!
 //! Each borrows the connection from the context pointer C holds (covered by
-//! the cm_id's context reference, see `cm_id.rs`; the keepalive timer's run
+//! the cm_id's context reference, see `cm_id.rs`; the timer's run
 //! owns its own, see `timer.rs`) and forwards to the code of its concern in
 //! `conn/`. All run in process context, without a shim
 //! lock held (see `shim/rrdma_shim.h`).
@@ -66,17 +66,17 @@ unsafe extern "C" fn rrdma_rust_conn_event(
     this.cm_event(&h, event, status, pdata)
 }
 
-/// A run of a connection's keepalive timer (the module's work queue).
+/// A run of a connection's timer (the module's work queue).
 ///
 /// # Safety
 ///
 /// `ctx` is the reference [`crate::timer::Timer::arm`] handed to C for this
 /// run, which the run owns.
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_conn_keepalive(ctx: *mut c_void) {
+unsafe extern "C" fn rrdma_rust_conn_timer(ctx: *mut c_void) {
     // SAFETY: by the function's safety requirements: taken back once, here.
     let this: Arc<Conn> = unsafe { foreign::from_c(ctx) };
-    this.keepalive_tick();
+    this.timer_tick();
 }
 
 /// A receive or unsignaled request failed on a connection's queue pair.

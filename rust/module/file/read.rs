@@ -61,8 +61,8 @@ impl FileState {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count (objects,
-    /// then the work and keepalive counts).
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 14] {
+    /// then the work, keepalive and reconnect counts).
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 19] {
         let counts = self.objects.lock().counts();
         let exports = self.shared.exports.lock().len() as u64;
         let (in_flight, pending) = {
@@ -72,6 +72,7 @@ impl FileState {
         let live = self.shared.conns.lock().len() as u64;
         let [w0, w1, w2] = self.shared.work.fdinfo();
         let [k0, k1] = self.shared.keepalive.fdinfo();
+        let [r0, r1, r2, r3, r4] = self.shared.reconnect.fdinfo();
         [
             (b"rrdma-regions\0", counts.regions),
             (b"rrdma-region-bytes\0", counts.region_bytes),
@@ -87,6 +88,11 @@ impl FileState {
             w2,
             k0,
             k1,
+            r0,
+            r1,
+            r2,
+            r3,
+            r4,
         ]
     }
 }

@@ -24,7 +24,7 @@ use crate::abi::{
     uapi::{
         Accept, Connect, Export, HandleArg, Import as ImportArg, Listen, Op, Submit, Unexport,
         ACCESS_READ, ACCESS_WRITE, BACKLOG_DEFAULT, BACKLOG_MAX, CONNECT_NO_KEEPALIVE,
-        OP_SIZE_VER0, SUBMIT_MAX,
+        CONNECT_RECONNECT, OP_SIZE_VER0, SUBMIT_MAX,
     },
 };
 use crate::conn::{Conn, Import, Posted};
@@ -91,7 +91,11 @@ impl FileState {
 
     pub(super) fn connect(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = Connect::decode(&uarg::read::<{ Connect::SIZE }>(arg, d)?);
-        zero_flags("CONNECT", req.flags & !CONNECT_NO_KEEPALIVE, 0)?;
+        zero_flags(
+            "CONNECT",
+            req.flags & !(CONNECT_NO_KEEPALIVE | CONNECT_RECONNECT),
+            0,
+        )?;
         let (ms, misses) = crate::ffi::keepalive_params();
         let keepalive = keepalive::from_connect(
             req.flags & CONNECT_NO_KEEPALIVE != 0,
@@ -122,6 +126,7 @@ impl FileState {
             &shim_addr(&req.addr),
             timeout(req.timeout_ms),
             keepalive,
+            req.flags & CONNECT_RECONNECT != 0,
         )?;
         self.publish(Object::Conn(conn), |h| {
             req.handle = h;

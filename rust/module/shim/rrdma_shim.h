@@ -26,7 +26,7 @@
  *  - completions (rrdma_rust_op_done, _quiet_done, _ctrl_recv, _ctrl_sent,
  *    _qp_error): the CQs are IB_POLL_WORKQUEUE, so process context on
  *    ib_comp_wq; never with rrdma_shim_qp's spinlock held;
- *  - rrdma_rust_conn_keepalive: rrdma's work queue, process context.
+ *  - rrdma_rust_conn_timer: rrdma's work queue, process context.
  */
 #ifndef RRDMA_SHIM_H
 #define RRDMA_SHIM_H
@@ -204,12 +204,17 @@ void rrdma_shim_mr_keys(struct rrdma_shim_mr *m, u32 *lkey, u32 *rkey);
 void rrdma_shim_mr_free(struct rrdma_shim_mr *m);
 u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev);
 
-/* Keepalive: module parameters and a connection's timer (shim/keepalive.c). */
+/*
+ * A connection's timer, and the module parameters of keepalive and reconnect
+ * (shim/conn_timer.c).
+ */
 void rrdma_shim_keepalive_params(u32 *ms, u32 *misses);
+void rrdma_shim_reconnect_params(u32 *attempts, u32 *delay_ms,
+				 u32 *max_delay_ms, u32 *max_teardowns);
 u32 rrdma_shim_jiffies_to_msecs(unsigned long j);
 struct rrdma_shim_timer *rrdma_shim_timer_new(void);
 bool rrdma_shim_timer_arm(struct rrdma_shim_timer *t, void *ctx,
-			  unsigned long delay);
+			  unsigned long delay, bool reset);
 bool rrdma_shim_timer_cancel(struct rrdma_shim_timer *t);
 void rrdma_shim_timer_free(struct rrdma_shim_timer *t);
 
@@ -242,7 +247,7 @@ int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
 			      const void *pdata, u8 len, u8 peer_initiator,
 			      u8 peer_responder, void **conn);
 void rrdma_rust_qp_error(void *conn, int wc_status);
-void rrdma_rust_conn_keepalive(void *conn);
+void rrdma_rust_conn_timer(void *conn);
 void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
 void rrdma_rust_op_done(void *conn, u32 slot, int wc_status);

@@ -160,7 +160,7 @@ fn connect_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     );
     t.check(
         "connect with an unknown flag: EINVAL",
-        expect_errno(dev.connect_raw(&Connect { flags: 2, ..good }), EINVAL),
+        expect_errno(dev.connect_raw(&Connect { flags: 4, ..good }), EINVAL),
     );
     for (what, ms, misses, flags) in [
         ("a keepalive interval below 100 ms", 99, 0, 0),

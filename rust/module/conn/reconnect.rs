@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reconnect of a connection (the rules are `abi::reconnect` and the state
+//! machine's `Waiting`): the backoff, the attempts, putting the imports
+//! back on the new queue pair, and the counts fdinfo shows.
+//!
+//! A failed connection that reconnects keeps everything userspace holds:
+//! its handle, its imports' handles, its completion ring. The teardown
+//! frees what belonged to the old queue pair (flushing operations in
+//! flight with `ECONNRESET`), marks the imports stale, and arms the
+//! connection's timer with the backoff. The timer's run starts an attempt:
+//! a new cm_id resolving the same address, with the connection's timeout
+//! as its deadline (the same timer). On establishment the restore work
+//! asks the peer for each import's grant again: the same shape gets the
+//! new keys, anything else (the export is gone, changed, or restricted to
+//! the old connection) is revoked: `EKEYREVOKED`. Until then operations and
+//! imports fail with `EAGAIN`.
+
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+use kernel::workqueue::{impl_has_work, WorkItem};
+
+use super::{Conn, Inner};
+use crate::abi::{
+    conn::{Action, Event, State as ConnState},
+    reconnect::{self, Budget},
+};
+use crate::cm_id::CmId;
+use crate::ffi::{self, ShimAddr};
+
+/// A reconnecting connection's state (under `Conn::inner`).
+pub(super) struct State {
+    pub(super) budget: Budget,
+    /// Where to connect again.
+    pub(super) addr: ShimAddr,
+    /// When the connection failed (jiffies), for the log line.
+    failed_at: u64,
+    /// When the last attempt started (jiffies), for the log line.
+    attempt_at: u64,
+}
+
+impl State {
+    pub(super) fn new(addr: ShimAddr) -> Self {
+        let (policy, _) = ffi::reconnect_params();
+        Self {
+            budget: Budget::new(policy),
+            addr,
+            failed_at: 0,
+            attempt_at: 0,
+        }
+    }
+}
+
+/// Reconnect counts of one file's connections, connections gone included,
+/// and the storm guard's count.
+pub(crate) struct Counts {
+    attempts: AtomicU64,
+    reconnects: AtomicU64,
+    gave_up: AtomicU64,
+    refused: AtomicU64,
+    /// Connections between two queue pairs now.
+    pub(super) waiting: AtomicU32,
+    /// Teardowns queued or running on the work queue now.
+    pub(super) tearing: AtomicU32,
+}
+
+impl Counts {
+    pub(crate) const fn new() -> Self {
+        Self {
+            attempts: AtomicU64::new(0),
+            reconnects: AtomicU64::new(0),
+            gave_up: AtomicU64::new(0),
+            refused: AtomicU64::new(0),
+            waiting: AtomicU32::new(0),
+            tearing: AtomicU32::new(0),
+        }
+    }
+
+    /// Whether a listener of this file refuses a connect request now (the
+    /// reconnect-storm guard); counts and logs a refusal.
+    pub(crate) fn storm(&self) -> bool {
+        let (_, max) = ffi::reconnect_params();
+        let tearing = self.tearing.load(Ordering::Relaxed);
+        if !reconnect::storm(tearing, max) {
+            return false;
+        }
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        if ffi::ratelimit() {
+            pr_warn!(
+                "listener refusing a connect request: {} connections being torn down (accept_max_teardowns {})\n",
+                tearing,
+                max
+            );
+        }
+        true
+    }
+
+    /// The fdinfo lines.
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 5] {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        [
+            (b"rrdma-reconnect-attempts\0", get(&self.attempts)),
+            (b"rrdma-reconnects\0", get(&self.reconnects)),
+            (b"rrdma-reconnect-gave-up\0", get(&self.gave_up)),
+            (
+                b"rrdma-connections-reconnecting\0",
+                u64::from(self.waiting.load(Ordering::Relaxed)),
+            ),
+            (b"rrdma-storm-refusals\0", get(&self.refused)),
+        ]
+    }
+}
+
+impl_has_work! {
+    impl HasWork<Self, 1> for Conn { self.restore_work }
+}
+
+impl WorkItem<1> for Conn {
+    type Pointer = Arc<Conn>;
+
+    fn run(this: Arc<Conn>) {
+        this.restore_imports();
+    }
+}
+
+impl Conn {
+    /// The teardown of a failed connection that reconnects has freed the
+    /// old queue pair (under `Conn::inner`, the state is now `Waiting`):
+    /// clears what belonged to it and arms the backoff.
+    pub(super) fn backoff(self: &Arc<Self>, g: &mut Inner) {
+        g.ctrl.reset();
+        g.imports.stale_all();
+        g.ops.reset();
+        g.keepalive.stop();
+        g.version = 0;
+        let Some(r) = g.reconnect.as_mut() else {
+            return;
+        };
+        let error = match g.state {
+            ConnState::Waiting { error } => error.get(),
+            _ => 0,
+        };
+        if r.budget.tried() == 0 {
+            r.failed_at = ffi::jiffies();
+            self.shared
+                .reconnect
+                .waiting
+                .fetch_add(1, Ordering::Relaxed);
+            if ffi::ratelimit() {
+                pr_info!(
+                    "connection {} lost (errno {}): reconnecting\n",
+                    self.serial,
+                    error
+                );
+            }
+        } else if ffi::ratelimit() {
+            pr_info!(
+                "connection {}: reconnect attempt {} failed after {} ms (errno {})\n",
+                self.serial,
+                r.budget.tried(),
+                ffi::jiffies_to_msecs(ffi::jiffies().wrapping_sub(r.attempt_at)),
+                error
+            );
+        }
+        let ms = r.budget.next_attempt(ffi::random_u64());
+        self.shared
+            .reconnect
+            .attempts
+            .fetch_add(1, Ordering::Relaxed);
+        self.timer
+            .arm(self, kernel::time::msecs_to_jiffies(ms) as u64, false);
+    }
+
+    /// The backoff is over (the timer's run): starts an attempt.
+    pub(super) fn reconnect_tick(self: &Arc<Self>) {
+        let mut g = self.inner.lock();
+        if Self::advance(&mut g, Event::Retry) != Action::Reconnect {
+            return;
+        }
+        let Some(addr) = g.reconnect.as_mut().map(|r| {
+            r.attempt_at = ffi::jiffies();
+            r.addr
+        }) else {
+            return;
+        };
+        // The connection's timeout bounds the attempt: the timer ends it.
+        let timeout_ms = g.timeout_ms;
+        if timeout_ms != u32::MAX {
+            self.timer.arm(
+                self,
+                kernel::time::msecs_to_jiffies(timeout_ms) as u64,
+                false,
+            );
+        }
+        // rdma_create_id() and rdma_resolve_addr() take no handler mutex;
+        // the id's first event waits for the lock until it is published.
+        let r = CmId::create(self, false).and_then(|id| {
+            let r = id.resolve_addr(&addr, timeout_ms);
+            g.id = Some(id);
+            r
+        });
+        if let Err(e) = r {
+            let action = Self::advance(&mut g, Event::AddrError(e.to_errno()));
+            drop(g);
+            if action == Action::Teardown {
+                self.schedule_teardown();
+            }
+        }
+    }
+
+    /// The attempt's deadline (the timer's run): ends an attempt not
+    /// established by now.
+    pub(super) fn attempt_timeout(self: &Arc<Self>) {
+        let mut g = self.inner.lock();
+        let attempt = matches!(
+            g.state,
+            ConnState::Resolving | ConnState::RoutePending | ConnState::Connecting
+        );
+        if !attempt || !g.was_established() {
+            return;
+        }
+        let action = Self::advance(&mut g, Event::Timeout);
+        let ms = g.timeout_ms;
+        drop(g);
+        self.cv.notify_all();
+        if action == Action::Teardown {
+            if ffi::ratelimit() {
+                pr_info!(
+                    "connection {}: reconnect attempt not established within {} ms\n",
+                    self.serial,
+                    ms
+                );
+            }
+            self.schedule_teardown();
+        }
+    }
+
+    /// Established again (under `Conn::inner`): refills the budget and
+    /// queues the restore of the imports.
+    pub(super) fn reconnected(self: &Arc<Self>, g: &mut Inner) {
+        let Some(r) = g.reconnect.as_mut() else {
+            return;
+        };
+        let again = r.budget.was_established();
+        let tried = r.budget.tried();
+        r.budget.established();
+        if !again {
+            return;
+        }
+        self.shared
+            .reconnect
+            .waiting
+            .fetch_sub(1, Ordering::Relaxed);
+        self.shared
+            .reconnect
+            .reconnects
+            .fetch_add(1, Ordering::Relaxed);
+        if ffi::ratelimit() {
+            pr_info!(
+                "connection {} reconnected after {} ms ({} attempts)\n",
+                self.serial,
+                ffi::jiffies_to_msecs(ffi::jiffies().wrapping_sub(r.failed_at)),
+                tried
+            );
+        }
+        // Queued once per establishment: a run still pending from the one
+        // before covers this one too.
+        let _ = ffi::wq().enqueue::<Arc<Conn>, 1>(self.clone());
+    }
+
+    /// The connection ends for good (the teardown, under `Conn::inner`,
+    /// the state now `Closed`): counts and logs a reconnect that gave up.
+    pub(super) fn gave_up(&self, g: &Inner) {
+        // Attempts since the last establishment: it was reconnecting.
+        if !g.reconnect.as_ref().is_some_and(|r| r.budget.tried() > 0) {
+            return;
+        }
+        self.shared
+            .reconnect
+            .waiting
+            .fetch_sub(1, Ordering::Relaxed);
+        if g.state.errno(false) == crate::abi::errno::ENOTCONN {
+            // A user close, not a failure.
+            return;
+        }
+        self.shared
+            .reconnect
+            .gave_up
+            .fetch_add(1, Ordering::Relaxed);
+        let tried = g.reconnect.as_ref().map_or(0, |r| r.budget.tried());
+        if ffi::ratelimit() {
+            pr_warn!(
+                "connection {} closing: no reconnect after {} attempts (errno {})\n",
+                self.serial,
+                tried,
+                g.state.errno(false).get()
+            );
+        }
+    }
+
+    /// Asks the peer for each stale import's grant again (the module's
+    /// work queue, after establishment). Stops when the connection fails
+    /// again: the next establishment queues it anew.
+    fn restore_imports(self: &Arc<Self>) {
+        let mut after = 0;
+        loop {
+            let (entry, token, timeout_ms) = {
+                let g = self.inner.lock();
+                if !g.state.is_connected() {
+                    return;
+                }
+                match g.imports.next_stale(after) {
+                    Some((entry, token)) => (entry, token, g.timeout_ms),
+                    None => return,
+                }
+            };
+            after = entry;
+            let fetched = self.fetch_grant(token, timeout_ms);
+            let mut g = self.inner.lock();
+            if !g.state.is_connected() {
+                return;
+            }
+            let why = match fetched {
+                Ok(f) => match g.imports.restore(entry, f) {
+                    Ok(()) => None,
+                    Err(e) => Some(("its export changed", e)),
+                },
+                Err(e) => Some(("the peer refused it", e)),
+            };
+            if let Some((why, e)) = why {
+                g.imports.revoke_entry(entry);
+                if ffi::ratelimit() {
+                    pr_warn!(
+                        "connection {}: import of token {:#x} revoked after reconnect: {} (errno {})\n",
+                        self.serial,
+                        token,
+                        why,
+                        e.get()
+                    );
+                }
+            }
+        }
+    }
+}
