@@ -42,6 +42,10 @@ struct TargetArgs {
     /// keepalive_misses.
     #[arg(long, value_parser = parse_keepalive)]
     keepalive: Option<Keepalive>,
+    /// Reconnect after a failure of the established connection (module
+    /// parameters reconnect_*), and retry the blocks it interrupted.
+    #[arg(long)]
+    reconnect: bool,
 }
 
 /// `--keepalive`: `off`, `MS` or `MS:MISSES`.
@@ -67,6 +71,7 @@ impl TargetArgs {
             token: self.token.clone(),
             timeout: Duration::from_millis(self.timeout_ms),
             keepalive: self.keepalive.unwrap_or(Keepalive::Module),
+            reconnect: self.reconnect,
         }
     }
 }

@@ -6,6 +6,8 @@
 //! a private network; it hands out the tokens, which are capabilities)
 //! answers: `tokens`, `checksum FIRST COUNT`, `fill SEED`, `export ACCESS`
 //! (a new token), `unexport ACCESS` (the newest export of that access),
+//! `unexport-in MS ACCESS` (the same, MS milliseconds later, whatever the
+//! network does meanwhile),
 //! `unexport-sum ACCESS FIRST COUNT` (revoke, then checksum the blocks at
 //! once and 1 s later), `fdinfo`, `cpustat` (this machine's CPU time so
 //! far, for a bench's CPU per operation), `connections`, `quit`, and `die`
@@ -14,7 +16,7 @@
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rrdma::{Access, Export, Rrdma};
 
@@ -42,6 +44,8 @@ struct State<'a> {
     region: rrdma::Region<'a>,
     conns: Vec<rrdma::Connection<'a>>,
     quit: bool,
+    /// An `unexport-in` due: when, and of which access.
+    unexport_at: Option<(Instant, String)>,
 }
 
 fn access_of(which: &str) -> Access {
@@ -71,6 +75,21 @@ fn unexport(st: &mut State<'_>, which: &str) -> Result<(), String> {
         .and_then(|(_, e)| e.take())
         .ok_or("none")?;
     e.revoke().map_err(|e| e.to_string())
+}
+
+/// Runs an `unexport-in` whose time has come.
+fn unexport_due(st: &Mutex<State<'_>>) {
+    let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((at, which)) = st.unexport_at.clone() else {
+        return;
+    };
+    if Instant::now() < at {
+        return;
+    }
+    st.unexport_at = None;
+    if let Err(e) = unexport(&mut st, &which) {
+        eprintln!("serve: unexport-in {which}: {e}");
+    }
 }
 
 fn answer<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, line: &str) -> String {
@@ -115,6 +134,14 @@ fn answer<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, line: &str) -> String {
             let after = checksum(&st.region.as_slice()[start..end]);
             format!("ok {before:#x} {after:#x}")
         }
+        ["unexport-in", ms, which] => match ms.parse::<u64>() {
+            Ok(ms) => {
+                let at = Instant::now() + Duration::from_millis(ms);
+                st.unexport_at = Some((at, (*which).to_string()));
+                "ok".into()
+            }
+            Err(_) => "error bad delay".into(),
+        },
         ["export", which] => {
             let acc = access_of(which);
             match dev.export(&st.region, acc, None) {
@@ -208,6 +235,7 @@ pub fn serve(dev: &Rrdma, a: &ServeArgs) -> io::Result<()> {
         region,
         conns: Vec::new(),
         quit: false,
+        unexport_at: None,
     }));
     let control = match a.control {
         Some(p) => Some(TcpListener::bind(("0.0.0.0", p))?),
@@ -222,6 +250,7 @@ pub fn serve(dev: &Rrdma, a: &ServeArgs) -> io::Result<()> {
             if st.lock().map(|s| s.quit).unwrap_or(true) {
                 break;
             }
+            unexport_due(&st);
             if let Some(c) = listener.accept(Some(Duration::from_millis(200)))? {
                 if !a.json {
                     println!(

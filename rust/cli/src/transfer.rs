@@ -7,8 +7,9 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use rrdma::abi::errno::{EAGAIN, ECONNRESET};
 use rrdma::abi::uapi::{Completion, Op, OP_READ, OP_WRITE};
-use rrdma::{Connection, Keepalive, RemoteRegion, Rrdma};
+use rrdma::{ConnectOptions, Connection, Keepalive, RemoteRegion, Rrdma};
 
 use crate::serve;
 use crate::stats::{checksum, fill_pattern, latency, Latency};
@@ -22,6 +23,50 @@ pub struct Target {
     pub token: String,
     pub timeout: Duration,
     pub keepalive: Keepalive,
+    /// Reconnect, and retry what a reconnect interrupted.
+    pub reconnect: bool,
+}
+
+/// How long an operation is retried while its connection reconnects.
+const RECONNECT_PATIENCE: Duration = Duration::from_secs(120);
+
+/// Runs `op`; with `--reconnect`, runs it again while it fails because
+/// the connection is reconnecting (`ECONNRESET` for an operation the
+/// failure interrupted, `EAGAIN` until the connection and its import are
+/// back). Block reads and writes can be repeated: the same blocks get the
+/// same bytes.
+fn retrying<T>(t: &Target, mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let start = Instant::now();
+    let mut told = false;
+    loop {
+        match op() {
+            Err(e)
+                if t.reconnect
+                    && e.raw_os_error()
+                        .is_some_and(|n| n == ECONNRESET.get() || n == EAGAIN.get())
+                    && start.elapsed() < RECONNECT_PATIENCE =>
+            {
+                if !told {
+                    eprintln!("rrdma: connection interrupted ({e}); waiting for the reconnect");
+                    told = true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// With `--reconnect`, tells how often the connection came back.
+fn report_reconnects(dev: &Rrdma, t: &Target) {
+    if !t.reconnect {
+        return;
+    }
+    let n = dev.fdinfo_value("rrdma-reconnects").unwrap_or(0);
+    let attempts = dev.fdinfo_value("rrdma-reconnect-attempts").unwrap_or(0);
+    if n > 0 || attempts > 0 {
+        eprintln!("rrdma: reconnected {n} times ({attempts} attempts)");
+    }
 }
 
 /// A `@HOST:PORT[/ro|/rw]` token argument: the `serve --control` endpoint
@@ -73,7 +118,14 @@ pub fn open<'a>(dev: &'a Rrdma, t: &Target) -> io::Result<(Connection<'a>, Remot
     let ctx = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
     let token = resolve_token(&t.token)?;
     let conn = dev
-        .connect_with(t.peer, t.timeout, t.keepalive)
+        .connect_opts(
+            t.peer,
+            t.timeout,
+            ConnectOptions {
+                keepalive: t.keepalive,
+                reconnect: t.reconnect,
+            },
+        )
         .map_err(ctx(format!("connect to {}", t.peer)))?;
     let remote = conn
         .import(token, t.timeout)
@@ -154,13 +206,14 @@ pub fn read(
     let mut done = 0;
     while done < count {
         let n = (count - done).min(stage);
-        remote.read(&local, 0, first + done, n as u32)?;
+        retrying(t, || remote.read(&local, 0, first + done, n as u32))?;
         let bytes = (n * u64::from(bs)) as usize;
         out.write_all(&local.as_slice()[..bytes])?;
         bar.add(bytes as u64);
         done += n;
     }
     out.flush()?;
+    report_reconnects(dev, t);
     Ok(count)
 }
 
@@ -200,7 +253,7 @@ pub fn write(
                 "input is larger than the remote region",
             ));
         }
-        remote.write(&local, 0, block, n as u32)?;
+        retrying(t, || remote.write(&local, 0, block, n as u32))?;
         bar.total += filled as u64;
         bar.add(filled as u64);
         block += n;
@@ -208,6 +261,7 @@ pub fn write(
             break;
         }
     }
+    report_reconnects(dev, t);
     Ok(block - first)
 }
 
@@ -247,9 +301,9 @@ pub fn verify(
         let n = (count - done).min(stage);
         let bytes = (n * u64::from(bs)) as usize;
         fill_pattern(&mut out.as_mut_slice()[..bytes], seed ^ (first + done));
-        remote.write(&out, 0, first + done, n as u32)?;
+        retrying(t, || remote.write(&out, 0, first + done, n as u32))?;
         bar.add(bytes as u64);
-        remote.read(&back, 0, first + done, n as u32)?;
+        retrying(t, || remote.read(&back, 0, first + done, n as u32))?;
         bar.add(bytes as u64);
         let (a, b) = (&out.as_slice()[..bytes], &back.as_slice()[..bytes]);
         w_sum.extend_from_slice(&checksum(a).to_le_bytes());

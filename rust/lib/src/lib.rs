@@ -17,8 +17,8 @@ pub use device::Rrdma;
 pub use info::{DeviceEntry, InfoReport};
 pub use region::{page_size, Region};
 pub use remote::{
-    errno, from_addr, to_addr, Access, Connection, Export, Keepalive, Listener, RemoteRegion,
-    SubmitError,
+    errno, from_addr, to_addr, Access, ConnectOptions, Connection, Export, Keepalive, Listener,
+    RemoteRegion, SubmitError,
 };
 pub use rrdma_abi as abi;
 

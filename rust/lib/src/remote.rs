@@ -106,6 +106,27 @@ pub enum Keepalive {
     },
 }
 
+/// CONNECT's options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectOptions {
+    /// How the connection checks that its peer is still there.
+    pub keepalive: Keepalive,
+    /// Once established, reconnect after a failure
+    /// (`RRDMA_CONNECT_RECONNECT`, `RRDMA_FEATURE_RECONNECT`): operations
+    /// in flight then fail with `ECONNRESET`, new ones with `EAGAIN` until
+    /// the connection and its imports are back.
+    pub reconnect: bool,
+}
+
+impl Default for ConnectOptions {
+    fn default() -> Self {
+        Self {
+            keepalive: Keepalive::Module,
+            reconnect: false,
+        }
+    }
+}
+
 /// A connection to a peer. Disconnects on drop.
 #[derive(Debug)]
 pub struct Connection<'a> {
@@ -178,7 +199,24 @@ impl Rrdma {
         timeout: Duration,
         keepalive: Keepalive,
     ) -> io::Result<Connection<'_>> {
-        let (flags, keepalive_ms, keepalive_misses) = match keepalive {
+        self.connect_opts(
+            addr,
+            timeout,
+            ConnectOptions {
+                keepalive,
+                ..ConnectOptions::default()
+            },
+        )
+    }
+
+    /// Connects to `addr`, waiting at most `timeout`, with `opts`.
+    pub fn connect_opts(
+        &self,
+        addr: SocketAddr,
+        timeout: Duration,
+        opts: ConnectOptions,
+    ) -> io::Result<Connection<'_>> {
+        let (flags, keepalive_ms, keepalive_misses) = match opts.keepalive {
             Keepalive::Module => (0, 0, 0),
             Keepalive::Off => (uapi::CONNECT_NO_KEEPALIVE, 0, 0),
             Keepalive::Every { interval, misses } => {
@@ -191,10 +229,15 @@ impl Rrdma {
                 (0, ms, misses)
             }
         };
+        let reconnect = if opts.reconnect {
+            uapi::CONNECT_RECONNECT
+        } else {
+            0
+        };
         let out = self.connect_raw(&Connect {
             addr: to_addr(addr),
             timeout_ms: ms(Some(timeout)),
-            flags,
+            flags: flags | reconnect,
             keepalive_ms,
             keepalive_misses,
             ..Connect::zeroed()
