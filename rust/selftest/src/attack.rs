@@ -10,7 +10,8 @@
 //! does (UNEXPORT, device removal); a refused call does nothing; a copy
 //! stalled on a userfaultfd page holds up nothing else; handles, exports
 //! restricted to a connection and protection domains reach only what they
-//! should; a peer cut off is noticed by keepalive on both sides.
+//! should; a peer cut off is noticed by keepalive on both sides, and a
+//! connection that asked for it reconnects.
 
 use std::collections::HashSet;
 use std::io;
@@ -858,6 +859,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     unexport_under_load(dev, t, peer, &conn);
     drop(conn);
     crate::keepalive::checks(dev, t, peer, quick);
+    crate::reconnect::checks(dev, t, peer, quick);
     exporter_device_removal(dev, t, peer);
     let counts = dev.fdinfo().unwrap_or_default();
     t.check(

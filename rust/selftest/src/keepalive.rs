@@ -27,8 +27,8 @@ use crate::{ensure, Tap};
 /// The importer's misses; the exporter allows more, so that the importer's
 /// own keepalive is what ends its side (the exporter's last answer can be
 /// older than the importer's by a delayed pong).
-const MISSES: u16 = 4;
-const EXPORTER_MISSES: u16 = 10;
+pub(crate) const MISSES: u16 = 4;
+pub(crate) const EXPORTER_MISSES: u16 = 10;
 /// Lateness allowed past a limit: the timer's work item and the teardown
 /// run on emulated CPUs.
 const SLACK: Duration = Duration::from_millis(1500);
@@ -70,10 +70,10 @@ fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
 }
 
 /// This guest's outgoing packets dropped while it lives.
-struct Cut;
+pub(crate) struct Cut;
 
 impl Cut {
-    fn new() -> Result<Self, String> {
+    pub(crate) fn new() -> Result<Self, String> {
         // The kernel's request_module() may not find busybox's modprobe.
         let _ = run("modprobe", &["sch_netem"]);
         run(
@@ -95,7 +95,7 @@ impl Drop for Cut {
 }
 
 /// Waits until `f` holds, for at most `limit`.
-fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < limit {
         if f() {

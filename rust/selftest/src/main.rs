@@ -14,8 +14,12 @@
 //! - `remote PEER_IP`: connections, export/import and block operations
 //!   against a peer running `rrdma serve` (`remote.rs`);
 //! - `attack PEER_IP SELF_IP PROVIDER [quick]`: the faults of an outside
-//!   attack run (`quick`: small transfers, for debug kernels): exporter-side revoke and device loss under load, refused calls,
-//!   stalled user copies, concurrency (`attack.rs`);
+//!   attack run (`quick`: small transfers and longer timer intervals, for
+//!   debug kernels): exporter-side revoke and device loss under load,
+//!   refused calls, stalled user copies, concurrency, keepalive and
+//!   reconnect (`attack.rs`);
+//! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`: those two
+//!   parts alone (`keepalive.rs`, `reconnect.rs`);
 //! - `agent PORT DEV PROVIDER`: removes and re-adds DEV on request, for
 //!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
@@ -34,6 +38,7 @@ mod fuzz;
 mod hostile;
 mod keepalive;
 mod measure;
+mod reconnect;
 mod regions;
 mod remote;
 mod uffd;
@@ -573,6 +578,14 @@ fn main() -> ExitCode {
             [peer, q] if q == "quick" => keepalive::checks(&dev, &mut t, peer, true),
             _ => {
                 eprintln!("usage: rrdma-selftest keepalive PEER_IP [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "reconnect" => match rest {
+            [peer] => reconnect::checks(&dev, &mut t, peer, false),
+            [peer, q] if q == "quick" => reconnect::checks(&dev, &mut t, peer, true),
+            _ => {
+                eprintln!("usage: rrdma-selftest reconnect PEER_IP [quick]");
                 return ExitCode::from(2);
             }
         },

@@ -61,7 +61,14 @@ impl Fuzz {
         let mut a = Connect::zeroed();
         a.addr = self.addr(r);
         a.timeout_ms = 1 + Self::timeout(r) * 3;
-        a.flags = Self::flags(r);
+        // Reconnect on a third of them: their peers come and go under the
+        // fuzz, so attempts, backoffs and closes while reconnecting happen.
+        a.flags = Self::flags(r)
+            | if r.chance(33) {
+                uapi::CONNECT_RECONNECT
+            } else {
+                0
+            };
         // Keepalive: valid settings (short ones included, so that peers
         // declared gone happen under the fuzz), 0 and values out of range.
         const KA_MS: [u16; 6] = [0, 0, 100, 250, 99, u16::MAX];
