@@ -18,6 +18,11 @@ RDMA READ is three) waited ~40 ms, while a ping (one frame) took 2 ms.
 `--link qemu-listen` restores QEMU's own listen/connect link, to measure that
 (`make floor` runs both).
 
+Two guests also get a QMP socket each and a third serial port to the host,
+on which a guest may ask `pause a|b MS`: this script stops that guest's
+QEMU, waits MS milliseconds and continues it (the fault suite's paused
+peer).  Each pause is a result line.
+
 Each guest writes result lines to its second serial port:
     RRDMA-TEST: ok NAME
     RRDMA-TEST: not ok NAME # WHY
@@ -28,6 +33,7 @@ the run.  Results are appended to --results as `PASS|FAIL LABEL: NAME` lines.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -35,6 +41,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -53,7 +60,7 @@ KERNEL_REPORTS = re.compile(
     r"(BUG:|WARNING:|Oops|KASAN|UBSAN|general protection fault|Kernel panic|"
     r"possible circular locking|possible recursive locking|inconsistent lock state|"
     r"suspicious RCU usage|unreferenced object|list_add corruption|list_del corruption|"
-    r"ODEBUG:)")
+    r"ODEBUG:|blocked for more than \d+ seconds)")
 KTAP_CASE = re.compile(r"^\s*(not ok|ok) \d+ (rrdma_kt_\w+)(.*)$")
 TIMESTAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 
@@ -196,8 +203,71 @@ def qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip):
            "-serial", f"file:{work}/results-{role}.log"]
     if net:
         cmd += ["-netdev", f"socket,id=n0,{netdev(net)}",
-                "-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:99:00:0{1 if role == 'a' else 2}"]
+                "-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:99:00:0{1 if role == 'a' else 2}",
+                "-qmp", f"unix:{work}/qmp-{role}.sock,server=on,wait=off",
+                "-chardev", f"socket,id=host,path={work}/host-{role}.sock,server=on,wait=off",
+                "-serial", "chardev:host"]
     return cmd
+
+
+def qmp(work, role, command):
+    """Runs one QMP command on guest ROLE's QEMU."""
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(str(work / f"qmp-{role}.sock"))
+        f = s.makefile("rw")
+        f.readline()
+        for cmd in ("qmp_capabilities", command):
+            f.write(json.dumps({"execute": cmd}) + "\n")
+            f.flush()
+            while True:
+                line = f.readline()
+                if not line:
+                    raise OSError("QMP closed")
+                msg = json.loads(line)
+                if "return" in msg or "error" in msg:
+                    break
+            if "error" in msg:
+                raise OSError(f"QMP {cmd}: {msg['error']}")
+
+
+def host_channel(work, role, done):
+    """Serves guest ROLE's requests on its third serial port; appends a
+    (status, text) result per request to DONE."""
+    path = str(work / f"host-{role}.sock")
+    s = socket.socket(socket.AF_UNIX)
+    for _ in range(600):
+        try:
+            s.connect(path)
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        return
+    buf = b""
+    with s:
+        while True:
+            data = s.recv(4096)
+            if not data:
+                return
+            buf += data
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                words = line.decode(errors="replace").split()
+                if len(words) != 3 or words[0] != "pause" or words[1] not in ("a", "b") \
+                        or not words[2].isdigit():
+                    done.append(("FAIL", f"host request from {role} understood # {words}"))
+                    continue
+                target, ms = words[1], int(words[2])
+                t0 = time.monotonic()
+                try:
+                    qmp(work, target, "stop")
+                    time.sleep(ms / 1000)
+                    qmp(work, target, "cont")
+                    took = (time.monotonic() - t0) * 1000
+                    log(f"{target} paused for {took:.0f} ms, as {role} asked")
+                    done.append(("PASS", f"host paused {target} for {ms} ms, as {role} asked"))
+                except OSError as e:
+                    done.append(("FAIL", f"host paused {target} for {ms} ms # {e}"))
 
 
 def run(args):
@@ -227,6 +297,11 @@ def run(args):
     for end in ends.values():
         if isinstance(end, socket.socket):
             end.close()
+    host_results = []
+    if args.guests == 2:
+        for role in roles:
+            threading.Thread(target=host_channel, args=(work, role, host_results),
+                             daemon=True).start()
     timed_out = False
     for role, p in procs.items():
         left = max(1.0, args.timeout - (time.monotonic() - start))
@@ -237,12 +312,12 @@ def run(args):
             p.kill()
             p.wait()
     elapsed = time.monotonic() - start
-    return collect(args, work, roles, procs, timed_out, elapsed)
+    return collect(args, work, roles, procs, timed_out, elapsed, host_results)
 
 
-def collect(args, work, roles, procs, timed_out, elapsed):
-    results = []
+def collect(args, work, roles, procs, timed_out, elapsed, host_results):
     label = args.label
+    results = [(status, f"{label}: {text}") for status, text in host_results]
     for role in roles:
         who = f"{label}" + (f" [{role}]" if len(roles) > 1 else "")
         console = (work / f"console-{role}.log").read_text(errors="replace") \
@@ -285,7 +360,7 @@ def collect(args, work, roles, procs, timed_out, elapsed):
     if keep:
         dest = Path(keep) / re.sub(r"[^\w.-]+", "_", label)
         shutil.rmtree(dest, ignore_errors=True)
-        shutil.copytree(work, dest, ignore=shutil.ignore_patterns("root", "*.cpio"))
+        shutil.copytree(work, dest, ignore=shutil.ignore_patterns("root", "*.cpio", "*.sock"))
     shutil.rmtree(work, ignore_errors=True)
     with open(args.results, "a") as f:
         for status, name in results:
