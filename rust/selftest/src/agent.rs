@@ -6,7 +6,9 @@
 //! `rdma link add DEV type PROVIDER netdev eth0` and waits for the port to
 //! be ACTIVE, `keepalive MS MISSES` sets the module parameters the
 //! listener's connections take (`keepalive restore` puts back what the
-//! first one found), `quit` ends. Answers `ok` or `error WHY`.
+//! first one found), `netem ARGS...` adds a netem qdisc with ARGS on eth0
+//! and `netem off` removes it, `rmmod` answers `ok` if `rmmod rrdma` is
+//! refused and the module stays, `quit` ends. Answers `ok` or `error WHY`.
 //! Test use only, on the guests' private network.
 
 use std::io::{BufRead, BufReader, Write};
@@ -24,6 +26,23 @@ fn rdma(args: &[&str]) -> Result<String, String> {
     } else {
         Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
     }
+}
+
+fn tool(name: &str, args: &[&str]) -> Result<(), String> {
+    let out = Command::new(name)
+        .args(args)
+        .output()
+        .map_err(|e| format!("{name}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    }
+}
+
+fn loaded() -> bool {
+    std::fs::read_to_string("/proc/modules")
+        .is_ok_and(|m| m.lines().any(|l| l.starts_with("rrdma ")))
 }
 
 /// The keepalive parameters as the first `keepalive` command found them.
@@ -78,6 +97,20 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
             }
             set_keepalive(ms, misses)
         }
+        "netem off" => tool("tc", &["qdisc", "del", "dev", "eth0", "root"]),
+        cmd if cmd.starts_with("netem ") => {
+            // The kernel's request_module() may not find busybox's modprobe.
+            let _ = tool("modprobe", &["sch_netem"]);
+            let mut args = vec!["qdisc", "add", "dev", "eth0", "root", "netem"];
+            args.extend(cmd.split_whitespace().skip(1));
+            tool("tc", &args)
+        }
+        // Refused while `rrdma serve` holds /dev/rrdma open: `ok` then.
+        "rmmod" => match tool("rmmod", &["rrdma"]) {
+            Ok(()) => Err("rmmod rrdma succeeded".into()),
+            Err(_) if loaded() => Ok(()),
+            Err(e) => Err(format!("refused, yet not loaded: {e}")),
+        },
         other => Err(format!("unknown command '{other}'")),
     }
 }

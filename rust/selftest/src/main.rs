@@ -24,6 +24,11 @@
 //!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
 //!   page until `RELEASE_FILE` exists (`uffd.rs`);
+//! - `faults PEER_IP PROVIDER SECONDS [quick] [KEY...]`: the fault suite
+//!   against `rrdma serve` and the agent on the peer: a checksummed
+//!   workload through network, host, process, device and module faults,
+//!   with a table of what each did (`faults/`); `faults-load ...` is its
+//!   workload process;
 //! - `fuzz SEED SECONDS THREADS ADDR...`: random multi-threaded call
 //!   sequences with valid, stale, foreign and garbage arguments, connecting
 //!   to this machine's `ADDR`s (`fuzz/`);
@@ -34,6 +39,7 @@ use std::process::ExitCode;
 
 mod agent;
 mod attack;
+mod faults;
 mod fuzz;
 mod hostile;
 mod keepalive;
@@ -536,6 +542,28 @@ fn main() -> ExitCode {
         };
         return ExitCode::from(agent::run(port, dev, prov) as u8);
     }
+    if cmd == "faults-load" {
+        let [path, peer, conns, threads, blocks, interval_ms] = rest else {
+            eprintln!(
+                "usage: rrdma-selftest faults-load STATE PEER CONNS THREADS BLOCKS INTERVAL_MS"
+            );
+            return ExitCode::from(2);
+        };
+        let load = faults::Load {
+            peer: peer.clone(),
+            conns: conns.parse().unwrap_or(1),
+            threads: threads.parse().unwrap_or(1),
+            blocks: blocks.parse().unwrap_or(16),
+            interval: std::time::Duration::from_millis(interval_ms.parse().unwrap_or(300)),
+        };
+        return match faults::load(std::path::Path::new(path), &load) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("# load: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if cmd == "hold-get-info" {
         let Some(release) = rest.first() else {
             eprintln!("usage: rrdma-selftest hold-get-info RELEASE_FILE");
@@ -586,6 +614,18 @@ fn main() -> ExitCode {
             [peer, q] if q == "quick" => reconnect::checks(&dev, &mut t, peer, true),
             _ => {
                 eprintln!("usage: rrdma-selftest reconnect PEER_IP [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "faults" => match rest {
+            [peer, prov, secs, more @ ..] => {
+                let quick = more.first().is_some_and(|q| q == "quick");
+                let keys = &more[usize::from(quick)..];
+                let secs = secs.parse().unwrap_or(4);
+                faults::run(&dev, &mut t, peer, prov, secs, quick, keys)
+            }
+            _ => {
+                eprintln!("usage: rrdma-selftest faults PEER_IP PROVIDER SECONDS [quick] [KEY...]");
                 return ExitCode::from(2);
             }
         },
