@@ -14,6 +14,12 @@
 #                                  UDP, perftest) beside rrdma's READ
 #   make connstress                many connections importing right after
 #                                  perftest load (CONNSTRESS_N, default 200)
+#   make faults                    the fault suite: a checksummed workload
+#                                  through network, host, process, device
+#                                  and module faults, siw and rxe, 7.3 and
+#                                  debug 6.12, with a table (FAULTS_SECONDS)
+#   make fuzz                      the ioctl fuzzer, 30 min per provider on
+#                                  debug 6.12 (FUZZ_SECONDS)
 #   make lint                      checkpatch, rustfmt, clippy
 #
 # Knobs: KERNELS (check: 7.3, kernels: 6.12 7.3), VARIANT=base|debug (debug
@@ -26,7 +32,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check check-full demo bench floor connstress fuzz lint userspace kernels
+.PHONY: all modules clean check check-full demo bench floor connstress faults fuzz lint userspace kernels
 
 all: modules
 
@@ -62,6 +68,9 @@ floor:
 
 connstress:
 	@scripts/connstress.sh
+
+faults:
+	@scripts/faults.sh
 
 fuzz:
 	@scripts/fuzz.sh
