@@ -393,6 +393,7 @@ pub unsafe extern "C" fn rrdma_kt_wc_errno(t: *mut c_void) {
     kexpect!(t, wc_errno(wc::REM_ACCESS_ERR) == Some(EACCES));
     kexpect!(t, wc_errno(wc::WR_FLUSH_ERR) == Some(ECANCELED));
     kexpect!(t, wc_errno(wc::RETRY_EXC_ERR) == Some(ECONNRESET));
+    kexpect!(t, wc_errno(wc::BAD_RESP_ERR) == Some(ECONNRESET));
 }
 }
 

@@ -230,6 +230,9 @@ pub mod wc {
     pub const LOC_PROT_ERR: u32 = 4;
     /// `IB_WC_WR_FLUSH_ERR`.
     pub const WR_FLUSH_ERR: u32 = 5;
+    /// `IB_WC_BAD_RESP_ERR`: the responder's answer did not fit the
+    /// request (out of sequence, wrong opcode): the transport failed.
+    pub const BAD_RESP_ERR: u32 = 7;
     /// `IB_WC_REM_INV_REQ_ERR`.
     pub const REM_INV_REQ_ERR: u32 = 9;
     /// `IB_WC_REM_ACCESS_ERR`.
@@ -249,7 +252,7 @@ pub fn wc_errno(status: u32) -> Option<Errno> {
         wc::SUCCESS => return None,
         wc::REM_ACCESS_ERR | wc::REM_INV_REQ_ERR | wc::LOC_PROT_ERR => EACCES,
         wc::WR_FLUSH_ERR => ECANCELED,
-        wc::RETRY_EXC_ERR | wc::RNR_RETRY_EXC_ERR => ECONNRESET,
+        wc::RETRY_EXC_ERR | wc::RNR_RETRY_EXC_ERR | wc::BAD_RESP_ERR => ECONNRESET,
         wc::REM_OP_ERR => ECONNABORTED,
         _ => EIO,
     })
@@ -420,6 +423,7 @@ mod tests {
         assert_eq!(wc_errno(wc::REM_ACCESS_ERR), Some(EACCES));
         assert_eq!(wc_errno(wc::WR_FLUSH_ERR), Some(ECANCELED));
         assert_eq!(wc_errno(wc::RETRY_EXC_ERR), Some(ECONNRESET));
+        assert_eq!(wc_errno(wc::BAD_RESP_ERR), Some(ECONNRESET));
         assert_eq!(wc_errno(99), Some(EIO));
     }
 

@@ -20,6 +20,13 @@
 #include "rrdma_shim.h"
 #include "mr.h"
 
+/* The work completion statuses rust/abi/src/ops.rs (wc) tells apart. */
+static_assert(IB_WC_SUCCESS == 0 && IB_WC_LOC_PROT_ERR == 4 &&
+	      IB_WC_WR_FLUSH_ERR == 5 && IB_WC_BAD_RESP_ERR == 7 &&
+	      IB_WC_REM_INV_REQ_ERR == 9 && IB_WC_REM_ACCESS_ERR == 10 &&
+	      IB_WC_REM_OP_ERR == 11 && IB_WC_RETRY_EXC_ERR == 12 &&
+	      IB_WC_RNR_RETRY_EXC_ERR == 13);
+
 /* Bytes of a QP's write-fence sink: a fence READs one byte. */
 #define RRDMA_SHIM_FENCE_LEN	8
 
