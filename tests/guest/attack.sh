@@ -24,9 +24,7 @@ if [ "$RRDMA_ROLE" = a ]; then
 else
 	wait_peer
 	wait_tokens
-	# Debug kernels (kmemleak present) move data slowly: small transfers.
-	quick=""
-	[ -e /sys/kernel/debug/kmemleak ] && quick=quick
+	quick=$(quick_on_debug)
 	tap "attack $prov" rrdma-selftest attack $RRDMA_PEER $RRDMA_SELF $prov $quick
 	echo quit | nc $RRDMA_PEER 7470 >/dev/null
 fi

@@ -38,9 +38,7 @@ if [ "$RRDMA_ROLE" = a ]; then
 else
 	wait_peer
 	wait_tokens
-	# Debug kernels (kmemleak present): longer keepalive and time limits.
-	quick=""
-	[ -e /sys/kernel/debug/kmemleak ] && quick=quick
+	quick=$(quick_on_debug)
 	tap "faults $prov" rrdma-selftest faults $RRDMA_PEER $prov $secs $quick $(echo "$keys" | tr + ' ')
 	echo quit | nc $RRDMA_PEER 7470 >/dev/null
 fi

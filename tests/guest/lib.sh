@@ -50,6 +50,13 @@ load_rdma_drivers() {
 	modprobe rdma_rxe && modprobe siw
 }
 
+# "quick" on debug kernels (kmemleak present), which move data slowly:
+# the selftests then use small transfers, longer timer intervals and
+# longer limits.
+quick_on_debug() {
+	[ -e /sys/kernel/debug/kmemleak ] && echo quick
+}
+
 # Module parameters of the tests.  Keepalive: an answer waits behind the
 # data its sender queued before it (one queue pair carries both), and
 # these emulated links move data 100 to 10000 times slower than a NIC (an
