@@ -12,6 +12,8 @@
 #[macro_use]
 #[path = "../abi/src/codec.rs"]
 pub(crate) mod codec;
+#[path = "../abi/src/backlog.rs"]
+pub(crate) mod backlog;
 #[path = "../abi/src/blocks.rs"]
 pub(crate) mod blocks;
 #[path = "../abi/src/conn.rs"]

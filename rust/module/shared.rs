@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! State of one open file that its connections reach too: the completion
-//! ring, the exports, the registry of connections, the work and keepalive
-//! counts.
+//! ring, the exports, the registry of connections, the work, control,
+//! keepalive and reconnect counts.
 //!
 //! Connections hold an `Arc<Shared>` (not the file's object table), and the
 //! registry holds every connection of the file until it is torn down, so
@@ -18,7 +18,7 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 
 use crate::abi::uapi::Completion;
 use crate::abi::Result;
-use crate::conn::{Conn, KeepaliveCounts, ReconnectCounts};
+use crate::conn::{Conn, CtrlCounts, KeepaliveCounts, ReconnectCounts};
 use crate::context::Context;
 use crate::export::Exports;
 use crate::ffi::FileWaitq;
@@ -43,6 +43,9 @@ pub(crate) struct Shared {
     pub(crate) conns: Mutex<KVec<Arc<Conn>>>,
     /// Callbacks into the file's connections (no lock: atomic counts).
     pub(crate) work: Work,
+    /// Control messages of the file's connections that waited for a send
+    /// buffer (atomic).
+    pub(crate) ctrl: CtrlCounts,
     /// Keepalive pings and timeouts of the file's connections (atomic).
     pub(crate) keepalive: KeepaliveCounts,
     /// Reconnects of the file's connections, and teardowns under way
@@ -62,6 +65,7 @@ impl Shared {
                 exports <- new_mutex!(Exports::new(), "Shared::exports"),
                 conns <- new_mutex!(KVec::new(), "Shared::conns"),
                 work: Work::new(),
+                ctrl: CtrlCounts::new(),
                 keepalive: KeepaliveCounts::new(),
                 reconnect: ReconnectCounts::new(),
             }),

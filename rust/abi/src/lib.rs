@@ -17,6 +17,7 @@
 
 #[macro_use]
 pub mod codec;
+pub mod backlog;
 pub mod blocks;
 pub mod conn;
 pub mod errno;

@@ -10,19 +10,29 @@
 //! answer arrives or the connection ends, so the bound holds even then.
 //! Pings (`keepalive.rs`) are answered at once; every answer of the peer
 //! counts as a sign of life.
+//! An answer (or our ping) that finds every send buffer still held waits
+//! in the channel's backlog (`abi::backlog`) and goes out when a send
+//! completes: buffers are freed in completion order, which a data request
+//! waiting out a retransmission holds up.
 //! What the peer sends is checked against the same bounds: an answer to
 //! nothing, or more revokes than allowed, is a protocol violation and ends
 //! the connection with `EPROTO`.
 
+use core::ffi::c_int;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::{wait_until, Conn, Inner};
+use super::{wait_until, Conn, Inner, State};
 use crate::abi::Result;
 use crate::abi::{
+    backlog::{Backlog, Kind, BACKLOG_MAX},
     conn::Event,
-    errno::{Errno, ENOTCONN, EPROTO},
-    wire::{Ctrl, Grant, REQ_MAX, REVOKE_MAX},
+    errno::{Errno, EAGAIN, ENOTCONN, EPROTO},
+    wire::{Ctrl, Grant, CTRL_LEN, REQ_MAX, REVOKE_MAX},
 };
+use crate::cm_id::CmId;
 
 /// Where an import request of ours is.
 // The answer is stored in place: the receive path (completion context) must
@@ -64,16 +74,31 @@ pub(super) struct Channel {
     reqs: [Option<ReqSlot>; REQ_MAX],
     revokes: [Option<RevokeSlot>; REVOKE_MAX],
     acks: [Option<DueAck>; REVOKE_MAX],
+    /// Answers (and our ping) waiting for a send buffer: their order and
+    /// kinds here, their encoded bytes in `bodies` (`CTRL_LEN` a slot, on
+    /// the heap: a connection's state is built on the stack).
+    backlog: Backlog,
+    bodies: KVec<u8>,
 }
 
 impl Channel {
-    pub(super) fn new() -> Self {
+    /// A channel whose backlog keeps its messages in `bodies` (from
+    /// [`Channel::bodies`]).
+    pub(super) fn new(bodies: KVec<u8>) -> Self {
         Self {
             next_id: 1,
             reqs: [None; REQ_MAX],
             revokes: [None; REVOKE_MAX],
             acks: [None; REVOKE_MAX],
+            backlog: Backlog::new(),
+            bodies,
         }
+    }
+
+    /// The backlog's message buffer, allocated before the channel is built
+    /// in place (a fallible constructor would copy the channel around).
+    pub(super) fn bodies() -> Result<KVec<u8>> {
+        Ok(KVec::from_elem(0, BACKLOG_MAX * CTRL_LEN, GFP_KERNEL)?)
     }
 
     /// A reconnect's teardown: nothing of ours is outstanding on the new
@@ -83,6 +108,7 @@ impl Channel {
         self.reqs = [None; REQ_MAX];
         self.revokes = [None; REVOKE_MAX];
         self.acks = [None; REVOKE_MAX];
+        self.backlog.clear();
     }
 
     fn alloc_id(&mut self) -> u64 {
@@ -135,15 +161,67 @@ impl Channel {
     }
 }
 
-/// Sends `m` on the connection's queue pair (never blocks).
+/// Sends `m` on the connection's queue pair (never blocks); `EAGAIN` if
+/// no send buffer is free.
 pub(super) fn send(g: &Inner, m: &Ctrl) -> Result<(), Errno> {
-    if !g.state.can_talk() {
+    post(&g.state, &g.id, &m.encode(g.version))
+}
+
+/// Sends an encoded message; [`send`] on the parts of `Inner` it needs
+/// (the backlog's flush borrows the rest).
+fn post(state: &State, id: &Option<CmId<Conn>>, msg: &[u8]) -> Result<(), Errno> {
+    if !state.can_talk() {
         return Err(ENOTCONN);
     }
-    g.id.as_ref()
+    id.as_ref()
         .and_then(|id| id.qp())
         .ok_or(ENOTCONN)?
-        .ctrl_send(&m.encode(g.version))
+        .ctrl_send(msg)
+}
+
+/// Slot `slot` of a backlog's bodies.
+fn body(bodies: &[u8], slot: usize) -> &[u8] {
+    &bodies[slot * CTRL_LEN..(slot + 1) * CTRL_LEN]
+}
+
+/// Sends answer `m` (or our ping), or queues it behind those waiting for a
+/// send buffer; `EPROTO` if more would wait than the peer's bounds allow
+/// (the peer broke the protocol). Counts each message that waits.
+pub(super) fn answer(g: &mut Inner, counts: &Counts, m: Ctrl) -> Result<(), Errno> {
+    if g.ctrl.backlog.is_empty() {
+        match send(g, &m) {
+            Err(e) if e == EAGAIN => {}
+            // Sent, or the connection is ending (which answers all).
+            r => return r,
+        }
+    }
+    let slot = g.ctrl.backlog.owe(Kind::of(&m).ok_or(EPROTO)?)?;
+    let msg = m.encode(g.version);
+    g.ctrl.bodies[slot * CTRL_LEN..(slot + 1) * CTRL_LEN].copy_from_slice(&msg);
+    counts.backlogged.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Control channel counts of one file's connections, connections gone
+/// included.
+pub(crate) struct Counts {
+    backlogged: AtomicU64,
+}
+
+impl Counts {
+    pub(crate) const fn new() -> Self {
+        Self {
+            backlogged: AtomicU64::new(0),
+        }
+    }
+
+    /// The fdinfo line: messages that waited for a send buffer.
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 1] {
+        [(
+            b"rrdma-ctrl-backlogged\0",
+            self.backlogged.load(Ordering::Relaxed),
+        )]
+    }
 }
 
 /// Whether revoke `id` was acknowledged (its slot is left as is).
@@ -157,16 +235,17 @@ pub(super) fn revoke_answered(g: &Inner, id: u64) -> bool {
 
 /// Sends the acknowledgements of revokes whose token has nothing in flight
 /// any more (after an operation completed or a revoke arrived).
-pub(super) fn send_due_acks(g: &mut Inner) {
+pub(super) fn send_due_acks(g: &mut Inner, counts: &Counts) {
     for i in 0..REVOKE_MAX {
         let Some(ack) = g.ctrl.acks[i] else { continue };
         if g.imports.inflight(ack.token) > 0 {
             continue;
         }
         g.ctrl.acks[i] = None;
-        // The peer has room: this answers one of its bounded revokes. A
-        // failure means the connection is ending, which revokes anyway.
-        let _ = send(g, &Ctrl::RevokeAck { req_id: ack.id });
+        // The peer has room: this answers one of its bounded revokes, and
+        // the backlog has room for it. A failure means the connection is
+        // ending, which revokes anyway.
+        let _ = answer(g, counts, Ctrl::RevokeAck { req_id: ack.id });
     }
 }
 
@@ -303,10 +382,14 @@ impl Conn {
             } => {
                 // Registers outside the lock; the answer goes out under it.
                 let result = self.grant(token, first_chunk);
-                let g = self.inner.lock();
-                match send(&g, &Ctrl::ImportResp { req_id, result }) {
-                    // Our answers are bounded by the peer's requests: no send
-                    // buffer means the peer broke the bound.
+                let mut g = self.inner.lock();
+                match answer(
+                    &mut g,
+                    &self.shared.ctrl,
+                    Ctrl::ImportResp { req_id, result },
+                ) {
+                    // Our answers are bounded by the peer's requests: no
+                    // room in the backlog means the peer broke the bound.
                     Err(e) if g.state.can_talk() => Some(("import request beyond the limit", e)),
                     _ => None,
                 }
@@ -327,7 +410,7 @@ impl Conn {
                 let mut g = self.inner.lock();
                 g.imports.revoke(token, generation);
                 let r = g.ctrl.defer_ack(DueAck { id: req_id, token });
-                send_due_acks(&mut g);
+                send_due_acks(&mut g, &self.shared.ctrl);
                 r.err().map(|e| ("revoke beyond the limit", e))
             }
             Ctrl::RevokeAck { req_id } => {
@@ -339,8 +422,8 @@ impl Conn {
                 r.err().map(|e| ("acknowledgement of no revoke", e))
             }
             Ctrl::Ping { seq } => {
-                let g = self.inner.lock();
-                match send(&g, &Ctrl::Pong { seq }) {
+                let mut g = self.inner.lock();
+                match answer(&mut g, &self.shared.ctrl, Ctrl::Pong { seq }) {
                     // As for import requests: bounded by the peer's pings.
                     Err(e) if g.state.can_talk() => Some(("ping beyond the limit", e)),
                     _ => None,
@@ -356,6 +439,31 @@ impl Conn {
         };
         if let Some((why, e)) = broken {
             self.fail(Event::QpFatal, why, e);
+        }
+    }
+
+    /// A control message's send completed: its buffer is free again, for
+    /// the oldest message waiting in the backlog.
+    pub(crate) fn ctrl_sent(self: &Arc<Self>, wc_status: c_int) {
+        if wc_status != 0 {
+            return self.wc_failed(wc_status, "a control message could not be sent");
+        }
+        let mut g = self.inner.lock();
+        if g.ctrl.backlog.is_empty() {
+            return;
+        }
+        let Inner {
+            ctrl, state, id, ..
+        } = &mut *g;
+        let Channel {
+            backlog, bodies, ..
+        } = ctrl;
+        if backlog
+            .flush(|slot| post(state, id, body(bodies, slot)))
+            .is_err()
+        {
+            // The connection is ending: nothing is owed any more.
+            backlog.clear();
         }
     }
 }

@@ -445,7 +445,7 @@ impl Conn {
                 // control messages may wait behind the data).
                 inner.keepalive.answered();
             }
-            ctrl::send_due_acks(inner);
+            ctrl::send_due_acks(inner, &self.shared.ctrl);
             (op, errno, prune)
         };
         drop(prune);

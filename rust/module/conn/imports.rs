@@ -345,6 +345,6 @@ impl Conn {
             }
             None => {}
         }
-        ctrl::send_due_acks(&mut g);
+        ctrl::send_due_acks(&mut g, &self.shared.ctrl);
     }
 }

@@ -144,10 +144,11 @@ impl Conn {
                 }
             }
             Tick::Ping { seq, next } => {
-                // Bounded by the wire protocol (one ping outstanding): a
-                // failure means the connection is ending, and an
-                // unanswered ping ends it anyway.
-                if ctrl::send(&g, &Ctrl::Ping { seq }).is_ok() {
+                // Bounded by the wire protocol (one ping outstanding), so
+                // the backlog has room if no buffer is free: a failure
+                // means the connection is ending, and an unanswered ping
+                // ends it anyway.
+                if ctrl::answer(&mut g, &self.shared.ctrl, Ctrl::Ping { seq }).is_ok() {
                     self.shared.keepalive.pings.fetch_add(1, Ordering::Relaxed);
                 }
                 self.timer.arm(self, next, false);

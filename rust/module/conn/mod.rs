@@ -81,6 +81,7 @@ mod keepalive;
 mod reconnect;
 mod setup;
 
+pub(crate) use ctrl::Counts as CtrlCounts;
 pub(crate) use data::{Posted, SQ_DEPTH};
 pub(crate) use imports::Import;
 pub(crate) use keepalive::Counts as KeepaliveCounts;
@@ -257,6 +258,7 @@ impl Conn {
         reconnect: Option<ShimAddr>,
     ) -> Result<Arc<Self>> {
         let ops = data::Slots::new()?;
+        let bodies = ctrl::Channel::bodies()?;
         let timer = crate::timer::Timer::new()?;
         Arc::pin_init(
             pin_init!(Self {
@@ -272,7 +274,7 @@ impl Conn {
                     device: None,
                     peer: ShimAddr::default(),
                     listener: None,
-                    ctrl: ctrl::Channel::new(),
+                    ctrl: ctrl::Channel::new(bodies),
                     imports: imports::Table::new(),
                     ops,
                     keepalive: keepalive::State::new(keepalive),

@@ -126,7 +126,7 @@ unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, 
 unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Kind::Completion) };
-    this.wc_failed(wc_status, "a control message could not be sent");
+    this.ctrl_sent(wc_status);
 }
 
 /// The signaled last request of the operation in slot `slot` completed.

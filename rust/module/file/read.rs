@@ -61,8 +61,8 @@ impl FileState {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count (objects,
-    /// then the work, keepalive and reconnect counts).
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 19] {
+    /// then the work, control, keepalive and reconnect counts).
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 20] {
         let counts = self.objects.lock().counts();
         let exports = self.shared.exports.lock().len() as u64;
         let (in_flight, pending) = {
@@ -71,6 +71,7 @@ impl FileState {
         };
         let live = self.shared.conns.lock().len() as u64;
         let [w0, w1, w2] = self.shared.work.fdinfo();
+        let [c0] = self.shared.ctrl.fdinfo();
         let [k0, k1] = self.shared.keepalive.fdinfo();
         let [r0, r1, r2, r3, r4] = self.shared.reconnect.fdinfo();
         [
@@ -86,6 +87,7 @@ impl FileState {
             w0,
             w1,
             w2,
+            c0,
             k0,
             k1,
             r0,
