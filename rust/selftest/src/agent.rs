@@ -7,7 +7,9 @@
 //! be ACTIVE, `keepalive MS MISSES` sets the module parameters the
 //! listener's connections take (`keepalive restore` puts back what the
 //! first one found), `netem ARGS...` adds a netem qdisc with ARGS on eth0
-//! and `netem off` removes it, `rmmod` answers `ok` if `rmmod rrdma` is
+//! and `netem off` removes it, `drop-read-responses` drops the RDMA READ
+//! responses this guest sends (RoCE) until `drop-read-responses off`,
+//! `rmmod` answers `ok` if `rmmod rrdma` is
 //! refused and the module stays, `quit` ends. Answers `ok` or `error WHY`.
 //! Test use only, on the guests' private network.
 
@@ -65,6 +67,28 @@ fn set_keepalive(ms: &str, misses: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Drops every RoCE v2 RDMA READ response this guest sends (BTH opcodes
+/// 0x0d..=0x10 of the RC transport, UDP port 4791; IPv4 without options,
+/// as rxe sends it), and nothing else.
+fn drop_read_responses() -> Result<(), String> {
+    let qdisc = [
+        "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "prio",
+    ];
+    tool("tc", &qdisc)?;
+    for (opcode, mask) in [("0x0c", "0xfc"), ("0x10", "0xff")] {
+        let filter = [
+            "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
+            "match", "u8", "17", "0xff", "at", "9", "match", "u16", "4791", "0xffff", "at", "22",
+            "match", "u8", opcode, mask, "at", "28", "action", "drop",
+        ];
+        if let Err(e) = tool("tc", &filter) {
+            let _ = tool("tc", &["qdisc", "del", "dev", "eth0", "root"]);
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
 fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
     match line.trim() {
         "linkdel" => rdma(&["link", "del", dev]).map(|_| ()),
@@ -97,7 +121,10 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
             }
             set_keepalive(ms, misses)
         }
-        "netem off" => tool("tc", &["qdisc", "del", "dev", "eth0", "root"]),
+        "netem off" | "drop-read-responses off" => {
+            tool("tc", &["qdisc", "del", "dev", "eth0", "root"])
+        }
+        "drop-read-responses" => drop_read_responses(),
         cmd if cmd.starts_with("netem ") => {
             // The kernel's request_module() may not find busybox's modprobe.
             let _ = tool("modprobe", &["sch_netem"]);

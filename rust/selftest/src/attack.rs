@@ -859,6 +859,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     unexport_under_load(dev, t, peer, &conn);
     drop(conn);
     crate::keepalive::checks(dev, t, peer, quick);
+    crate::stall::checks(dev, t, peer, prov);
     crate::reconnect::checks(dev, t, peer, quick);
     exporter_device_removal(dev, t, peer);
     let counts = dev.fdinfo().unwrap_or_default();

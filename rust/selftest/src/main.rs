@@ -47,6 +47,7 @@ mod measure;
 mod reconnect;
 mod regions;
 mod remote;
+mod stall;
 mod uffd;
 
 use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! A send queue held up by a retransmission (part of `attack`, rxe only):
+//! the exporter's guest drops every RDMA READ response it sends for three
+//! seconds (a `tc` filter on RoCE's BTH opcode), so the importer's READ
+//! waits out the transport's retry timer, and every control message the
+//! importer sends after it completes only after the READ does. The
+//! importer imports until an import fails with `EAGAIN` (its 32 send
+//! buffers are all held), while both sides go on pinging each other every
+//! 100 ms and answering at once. The answers must wait for buffers (the fdinfo count
+//! `rrdma-ctrl-backlogged` shows they did) and the connection must live:
+//! the READ then completes with the right data, and the connection keeps
+//! working. siw is not tested: its TCP retransmits a lost segment itself,
+//! without holding the queue pair.
+
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use rrdma::{Keepalive, Rrdma};
+
+use crate::attack::agent_cmd;
+use crate::remote::{addr, token, T};
+use crate::{ensure, Tap};
+
+/// How long the READ responses are dropped: longer than rxe's first retry
+/// (its responses are then dropped too), shorter than the keepalive limit.
+const DROP: Duration = Duration::from_secs(3);
+/// Keepalive on both sides: pings every 100 ms (the minimum), a limit of
+/// 10 s, well past the stall.
+const INTERVAL_MS: u64 = 100;
+const MISSES: u16 = 100;
+
+/// The exporter's READ responses dropped while it lives.
+struct DropReadResponses<'a> {
+    peer: &'a str,
+}
+
+impl<'a> DropReadResponses<'a> {
+    fn new(peer: &'a str) -> Result<Self, String> {
+        agent_cmd(peer, "drop-read-responses")?;
+        Ok(Self { peer })
+    }
+}
+
+impl Drop for DropReadResponses<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = agent_cmd(self.peer, "drop-read-responses off") {
+            eprintln!("stall: cannot restore the exporter's link: {e}");
+        }
+    }
+}
+
+/// Imports `tok` until an import fails for lack of a send buffer
+/// (`EAGAIN`); how many succeeded.
+fn take_send_buffers(conn: &rrdma::Connection<'_>, tok: u64) -> Result<usize, String> {
+    let mut held = Vec::new();
+    for _ in 0..64 {
+        match conn.import(tok, T) {
+            Ok(r) => held.push(r),
+            Err(e) if rrdma::errno(&e) == Some(libc::EAGAIN) => return Ok(held.len()),
+            Err(e) => return Err(format!("import {}: {e}", held.len() + 1)),
+        }
+    }
+    Err(format!("{} imports and still a send buffer", held.len()))
+}
+
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, prov: &str) {
+    if prov != "rxe" {
+        return;
+    }
+    let set = agent_cmd(peer, &format!("keepalive {INTERVAL_MS} {MISSES}"));
+    t.check("stall: the exporter pings every 100 ms", set);
+    let r = held_send_queue(dev, t, peer);
+    t.check("stall: a held send queue does not end the connection", r);
+    t.check(
+        "stall: the exporter's settings come back",
+        agent_cmd(peer, "keepalive restore"),
+    );
+}
+
+fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
+    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+    let keepalive = Keepalive::Every {
+        interval: Duration::from_millis(INTERVAL_MS),
+        misses: MISSES,
+    };
+    let conn = dev
+        .connect_with(addr(peer, 7471), T, keepalive)
+        .map_err(|e| format!("connect: {e}"))?;
+    let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
+    let mut local = dev.create_region(4096, 2).map_err(|e| e.to_string())?;
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
+    local.as_mut_slice()[..4096].copy_from_slice(&pattern);
+    local.as_mut_slice()[4096..].fill(0);
+    rw.write(&local, 0, 0, 1)
+        .map_err(|e| format!("write: {e}"))?;
+    let backlogged0 = dev.fdinfo_value("rrdma-ctrl-backlogged").unwrap_or(0);
+
+    let start = Instant::now();
+    let stall = DropReadResponses::new(peer)?;
+    let (read, imports) = std::thread::scope(|s| {
+        let lift = s.spawn(|| {
+            sleep(DROP);
+            drop(stall);
+        });
+        let reader = s.spawn(|| rw.read(&local, 1, 0, 1));
+        // Once the READ is stuck, imports (each answered at once, each
+        // holding one of our send buffers) take the buffers the pings and
+        // pongs would take over seconds, whatever the timer's pace.
+        sleep(Duration::from_millis(300));
+        let imports = take_send_buffers(&conn, tok);
+        let r = reader
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("reader panicked")));
+        let _ = lift.join();
+        (r, imports)
+    });
+    let took = start.elapsed();
+    t.check(
+        "stall: imports during the stall run out of send buffers (EAGAIN)",
+        imports.map(|n| println!("# stall: {n} imports took the send buffers")),
+    );
+    let backlogged = dev
+        .fdinfo_value("rrdma-ctrl-backlogged")
+        .unwrap_or(0)
+        .saturating_sub(backlogged0);
+    println!(
+        "# stall: the READ took {} ms with its responses dropped for {} ms; {backlogged} control messages waited for a send buffer",
+        took.as_millis(),
+        DROP.as_millis()
+    );
+    read.map_err(|e| format!("the READ failed after {} ms: {e}", took.as_millis()))?;
+    t.check(
+        "stall: the READ waited for the retransmission and read the right data",
+        ensure(
+            took >= DROP && local.as_slice()[4096..] == pattern[..],
+            format!(
+                "{} ms, data equal: {}",
+                took.as_millis(),
+                local.as_slice()[4096..] == pattern[..]
+            ),
+        ),
+    );
+    t.check(
+        "stall: the answers waited for send buffers (rrdma-ctrl-backlogged grew)",
+        ensure(
+            backlogged > 0,
+            "no control message waited: the stall did not hold the send queue".to_string(),
+        ),
+    );
+    // Idle for a second of pings, then an operation: still connected.
+    sleep(Duration::from_secs(1));
+    rw.write(&local, 1, 0, 1)
+        .map_err(|e| format!("a write after the stall: {e}"))?;
+    drop(rw);
+    conn.disconnect().map_err(|e| format!("disconnect: {e}"))
+}
