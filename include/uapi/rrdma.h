@@ -284,8 +284,10 @@ struct rrdma_accept {
  * reconnect_max_delay_ms (default 10000), half of it random, at most
  * reconnect_attempts times (default 10) in a row; each attempt has
  * @timeout_ms. Meanwhile the handle stays valid: operations in flight at
- * the failure complete with ECONNRESET, and new operations and IMPORTs fail
- * with EAGAIN. Once connected again, each import is asked for again and
+ * the failure complete with ECONNRESET (a WRITE among them may or may not
+ * have landed, and for now may still land after the connection is back:
+ * see Documentation/rrdma.rst, Fault suite), and new operations and
+ * IMPORTs fail with EAGAIN. Once connected again, each import is asked for again and
  * keeps its handle; one whose export is gone, changed or restricted to the
  * old connection fails with EKEYREVOKED from then on (until then, EAGAIN).
  * When the attempts are spent the connection ends with the last attempt's
