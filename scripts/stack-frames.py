@@ -19,10 +19,6 @@ import sys
 LIMIT = 2048
 # Mangled-name fragment -> cap, with why it is over the limit.
 KNOWN = {
-    # Builds the connection's state (its control channel holds eight
-    # stored import answers, ~4 KiB) on the stack before the mutex's
-    # initializer moves it in place.
-    "4Conn3new": 10240,
     # Holds an import answer (a grant of up to 116 keys) and its copy.
     "11fetch_grant": 4096,
     # A received control message, decoded (an import answer) and copied.

@@ -68,10 +68,18 @@ pub(super) struct DueAck {
     pub(super) token: u64,
 }
 
+/// What a [`Channel`] keeps on the heap, allocated before it is built.
+pub(super) struct Buffers {
+    reqs: KVec<Option<ReqSlot>>,
+    bodies: KVec<u8>,
+}
+
 /// The control channel's state (under `Conn::inner`).
 pub(super) struct Channel {
     next_id: u64,
-    reqs: [Option<ReqSlot>; REQ_MAX],
+    /// `REQ_MAX` slots, on the heap: each can hold a whole grant, and a
+    /// connection's state is built on the stack.
+    reqs: KVec<Option<ReqSlot>>,
     revokes: [Option<RevokeSlot>; REVOKE_MAX],
     acks: [Option<DueAck>; REVOKE_MAX],
     /// Answers (and our ping) waiting for a send buffer: their order and
@@ -82,30 +90,37 @@ pub(super) struct Channel {
 }
 
 impl Channel {
-    /// A channel whose backlog keeps its messages in `bodies` (from
-    /// [`Channel::bodies`]).
-    pub(super) fn new(bodies: KVec<u8>) -> Self {
+    /// A channel on `buffers` (from [`Channel::buffers`]).
+    pub(super) fn new(buffers: Buffers) -> Self {
         Self {
             next_id: 1,
-            reqs: [None; REQ_MAX],
+            reqs: buffers.reqs,
             revokes: [None; REVOKE_MAX],
             acks: [None; REVOKE_MAX],
             backlog: Backlog::new(),
-            bodies,
+            bodies: buffers.bodies,
         }
     }
 
-    /// The backlog's message buffer, allocated before the channel is built
-    /// in place (a fallible constructor would copy the channel around).
-    pub(super) fn bodies() -> Result<KVec<u8>> {
-        Ok(KVec::from_elem(0, BACKLOG_MAX * CTRL_LEN, GFP_KERNEL)?)
+    /// The request slots and the backlog's message buffer, allocated before
+    /// the channel is built in place (a fallible constructor would copy the
+    /// channel around).
+    pub(super) fn buffers() -> Result<Buffers> {
+        let mut reqs = KVec::with_capacity(REQ_MAX, GFP_KERNEL)?;
+        for _ in 0..REQ_MAX {
+            reqs.push(None, GFP_KERNEL)?;
+        }
+        Ok(Buffers {
+            reqs,
+            bodies: KVec::from_elem(0, BACKLOG_MAX * CTRL_LEN, GFP_KERNEL)?,
+        })
     }
 
     /// A reconnect's teardown: nothing of ours is outstanding on the new
     /// queue pair, and nothing of the peer's is owed. Ids go on (a caller
     /// that gave up finds its id gone, never another's).
     pub(super) fn reset(&mut self) {
-        self.reqs = [None; REQ_MAX];
+        self.reqs.iter_mut().for_each(|s| *s = None);
         self.revokes = [None; REVOKE_MAX];
         self.acks = [None; REVOKE_MAX];
         self.backlog.clear();

@@ -258,7 +258,7 @@ impl Conn {
         reconnect: Option<ShimAddr>,
     ) -> Result<Arc<Self>> {
         let ops = data::Slots::new()?;
-        let bodies = ctrl::Channel::bodies()?;
+        let buffers = ctrl::Channel::buffers()?;
         let timer = crate::timer::Timer::new()?;
         Arc::pin_init(
             pin_init!(Self {
@@ -274,7 +274,7 @@ impl Conn {
                     device: None,
                     peer: ShimAddr::default(),
                     listener: None,
-                    ctrl: ctrl::Channel::new(bodies),
+                    ctrl: ctrl::Channel::new(buffers),
                     imports: imports::Table::new(),
                     ops,
                     keepalive: keepalive::State::new(keepalive),
