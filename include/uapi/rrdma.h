@@ -285,11 +285,12 @@ struct rrdma_accept {
  * reconnect_attempts times (default 10) in a row; each attempt has
  * @timeout_ms. Meanwhile the handle stays valid: operations in flight at
  * the failure complete with ECONNRESET (a WRITE among them may or may not
- * have landed, and for now may still land after the connection is back:
- * see Documentation/rrdma.rst, Fault suite), and new operations and
- * IMPORTs fail with EAGAIN. Once connected again, each import is asked for again and
- * keeps its handle; one whose export is gone, changed or restricted to the
- * old connection fails with EKEYREVOKED from then on (until then, EAGAIN).
+ * have landed, but never lands after the connection is back: the exporter,
+ * protocol version 4, ends the old connection before it accepts the new
+ * one), and new operations and IMPORTs fail with EAGAIN. Once connected
+ * again, each import is asked for again and keeps its handle; one whose
+ * export is gone, changed or restricted to the old connection fails with
+ * EKEYREVOKED from then on (until then, EAGAIN).
  * When the attempts are spent the connection ends with the last attempt's
  * errno. DISCONNECT and close end it at any point. A CONNECT that fails is
  * not retried.

@@ -67,6 +67,15 @@ impl InHandler {
             ffi::rrdma_shim_cm_reject(self.id.as_ptr(), pdata.as_ptr().cast(), pdata.len() as u8)
         };
     }
+
+    /// The peer's address of the id this handler runs for.
+    pub(crate) fn peer(&self) -> ShimAddr {
+        let mut a = ShimAddr::default();
+        // SAFETY: the id is live while its handler runs (type invariant);
+        // `a` is a valid out-pointer.
+        unsafe { ffi::rrdma_shim_cm_peer(self.id.as_ptr(), &mut a) };
+        a
+    }
 }
 
 /// An rdma_cm id owned by a `T`, with its queue pair once created.

@@ -76,6 +76,13 @@ pub(crate) struct ShimAddr {
 
 const _: () = assert!(core::mem::size_of::<ShimAddr>() == 24);
 
+impl ShimAddr {
+    /// Whether `other` is the same host (family and address; any port).
+    pub(crate) fn same_host(&self, other: &ShimAddr) -> bool {
+        self.family == other.family && self.addr == other.addr
+    }
+}
+
 /// `RRDMA_SHIM_NO_SLOT`: a work request without an operation slot.
 pub(crate) const NO_SLOT: u32 = u32::MAX;
 /// `RRDMA_SHIM_WR_READ`.
@@ -362,6 +369,8 @@ extern "C" {
         msg_len: u32,
         out: *mut *mut ShimQp,
     ) -> c_int;
+    /// Stops posting and moves the QP to the error state, without waiting.
+    pub(crate) fn rrdma_shim_qp_stop(q: *mut ShimQp) -> c_int;
     /// Stops posting and drains the QP (flushes everything outstanding).
     pub(crate) fn rrdma_shim_qp_drain(q: *mut ShimQp);
     /// Destroys a drained QP, its CQs and buffers.

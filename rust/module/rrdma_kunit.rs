@@ -302,7 +302,15 @@ pub unsafe extern "C" fn rrdma_kt_wire(t: *mut c_void) {
     use abi::errno::EPROTO;
     use abi::wire::{Ctrl, Hello, CTRL_LEN};
     use abi::wire::{CTRL_RECV_MIN, VERSION};
-    let h = Hello { version: VERSION, ctrl_credits: CTRL_RECV_MIN, qps: 1, nonce: 42 };
+    let h = Hello {
+        version: VERSION,
+        ctrl_credits: CTRL_RECV_MIN,
+        qps: 1,
+        nonce: 42,
+        replaces: None,
+    };
+    let r = Hello { replaces: Some(7), ..h };
+    kexpect!(t, Hello::decode(&r.encode()) == Ok(r));
     kexpect!(t, Hello::decode(&h.encode()) == Ok(h));
     kexpect!(t, Hello::decode(&h.encode()[..10]) == Err(EPROTO));
     let m = Ctrl::Revoke { req_id: 9, token: 7, generation: 3 };

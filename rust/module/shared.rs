@@ -16,12 +16,13 @@
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
+use crate::abi::errno::{Errno, ENOMEM};
 use crate::abi::uapi::Completion;
 use crate::abi::Result;
 use crate::conn::{Conn, CtrlCounts, KeepaliveCounts, ReconnectCounts};
 use crate::context::Context;
 use crate::export::Exports;
-use crate::ffi::FileWaitq;
+use crate::ffi::{FileWaitq, ShimAddr};
 use crate::ring::Ring;
 use crate::work::Work;
 
@@ -93,7 +94,24 @@ impl Shared {
         drop(removed);
     }
 
+    /// A reconnecting peer at `peer` names its previous connection
+    /// (`nonce`): ends it, if this file still holds it, before the new one
+    /// is accepted (`Conn::replaced_by`). Works on a snapshot (no
+    /// `Conn::inner` under `Shared::conns`); without memory for it,
+    /// `ENOMEM`: the request is refused and the peer tries again after its
+    /// backoff, rather than accepted with the old connection live.
+    pub(crate) fn fence(&self, peer: &ShimAddr, nonce: u64) -> Result<(), Errno> {
+        let conns = self.conns().map_err(|_| ENOMEM)?;
+        for c in conns.iter() {
+            if c.replaced_by(peer, nonce) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// A snapshot of the live connections.
+
     pub(crate) fn conns(&self) -> Result<KVec<Arc<Conn>>> {
         let conns = self.conns.lock();
         let mut out = KVec::with_capacity(conns.len(), GFP_KERNEL)?;

@@ -177,6 +177,16 @@ impl Qp {
     }
 }
 
+impl Qp {
+    /// Moves the queue pair to the error state now, without waiting for
+    /// the drain (which `drop` still does): from the return, nothing the
+    /// peer sends on it is placed in our memory, and nothing is posted.
+    pub(crate) fn stop(&self) -> Result<(), Errno> {
+        // SAFETY: the queue pair is live (type invariant).
+        crate::abi::to_result(unsafe { ffi::rrdma_shim_qp_stop(self.raw.as_ptr()) })
+    }
+}
+
 impl Drop for Qp {
     /// Stops posting, drains (every outstanding work request completes or
     /// is flushed) and destroys the queue pair and its completion queues.

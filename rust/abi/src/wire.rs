@@ -4,7 +4,10 @@
 //!
 //! - The **handshake** rides in rdma_cm private data: a [`Hello`] in the
 //!   connect request and in the accept, a [`reject`] message carrying an
-//!   errno when the passive side refuses.
+//!   errno when the passive side refuses. A reconnecting active side names
+//!   the connection it replaces ([`Hello::replaces`], version 4), and the
+//!   passive side ends that one before it accepts: nothing still queued on
+//!   the old connection can land after the new one is up.
 //! - **Control messages** ([`Ctrl`]) travel as fixed-size SEND/RECV
 //!   messages over the connection's QP into pre-posted receive buffers.
 //!   Every message a side sends on its own initiative is a request that the
@@ -28,10 +31,13 @@ use super::errno::{Errno, EBUSY, ECONNREFUSED, EPROTO, EPROTONOSUPPORT};
 pub const MAGIC: u32 = u32::from_le_bytes(*b"RRDM");
 /// Newest protocol version this build speaks. Version 2 acknowledges
 /// revokes ([`Ctrl::RevokeAck`]) and bounds outstanding messages; version 3
-/// adds keepalive ([`Ctrl::Ping`], [`Ctrl::Pong`]).
-pub const VERSION: u16 = 3;
+/// adds keepalive ([`Ctrl::Ping`], [`Ctrl::Pong`]); version 4 lets a
+/// reconnect name the connection it replaces ([`Hello::replaces`]).
+pub const VERSION: u16 = 4;
 /// First protocol version with keepalive.
 pub const KEEPALIVE_VERSION: u16 = 3;
+/// First protocol version whose hello names the connection it replaces.
+pub const REPLACES_VERSION: u16 = 4;
 /// Oldest protocol version this build accepts: version 1 sent revokes
 /// without flow control, which iWARP cannot survive.
 pub const MIN_VERSION: u16 = 2;
@@ -86,20 +92,37 @@ pub struct Hello {
     pub ctrl_credits: u16,
     /// Data QPs the sender offers (request) or accepts (accept).
     pub qps: u16,
-    /// Random per-connection value, to tell reconnects apart.
+    /// Random per-connection value: the active side's names the connection
+    /// on both sides.
     pub nonce: u64,
+    /// A reconnect's request (version 4): the nonce of the sender's
+    /// previous connection to this peer, which the passive side ends before
+    /// it accepts. Bound to the sender's address: a peer can end only its
+    /// own connections, and only those whose nonce it was given.
+    pub replaces: Option<u64>,
 }
 
 /// Bytes of an encoded [`Hello`]; fits the 56 bytes IB CM leaves to rdma_cm
 /// users on RoCE.
-pub const HELLO_LEN: usize = 24;
+pub const HELLO_LEN: usize = 32;
+/// Bytes of a version 2 or 3 hello (no `replaces`).
+pub const HELLO_V3_LEN: usize = 24;
+/// Hello flag (version 4): `replaces` is set.
+pub const HELLO_REPLACES: u16 = 1;
 
 impl Hello {
-    /// Encodes: magic, version, flags (0), credits, qps, reserved, nonce.
+    /// Encodes: magic, version, flags, credits, qps, reserved, nonce, and
+    /// the replaced nonce (zero without [`HELLO_REPLACES`]). A version 2 or
+    /// 3 peer reads the first [`HELLO_V3_LEN`] bytes; `replaces` must then
+    /// be `None` (the flags would be refused).
     pub fn encode(&self) -> [u8; HELLO_LEN] {
         let mut b = [0u8; HELLO_LEN];
         put32(&mut b, 0, MAGIC);
         put16(&mut b, 4, self.version);
+        if let Some(r) = self.replaces {
+            put16(&mut b, 6, HELLO_REPLACES);
+            put64(&mut b, 24, r);
+        }
         put16(&mut b, 8, self.ctrl_credits);
         put16(&mut b, 10, self.qps);
         put64(&mut b, 16, self.nonce);
@@ -110,25 +133,38 @@ impl Hello {
     /// past [`HELLO_LEN`] are ignored. A version older than
     /// [`MIN_VERSION`] is `EPROTONOSUPPORT`; anything malformed, or fewer
     /// receive buffers than [`ctrl_recv_min`] of the version both will
-    /// speak, is `EPROTO`. Flags and reserved bytes must be zero up to this
-    /// version; a newer peer's are ignored, since it will speak this
-    /// version to us.
+    /// speak, is `EPROTO`. A version 4 hello (or newer) is [`HELLO_LEN`]
+    /// bytes, an older one [`HELLO_V3_LEN`]. Flags the version does not
+    /// define, reserved bytes and an unflagged `replaces` must be zero up
+    /// to this version; a newer peer's are ignored, since it will speak
+    /// this version to us.
     pub fn decode(b: &[u8]) -> Result<Self, Errno> {
-        if b.len() < HELLO_LEN || le32(b, 0) != MAGIC {
+        if b.len() < HELLO_V3_LEN || le32(b, 0) != MAGIC {
             return Err(EPROTO);
         }
         let version = le16(b, 4);
         if version < MIN_VERSION {
             return Err(EPROTONOSUPPORT);
         }
-        if version <= VERSION && (le16(b, 6) != 0 || le32(b, 12) != 0) {
+        let v4 = version >= REPLACES_VERSION;
+        if v4 && b.len() < HELLO_LEN {
             return Err(EPROTO);
+        }
+        let flags = le16(b, 6);
+        let replaces = (v4 && flags & HELLO_REPLACES != 0).then(|| le64(b, 24));
+        if version <= VERSION {
+            let known = if v4 { HELLO_REPLACES } else { 0 };
+            let stray = v4 && replaces.is_none() && le64(b, 24) != 0;
+            if flags & !known != 0 || le32(b, 12) != 0 || stray {
+                return Err(EPROTO);
+            }
         }
         let h = Self {
             version,
             ctrl_credits: le16(b, 8),
             qps: le16(b, 10),
             nonce: le64(b, 16),
+            replaces,
         };
         if h.ctrl_credits < ctrl_recv_min(version.min(VERSION)) || h.qps == 0 {
             return Err(EPROTO);
@@ -472,7 +508,41 @@ mod tests {
             ctrl_credits: 32,
             qps: 2,
             nonce: 0x1122_3344_5566_7788,
+            replaces: None,
         }
+    }
+
+    #[test]
+    fn a_reconnect_names_the_connection_it_replaces() {
+        let h = Hello {
+            replaces: Some(0x0bad_cafe),
+            ..hello()
+        };
+        let b = h.encode();
+        assert_eq!(le16(&b, 6), HELLO_REPLACES);
+        assert_eq!(Hello::decode(&b), Ok(h));
+        // Unflagged, the replaced nonce must be zero (this version).
+        let mut stray = hello().encode();
+        put64(&mut stray, 24, 5);
+        assert_eq!(Hello::decode(&stray), Err(EPROTO));
+        // Flags this version does not define.
+        let mut unknown = b;
+        put16(&mut unknown, 6, HELLO_REPLACES | 2);
+        assert_eq!(Hello::decode(&unknown), Err(EPROTO));
+        // A newer peer's unknown flags are ignored; its `replaces` kept.
+        put16(&mut unknown, 4, VERSION + 1);
+        assert_eq!(Hello::decode(&unknown).map(|h| h.replaces), Ok(h.replaces));
+        // A version 4 hello is 32 bytes; a version 3 one 24, whose flags
+        // must be zero and whose bytes past 24 are not read.
+        assert_eq!(Hello::decode(&b[..HELLO_V3_LEN]), Err(EPROTO));
+        let mut v3 = hello().encode();
+        put16(&mut v3, 4, 3);
+        let h3 = Hello::decode(&v3[..HELLO_V3_LEN]).unwrap();
+        assert_eq!((h3.version, h3.replaces), (3, None));
+        put64(&mut v3, 24, 9);
+        assert_eq!(Hello::decode(&v3).map(|h| h.replaces), Ok(None));
+        put16(&mut v3, 6, HELLO_REPLACES);
+        assert_eq!(Hello::decode(&v3), Err(EPROTO));
     }
 
     #[test]
@@ -505,7 +575,7 @@ mod tests {
         put16(&mut old, 4, 0);
         assert_eq!(Hello::decode(&old), Err(EPROTONOSUPPORT));
         let mut flags = b;
-        put16(&mut flags, 6, 1);
+        put16(&mut flags, 6, 2);
         assert_eq!(Hello::decode(&flags), Err(EPROTO));
         let mut res = b;
         res[13] = 1;
@@ -690,9 +760,10 @@ mod tests {
     fn credits_follow_the_version_spoken() {
         assert_eq!(ctrl_recv_min(2), 24);
         assert_eq!(ctrl_recv_min(3), 26);
+        assert_eq!(ctrl_recv_min(4), 26);
         assert_eq!(CTRL_RECV_MIN, ctrl_recv_min(VERSION));
-        // A version 2 peer needs 24 buffers; a version 3 one 26; a newer
-        // one speaks version 3 with us.
+        // A version 2 peer needs 24 buffers; a version 3 or 4 one 26; a
+        // newer one speaks version 4 with us.
         let mut b = hello().encode();
         put16(&mut b, 8, 24);
         assert_eq!(Hello::decode(&b), Err(EPROTO));

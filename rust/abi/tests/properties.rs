@@ -158,7 +158,21 @@ mod wire_and_blocks {
 
         #[test]
         fn hello_decode_never_panics(b in proptest::collection::vec(any::<u8>(), 0..64)) {
-            let _ = Hello::decode(&b);
+            if let Ok(h) = Hello::decode(&b) {
+                // What this version accepts it encodes back bit for bit.
+                let v = u16::from_le_bytes([b[4], b[5]]);
+                if v >= 4 && v <= rrdma_abi::wire::VERSION {
+                    prop_assert_eq!(&h.encode()[..], &b[..rrdma_abi::wire::HELLO_LEN]);
+                }
+            }
+        }
+
+        #[test]
+        fn hellos_round_trip(v in 2u16..=rrdma_abi::wire::VERSION, credits in 26u16.., qps in 1u16..,
+                             nonce in any::<u64>(), rep in proptest::option::of(any::<u64>())) {
+            let replaces = if v >= rrdma_abi::wire::REPLACES_VERSION { rep } else { None };
+            let h = Hello { version: v, ctrl_credits: credits, qps, nonce, replaces };
+            prop_assert_eq!(Hello::decode(&h.encode()), Ok(h));
         }
 
         #[test]

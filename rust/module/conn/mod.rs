@@ -128,6 +128,9 @@ struct Inner {
     /// The wire protocol version both sides speak; 0 until known (the
     /// passive side knows it at accept, the active side at establishment).
     version: u16,
+    /// The active side's hello nonce: names this queue pair's connection on
+    /// both sides (a reconnect's fence).
+    nonce: u64,
     timeout_ms: u32,
     /// The rdma_cm id with its queue pair; `None` before it exists and
     /// after the teardown.
@@ -237,14 +240,15 @@ fn deadline(timeout_ms: u32) -> Option<kernel::time::Jiffies> {
     (timeout_ms != u32::MAX).then(|| kernel::time::msecs_to_jiffies(timeout_ms))
 }
 
-/// Our hello: the newest version we speak (connect request) or the one
-/// chosen (accept).
-fn hello(version: u16) -> Hello {
+/// Our hello: the newest version we speak (connect request, with the
+/// connection it replaces) or the one chosen (accept).
+fn hello(version: u16, nonce: u64, replaces: Option<u64>) -> Hello {
     Hello {
         version,
         ctrl_credits: CTRL_RECV as u16,
         qps: 1,
-        nonce: ffi::random_u64(),
+        nonce,
+        replaces,
     }
 }
 
@@ -268,6 +272,7 @@ impl Conn {
                 inner <- new_mutex!(Inner {
                     state,
                     version: 0,
+                    nonce: 0,
                     timeout_ms,
                     id: None,
                     res: None,
@@ -391,11 +396,14 @@ impl Conn {
                 let r = match taken {
                     Ok(id) => {
                         g.connecting = true;
+                        g.nonce = ffi::random_u64();
+                        let replaces = g.reconnect.as_ref().and_then(|r| r.replaces);
+                        let hello = hello(wire::VERSION, g.nonce, replaces).encode();
                         // Without the lock: operations and requests
                         // meanwhile see `Connecting` (EAGAIN, or a wait),
                         // not a blocked mutex.
                         drop(g);
-                        let r = id.connect_locked(h, &hello(wire::VERSION).encode());
+                        let r = id.connect_locked(h, &hello);
                         g = self.inner.lock();
                         g.id = Some(id);
                         g.connecting = false;
@@ -410,6 +418,11 @@ impl Conn {
             }
             Action::Ready => {
                 ready_listener = g.listener.take();
+                let nonce = g.nonce;
+                if let Some(r) = g.reconnect.as_mut() {
+                    // The connection the next attempt replaces.
+                    r.replaces = Some(nonce);
+                }
                 self.keepalive_start(&mut g);
                 self.reconnected(&mut g);
             }

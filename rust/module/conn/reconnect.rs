@@ -15,6 +15,15 @@
 //! new keys, anything else (the export is gone, changed, or restricted to
 //! the old connection) is revoked: `EKEYREVOKED`. Until then operations and
 //! imports fail with `EAGAIN`.
+//!
+//! The fence: an attempt's hello names the last connection that was
+//! established (its nonce, `Hello::replaces` of `abi::wire`). The peer ends that
+//! connection, if it still holds it, before it accepts the attempt
+//! ([`Conn::replaced_by`]): its queue pair goes to the error state at once,
+//! so a write the old connection still carried (siw's TCP stream delivers
+//! what it had queued after our side gave up) cannot land after the new
+//! connection's writes. Without the fence such a write, failed here with
+//! `ECONNRESET`, could overwrite a newer acknowledged one.
 
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -39,6 +48,9 @@ pub(super) struct State {
     failed_at: u64,
     /// When the last attempt started (jiffies), for the log line.
     attempt_at: u64,
+    /// The nonce of the last established connection, which an attempt's
+    /// hello names for the peer to end.
+    pub(super) replaces: Option<u64>,
 }
 
 impl State {
@@ -49,6 +61,7 @@ impl State {
             addr,
             failed_at: 0,
             attempt_at: 0,
+            replaces: None,
         }
     }
 }
@@ -60,6 +73,8 @@ pub(crate) struct Counts {
     reconnects: AtomicU64,
     gave_up: AtomicU64,
     refused: AtomicU64,
+    /// Accepted connections ended by the fence of their peer's reconnect.
+    replaced: AtomicU64,
     /// Connections between two queue pairs now.
     pub(super) waiting: AtomicU32,
     /// Teardowns queued or running on the work queue now.
@@ -73,6 +88,7 @@ impl Counts {
             reconnects: AtomicU64::new(0),
             gave_up: AtomicU64::new(0),
             refused: AtomicU64::new(0),
+            replaced: AtomicU64::new(0),
             waiting: AtomicU32::new(0),
             tearing: AtomicU32::new(0),
         }
@@ -98,7 +114,7 @@ impl Counts {
     }
 
     /// The fdinfo lines.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 5] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 6] {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         [
             (b"rrdma-reconnect-attempts\0", get(&self.attempts)),
@@ -109,6 +125,7 @@ impl Counts {
                 u64::from(self.waiting.load(Ordering::Relaxed)),
             ),
             (b"rrdma-storm-refusals\0", get(&self.refused)),
+            (b"rrdma-connections-replaced\0", get(&self.replaced)),
         ]
     }
 }
@@ -126,6 +143,48 @@ impl WorkItem<1> for Conn {
 }
 
 impl Conn {
+    /// The fence (exporter side): ends this connection if it is the one a
+    /// reconnecting peer at `peer` names with `nonce`, before its new
+    /// connection is accepted. The queue pair stops here (nothing more is
+    /// placed); the rest of the teardown runs on the work queue. Returns
+    /// whether it was. Called with the listener's lock held, never with
+    /// another connection's.
+    pub(crate) fn replaced_by(self: &Arc<Self>, peer: &ShimAddr, nonce: u64) -> bool {
+        if self.active {
+            return false;
+        }
+        let mut g = self.inner.lock();
+        if g.nonce != nonce || !g.peer.same_host(peer) || g.state.is_finished() {
+            return false;
+        }
+        let stopped = g.id.as_ref().and_then(|id| id.qp()).map(|qp| qp.stop());
+        if let Some(Err(e)) = stopped {
+            // The teardown's drain still ends it; log why it was not at once.
+            pr_warn!(
+                "connection {}: cannot stop the replaced queue pair (errno {})\n",
+                self.serial,
+                e.get()
+            );
+        }
+        let action = Self::advance(&mut g, Event::Disconnected);
+        drop(g);
+        self.cv.notify_all();
+        self.shared
+            .reconnect
+            .replaced
+            .fetch_add(1, Ordering::Relaxed);
+        if ffi::ratelimit() {
+            pr_info!(
+                "connection {} replaced by its peer's reconnect: closing\n",
+                self.serial
+            );
+        }
+        if action == Action::Teardown {
+            self.schedule_teardown();
+        }
+        true
+    }
+
     /// The teardown of a failed connection that reconnects has freed the
     /// old queue pair (under `Conn::inner`, the state is now `Waiting`):
     /// clears what belonged to it and arms the backoff.

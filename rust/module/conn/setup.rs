@@ -124,6 +124,10 @@ impl Conn {
     ) -> Result<(Arc<Self>, *mut kernel::ffi::c_void), Errno> {
         let peer_hello = Hello::decode(pdata)?;
         let version = wire::negotiate(peer_hello.version)?;
+        if let Some(nonce) = peer_hello.replaces {
+            // The reconnect's fence: its previous connection ends first.
+            shared.fence(&h.peer(), nonce)?;
+        }
         let this = Self::new(
             shared.clone(),
             false,
@@ -143,7 +147,8 @@ impl Conn {
         g.id = Some(id);
         g.listener = Some(listener.clone());
         g.version = version;
-        let hello = hello(version).encode();
+        g.nonce = peer_hello.nonce;
+        let hello = hello(version, ffi::random_u64(), None).encode();
         let accepted = this.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
             Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
             None => Err(ENOTCONN),

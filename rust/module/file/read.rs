@@ -62,7 +62,7 @@ impl FileState {
 
     /// The fdinfo lines: each key NUL-terminated, with its count (objects,
     /// then the work, control, keepalive and reconnect counts).
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 20] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 21] {
         let counts = self.objects.lock().counts();
         let exports = self.shared.exports.lock().len() as u64;
         let (in_flight, pending) = {
@@ -73,7 +73,7 @@ impl FileState {
         let [w0, w1, w2] = self.shared.work.fdinfo();
         let [c0] = self.shared.ctrl.fdinfo();
         let [k0, k1] = self.shared.keepalive.fdinfo();
-        let [r0, r1, r2, r3, r4] = self.shared.reconnect.fdinfo();
+        let [r0, r1, r2, r3, r4, r5] = self.shared.reconnect.fdinfo();
         [
             (b"rrdma-regions\0", counts.regions),
             (b"rrdma-region-bytes\0", counts.region_bytes),
@@ -95,6 +95,7 @@ impl FileState {
             r2,
             r3,
             r4,
+            r5,
         ]
     }
 }

@@ -8,7 +8,7 @@
  * this file only builds verbs structures whose layout Rust cannot rely on
  * and calls the static-inline verbs.  Every path here is non-blocking
  * except rrdma_shim_qp_drain(), which Rust calls from process context
- * outside its locks.
+ * outside its locks, and rrdma_shim_qp_stop(), which may sleep.
  */
 #include <linux/dma-mapping.h>
 #include <linux/slab.h>
@@ -287,6 +287,22 @@ free:
 	bitmap_free(q->send_busy);
 	kfree(q);
 	return ret;
+}
+
+/*
+ * Moves the QP to the error state without waiting (the drain comes later,
+ * from the teardown): from its return, nothing the peer still sends on
+ * this QP is placed, and nothing more is posted.  Sleeps (ib_modify_qp);
+ * takes no rdma_cm handler mutex.
+ */
+int rrdma_shim_qp_stop(struct rrdma_shim_qp *q)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+
+	spin_lock_irq(&q->lock);
+	q->draining = true;
+	spin_unlock_irq(&q->lock);
+	return ib_modify_qp(q->id->qp, &attr, IB_QP_STATE);
 }
 
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q)

@@ -191,6 +191,7 @@ void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, struct rrdma_shim_qp **out);
+int rrdma_shim_qp_stop(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len);

@@ -92,6 +92,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, quick: bool) {
         "reconnect: the exporter's settings come back",
         agent_cmd(peer, "keepalive restore"),
     );
+    fenced(dev, t, peer, interval);
     t.check(
         "reconnect: TCP's SYN retries come back",
         std::fs::write(SYN_RETRIES_PATH, syn_retries.trim()).map_err(|e| e.to_string()),
@@ -262,6 +263,71 @@ fn comes_back(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
     t.check(
         "reconnect: the reconnected connection disconnects cleanly",
         conn.disconnect().map_err(|e| e.to_string()),
+    );
+}
+
+/// The fence: with the exporter's keepalive back at its default (30 s),
+/// the exporter still holds the old connection when the importer, which
+/// noticed the cut, reconnects. The old one must be gone by the time the
+/// new one works: ended by the fence (`rrdma-connections-replaced`), or by
+/// the old connection's own disconnect if the provider delivered it first
+/// (siw's FIN and rxe's DREQ are retransmitted once the link is back, and
+/// may beat the new request). A write in flight at the cut that lands late
+/// would overwrite what the new connection wrote: the block is checked.
+fn fenced(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
+    let live = || crate::remote::peer_count(peer, "rrdma-connections-live");
+    let replaced = || crate::remote::peer_count(peer, "rrdma-connections-replaced");
+    let r = (|| -> Result<(), String> {
+        let (live0, replaced0) = (live()?, replaced()?);
+        let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+        let conn = dev
+            .connect_opts(addr(peer, 7471), T, options(interval))
+            .map_err(|e| format!("connect: {e}"))?;
+        let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
+        let mut local = dev.create_region(4096, 2).map_err(|e| e.to_string())?;
+        local.as_mut_slice()[..4096].fill(0x01);
+        let cut = Cut::new()?;
+        // Fails once the importer's keepalive gives up (ECONNRESET); the
+        // exporter's keepalive lasts 30 s.
+        let w = rw.write(&local, 0, 6, 1);
+        ensure(
+            errno(&w) == ECONNRESET.get(),
+            format!("write at the cut: {w:?}"),
+        )?;
+        drop(cut);
+        local.as_mut_slice()[..4096].fill(0x02);
+        until_back(|| rw.write(&local, 0, 6, 1)).map_err(|e| format!("after the cut: {e}"))?;
+        // The old connection's teardown runs on the exporter's work queue.
+        let mut n = live()?;
+        wait_for(Duration::from_secs(2), || {
+            n = live().unwrap_or(n);
+            n <= live0 + 1
+        });
+        let by_fence = replaced()? - replaced0;
+        println!(
+            "# reconnect: the exporter's old connection ended by {} ({n} live, {live0} before)",
+            if by_fence == 1 {
+                "the fence"
+            } else {
+                "its own disconnect"
+            }
+        );
+        ensure(
+            n <= live0 + 1,
+            format!("{n} live on the exporter, {live0} before"),
+        )?;
+        ensure(by_fence <= 1, format!("{by_fence} replaced"))?;
+        rw.read(&local, 1, 6, 1).map_err(|e| e.to_string())?;
+        ensure(
+            local.as_slice()[4096..].iter().all(|&b| b == 0x02),
+            "the block holds the write from before the cut",
+        )?;
+        drop(rw);
+        conn.disconnect().map_err(|e| format!("disconnect: {e}"))
+    })();
+    t.check(
+        "reconnect: the exporter's old connection is gone once the new one works (fence)",
+        r,
     );
 }
 

@@ -39,6 +39,7 @@ fn hello() -> [u8; HELLO_LEN] {
         ctrl_credits: CTRL_RECV_MIN,
         qps: 1,
         nonce: 0x5eed_0bad_cafe_f00d,
+        replaces: None,
     }
     .encode()
 }
@@ -68,7 +69,8 @@ fn malformed_hellos(exact: bool) -> Vec<(&'static str, Vec<u8>, Errno)> {
     edit("a wrong magic", 0, &[0xff], EPROTO);
     edit("version 1", 4, &1u16.to_le_bytes(), EPROTONOSUPPORT);
     edit("version 0", 4, &0u16.to_le_bytes(), EPROTONOSUPPORT);
-    edit("non-zero flags", 6, &[1], EPROTO);
+    edit("an undefined flag", 6, &[2], EPROTO);
+    edit("an unflagged replaced nonce", 24, &[1], EPROTO);
     edit("a non-zero reserved byte", 13, &[0x80], EPROTO);
     edit(
         "too few receive credits",

@@ -16,6 +16,7 @@ use rrdma::abi::wire::{self, Hello};
 use rrdma::Rrdma;
 
 use super::{hello, real_peer, PORT, WAIT};
+use crate::ensure;
 use crate::remote::{addr, T};
 use crate::Tap;
 
@@ -235,6 +236,53 @@ fn accepted_checks(t: &mut Tap, peer: &str) {
     t.check("hostile: a valid hello, then a reset", res);
 }
 
+/// An accepted handshake from this host with `nonce`, naming `replaces`.
+fn accepted(peer: &str, nonce: u64, replaces: Option<u64>) -> Result<TcpStream, String> {
+    let h = Hello {
+        version: wire::VERSION,
+        ctrl_credits: wire::CTRL_RECV_MIN,
+        qps: 1,
+        nonce,
+        replaces,
+    };
+    let mut s = sock(peer)?;
+    s.write_all(&request(0, 1, &h.encode()))
+        .map_err(|e| e.to_string())?;
+    let r = read_reply(&mut s)?;
+    if r.flags & FLAG_REJECT != 0 {
+        return Err(format!("rejected: {:02x?}", r.pd));
+    }
+    Ok(s)
+}
+
+/// The reconnect fence, driven by hand: a hello that names a connection of
+/// this host by its nonce ends it before it is accepted; one that names a
+/// nonce the exporter does not hold ends nothing.
+fn fence_checks(t: &mut Tap, peer: &str) {
+    let replaced = || crate::remote::peer_count(peer, "rrdma-connections-replaced");
+    let old_nonce = 0x0123_4567_89ab_cdef;
+    let res = (|| {
+        let before = replaced()?;
+        let mut old = accepted(peer, old_nonce, None)?;
+        let wrong = accepted(peer, 2, Some(old_nonce ^ 1))?;
+        let after_wrong = replaced()?;
+        if after_wrong != before {
+            return Err(format!("a wrong nonce replaced {before} -> {after_wrong}"));
+        }
+        let new = accepted(peer, 3, Some(old_nonce))?;
+        closed_by_peer(&mut old)?;
+        let after = replaced()?;
+        for s in [wrong, new] {
+            reset(s)?;
+        }
+        ensure(after == before + 1, format!("replaced {before} -> {after}"))
+    })();
+    t.check(
+        "hostile: a hello naming this host's connection ends it, a wrong nonce nothing",
+        res,
+    );
+}
+
 /// Connections reset before siw accepts them. siw let such a close tear
 /// down the listener itself (scripts/kpatch/*/0003).
 fn reset_flood(t: &mut Tap, peer: &str) {
@@ -276,5 +324,6 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     handshake_checks(t, peer);
     mpa_checks(t, peer);
     accepted_checks(t, peer);
+    fence_checks(t, peer);
     silent_flood(dev, t, peer);
 }
