@@ -111,7 +111,6 @@ impl Shared {
     }
 
     /// A snapshot of the live connections.
-
     pub(crate) fn conns(&self) -> Result<KVec<Arc<Conn>>> {
         let conns = self.conns.lock();
         let mut out = KVec::with_capacity(conns.len(), GFP_KERNEL)?;
