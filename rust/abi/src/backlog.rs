@@ -18,14 +18,18 @@
 //! [`REVOKE_MAX`] revokes and [`PING_MAX`] pings outstanding, and each one
 //! answered here is still outstanding for the peer; our own ping (one at
 //! most) may wait too. An answer beyond those bounds means the peer broke
-//! the protocol: [`Backlog::owe`] refuses it with `EPROTO`. Requests of
-//! ours other than pings do not wait here: their callers get `EAGAIN`.
+//! the protocol: [`Backlog::owe`] refuses it with `EPROTO`. Our revokes
+//! wait here too (at most [`REVOKE_MAX`], our own slots bound them): an
+//! exporter that cannot tell the importer its access is gone would have to
+//! end the connection. Our import requests do not wait: their callers get
+//! `EAGAIN` and may try again.
 
 use super::errno::{Errno, EAGAIN, EPROTO};
 use super::wire::{Ctrl, PING_MAX, REQ_MAX, REVOKE_MAX};
 
-/// Messages that may wait at once: the peer's bounds plus our own ping.
-pub const BACKLOG_MAX: usize = REQ_MAX + REVOKE_MAX + PING_MAX + PING_MAX;
+/// Messages that may wait at once: the peer's bounds plus our own ping
+/// and revokes.
+pub const BACKLOG_MAX: usize = REQ_MAX + REVOKE_MAX + PING_MAX + PING_MAX + REVOKE_MAX;
 
 /// The kinds of message that may wait, each with its bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,25 +42,27 @@ pub enum Kind {
     Pong,
     /// Our own ping.
     Ping,
+    /// One of our revokes.
+    Revoke,
 }
 
 impl Kind {
-    /// The kind of `m`; `None` for a request other than a ping (those
-    /// never wait).
+    /// The kind of `m`; `None` for an import request (those never wait).
     pub fn of(m: &Ctrl) -> Option<Kind> {
         match m {
             Ctrl::ImportResp { .. } => Some(Kind::ImportResp),
             Ctrl::RevokeAck { .. } => Some(Kind::RevokeAck),
             Ctrl::Pong { .. } => Some(Kind::Pong),
             Ctrl::Ping { .. } => Some(Kind::Ping),
-            Ctrl::ImportReq { .. } | Ctrl::Revoke { .. } => None,
+            Ctrl::Revoke { .. } => Some(Kind::Revoke),
+            Ctrl::ImportReq { .. } => None,
         }
     }
 
     fn bound(self) -> usize {
         match self {
             Kind::ImportResp => REQ_MAX,
-            Kind::RevokeAck => REVOKE_MAX,
+            Kind::RevokeAck | Kind::Revoke => REVOKE_MAX,
             Kind::Pong | Kind::Ping => PING_MAX,
         }
     }
@@ -213,23 +219,30 @@ mod tests {
         assert_eq!(s.owe(pong(2)), Err(EPROTO));
         s.owe(Ctrl::Ping { seq: 7 }).unwrap();
         assert_eq!(s.owe(Ctrl::Ping { seq: 8 }), Err(EPROTO));
+        for i in 0..REVOKE_MAX as u64 {
+            s.owe(revoke(i + 1)).unwrap();
+        }
+        assert_eq!(s.owe(revoke(9)), Err(EPROTO));
         assert_eq!(s.b.len(), BACKLOG_MAX);
     }
 
+    fn revoke(req_id: u64) -> Ctrl {
+        Ctrl::Revoke {
+            req_id,
+            token: 2,
+            generation: 3,
+        }
+    }
+
     #[test]
-    fn requests_never_wait() {
+    fn import_requests_never_wait() {
         let req = Ctrl::ImportReq {
             req_id: 1,
             token: 2,
             first_chunk: 0,
         };
-        let revoke = Ctrl::Revoke {
-            req_id: 1,
-            token: 2,
-            generation: 3,
-        };
         assert_eq!(Kind::of(&req), None);
-        assert_eq!(Kind::of(&revoke), None);
+        assert_eq!(Kind::of(&revoke(1)), Some(Kind::Revoke));
     }
 
     #[test]
@@ -254,10 +267,11 @@ mod tests {
 
     /// Message `k` of a random sequence: one of the kinds that may wait.
     fn answer(k: u8, id: u64) -> Ctrl {
-        match k % 4 {
+        match k % 5 {
             0 => resp(id),
             1 => Ctrl::RevokeAck { req_id: id },
             2 => pong(id),
+            3 => revoke(id),
             _ => Ctrl::Ping { seq: id },
         }
     }

@@ -199,9 +199,10 @@ fn body(bodies: &[u8], slot: usize) -> &[u8] {
     &bodies[slot * CTRL_LEN..(slot + 1) * CTRL_LEN]
 }
 
-/// Sends answer `m` (or our ping), or queues it behind those waiting for a
-/// send buffer; `EPROTO` if more would wait than the peer's bounds allow
-/// (the peer broke the protocol). Counts each message that waits.
+/// Sends answer `m` (or our ping or revoke), or queues it behind those
+/// waiting for a send buffer; `EPROTO` if more would wait than the bounds
+/// allow (for an answer, the peer broke the protocol). Counts each message
+/// that waits.
 pub(super) fn answer(g: &mut Inner, counts: &Counts, m: Ctrl) -> Result<(), Errno> {
     if g.ctrl.backlog.is_empty() {
         match send(g, &m) {
@@ -356,7 +357,9 @@ impl Conn {
             token,
             generation,
         };
-        if let Err(e) = send(g, &msg) {
+        // Waits in the backlog if every send buffer is held: the importer
+        // must hear of it, or the connection would have to end.
+        if let Err(e) = answer(g, &self.shared.ctrl, msg) {
             g.ctrl.revokes[slot] = None;
             return Err(e);
         }
