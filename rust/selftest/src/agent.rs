@@ -30,7 +30,7 @@ fn rdma(args: &[&str]) -> Result<String, String> {
     }
 }
 
-fn tool(name: &str, args: &[&str]) -> Result<(), String> {
+pub(crate) fn tool(name: &str, args: &[&str]) -> Result<(), String> {
     let out = Command::new(name)
         .args(args)
         .output()
@@ -71,11 +71,17 @@ fn set_keepalive(ms: &str, misses: &str) -> Result<(), String> {
 /// 0x0d..=0x10 of the RC transport, UDP port 4791; IPv4 without options,
 /// as rxe sends it), and nothing else.
 fn drop_read_responses() -> Result<(), String> {
+    drop_bth(&[("0x0c", "0xfc"), ("0x10", "0xff")])
+}
+
+/// Drops the RoCE packets this guest sends whose BTH opcode matches one of
+/// `opcodes` (value, mask), until the root qdisc is deleted.
+pub(crate) fn drop_bth(opcodes: &[(&str, &str)]) -> Result<(), String> {
     let qdisc = [
         "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "prio",
     ];
     tool("tc", &qdisc)?;
-    for (opcode, mask) in [("0x0c", "0xfc"), ("0x10", "0xff")] {
+    for &(opcode, mask) in opcodes {
         let filter = [
             "filter", "add", "dev", "eth0", "parent", "1:", "protocol", "ip", "prio", "1", "u32",
             "match", "u8", "17", "0xff", "at", "9", "match", "u16", "4791", "0xffff", "at", "22",

@@ -10,8 +10,14 @@
 //! 100 ms and answering at once. The answers must wait for buffers (the fdinfo count
 //! `rrdma-ctrl-backlogged` shows they did) and the connection must live:
 //! the READ then completes with the right data, and the connection keeps
-//! working. siw is not tested: its TCP retransmits a lost segment itself,
-//! without holding the queue pair.
+//! working.
+//!
+//! Then the exporter's side: this guest drops the RoCE acknowledgements it
+//! sends, so every control message the exporter sends completes only once
+//! the drop ends. Imports take the exporter's send buffers (each answer
+//! holds one), and the exporter unexports meanwhile: its revoke must wait
+//! in the backlog, not end the connection. siw is not tested: its TCP
+//! retransmits a lost segment itself, without holding the queue pair.
 
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -19,7 +25,7 @@ use std::time::{Duration, Instant};
 use rrdma::{Keepalive, Rrdma};
 
 use crate::attack::agent_cmd;
-use crate::remote::{addr, token, T};
+use crate::remote::{addr, control, peer_count, token, T};
 use crate::{ensure, Tap};
 
 /// How long the READ responses are dropped: longer than rxe's first retry
@@ -50,6 +56,25 @@ impl Drop for DropReadResponses<'_> {
     }
 }
 
+/// This guest's RoCE acknowledgements dropped while it lives.
+struct DropAcks;
+
+impl DropAcks {
+    fn new() -> Result<Self, String> {
+        // BTH opcode 0x11: RC ACKNOWLEDGE.
+        crate::agent::drop_bth(&[("0x11", "0xff")])?;
+        Ok(Self)
+    }
+}
+
+impl Drop for DropAcks {
+    fn drop(&mut self) {
+        if let Err(e) = crate::agent::tool("tc", &["qdisc", "del", "dev", "eth0", "root"]) {
+            eprintln!("stall: cannot restore this guest's link: {e}");
+        }
+    }
+}
+
 /// Imports `tok` until an import fails for lack of a send buffer
 /// (`EAGAIN`); how many succeeded.
 fn take_send_buffers(conn: &rrdma::Connection<'_>, tok: u64) -> Result<usize, String> {
@@ -72,6 +97,11 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, prov: &str) {
     t.check("stall: the exporter pings every 100 ms", set);
     let r = held_send_queue(dev, t, peer);
     t.check("stall: a held send queue does not end the connection", r);
+    let r = held_exporter_queue(dev, t, peer);
+    t.check(
+        "stall: a revoke that finds the exporter's send buffers held waits, and the connection lives",
+        r,
+    );
     t.check(
         "stall: the exporter's settings come back",
         agent_cmd(peer, "keepalive restore"),
@@ -152,6 +182,84 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
     sleep(Duration::from_secs(1));
     rw.write(&local, 1, 0, 1)
         .map_err(|e| format!("a write after the stall: {e}"))?;
+    drop(rw);
+    conn.disconnect().map_err(|e| format!("disconnect: {e}"))
+}
+
+/// The exporter's send buffers held by its unacknowledged answers, and an
+/// unexport meanwhile: the revoke waits for a buffer and is acknowledged
+/// once the acknowledgements flow again; the connection lives.
+fn held_exporter_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
+    let doomed = control(peer, "export rw").map_err(|e| e.to_string())?;
+    let doomed = u64::from_str_radix(doomed.trim_start_matches("0x"), 16)
+        .map_err(|e| format!("export: {doomed}: {e}"))?;
+    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+    let keepalive = Keepalive::Every {
+        interval: Duration::from_millis(INTERVAL_MS),
+        misses: MISSES,
+    };
+    let conn = dev
+        .connect_with(addr(peer, 7471), T, keepalive)
+        .map_err(|e| format!("connect: {e}"))?;
+    let first = conn.import(doomed, T).map_err(|e| format!("import: {e}"))?;
+    let backlogged0 = peer_count(peer, "rrdma-ctrl-backlogged")?;
+    let start = Instant::now();
+    let drop_acks = DropAcks::new()?;
+    let (imports, unexport) = std::thread::scope(|s| {
+        let lift = s.spawn(|| {
+            sleep(DROP);
+            drop(drop_acks);
+        });
+        // Each answer holds one of the exporter's send buffers until the
+        // drop ends; the import that finds none waits for its answer.
+        let importer = s.spawn(|| {
+            let mut held = Vec::new();
+            while held.len() < 40 && start.elapsed() < DROP {
+                match conn.import(doomed, T) {
+                    Ok(r) => held.push(r),
+                    // The revoke came: the token is gone.
+                    Err(e) if rrdma::errno(&e) == Some(libc::ENOENT) => break,
+                    Err(e) => return Err(format!("import {}: {e}", held.len() + 2)),
+                }
+            }
+            Ok(held.len())
+        });
+        sleep(Duration::from_millis(1500));
+        let unexport = control(peer, "unexport rw").map_err(|e| e.to_string());
+        let imports = importer
+            .join()
+            .unwrap_or_else(|_| Err("importer panicked".into()));
+        let _ = lift.join();
+        (imports, unexport)
+    });
+    let backlogged = peer_count(peer, "rrdma-ctrl-backlogged")?.saturating_sub(backlogged0);
+    println!(
+        "# stall: {:?} imports while the exporter's acknowledgements were dropped; the unexport answered {:?} after {} ms; {backlogged} of the exporter's messages waited",
+        imports,
+        unexport,
+        start.elapsed().as_millis()
+    );
+    t.check(
+        "stall: the exporter's answers waited for send buffers (its rrdma-ctrl-backlogged grew)",
+        ensure(backlogged > 0, "no message of the exporter waited"),
+    );
+    ensure(
+        unexport.as_deref() == Ok("ok"),
+        format!("unexport: {unexport:?}"),
+    )?;
+    drop(first);
+    // The connection lives: the revoked export is gone, the other works.
+    let again = conn.import(doomed, T).err().and_then(|e| rrdma::errno(&e));
+    ensure(
+        again == Some(libc::ENOENT),
+        format!("import of the revoked token: {again:?}"),
+    )?;
+    let rw = conn
+        .import(tok, T)
+        .map_err(|e| format!("import after: {e}"))?;
+    let local = dev.create_region(4096, 1).map_err(|e| e.to_string())?;
+    rw.read(&local, 0, 0, 1)
+        .map_err(|e| format!("a read after: {e}"))?;
     drop(rw);
     conn.disconnect().map_err(|e| format!("disconnect: {e}"))
 }
