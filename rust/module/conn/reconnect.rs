@@ -166,6 +166,9 @@ impl Conn {
                 e.get()
             );
         }
+        // Not `fail_with`: the state changes under the same lock as the
+        // stop, before the provider's own close of the stopped queue pair
+        // can end it first (this end is counted and logged as the fence's).
         let action = Self::advance(&mut g, Event::Disconnected);
         drop(g);
         self.cv.notify_all();

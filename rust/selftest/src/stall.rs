@@ -108,15 +108,19 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, prov: &str) {
     );
 }
 
-fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
-    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+/// A connection to the exporter pinging every `INTERVAL_MS`.
+fn connect<'a>(dev: &'a Rrdma, peer: &str) -> Result<rrdma::Connection<'a>, String> {
     let keepalive = Keepalive::Every {
         interval: Duration::from_millis(INTERVAL_MS),
         misses: MISSES,
     };
-    let conn = dev
-        .connect_with(addr(peer, 7471), T, keepalive)
-        .map_err(|e| format!("connect: {e}"))?;
+    dev.connect_with(addr(peer, 7471), T, keepalive)
+        .map_err(|e| format!("connect: {e}"))
+}
+
+fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
+    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+    let conn = connect(dev, peer)?;
     let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
     let mut local = dev.create_region(4096, 2).map_err(|e| e.to_string())?;
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
@@ -194,13 +198,7 @@ fn held_exporter_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), Strin
     let doomed = u64::from_str_radix(doomed.trim_start_matches("0x"), 16)
         .map_err(|e| format!("export: {doomed}: {e}"))?;
     let tok = token(peer, "rw").map_err(|e| e.to_string())?;
-    let keepalive = Keepalive::Every {
-        interval: Duration::from_millis(INTERVAL_MS),
-        misses: MISSES,
-    };
-    let conn = dev
-        .connect_with(addr(peer, 7471), T, keepalive)
-        .map_err(|e| format!("connect: {e}"))?;
+    let conn = connect(dev, peer)?;
     let first = conn.import(doomed, T).map_err(|e| format!("import: {e}"))?;
     let backlogged0 = peer_count(peer, "rrdma-ctrl-backlogged")?;
     let start = Instant::now();
