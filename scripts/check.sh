@@ -117,7 +117,7 @@ for k in $KERNELS; do
 	g "$k" "$VARIANT" --label "$k faults siw" --test faults --guests 2 --timeout 900 --memory 1024 \
 		--arg "siw,4,loss-10+delay-20-10-ms+corrupt-1+exporter-paused+importer-killed+rdma-link-del-exporter+rmmod-in-flight"
 	g "$k" "$VARIANT" --label "$k faults rxe" --test faults --guests 2 --timeout 900 --memory 1024 \
-		--arg "rxe,4,loss-1+duplicate-5+reorder-25+link-down+exporter-killed+rdma-link-del-importer"
+		--arg "rxe,4,loss-1+duplicate-5+reorder-25+link-down+importer-paused+exporter-killed+rdma-link-del-importer"
 done
 
 for k in $DEBUG_KERNELS; do

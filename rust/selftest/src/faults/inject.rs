@@ -5,8 +5,8 @@
 //! Network faults are netem qdiscs on both guests' eth0 (this one's with
 //! `tc`, the exporter's through its agent), so they act on both
 //! directions. A pause asks the host (scripts/guest.py, through this
-//! guest's third serial port) to stop the exporter's QEMU and continue it
-//! later. The rest are done here or through the exporter's agent and
+//! guest's third serial port) to stop a guest's QEMU, the exporter's or
+//! this one's, and continue it later. The rest are done here or through the exporter's agent and
 //! control port.
 
 use std::process::Command;
@@ -24,6 +24,9 @@ pub(crate) enum Fault {
     LinkDown,
     /// The exporter's QEMU stopped, then continued.
     Pause,
+    /// This guest's QEMU (the importer's) stopped, then continued: long
+    /// enough that the exporter's keepalive ends its connections.
+    PauseImporter,
     /// The workload (the importer) killed with SIGKILL, then restarted.
     KillImporter,
     /// `rrdma serve` killed (exit without cleanup), then restarted by the
@@ -38,7 +41,7 @@ pub(crate) enum Fault {
 }
 
 /// Every fault, in the order the suite runs them.
-pub(crate) const ALL: [Fault; 13] = [
+pub(crate) const ALL: [Fault; 14] = [
     Fault::Netem("loss 1%", "loss 1%"),
     Fault::Netem("loss 10%", "loss 10%"),
     Fault::Netem("delay 20±10 ms", "delay 20ms 10ms"),
@@ -47,6 +50,7 @@ pub(crate) const ALL: [Fault; 13] = [
     Fault::Netem("corrupt 1%", "corrupt 1%"),
     Fault::LinkDown,
     Fault::Pause,
+    Fault::PauseImporter,
     Fault::KillImporter,
     Fault::KillExporter,
     Fault::LinkDelExporter,
@@ -61,6 +65,7 @@ impl Fault {
             Fault::Netem(name, _) => name,
             Fault::LinkDown => "link down",
             Fault::Pause => "exporter paused",
+            Fault::PauseImporter => "importer paused",
             Fault::KillImporter => "importer killed",
             Fault::KillExporter => "exporter killed",
             Fault::LinkDelExporter => "rdma link del, exporter",
@@ -110,9 +115,11 @@ pub(crate) fn netem_counts() -> Option<(u64, u64)> {
     Some((pkt, dropped))
 }
 
-/// Asks the host to stop the exporter's guest for `d`.
-pub(crate) fn pause_exporter(d: Duration) -> Result<(), String> {
-    std::fs::write("/dev/ttyS2", format!("pause a {}\n", d.as_millis()))
+/// Asks the host to stop a guest (`a`, the exporter, or `b`, this one)
+/// for `d`. The host acts on it a moment later, and a paused guest's
+/// clock stops too: this guest cannot time its own pause.
+pub(crate) fn pause(guest: char, d: Duration) -> Result<(), String> {
+    std::fs::write("/dev/ttyS2", format!("pause {guest} {}\n", d.as_millis()))
         .map_err(|e| format!("/dev/ttyS2: {e}"))
 }
 
@@ -167,7 +174,8 @@ mod tests {
     fn keys_are_distinct_words() {
         let keys = ALL.map(Fault::key);
         assert_eq!(keys[2], "delay-20-10-ms");
-        assert_eq!(keys[10], "rdma-link-del-exporter");
+        assert_eq!(keys[8], "importer-paused");
+        assert_eq!(keys[11], "rdma-link-del-exporter");
         for (i, k) in keys.iter().enumerate() {
             assert!(!keys[..i].contains(k), "{k} twice");
             assert!(k.chars().all(|c| c.is_ascii_alphanumeric() || c == '-'));

@@ -9,8 +9,9 @@
 //! several connections; the fault is injected after a warm-up, lasts
 //! `SECONDS`, and is undone. The driver samples the shared record
 //! (`state.rs`) every 20 ms and measures: operations per second before,
-//! during and after; when the importer first saw an error (or, for a
-//! killed importer, when the exporter had ended its connections); how long
+//! during and after; when the importer first saw an error (for a killed
+//! importer, when the exporter had ended its connections; for a paused one,
+//! in its own clock, which stopped while it was paused); how long
 //! after the fault was undone every connection worked again; the longest
 //! time a thread went without a completed operation; the errors by errno.
 //! Then it stops the workload, reads every block back on a connection of
@@ -18,8 +19,8 @@
 //!
 //! Checks per fault: the workload ran on every connection; the fault acted
 //! (netem counted packets, and drops for a loss; the workload stalled or
-//! failed; a killed exporter came back with a new token; rmmod was
-//! refused); it was undone; every connection came back; operations failed
+//! failed; the exporter's keepalive ended a paused importer's connections;
+//! a killed exporter came back with a new token; rmmod was refused); it was undone; every connection came back; operations failed
 //! only with connection errnos; every read held its block's acknowledged
 //! write (or the write in flight at the fault); no acknowledged write was
 //! lost; the exporter ended every connection afterwards; no task is stuck
@@ -45,7 +46,7 @@ use state::{now_ns, State, ERRNOS, MAX_THREADS, NBLOCKS};
 
 use crate::attack::agent_cmd;
 use crate::keepalive::EXPORTER_MISSES;
-use crate::remote::{addr, control, token, T};
+use crate::remote::{addr, control, peer_count, token, T};
 use crate::{ensure, Tap};
 
 /// The shared record's file.
@@ -105,6 +106,16 @@ struct Timing {
     /// The keepalive interval of both sides (the importer allows 4 misses,
     /// the exporter 10).
     interval: Duration,
+}
+
+impl Timing {
+    /// How long the importer is paused: the fault's time, and at least 2 s
+    /// beyond the exporter's keepalive limit, so that the exporter ends its
+    /// connections (and with them the importer's access) while it sleeps.
+    fn importer_pause(&self) -> Duration {
+        self.fault
+            .max(self.interval * u32::from(EXPORTER_MISSES) + Duration::from_secs(2))
+    }
 }
 
 /// A snapshot of the record.
@@ -210,10 +221,12 @@ fn spawn(peer: &str, tm: &Timing) -> Result<Child, String> {
 
 /// The exporter's live connections (its `rrdma serve`'s fdinfo).
 fn exporter_live(peer: &str) -> Option<u64> {
-    let line = control(peer, "fdinfo").ok()?;
-    line.split_whitespace()
-        .find_map(|kv| kv.strip_prefix("rrdma-connections-live="))
-        .and_then(|v| v.parse().ok())
+    peer_count(peer, "rrdma-connections-live").ok()
+}
+
+/// The connections the exporter's keepalive has ended.
+fn exporter_timeouts(peer: &str) -> Option<u64> {
+    peer_count(peer, "rrdma-keepalive-timeouts").ok()
 }
 
 /// Tasks in uninterruptible sleep in two samples a second apart.
@@ -458,11 +471,13 @@ fn one(
         max_stall: 0,
     };
     let old_token = token(peer, "rw").ok();
+    let timeouts0 = exporter_timeouts(peer);
     let mut evidence: Result<(), String> = Ok(());
     let applied = match f {
         Fault::Netem(_, args) => inject::netem_on(peer, args),
         Fault::LinkDown => inject::run("ip", &["link", "set", "eth0", "down"]).map(|_| ()),
-        Fault::Pause => inject::pause_exporter(tm.fault),
+        Fault::Pause => inject::pause('a', tm.fault),
+        Fault::PauseImporter => inject::pause('b', tm.importer_pause()),
         Fault::KillImporter => child.kill().map_err(|e| e.to_string()),
         Fault::KillExporter => match control(peer, "die") {
             // The connection closes without an answer.
@@ -501,6 +516,30 @@ fn one(
                 tm.fault.as_millis()
             ),
         ));
+    } else if f == Fault::PauseImporter {
+        // This guest's clock stops while it is paused, so it cannot wait
+        // out its own pause: it waits (bounded by its own clock) until the
+        // exporter's keepalive has ended the workload's connections, which
+        // can only happen while this guest is silent. In its clock, the
+        // first error then comes that long after it was continued.
+        let want = timeouts0.map(|t| t + CONNS as u64);
+        let bound = t_fault + (tm.importer_pause() + tm.recover).as_nanos() as u64;
+        let mut asked = Instant::now();
+        let ended = mon.watch(st, bound, || {
+            if asked.elapsed() < Duration::from_millis(250) {
+                return false;
+            }
+            asked = Instant::now();
+            want.is_some() && exporter_timeouts(peer) >= want
+        });
+        evidence = ensure(
+            ended,
+            format!(
+                "the exporter's keepalive ended {:?} connections (before {timeouts0:?}), \
+                 not the workload's {CONNS}",
+                exporter_timeouts(peer)
+            ),
+        );
     } else {
         mon.watch(st, until, || false);
     }
@@ -528,6 +567,8 @@ fn one(
             sleep(Duration::from_millis(300));
             Ok(())
         }
+        // The host continued this guest: it runs.
+        Fault::PauseImporter => Ok(()),
         Fault::KillImporter => spawn(peer, tm).map(|c| child = c),
         Fault::KillExporter => inject::tokens(peer, tm.recover).and_then(|tokens| {
             ensure(
