@@ -18,8 +18,9 @@
 //!   debug kernels): exporter-side revoke and device loss under load,
 //!   refused calls, stalled user copies, concurrency, keepalive and
 //!   reconnect (`attack.rs`);
-//! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`: those two
-//!   parts alone (`keepalive.rs`, `reconnect.rs`);
+//! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`, `hostile
+//!   PEER_IP PROVIDER`: those parts alone (`keepalive.rs`, `reconnect.rs`,
+//!   `hostile/`);
 //! - `agent PORT DEV PROVIDER`: removes and re-adds DEV on request, for
 //!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
@@ -599,6 +600,13 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "hostile" => match rest {
+            [peer, prov] => hostile::checks(&dev, &mut t, peer, prov),
+            _ => {
+                eprintln!("usage: rrdma-selftest hostile PEER_IP PROVIDER");
                 return ExitCode::from(2);
             }
         },

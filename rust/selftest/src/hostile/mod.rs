@@ -4,7 +4,8 @@
 //! malformed and replayed handshakes, connection floods and guessed
 //! tokens, sent below rrdma's library.
 //!
-//! - On iWARP (siw), [`mpa`] speaks MPA over plain TCP.
+//! - On iWARP (siw), [`mpa`] speaks MPA over plain TCP, and [`iwarp`]
+//!   the RDMAP framing after it: control messages, Writes and Reads.
 //! - On RoCE (rxe), [`ucma`] sends rdma_cm connect requests with any
 //!   private data through the kernel's user CM ABI.
 //!
@@ -14,6 +15,7 @@
 //! than before. The exporter's kernel log is checked by the harness (no
 //! WARNING, no KASAN report).
 
+mod iwarp;
 mod mpa;
 mod ucma;
 

@@ -35,7 +35,7 @@ fn sock(peer: &str) -> Result<TcpStream, String> {
 }
 
 /// Closes `s` with a reset instead of a FIN (SO_LINGER 0).
-fn reset(s: TcpStream) -> Result<(), String> {
+pub(super) fn reset(s: TcpStream) -> Result<(), String> {
     let l = libc::linger {
         l_onoff: 1,
         l_linger: 0,
@@ -88,7 +88,7 @@ fn read_reply(s: &mut TcpStream) -> Result<Reply, String> {
 
 /// Waits until the peer closes `s` (EOF or reset), reading and dropping
 /// whatever it sends first.
-fn closed_by_peer(s: &mut TcpStream) -> Result<(), String> {
+pub(super) fn closed_by_peer(s: &mut TcpStream) -> Result<(), String> {
     let t0 = Instant::now();
     let mut buf = [0u8; 512];
     loop {
@@ -236,8 +236,13 @@ fn accepted_checks(t: &mut Tap, peer: &str) {
     t.check("hostile: a valid hello, then a reset", res);
 }
 
-/// An accepted handshake from this host with `nonce`, naming `replaces`.
-fn accepted(peer: &str, nonce: u64, replaces: Option<u64>) -> Result<TcpStream, String> {
+/// An accepted handshake from this host with `nonce`, naming `replaces`:
+/// the stream and the MPA reply's flags.
+pub(super) fn accepted(
+    peer: &str,
+    nonce: u64,
+    replaces: Option<u64>,
+) -> Result<(TcpStream, u8), String> {
     let h = Hello {
         version: wire::VERSION,
         ctrl_credits: wire::CTRL_RECV_MIN,
@@ -252,7 +257,7 @@ fn accepted(peer: &str, nonce: u64, replaces: Option<u64>) -> Result<TcpStream, 
     if r.flags & FLAG_REJECT != 0 {
         return Err(format!("rejected: {:02x?}", r.pd));
     }
-    Ok(s)
+    Ok((s, r.flags))
 }
 
 /// The reconnect fence, driven by hand: a hello that names a connection of
@@ -263,13 +268,13 @@ fn fence_checks(t: &mut Tap, peer: &str) {
     let old_nonce = 0x0123_4567_89ab_cdef;
     let res = (|| {
         let before = replaced()?;
-        let mut old = accepted(peer, old_nonce, None)?;
-        let wrong = accepted(peer, 2, Some(old_nonce ^ 1))?;
+        let (mut old, _) = accepted(peer, old_nonce, None)?;
+        let (wrong, _) = accepted(peer, 2, Some(old_nonce ^ 1))?;
         let after_wrong = replaced()?;
         if after_wrong != before {
             return Err(format!("a wrong nonce replaced {before} -> {after_wrong}"));
         }
-        let new = accepted(peer, 3, Some(old_nonce))?;
+        let (new, _) = accepted(peer, 3, Some(old_nonce))?;
         closed_by_peer(&mut old)?;
         let after = replaced()?;
         for s in [wrong, new] {
@@ -325,5 +330,6 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     mpa_checks(t, peer);
     accepted_checks(t, peer);
     fence_checks(t, peer);
+    super::iwarp::checks(dev, t, peer);
     silent_flood(dev, t, peer);
 }
