@@ -20,11 +20,12 @@
 //! Checks per fault: the workload ran on every connection; the fault acted
 //! (netem counted packets, and drops for a loss; the workload stalled or
 //! failed; the exporter's keepalive ended a paused importer's connections;
-//! a killed exporter came back with a new token; rmmod was refused); it was undone; every connection came back; operations failed
-//! only with connection errnos; every read held its block's acknowledged
-//! write (or the write in flight at the fault); no acknowledged write was
-//! lost; the exporter ended every connection afterwards; no task is stuck
-//! in D state. A table of the figures ends the output (`# ` lines).
+//! a killed exporter came back with a new token; rmmod was refused); it
+//! was undone; every connection came back; operations failed only with
+//! connection errnos; every read held its block's acknowledged write (or
+//! the write in flight at the fault); no acknowledged write was lost; the
+//! exporter ended every connection afterwards; no task is stuck in D
+//! state. A table of the figures ends the output (`# ` lines).
 
 mod block;
 mod inject;
