@@ -245,6 +245,39 @@ pub mod wc {
     pub const RNR_RETRY_EXC_ERR: u32 = 13;
 }
 
+/// What a work completion status means, in the words of the kernel's
+/// `ib_wc_status_msg()` (`enum ib_wc_status` order), for log lines.
+pub fn wc_status_name(status: u32) -> &'static str {
+    const NAMES: [&str; 22] = [
+        "success",
+        "local length error",
+        "local QP operation error",
+        "local EE context operation error",
+        "local protection error",
+        "WR flushed",
+        "memory bind operation error",
+        "bad response error",
+        "local access error",
+        "remote invalid request error",
+        "remote access error",
+        "remote operation error",
+        "transport retry counter exceeded",
+        "RNR retry counter exceeded",
+        "local RDD violation error",
+        "remote invalid RD request",
+        "operation aborted",
+        "invalid EE context number",
+        "invalid EE context state",
+        "fatal error",
+        "response timeout error",
+        "general error",
+    ];
+    NAMES
+        .get(status as usize)
+        .copied()
+        .unwrap_or("unrecognized status")
+}
+
 /// The errno an operation completes with, given its work completion status
 /// (`None`: success).
 pub fn wc_errno(status: u32) -> Option<Errno> {
@@ -262,6 +295,22 @@ pub fn wc_errno(status: u32) -> Option<Errno> {
 mod tests {
     use super::*;
     use crate::errno::{EOVERFLOW, ERANGE};
+
+    #[test]
+    fn wc_status_names_follow_the_enum() {
+        assert_eq!(wc_status_name(wc::SUCCESS), "success");
+        assert_eq!(wc_status_name(1), "local length error");
+        assert_eq!(wc_status_name(wc::LOC_PROT_ERR), "local protection error");
+        assert_eq!(wc_status_name(wc::WR_FLUSH_ERR), "WR flushed");
+        assert_eq!(wc_status_name(wc::REM_ACCESS_ERR), "remote access error");
+        assert_eq!(
+            wc_status_name(wc::RNR_RETRY_EXC_ERR),
+            "RNR retry counter exceeded"
+        );
+        assert_eq!(wc_status_name(21), "general error");
+        assert_eq!(wc_status_name(22), "unrecognized status");
+        assert_eq!(wc_status_name(u32::MAX), "unrecognized status");
+    }
 
     fn op(opcode: u32, local: u64, remote: u64, count: u32) -> Op {
         Op {

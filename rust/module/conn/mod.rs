@@ -492,9 +492,18 @@ impl Conn {
     /// completion status `wc_status`: the connection ends, unless it is a
     /// flush (the connection is ending already).
     pub(crate) fn wc_failed(self: &Arc<Self>, wc_status: c_int, why: &str) {
-        if let Some(e) = ops::wc_errno(wc_status as u32) {
+        let status = wc_status as u32;
+        if let Some(e) = ops::wc_errno(status) {
             if e != ECANCELED {
-                self.fail(Event::QpFatal, why, e);
+                self.fail_with(Event::QpFatal, || {
+                    pr_warn!(
+                        "connection {} closing: {}: {} (errno {})\n",
+                        self.serial,
+                        why,
+                        ops::wc_status_name(status),
+                        e.get()
+                    )
+                });
             }
         }
     }
