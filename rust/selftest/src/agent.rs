@@ -10,7 +10,9 @@
 //! and `netem off` removes it, `drop-read-responses` drops the RDMA READ
 //! responses this guest sends (RoCE) until `drop-read-responses off`,
 //! `rmmod` answers `ok` if `rmmod rrdma` is
-//! refused and the module stays, `quit` ends. Answers `ok` or `error WHY`.
+//! refused and the module stays, `counters LABEL` prints (to its output)
+//! how the device's counters moved since the last `counters`, `quit` ends.
+//! Answers `ok` or `error WHY`.
 //! Test use only, on the guests' private network.
 
 use std::io::{BufRead, BufReader, Write};
@@ -46,6 +48,39 @@ fn loaded() -> bool {
     std::fs::read_to_string("/proc/modules")
         .is_ok_and(|m| m.lines().any(|l| l.starts_with("rrdma ")))
 }
+
+/// The counters `rdma statistic` shows for `dev`'s port 1 (rxe has a
+/// set of transport counters: retries, duplicates, sequence errors; siw
+/// none), by name.
+pub(crate) fn device_counters(dev: &str) -> Vec<(String, u64)> {
+    let Ok(text) = rdma(&["statistic", "show", "link", &format!("{dev}/1")]) else {
+        return Vec::new();
+    };
+    let words: Vec<&str> = text.split_whitespace().skip(2).collect();
+    words
+        .chunks(2)
+        .filter_map(|p| Some((p.first()?.to_string(), p.get(1)?.parse().ok()?)))
+        .collect()
+}
+
+/// The counters that moved from `before` to `after`, as `name +delta`.
+pub(crate) fn counters_moved(before: &[(String, u64)], after: &[(String, u64)]) -> String {
+    let moved: Vec<String> = after
+        .iter()
+        .filter_map(|(k, v)| {
+            let was = before.iter().find(|(b, _)| b == k).map_or(0, |(_, v)| *v);
+            (*v != was).then(|| format!("{k} +{}", v.wrapping_sub(was)))
+        })
+        .collect();
+    if moved.is_empty() {
+        "-".into()
+    } else {
+        moved.join(", ")
+    }
+}
+
+/// The device's counters at the last `counters` command.
+static COUNTERS: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Vec::new());
 
 /// The keepalive parameters as the first `keepalive` command found them.
 static SAVED: std::sync::Mutex<Option<(String, String)>> = std::sync::Mutex::new(None);
@@ -144,6 +179,13 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
             Err(_) if loaded() => Ok(()),
             Err(e) => Err(format!("refused, yet not loaded: {e}")),
         },
+        cmd if cmd.starts_with("counters ") => {
+            let now = device_counters(dev);
+            let mut last = COUNTERS.lock().map_err(|e| e.to_string())?;
+            println!("agent: {} {dev}: {}", cmd, counters_moved(&last, &now));
+            *last = now;
+            Ok(())
+        }
         other => Err(format!("unknown command '{other}'")),
     }
 }
@@ -172,4 +214,21 @@ pub(crate) fn run(port: &str, dev: &str, prov: &str) -> i32 {
         let _ = writeln!(w, "{reply}");
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counters_moved;
+
+    #[test]
+    fn counters_moved_lists_what_changed() {
+        let c = |v: &[(&str, u64)]| -> Vec<(String, u64)> {
+            v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+        };
+        let before = c(&[("sent_pkts", 10), ("duplicate_request", 0)]);
+        let after = c(&[("sent_pkts", 25), ("duplicate_request", 0), ("new", 2)]);
+        assert_eq!(counters_moved(&before, &after), "sent_pkts +15, new +2");
+        assert_eq!(counters_moved(&after, &after), "-");
+        assert_eq!(counters_moved(&[], &[]), "-");
+    }
 }

@@ -45,6 +45,7 @@ use inject::{Fault, ALL};
 use rrdma::Rrdma;
 use state::{now_ns, State, ERRNOS, MAX_THREADS, NBLOCKS};
 
+use crate::agent::{counters_moved, device_counters};
 use crate::attack::agent_cmd;
 use crate::keepalive::EXPORTER_MISSES;
 use crate::remote::{addr, control, peer_count, token, T};
@@ -473,6 +474,10 @@ fn one(
     };
     let old_token = token(peer, "rw").ok();
     let timeouts0 = exporter_timeouts(peer);
+    // The devices' own counters (rxe's retries, duplicates, sequence
+    // errors), printed after the recovery: what the transport did.
+    let counters0 = device_counters(dev_name);
+    let _ = agent_cmd(peer, &format!("counters {} before", f.key()));
     let mut evidence: Result<(), String> = Ok(());
     let applied = match f {
         Fault::Netem(_, args) => inject::netem_on(peer, args),
@@ -600,6 +605,14 @@ fn one(
     );
     sleep(Duration::from_secs(1));
     let s2 = snap(st);
+    let counters1 = device_counters(dev_name);
+    if !counters1.is_empty() {
+        println!(
+            "# counters, {name}: importer's {dev_name}: {}",
+            counters_moved(&counters0, &counters1)
+        );
+    }
+    let _ = agent_cmd(peer, &format!("counters {} fault and recovery", f.key()));
     row.after = rate(s2.ok - s1.ok, t_heal, s2.at);
     row.noticed = mon.first_error.map(ms);
     row.stall = ms(mon.max_stall);
