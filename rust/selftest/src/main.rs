@@ -603,6 +603,13 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
+        "stall" => match rest {
+            [peer, prov] => stall::checks(&dev, &mut t, peer, prov),
+            _ => {
+                eprintln!("usage: rrdma-selftest stall PEER_IP PROVIDER");
+                return ExitCode::from(2);
+            }
+        },
         "hostile" => match rest {
             [peer, prov] => hostile::checks(&dev, &mut t, peer, prov),
             _ => {

@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! A send queue held up by a retransmission (part of `attack`, rxe only):
-//! the exporter's guest drops every RDMA READ response it sends for three
-//! seconds (a `tc` filter on RoCE's BTH opcode), so the importer's READ
-//! waits out the transport's retry timer, and every control message the
-//! importer sends after it completes only after the READ does. The
+//! A send queue held up by a retransmission (part of `attack`, rxe only).
+//!
+//! First, what a lost retry costs: READ responses dropped for 1.5 s, so
+//! that rxe's first retry is lost too, with pings every second; the READ
+//! must complete with the right data, and the time it took is printed.
+//!
+//! Then the exporter's guest drops every RDMA READ response it sends for
+//! three seconds (a `tc` filter on RoCE's BTH opcode), so the importer's
+//! READ waits out the transport's retry timer, and every control message
+//! the importer sends after it completes only after the READ does. The
 //! importer imports until an import fails with `EAGAIN` (its 32 send
 //! buffers are all held), while both sides go on pinging each other every
-//! 100 ms and answering at once. The answers must wait for buffers (the fdinfo count
-//! `rrdma-ctrl-backlogged` shows they did) and the connection must live:
-//! the READ then completes with the right data, and the connection keeps
-//! working.
+//! 100 ms and answering at once. The answers must wait for buffers (the
+//! fdinfo count `rrdma-ctrl-backlogged` shows they did) and the connection
+//! must live: the READ then completes with the right data, and the
+//! connection keeps working.
 //!
 //! Then the exporter's side: this guest drops the RoCE acknowledgements it
 //! sends, so every control message the exporter sends completes only once
@@ -93,6 +98,11 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, prov: &str) {
     if prov != "rxe" {
         return;
     }
+    let r = lost_retry(dev, peer);
+    t.check(
+        "stall: a READ whose retry was lost too completes with the right data",
+        r,
+    );
     let set = agent_cmd(peer, &format!("keepalive {INTERVAL_MS} {MISSES}"));
     t.check("stall: the exporter pings every 100 ms", set);
     let r = held_send_queue(dev, t, peer);
@@ -186,6 +196,63 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
     sleep(Duration::from_secs(1));
     rw.write(&local, 1, 0, 1)
         .map_err(|e| format!("a write after the stall: {e}"))?;
+    drop(rw);
+    conn.disconnect().map_err(|e| format!("disconnect: {e}"))
+}
+
+/// A READ whose responses, the first retry's included, are lost for
+/// 1.5 s, while keepalive traffic flows every second: it must complete
+/// with the right data. What it costs is printed: rxe retries a READ once
+/// when a later acknowledgement shows its response lost, then only when
+/// its retransmit timer (2.1 s) fires, and every acknowledgement that
+/// arrives pushes that timer back. The pings and pongs on the same queue
+/// pair keep it from firing until all 32 control send buffers are held
+/// behind the READ (about 16 s at two messages a second) and the traffic
+/// stops.
+fn lost_retry(dev: &Rrdma, peer: &str) -> Result<(), String> {
+    agent_cmd(peer, "keepalive 1000 100")?;
+    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+    let keepalive = Keepalive::Every {
+        interval: Duration::from_millis(1000),
+        misses: 100,
+    };
+    let conn = dev
+        .connect_with(addr(peer, 7471), T, keepalive)
+        .map_err(|e| format!("connect: {e}"))?;
+    let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
+    let mut local = dev.create_region(4096, 2).map_err(|e| e.to_string())?;
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 11 + 5) as u8).collect();
+    local.as_mut_slice()[..4096].copy_from_slice(&pattern);
+    local.as_mut_slice()[4096..].fill(0);
+    rw.write(&local, 0, 0, 1)
+        .map_err(|e| format!("write: {e}"))?;
+    let backlogged0 = dev.fdinfo_value("rrdma-ctrl-backlogged").unwrap_or(0);
+    let c0 = crate::agent::device_counters("rxe0");
+    let start = Instant::now();
+    let stall = DropReadResponses::new(peer)?;
+    let read = std::thread::scope(|s| {
+        s.spawn(|| {
+            sleep(Duration::from_millis(1500));
+            drop(stall);
+        });
+        rw.read(&local, 1, 0, 1)
+    });
+    let took = start.elapsed();
+    let backlogged = dev
+        .fdinfo_value("rrdma-ctrl-backlogged")
+        .unwrap_or(0)
+        .saturating_sub(backlogged0);
+    println!(
+        "# stall: READ responses dropped for 1500 ms, pings every 1 s: the READ took {} ms; \
+         {backlogged} control messages waited; importer's rxe0: {}",
+        took.as_millis(),
+        crate::agent::counters_moved(&c0, &crate::agent::device_counters("rxe0"))
+    );
+    read.map_err(|e| format!("the READ failed after {} ms: {e}", took.as_millis()))?;
+    ensure(
+        local.as_slice()[4096..] == pattern[..],
+        "the READ completed with other data",
+    )?;
     drop(rw);
     conn.disconnect().map_err(|e| format!("disconnect: {e}"))
 }
