@@ -4,9 +4,13 @@
 # agent that removes and re-adds its RDMA device on request; guest b runs
 # `rrdma-selftest attack`: exporter-side revoke and device loss under load,
 # refused calls, stalled user copies, concurrency, restricted exports.
+# "PROVIDER,hostile" or "PROVIDER,stall" runs that part alone.
 . ./lib.sh
 
-prov=$RRDMA_ARG
+IFS=, read -r prov part <<EOA
+$RRDMA_ARG
+EOA
+part=${part:-attack}
 dev=${prov}0
 
 wire_up "$prov" "$dev"
@@ -25,7 +29,10 @@ else
 	wait_peer
 	wait_tokens
 	quick=$(quick_on_debug)
-	tap "attack $prov" rrdma-selftest attack $RRDMA_PEER $RRDMA_SELF $prov $quick
+	case $part in
+	attack) tap "attack $prov" rrdma-selftest attack $RRDMA_PEER $RRDMA_SELF $prov $quick ;;
+	*) tap "$part $prov" rrdma-selftest $part $RRDMA_PEER $prov ;;
+	esac
 	echo quit | nc $RRDMA_PEER 7470 >/dev/null
 fi
 

@@ -19,8 +19,10 @@
 //!   refused calls, stalled user copies, concurrency, keepalive and
 //!   reconnect (`attack.rs`);
 //! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`, `hostile
-//!   PEER_IP PROVIDER`: those parts alone (`keepalive.rs`, `reconnect.rs`,
-//!   `hostile/`);
+//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`: those parts alone
+//!   (`keepalive.rs`, `reconnect.rs`, `hostile/`, `stall.rs`; the last two
+//!   with tests/guest/attack.sh's argument `PROVIDER,hostile` or
+//!   `PROVIDER,stall`);
 //! - `agent PORT DEV PROVIDER`: removes and re-adds DEV on request, for
 //!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
