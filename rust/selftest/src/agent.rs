@@ -63,8 +63,14 @@ pub(crate) fn device_counters(dev: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// The counters that moved from `before` to `after`, as `name +delta`.
+/// The counters that moved from `before` to `after`, as `name +delta`. A
+/// counter that went down means the device was removed and added again
+/// (`rdma link del`/`add`): then every count is since it came back.
 pub(crate) fn counters_moved(before: &[(String, u64)], after: &[(String, u64)]) -> String {
+    let reset = after
+        .iter()
+        .any(|(k, v)| before.iter().any(|(b, was)| b == k && was > v));
+    let before = if reset { &[][..] } else { before };
     let moved: Vec<String> = after
         .iter()
         .filter_map(|(k, v)| {
@@ -72,10 +78,15 @@ pub(crate) fn counters_moved(before: &[(String, u64)], after: &[(String, u64)]) 
             (*v != was).then(|| format!("{k} +{}", v.wrapping_sub(was)))
         })
         .collect();
-    if moved.is_empty() {
+    let moved = if moved.is_empty() {
         "-".into()
     } else {
         moved.join(", ")
+    };
+    if reset {
+        format!("(device added again) {moved}")
+    } else {
+        moved
     }
 }
 
@@ -230,5 +241,11 @@ mod tests {
         assert_eq!(counters_moved(&before, &after), "sent_pkts +15, new +2");
         assert_eq!(counters_moved(&after, &after), "-");
         assert_eq!(counters_moved(&[], &[]), "-");
+        // The device came back: counts since then.
+        let again = c(&[("sent_pkts", 4), ("duplicate_request", 0)]);
+        assert_eq!(
+            counters_moved(&after, &again),
+            "(device added again) sent_pkts +4"
+        );
     }
 }
