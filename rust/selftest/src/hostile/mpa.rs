@@ -9,7 +9,7 @@
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::Errno;
 use rrdma::abi::wire::{self, Hello};
@@ -22,6 +22,9 @@ use crate::Tap;
 
 const KEY_REQ: &[u8; 16] = b"MPA ID Req Frame";
 const KEY_REP: &[u8; 16] = b"MPA ID Rep Frame";
+/// How long siw's MPA request timer (10 s) may take to close a silent
+/// connection.
+const MPA_TIMER_WAIT: Duration = Duration::from_secs(60);
 /// MPA header flags (the high byte of the 16-bit field after the key).
 const FLAG_MARKERS: u8 = 0x80;
 const FLAG_REJECT: u8 = 0x20;
@@ -179,6 +182,10 @@ fn mpa_checks(t: &mut Tap, peer: &str) {
     t.check("hostile: MPA markers (unsupported): rejected", res);
     let res = (|| {
         let mut s = sock(peer)?;
+        // siw's MPA timer is 10 s; on a debug kernel under TCG it has
+        // fired more than 20 s after the connection (make check, once).
+        s.set_read_timeout(Some(MPA_TIMER_WAIT))
+            .map_err(|e| e.to_string())?;
         // Half a header, then silence: siw's MPA timer must end it.
         s.write_all(&request(0, 1, &hello())[..9])
             .map_err(|e| e.to_string())?;
