@@ -118,26 +118,42 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, prov: &str) {
     );
 }
 
-/// A connection to the exporter pinging every `INTERVAL_MS`.
-fn connect<'a>(dev: &'a Rrdma, peer: &str) -> Result<rrdma::Connection<'a>, String> {
+/// A connection to the exporter pinging every `interval_ms`.
+fn connect<'a>(
+    dev: &'a Rrdma,
+    peer: &str,
+    interval_ms: u64,
+) -> Result<rrdma::Connection<'a>, String> {
     let keepalive = Keepalive::Every {
-        interval: Duration::from_millis(INTERVAL_MS),
+        interval: Duration::from_millis(interval_ms),
         misses: MISSES,
     };
     dev.connect_with(addr(peer, 7471), T, keepalive)
         .map_err(|e| format!("connect: {e}"))
 }
 
-fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
-    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
-    let conn = connect(dev, peer)?;
-    let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
+/// A two-block local region whose first block holds a pattern (from
+/// `seed`) written to remote block 0, and whose second block is zeroed
+/// for reading it back: the region and the pattern.
+fn written_block<'a>(
+    dev: &'a Rrdma,
+    rw: &rrdma::RemoteRegion<'_>,
+    seed: u32,
+) -> Result<(rrdma::Region<'a>, Vec<u8>), String> {
     let mut local = dev.create_region(4096, 2).map_err(|e| e.to_string())?;
-    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 13) as u8).collect();
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * seed + 13) as u8).collect();
     local.as_mut_slice()[..4096].copy_from_slice(&pattern);
     local.as_mut_slice()[4096..].fill(0);
     rw.write(&local, 0, 0, 1)
         .map_err(|e| format!("write: {e}"))?;
+    Ok((local, pattern))
+}
+
+fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
+    let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+    let conn = connect(dev, peer, INTERVAL_MS)?;
+    let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
+    let (local, pattern) = written_block(dev, &rw, 7)?;
     let backlogged0 = dev.fdinfo_value("rrdma-ctrl-backlogged").unwrap_or(0);
 
     let start = Instant::now();
@@ -210,22 +226,11 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
 /// behind the READ (about 16 s at two messages a second) and the traffic
 /// stops.
 fn lost_retry(dev: &Rrdma, peer: &str) -> Result<(), String> {
-    agent_cmd(peer, "keepalive 1000 100")?;
+    agent_cmd(peer, &format!("keepalive 1000 {MISSES}"))?;
     let tok = token(peer, "rw").map_err(|e| e.to_string())?;
-    let keepalive = Keepalive::Every {
-        interval: Duration::from_millis(1000),
-        misses: 100,
-    };
-    let conn = dev
-        .connect_with(addr(peer, 7471), T, keepalive)
-        .map_err(|e| format!("connect: {e}"))?;
+    let conn = connect(dev, peer, 1000)?;
     let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
-    let mut local = dev.create_region(4096, 2).map_err(|e| e.to_string())?;
-    let pattern: Vec<u8> = (0..4096u32).map(|i| (i * 11 + 5) as u8).collect();
-    local.as_mut_slice()[..4096].copy_from_slice(&pattern);
-    local.as_mut_slice()[4096..].fill(0);
-    rw.write(&local, 0, 0, 1)
-        .map_err(|e| format!("write: {e}"))?;
+    let (local, pattern) = written_block(dev, &rw, 11)?;
     let backlogged0 = dev.fdinfo_value("rrdma-ctrl-backlogged").unwrap_or(0);
     let c0 = crate::agent::device_counters("rxe0");
     let start = Instant::now();
@@ -265,7 +270,7 @@ fn held_exporter_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), Strin
     let doomed = u64::from_str_radix(doomed.trim_start_matches("0x"), 16)
         .map_err(|e| format!("export: {doomed}: {e}"))?;
     let tok = token(peer, "rw").map_err(|e| e.to_string())?;
-    let conn = connect(dev, peer)?;
+    let conn = connect(dev, peer, INTERVAL_MS)?;
     let first = conn.import(doomed, T).map_err(|e| format!("import: {e}"))?;
     let backlogged0 = peer_count(peer, "rrdma-ctrl-backlogged")?;
     let start = Instant::now();

@@ -288,7 +288,7 @@ fn closing_checks(t: &mut Tap, peer: &str) {
             },
         ),
         ("an empty Send", Vec::new()),
-        ("a wrong magic", edit(0, b"XXXX")),
+        ("a wrong magic", edit(0, b"RRDX")),
         (
             "a newer protocol version",
             edit(4, &(wire::VERSION + 1).to_le_bytes()),
