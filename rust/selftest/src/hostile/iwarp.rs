@@ -13,7 +13,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
 
 use rrdma::abi::errno::{EINVAL, ENOENT};
 use rrdma::abi::wire::{self, Ctrl, Grant, CTRL_LEN};
@@ -67,20 +66,14 @@ impl Stream {
         if flags & MPA_FLAG_CRC != 0 {
             return Err("the exporter asks for MPA CRC (siw mpa_crc_required)".into());
         }
-        let mut st = Stream {
+        // Nothing waits for the exporter to finish its accept: what is
+        // sent the moment the MPA reply arrives must be received too (the
+        // test kernels' siw patch scripts/kpatch/*/0002).
+        Ok(Stream {
             s,
             send_msn: 0,
             read_msn: 0,
-        };
-        // Let the exporter finish its accept before anything arrives: the
-        // test kernels' siw patch that receives data arriving during the
-        // accept (scripts/kpatch/*/0002) runs the receive path without the
-        // socket lock, and a 1024-byte Send that raced with it crashed siw
-        // on debug 6.12 (KASAN, siw_check_sge). Until that patch is fixed,
-        // a ping answered first shows the queue pair took the socket.
-        std::thread::sleep(Duration::from_millis(300));
-        st.alive(u64::MAX)?;
-        Ok(st)
+        })
     }
 
     fn write(&mut self, frame: &[u8]) -> Result<(), String> {
@@ -224,7 +217,7 @@ fn on_stream(
 /// Well-formed control messages: answered, and the connection lives.
 fn answered_checks(t: &mut Tap, peer: &str) {
     t.check(
-        "hostile iWARP: after the handshake, a ping is answered with its pong",
+        "hostile iWARP: a ping sent the moment the MPA reply arrives is answered with its pong",
         on_stream(peer, 0x1001, |st| st.alive(0x5151)),
     );
     t.check(
@@ -325,6 +318,22 @@ fn closing_checks(t: &mut Tap, peer: &str) {
         })();
         t.check(&format!("hostile iWARP: {what}: connection closed"), res);
     }
+    // The Send that once crashed the test kernels' siw (its receive path
+    // raced the accept's, scripts/kpatch/*/0002), on 20 fresh connections.
+    let res = (|| {
+        let mut m = ping.to_vec();
+        m.resize(2 * CTRL_LEN, 0);
+        for i in 0..20u64 {
+            let mut st = Stream::open(peer, 0x2080 + i)?;
+            st.send(&m).map_err(|e| format!("connection {i}: {e}"))?;
+            st.closed().map_err(|e| format!("connection {i}: {e}"))?;
+        }
+        Ok(())
+    })();
+    t.check(
+        "hostile iWARP: 20 times a 1024-byte Send the moment the MPA reply arrives: closed each time",
+        res,
+    );
     let res = (|| {
         let mut st = Stream::open(peer, 0x2100)?;
         st.alive(1)?;
