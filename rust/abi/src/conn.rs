@@ -97,6 +97,12 @@ pub enum Event {
     /// A work completion failed, a control message was malformed, or the
     /// peer broke the protocol.
     QpFatal,
+    /// A work request completed flushed: the provider moved the queue pair
+    /// to the error state (rxe on a fatal responder error, the CM on a
+    /// disconnect request) before anything else said so. Ends a connected
+    /// connection at once; in any other state it is the teardown's own
+    /// flush, or a failure the CM reports with its own reason.
+    Flushed,
     /// Userspace asked to disconnect, closed the file, or gave up waiting.
     UserClose,
     /// The teardown finished.
@@ -182,6 +188,7 @@ pub fn step_with(state: State, event: Event, retry: bool) -> (State, Action) {
         (S::Connected, E::UserClose) => close(),
         (S::Connected, E::Disconnected) => fail(ECONNRESET),
         (S::Connected, E::QpFatal) => fail(ECONNABORTED),
+        (S::Connected, E::Flushed) => fail(ECONNRESET),
         (S::Connected, E::DeviceRemoval) => fail(ENODEV),
         (S::Connected, E::Timeout) => fail(ETIMEDOUT),
         (S::Connected, _) => (state, Action::None),
@@ -392,6 +399,7 @@ mod tests {
         for (event, errno) in [
             (Event::Disconnected, Some(ECONNRESET)),
             (Event::QpFatal, Some(ECONNABORTED)),
+            (Event::Flushed, Some(ECONNRESET)),
             (Event::DeviceRemoval, Some(ENODEV)),
             (Event::Timeout, Some(ETIMEDOUT)),
             (Event::UserClose, None),
@@ -408,6 +416,35 @@ mod tests {
                 "{event:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_flush_ends_only_a_connected_connection() {
+        // Before establishment the CM reports the failure with its own
+        // reason (a reject's errno); while closing it is the teardown's.
+        for s in [
+            State::Resolving,
+            State::RoutePending,
+            State::Connecting,
+            State::Accepting,
+            State::Closing {
+                error: None,
+                retry: false,
+            },
+            State::Closing {
+                error: Some(ETIMEDOUT),
+                retry: true,
+            },
+            State::Closed { error: None },
+        ] {
+            assert_eq!(step(s, Event::Flushed), (s, Action::None), "{s:?}");
+        }
+        // New operations then fail at once instead of being posted to the
+        // failed queue pair and flushed too.
+        let (s, _) = step_with(State::Connected, Event::Flushed, true);
+        assert_eq!(s.errno(true), EAGAIN);
+        let (s, _) = step(State::Connected, Event::Flushed);
+        assert_eq!(s.errno(true), ECONNRESET);
     }
 
     #[test]
@@ -535,6 +572,7 @@ mod tests {
         for (event, errno) in [
             (Event::Disconnected, ECONNRESET),
             (Event::QpFatal, ECONNABORTED),
+            (Event::Flushed, ECONNRESET),
             (Event::DeviceRemoval, ENODEV),
             (Event::Timeout, ETIMEDOUT),
         ] {
@@ -614,6 +652,7 @@ mod tests {
             Event::Disconnected,
             Event::DeviceRemoval,
             Event::QpFatal,
+            Event::Flushed,
             Event::Timeout,
             Event::Established,
             Event::TornDown,

@@ -377,6 +377,7 @@ mod conn_machine {
             Just(Event::DeviceRemoval),
             Just(Event::Timeout),
             Just(Event::QpFatal),
+            Just(Event::Flushed),
             Just(Event::UserClose),
             Just(Event::TornDown),
             Just(Event::Retry),

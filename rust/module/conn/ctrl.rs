@@ -464,7 +464,7 @@ impl Conn {
     /// the oldest message waiting in the backlog.
     pub(crate) fn ctrl_sent(self: &Arc<Self>, wc_status: c_int) {
         if wc_status != 0 {
-            return self.wc_failed(wc_status, "a control message could not be sent");
+            return self.wc_failed(wc_status, super::Wr::ControlSend);
         }
         let mut g = self.inner.lock();
         if g.ctrl.backlog.is_empty() {

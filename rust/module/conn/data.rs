@@ -451,7 +451,9 @@ impl Conn {
         drop(prune);
         self.cv.notify_all();
         if let Some(e) = errno {
-            if wc_status != ops::wc::WR_FLUSH_ERR {
+            if wc_status == ops::wc::WR_FLUSH_ERR {
+                self.flushed(super::Wr::Operation);
+            } else {
                 self.fail(Event::QpFatal, "an operation failed", e);
             }
         }

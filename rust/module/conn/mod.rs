@@ -61,7 +61,7 @@ use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use crate::abi::Result;
 use crate::abi::{
     conn::{step_with, Action, Event, State},
-    errno::{Errno, ECANCELED, EINTR, ENOTCONN, ETIMEDOUT},
+    errno::{Errno, ECANCELED, ECONNRESET, EINTR, ENOTCONN, ETIMEDOUT},
     keepalive::Settings,
     ops,
     wire::{self, Hello},
@@ -86,6 +86,30 @@ pub(crate) use data::{Posted, SQ_DEPTH};
 pub(crate) use imports::Import;
 pub(crate) use keepalive::Counts as KeepaliveCounts;
 pub(crate) use reconnect::Counts as ReconnectCounts;
+
+/// The kind of a work request whose completion failed, for the log line.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wr {
+    /// A posted control-message receive.
+    Receive,
+    /// A control message's send.
+    ControlSend,
+    /// A registration (an export's grant or a data-path chunk).
+    Registration,
+    /// A data operation.
+    Operation,
+}
+
+impl Wr {
+    fn name(self) -> &'static str {
+        match self {
+            Wr::Receive => "a receive",
+            Wr::ControlSend => "a control message's send",
+            Wr::Registration => "a registration",
+            Wr::Operation => "an operation",
+        }
+    }
+}
 
 /// Export registrations that may be in flight on one connection.
 const GRANT_REG_DEPTH: u32 = 128;
@@ -488,24 +512,50 @@ impl Conn {
         true
     }
 
-    /// A receive, a registration or a control send failed with work
-    /// completion status `wc_status`: the connection ends, unless it is a
-    /// flush (the connection is ending already).
-    pub(crate) fn wc_failed(self: &Arc<Self>, wc_status: c_int, why: &str) {
+    /// A work request of kind `wr` failed with work completion status
+    /// `wc_status`: the connection ends. A flush ends it only while it is
+    /// still connected (see [`Self::flushed`]).
+    pub(crate) fn wc_failed(self: &Arc<Self>, wc_status: c_int, wr: Wr) {
         let status = wc_status as u32;
-        if let Some(e) = ops::wc_errno(status) {
-            if e != ECANCELED {
+        match ops::wc_errno(status) {
+            Some(e) if e == ECANCELED => self.flushed(wr),
+            Some(e) => {
                 self.fail_with(Event::QpFatal, || {
                     pr_warn!(
-                        "connection {} closing: {}: {} (errno {})\n",
+                        "connection {} closing: {} failed: {} (errno {})\n",
                         self.serial,
-                        why,
+                        wr.name(),
                         ops::wc_status_name(status),
                         e.get()
                     )
                 });
             }
+            None => {}
         }
+    }
+
+    /// A work request of kind `wr` completed flushed. While the connection
+    /// is up, the provider moved its queue pair to the error state before
+    /// a failed completion or a CM event said so (rxe reports a failure
+    /// its requester finds only as flushes; a peer's disconnect flushes
+    /// before its CM event arrives): end it now, so that new operations
+    /// get `EAGAIN` or the close errno instead of being posted and flushed
+    /// in turn until keepalive notices. In any other state it is the
+    /// teardown's flush. A flushed receive is not logged: a peer that
+    /// disconnects flushes the posted receives, and a disconnect is not
+    /// an error.
+    pub(crate) fn flushed(self: &Arc<Self>, wr: Wr) {
+        self.fail_with(Event::Flushed, || {
+            if wr != Wr::Receive {
+                pr_warn!(
+                    "connection {} closing: {} was flushed: its queue pair is in the \
+                     error state (errno {})\n",
+                    self.serial,
+                    wr.name(),
+                    ECONNRESET.get()
+                )
+            }
+        });
     }
 
     /// Ends the connection because of `ev` and returns once it is torn

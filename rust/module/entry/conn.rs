@@ -79,7 +79,8 @@ unsafe extern "C" fn rrdma_rust_conn_timer(ctx: *mut c_void) {
     this.timer_tick();
 }
 
-/// A receive or unsignaled request failed on a connection's queue pair.
+/// A control-message receive failed (or was flushed) on a connection's
+/// queue pair, or could not be posted again.
 ///
 /// # Safety
 ///
@@ -88,7 +89,7 @@ unsafe extern "C" fn rrdma_rust_conn_timer(ctx: *mut c_void) {
 unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Kind::Completion) };
-    this.wc_failed(wc_status, "a receive or registration failed");
+    this.wc_failed(wc_status, crate::conn::Wr::Receive);
 }
 
 /// A grant's registration work request completed.
