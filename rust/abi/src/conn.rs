@@ -98,8 +98,8 @@ pub enum Event {
     /// peer broke the protocol.
     QpFatal,
     /// A work request completed flushed: the provider moved the queue pair
-    /// to the error state (rxe on a fatal responder error, the CM on a
-    /// disconnect request) before anything else said so. Ends a connected
+    /// to the error state (rxe on a failure its requester found, the CM on
+    /// the peer's disconnect request) before anything else said so. Ends a connected
     /// connection at once; in any other state it is the teardown's own
     /// flush, or a failure the CM reports with its own reason.
     Flushed,

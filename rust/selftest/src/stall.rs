@@ -237,13 +237,12 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
 
 /// A READ whose responses, the first retry's included, are lost for
 /// 1.5 s, while keepalive traffic flows every second: it must complete
-/// with the right data. What it costs is printed: rxe retries a READ once
+/// with the right data; returns how long it took. rxe retries a READ once
 /// when a later acknowledgement shows its response lost, then only when
-/// its retransmit timer (2.1 s) fires, and every acknowledgement that
-/// arrives pushes that timer back. The pings and pongs on the same queue
-/// pair keep it from firing until all 32 control send buffers are held
-/// behind the READ (about 16 s at two messages a second) and the traffic
-/// stops.
+/// its retransmit timer (2.1 s) fires. A stock rxe pushes that timer back
+/// with every acknowledgement that arrives, so the pings and pongs on the
+/// same queue pair kept it from firing until all 32 control send buffers
+/// were held behind the READ (about 16 s at two messages a second).
 fn lost_retry(dev: &Rrdma, peer: &str) -> Result<Duration, String> {
     agent_cmd(peer, &format!("keepalive 1000 {MISSES}"))?;
     let tok = token(peer, "rw").map_err(|e| e.to_string())?;
