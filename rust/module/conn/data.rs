@@ -17,6 +17,7 @@
 //! twice) finds nothing. What the provider never completes, the teardown
 //! completes, once, after the queue pair is destroyed.
 
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
@@ -450,12 +451,8 @@ impl Conn {
         };
         drop(prune);
         self.cv.notify_all();
-        if let Some(e) = errno {
-            if wc_status == ops::wc::WR_FLUSH_ERR {
-                self.flushed(super::Wr::Operation);
-            } else {
-                self.fail(Event::QpFatal, "an operation failed", e);
-            }
+        if errno.is_some() {
+            self.wc_failed(wc_status as c_int, super::Wr::Operation);
         }
         let status = errno.map_or(0, Errno::to_errno);
         match &op.sync {

@@ -500,14 +500,23 @@ impl Conn {
     /// As [`Self::fail`], with the ratelimited log line `log` prints.
     /// Returns whether this ended the connection (it had not ended yet).
     fn fail_with(self: &Arc<Self>, ev: Event, log: impl FnOnce()) -> bool {
+        self.end(ev, || {
+            if crate::ffi::ratelimit() {
+                log();
+            }
+        })
+    }
+
+    /// Ends the connection because of `ev` unless it has ended already:
+    /// runs `before` (a log line), then schedules the teardown. Returns
+    /// whether this ended it.
+    fn end(self: &Arc<Self>, ev: Event, before: impl FnOnce()) -> bool {
         let action = Self::advance(&mut self.inner.lock(), ev);
         self.cv.notify_all();
         if action != Action::Teardown {
             return false;
         }
-        if crate::ffi::ratelimit() {
-            log();
-        }
+        before();
         self.schedule_teardown();
         true
     }
@@ -545,16 +554,19 @@ impl Conn {
     /// disconnects flushes the posted receives, and a disconnect is not
     /// an error.
     pub(crate) fn flushed(self: &Arc<Self>, wr: Wr) {
+        if wr == Wr::Receive {
+            // Not even a ratelimit token: a disconnect is not an error.
+            self.end(Event::Flushed, || {});
+            return;
+        }
         self.fail_with(Event::Flushed, || {
-            if wr != Wr::Receive {
-                pr_warn!(
-                    "connection {} closing: {} was flushed: its queue pair is in the \
-                     error state (errno {})\n",
-                    self.serial,
-                    wr.name(),
-                    ECONNRESET.get()
-                )
-            }
+            pr_warn!(
+                "connection {} closing: {} was flushed: its queue pair is in the \
+                 error state (errno {})\n",
+                self.serial,
+                wr.name(),
+                ECONNRESET.get()
+            )
         });
     }
 

@@ -270,15 +270,16 @@ fn closing_checks(t: &mut Tap, peer: &str) {
     }
     .encode(wire::VERSION);
     req[7] = 1;
+    let oversized = {
+        let mut m = ping.to_vec();
+        m.resize(2 * CTRL_LEN, 0);
+        m
+    };
     let messages: [(&str, Vec<u8>); 10] = [
         ("a control message of 100 bytes", ping[..100].to_vec()),
         (
             "a control message of 1024 bytes (beyond the receive buffer)",
-            {
-                let mut m = ping.to_vec();
-                m.resize(2 * CTRL_LEN, 0);
-                m
-            },
+            oversized.clone(),
         ),
         ("an empty Send", Vec::new()),
         ("a wrong magic", edit(0, b"RRDX")),
@@ -321,11 +322,10 @@ fn closing_checks(t: &mut Tap, peer: &str) {
     // The Send that once crashed the test kernels' siw (its receive path
     // raced the accept's, scripts/kpatch/*/0002), on 20 fresh connections.
     let res = (|| {
-        let mut m = ping.to_vec();
-        m.resize(2 * CTRL_LEN, 0);
         for i in 0..20u64 {
             let mut st = Stream::open(peer, 0x2080 + i)?;
-            st.send(&m).map_err(|e| format!("connection {i}: {e}"))?;
+            st.send(&oversized)
+                .map_err(|e| format!("connection {i}: {e}"))?;
             st.closed().map_err(|e| format!("connection {i}: {e}"))?;
         }
         Ok(())
