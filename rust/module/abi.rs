@@ -28,6 +28,8 @@ pub(crate) mod info;
 pub(crate) mod ioctl;
 #[path = "../abi/src/keepalive.rs"]
 pub(crate) mod keepalive;
+#[path = "../abi/src/limits.rs"]
+pub(crate) mod limits;
 #[path = "../abi/src/ops.rs"]
 pub(crate) mod ops;
 #[path = "../abi/src/reconnect.rs"]

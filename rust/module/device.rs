@@ -13,14 +13,15 @@
 //! The `ib_client` callbacks themselves are in `entry/device.rs`.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
+use crate::abi::errno::{Errno, ENOMEM};
 use crate::abi::Result;
 use crate::conn::Conn;
-use crate::ffi::{self, DeviceAttr, IbDevice};
+use crate::ffi::{self, warn_user, DeviceAttr, DeviceLimits, IbDevice};
 use crate::release::{Release, ReleaseGuard};
 
 /// rrdma's view of one RDMA device.
@@ -29,6 +30,10 @@ pub(crate) struct DeviceCtx {
     dev: NonNull<IbDevice>,
     /// Whether the device does fast registration (else unused).
     frwr: bool,
+    /// The device's limits, clamped by the module's `limit_*` parameters.
+    limits: DeviceLimits,
+    /// Registrations rrdma holds on the device (at most `limits.max_mr`).
+    mrs: AtomicU32,
     removing: AtomicBool,
     /// Connections using the device: `remove` destroys them (the removal
     /// notifiers of xprtrdma), which drops their references. Lock order:
@@ -57,10 +62,13 @@ impl DeviceCtx {
                 attr.name_str()
             );
         }
+        let limits = query_limits(dev);
         Arc::pin_init(
             pin_init!(Self {
                 dev,
                 frwr,
+                limits,
+                mrs: AtomicU32::new(0),
                 removing: AtomicBool::new(false),
                 conns <- new_mutex!(KVec::new(), "DeviceCtx::conns"),
                 release: ReleaseGuard::new(release),
@@ -105,10 +113,35 @@ impl DeviceCtx {
         query(self.dev)
     }
 
-    /// Most pages one fast registration of the device maps.
-    pub(crate) fn max_fast_reg_pages(&self) -> u32 {
-        // SAFETY: `dev` is live (see `DeviceCtx`'s `Send` justification).
-        unsafe { ffi::rrdma_shim_max_fast_reg_pages(self.dev.as_ptr()) }
+    /// The limits rrdma respects on this device.
+    pub(crate) fn limits(&self) -> &DeviceLimits {
+        &self.limits
+    }
+
+    /// Counts one more registration on the device: `ENOMEM` (what the
+    /// verbs answer on a full device) once `max_mr` are held.
+    pub(crate) fn take_mr(&self) -> Result<(), Errno> {
+        let max = self.limits.max_mr;
+        let taken = self
+            .mrs
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < max).then_some(n + 1)
+            });
+        if taken.is_err() {
+            warn_user!(
+                "{}: all {} registrations of the device in use (max_mr, or limit_mr) (errno {})\n",
+                self.attr().name_str(),
+                max,
+                ENOMEM.get()
+            );
+            return Err(ENOMEM);
+        }
+        Ok(())
+    }
+
+    /// Gives back a registration counted by [`Self::take_mr`].
+    pub(crate) fn put_mr(&self) {
+        self.mrs.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Whether rrdma can use the device (fast registration, not going).
@@ -143,6 +176,15 @@ impl DeviceCtx {
         drop(this);
         release.wait();
     }
+}
+
+fn query_limits(dev: NonNull<IbDevice>) -> DeviceLimits {
+    let mut own = DeviceLimits::UNLIMITED;
+    let mut clamp = DeviceLimits::UNLIMITED;
+    // SAFETY: `dev` is live (see `DeviceCtx`'s `Send` justification); both
+    // are valid out-pointers of the layout the shim fills.
+    unsafe { ffi::rrdma_shim_device_limits(dev.as_ptr(), &mut own, &mut clamp) };
+    own.clamped(&clamp)
 }
 
 fn query(dev: NonNull<IbDevice>) -> DeviceAttr {

@@ -220,6 +220,11 @@ pub(crate) struct DeviceAttr {
 // The shim asserts the same size on the C side.
 const _: () = assert!(core::mem::size_of::<DeviceAttr>() == 96);
 
+/// `struct rrdma_shim_device_limits` (the pure type is `repr(C)` with the
+/// same fields in the same order).
+pub(crate) use crate::abi::limits::DeviceLimits;
+const _: () = assert!(core::mem::size_of::<DeviceLimits>() == 28);
+
 impl DeviceAttr {
     /// The all-zero value, filled in by [`rrdma_shim_device_query`].
     pub(crate) const fn zeroed() -> Self {
@@ -245,6 +250,13 @@ impl DeviceAttr {
 extern "C" {
     /// Fills `attr` from `dev`; queries the first port's state live.
     pub(crate) fn rrdma_shim_device_query(dev: *mut IbDevice, attr: *mut DeviceAttr);
+    /// Fills `dev_limits` with `dev`'s limits and `clamp` with the
+    /// module's clamps of them (0: none).
+    pub(crate) fn rrdma_shim_device_limits(
+        dev: *mut IbDevice,
+        dev_limits: *mut DeviceLimits,
+        clamp: *mut DeviceLimits,
+    );
     /// `ib_alloc_pd(dev, 0)`.
     pub(crate) fn rrdma_shim_alloc_pd(dev: *mut IbDevice, pd: *mut *mut IbPd) -> c_int;
     /// `ib_dealloc_pd(pd)`.
@@ -389,8 +401,6 @@ extern "C" {
     pub(crate) fn rrdma_shim_mr_keys(m: *mut ShimMr, lkey: *mut u32, rkey: *mut u32);
     /// Deregisters and frees an MR.
     pub(crate) fn rrdma_shim_mr_free(m: *mut ShimMr);
-    /// `max_fast_reg_page_list_len` of a device.
-    pub(crate) fn rrdma_shim_max_fast_reg_pages(dev: *mut IbDevice) -> u32;
     /// Posts `n` work requests in order; `posted` says how many were.
     pub(crate) fn rrdma_shim_post(
         q: *mut ShimQp,

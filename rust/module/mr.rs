@@ -6,7 +6,8 @@
 //! what the device maps per registration); chunk `i` is registered at I/O
 //! virtual address `i << chunk_shift`, so addresses on the wire are offsets
 //! in the region. Each [`Mr`] is a fresh registration with a fresh key and
-//! is deregistered (its keys invalidated) on drop.
+//! is deregistered (its keys invalidated) on drop. Each counts against the
+//! device's `max_mr` ([`crate::device::DeviceCtx::take_mr`]).
 
 use core::ptr::NonNull;
 
@@ -25,13 +26,14 @@ use crate::verbs::Pd;
 ///
 /// # Invariants
 ///
-/// `ptr` was allocated by `rrdma_shim_mr_alloc` in `_pd` over pages of a
-/// region its owner keeps alive, and is freed only in `drop`.
+/// `ptr` was allocated by `rrdma_shim_mr_alloc` in `pd` over pages of a
+/// region its owner keeps alive, and is freed only in `drop`; it holds one
+/// of the device's registrations (`take_mr`), given back in `drop`.
 pub(crate) struct Mr {
     ptr: NonNull<ShimMr>,
     lkey: u32,
     rkey: u32,
-    _pd: Arc<Pd>,
+    pd: Arc<Pd>,
 }
 
 // SAFETY: an MR may be used and deregistered from any thread.
@@ -53,6 +55,7 @@ impl Mr {
             .npages()
             .min(first.checked_add(per_chunk).ok_or(EINVAL)?);
         let mut ptrs = region.page_ptrs(first, end)?;
+        pd.device().take_mr()?;
         let mut err: c_int = 0;
         // SAFETY: `pd` is live while referenced; `ptrs` holds `end - first`
         // valid pages that the region keeps allocated for as long as the
@@ -67,16 +70,20 @@ impl Mr {
                 &mut err,
             )
         };
-        let ptr = NonNull::new(raw).ok_or_else(|| Errno::new(-err).unwrap_or(ENOMEM))?;
+        let Some(ptr) = NonNull::new(raw) else {
+            pd.device().put_mr();
+            return Err(Errno::new(-err).unwrap_or(ENOMEM));
+        };
         let (mut lkey, mut rkey) = (0, 0);
         // SAFETY: `ptr` was just allocated.
         unsafe { ffi::rrdma_shim_mr_keys(ptr.as_ptr(), &mut lkey, &mut rkey) };
-        // INVARIANT: allocated just above in `pd`.
+        // INVARIANT: allocated just above in `pd`, with one of its device's
+        // registrations taken.
         Ok(Self {
             ptr,
             lkey,
             rkey,
-            _pd: pd.clone(),
+            pd: pd.clone(),
         })
     }
 
@@ -101,6 +108,7 @@ impl Drop for Mr {
         // SAFETY: by the type invariant; no work request uses it any more
         // (the owners drop MRs only once their registrations completed).
         unsafe { ffi::rrdma_shim_mr_free(self.ptr.as_ptr()) };
+        self.pd.device().put_mr();
     }
 }
 

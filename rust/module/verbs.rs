@@ -25,12 +25,12 @@ use crate::ffi::{self, IbPd, RdmaCmId, ShimQp, ShimWr};
 ///
 /// # Invariants
 ///
-/// `raw` was allocated by `rrdma_shim_alloc_pd` on `_device`'s device and
+/// `raw` was allocated by `rrdma_shim_alloc_pd` on `device`'s device and
 /// is deallocated only by `drop`.
 pub(crate) struct Pd {
     raw: NonNull<IbPd>,
     /// Keeps the device until the domain is gone (device removal waits).
-    _device: Arc<DeviceCtx>,
+    device: Arc<DeviceCtx>,
 }
 
 // SAFETY: a PD may be used and deallocated from any thread.
@@ -51,10 +51,15 @@ impl Pd {
         Ok(Arc::new(
             Self {
                 raw,
-                _device: device.clone(),
+                device: device.clone(),
             },
             GFP_KERNEL,
         )?)
+    }
+
+    /// The device the domain is on.
+    pub(crate) fn device(&self) -> &Arc<DeviceCtx> {
+        &self.device
     }
 
     /// The raw PD, for registrations and the queue pair.

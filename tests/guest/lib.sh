@@ -64,8 +64,9 @@ quick_on_debug() {
 # keepalive with a limit of 2 minutes instead of the default 30 s, past any
 # operation of the suites.  The keepalive checks and the fuzzer set short
 # ones of their own.
+# $RRDMA_LIMITS: the device clamps (limit_*) of a test emulating a small NIC.
 rrdma_params() {
-	echo "keepalive_ms=15000 keepalive_misses=8"
+	echo "keepalive_ms=15000 keepalive_misses=8 ${RRDMA_LIMITS:-}"
 }
 
 # The soft RDMA drivers and rrdma.ko, each a check.

@@ -25,6 +25,7 @@ pub mod handle;
 pub mod info;
 pub mod ioctl;
 pub mod keepalive;
+pub mod limits;
 pub mod ops;
 pub mod reconnect;
 pub mod region;

@@ -27,6 +27,7 @@ use crate::abi::Result;
 use crate::abi::{
     conn::Event,
     errno::{Errno, E2BIG, ENOMEM, ENOTCONN},
+    limits,
     ops::{self, Checked, Dir},
     uapi::Completion,
 };
@@ -35,12 +36,12 @@ use crate::foreign;
 use crate::mr::{Chunks, Mr};
 use crate::region::Region;
 
-/// Send-queue entries for operations (and their registrations), and the
-/// number of operation slots.
-pub(crate) const SQ_DEPTH: u32 = 256;
+/// Most operation slots of a connection (its queue pair may have fewer:
+/// `abi::limits::queue_sizes`).
+const SLOTS_MAX: u32 = limits::OPS_MAX;
 
 /// Most local chunks one operation can touch (each needs a work request).
-const CHUNKS_MAX: usize = SQ_DEPTH as usize;
+const CHUNKS_MAX: usize = SLOTS_MAX as usize;
 
 /// An operation in flight.
 struct OpCtx {
@@ -54,34 +55,49 @@ struct OpCtx {
     sync: Option<Arc<SyncWait>>,
 }
 
-/// Operation slots ([`SQ_DEPTH`], one completion context each in the
-/// shim) and the send queue's room. Preallocated: completing an operation
-/// never allocates.
+/// Operation slots (one completion context each in the shim) and the send
+/// queue's room, for the queue pair's `depth` operation entries.
+/// Preallocated for [`SLOTS_MAX`]: completing an operation never allocates.
 pub(super) struct Slots {
     ops: KVec<Option<KBox<OpCtx>>>,
     free: KVec<u32>,
+    /// Operation entries of the current queue pair (0 without one); the
+    /// slots below it are the ones the shim has completion contexts for.
+    depth: u32,
     sq_free: u32,
 }
 
 impl Slots {
     pub(super) fn new() -> Result<Self> {
-        let mut ops = KVec::with_capacity(SQ_DEPTH as usize, GFP_KERNEL)?;
-        let mut free = KVec::with_capacity(SQ_DEPTH as usize, GFP_KERNEL)?;
-        for i in 0..SQ_DEPTH {
+        let mut ops = KVec::with_capacity(SLOTS_MAX as usize, GFP_KERNEL)?;
+        for _ in 0..SLOTS_MAX {
             ops.push(None, GFP_KERNEL)?;
-            free.push(SQ_DEPTH - 1 - i, GFP_KERNEL)?;
         }
         Ok(Self {
             ops,
-            free,
-            sq_free: SQ_DEPTH,
+            free: KVec::with_capacity(SLOTS_MAX as usize, GFP_KERNEL)?,
+            depth: 0,
+            sq_free: 0,
         })
     }
 
-    /// A reconnect's teardown flushed every slot: the new queue pair's
-    /// send queue is empty.
-    pub(super) fn reset(&mut self) {
-        self.sq_free = SQ_DEPTH;
+    /// A new queue pair with `depth` operation entries (at most
+    /// [`SLOTS_MAX`]), or none (0). Every slot is empty: nothing was
+    /// posted yet, or the teardown flushed it.
+    pub(super) fn reset(&mut self, depth: u32) {
+        let depth = depth.min(SLOTS_MAX);
+        while crate::compat::vec_pop(&mut self.free).is_some() {}
+        for i in (0..depth).rev() {
+            // Within capacity: cannot fail.
+            let _ = self.free.push(i, GFP_KERNEL);
+        }
+        self.depth = depth;
+        self.sq_free = depth;
+    }
+
+    /// Operation entries of the current queue pair.
+    pub(super) fn depth(&self) -> u32 {
+        self.depth
     }
 
     /// Takes the operation in `slot` (once) and frees the slot.
@@ -208,7 +224,7 @@ impl Conn {
         let nseg = ops::segments(c, lshift, import.chunk_shift).count() as u32;
         let fence = u32::from(c.dir == Dir::Write && res.write_fence);
         let wrs = nseg + nmissing + fence;
-        if wrs > SQ_DEPTH {
+        if wrs > g.ops.depth {
             // `check_op` refuses operations above the import's limit.
             return Err(E2BIG);
         }
@@ -469,7 +485,7 @@ impl Conn {
     /// Completes, with the flush status, every operation the provider did
     /// not complete (the teardown, once the queue pair is destroyed).
     pub(super) fn flush_ops(self: &Arc<Self>) {
-        for slot in 0..SQ_DEPTH {
+        for slot in 0..SLOTS_MAX {
             self.slot_done(slot, ops::wc::WR_FLUSH_ERR);
         }
     }

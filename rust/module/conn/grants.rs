@@ -21,7 +21,7 @@ use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::Arc;
 
-use super::{ctrl, deadline, wait_until, Conn, GRANT_REG_DEPTH};
+use super::{ctrl, deadline, wait_until, Conn};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
@@ -108,7 +108,7 @@ impl Conn {
         }
         let geometry = *export.region.geometry();
         // What is missing, under the lock (a bit per key of the answer).
-        let (pd, shift, n, missing, have) = {
+        let (pd, shift, n, missing, have, depth) = {
             let g = self.inner.lock();
             let res = g
                 .res
@@ -120,7 +120,11 @@ impl Conn {
             if u64::from(first) >= nchunks {
                 return Err(EINVAL);
             }
-            let n = (nchunks - u64::from(first)).min(GRANT_KEYS_MAX as u64) as u32;
+            // No more keys per answer than registrations may be in flight
+            // (a small NIC's queue): the importer asks for the rest.
+            let n = (nchunks - u64::from(first))
+                .min(GRANT_KEYS_MAX as u64)
+                .min(u64::from(res.grant_regs)) as u32;
             let entry = res.grants.tree.get(&token);
             let mut missing: u128 = 0;
             for k in 0..n {
@@ -128,10 +132,10 @@ impl Conn {
                     missing |= 1 << k;
                 }
             }
-            (res.pd.clone(), shift, n, missing, entry.is_some())
+            (res.pd.clone(), shift, n, missing, entry.is_some(), res.grant_regs)
         };
         let count = missing.count_ones();
-        if count > GRANT_REG_DEPTH {
+        if count > depth {
             return Err(EBUSY);
         }
         // Allocated outside the lock: the registrations and, for a first
@@ -193,7 +197,7 @@ impl Conn {
                 let _ = wrs.push(ShimWr::reg(mr.as_ptr(), access, true), GFP_KERNEL);
             }
         }
-        if res.grants.regs_in_flight + wrs.len() as u32 > GRANT_REG_DEPTH {
+        if res.grants.regs_in_flight + wrs.len() as u32 > res.grant_regs {
             return Err(EBUSY);
         }
         // SAFETY: every registration posted is installed in the cache just

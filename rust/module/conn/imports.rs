@@ -21,7 +21,7 @@ use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::Arc;
 
-use super::{ctrl, deadline, Conn, SQ_DEPTH};
+use super::{ctrl, deadline, Conn};
 use crate::abi::Result;
 use crate::abi::{
     blocks::Geometry,
@@ -255,7 +255,7 @@ impl Conn {
         timeout_ms: u32,
     ) -> Result<Import, Errno> {
         let Fetched { head: h, rkeys } = self.fetch_grant(token, timeout_ms)?;
-        let local_shift = {
+        let (local_shift, depth) = {
             let mut g = self.inner.lock();
             // Revoked while importing: as for an import after the revoke.
             match g.imports.check(entry) {
@@ -266,7 +266,7 @@ impl Conn {
             let e = g.imports.tree.get_mut(&entry).ok_or(ENOENT)?;
             e.shape = Some(Shape::of(&h));
             e.rkeys = rkeys;
-            shift
+            (shift, g.ops.depth())
         };
         let remote_shift = u32::from(h.chunk_shift);
         Ok(Import {
@@ -279,7 +279,7 @@ impl Conn {
                 h.block_size,
                 local_shift,
                 remote_shift,
-                u64::from(SQ_DEPTH),
+                u64::from(depth),
             ),
         })
     }

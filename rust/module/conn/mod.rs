@@ -82,7 +82,7 @@ mod reconnect;
 mod setup;
 
 pub(crate) use ctrl::Counts as CtrlCounts;
-pub(crate) use data::{Posted, SQ_DEPTH};
+pub(crate) use data::Posted;
 pub(crate) use imports::Import;
 pub(crate) use keepalive::Counts as KeepaliveCounts;
 pub(crate) use reconnect::Counts as ReconnectCounts;
@@ -111,20 +111,15 @@ impl Wr {
     }
 }
 
-/// Export registrations that may be in flight on one connection.
-const GRANT_REG_DEPTH: u32 = 128;
-/// Control receive buffers we post (and advertise).
-const CTRL_RECV: u32 = 32;
-/// Control send buffers: our requests, revokes and ping, and our answers to
-/// the peer's (bounded by the wire protocol).
-const CTRL_SEND: u32 = 32;
+/// Control receive buffers we post (and advertise). The other queue sizes
+/// come from the device's limits (`abi::limits::queue_sizes`).
+const CTRL_RECV: u32 = crate::abi::limits::CTRL_RECV;
 /// Default timeout of connect and import.
 pub(crate) const DEFAULT_TIMEOUT_MS: u32 = 5000;
 /// Attempts of a connect whose local port turned out to be taken.
 const CONNECT_ATTEMPTS: u32 = 4;
 
 const _: () = assert!(CTRL_RECV >= wire::CTRL_RECV_MIN as u32);
-const _: () = assert!(CTRL_SEND >= wire::CTRL_RECV_MIN as u32);
 
 /// Source of connection serial numbers (never reused).
 static SERIAL: AtomicU64 = AtomicU64::new(1);
@@ -139,6 +134,8 @@ struct Resources {
     pd: Arc<Pd>,
     /// Registration chunk size (log2) on this connection's device.
     chunk_shift: u32,
+    /// Export registrations that may be in flight on the queue pair.
+    grant_regs: u32,
     /// iWARP completes an RDMA WRITE once sent, not once placed: writes end
     /// with a one-byte READ (a fence) so that their completion means the
     /// data is in the peer's memory, as on InfiniBand and RoCE.

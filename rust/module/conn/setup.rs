@@ -10,18 +10,18 @@ use kernel::sync::Arc;
 
 use super::{
     data, deadline, grants, hello, keepalive, wait_until, Conn, Inner, Resources, CONNECT_ATTEMPTS,
-    CTRL_RECV, CTRL_SEND, DEFAULT_TIMEOUT_MS, GRANT_REG_DEPTH, SQ_DEPTH,
+    DEFAULT_TIMEOUT_MS,
 };
 use crate::abi::Result;
 use crate::abi::{
     conn::{Action, Event, State},
     errno::{Errno, EADDRINUSE, EADDRNOTAVAIL, ENODEV, ENOMEM, ENOTCONN, ETIMEDOUT},
     keepalive::Settings,
-    ops,
+    limits, ops,
     wire::{self, Hello, CTRL_LEN},
 };
 use crate::cm_id::{CmId, InHandler};
-use crate::ffi::{self, ShimAddr};
+use crate::ffi::{self, warn_user, ShimAddr};
 use crate::listener::Listener;
 use crate::shared::Shared;
 use crate::verbs::{Pd, QpSizes};
@@ -188,22 +188,38 @@ impl Conn {
         g.device = Some(device.clone());
         let id = g.id.as_mut().ok_or(ENOTCONN)?;
         let pd = Pd::new(&device)?;
-        let max_pages = device.max_fast_reg_pages();
+        let limits = *device.limits();
+        let q = limits::queue_sizes(&limits).map_err(|why| {
+            warn_user!(
+                "{}: queues too small for a connection ({:?}: max_qp_wr {}, max_cqe {}) (errno {})\n",
+                device.attr().name_str(),
+                why,
+                limits.max_qp_wr,
+                limits.max_cqe,
+                why.errno().get()
+            );
+            why.errno()
+        })?;
         let sizes = QpSizes {
-            send: SQ_DEPTH + GRANT_REG_DEPTH,
-            ops: SQ_DEPTH,
-            recv: CTRL_RECV,
-            ctrl_send: CTRL_SEND,
+            send: q.ops + q.grant_regs,
+            ops: q.ops,
+            recv: q.recv,
+            ctrl_send: q.ctrl_send,
             msg_len: CTRL_LEN as u32,
         };
         id.create_qp(&pd, &sizes)
             .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.peer = id.peer();
+        g.ops.reset(q.ops);
         g.res = Some(Resources {
             local: data::LocalRegs::new(),
             grants: grants::Grants::new(),
             pd,
-            chunk_shift: ops::chunk_shift(max_pages, ffi::page_size().trailing_zeros()),
+            chunk_shift: ops::chunk_shift(
+                limits.max_fast_reg_pages,
+                ffi::page_size().trailing_zeros(),
+            ),
+            grant_regs: q.grant_regs,
             write_fence: device.attr().node_type == crate::abi::uapi::node_type::RNIC,
         });
         Ok(())

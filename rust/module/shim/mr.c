@@ -2,8 +2,7 @@
 /*
  * rrdma C shim: fast-registration memory regions over runs of a region's
  * pages (allocated, DMA-mapped and mapped into the MR here; registered on
- * the wire by a REG_MR work request that qp.c posts), and the device's
- * page-list limit.
+ * the wire by a REG_MR work request that qp.c posts).
  */
 #include <linux/dma-mapping.h>
 #include <linux/scatterlist.h>
@@ -73,9 +72,4 @@ void rrdma_shim_mr_free(struct rrdma_shim_mr *m)
 	ib_dma_unmap_sgtable_attrs(m->dev, &m->sgt, DMA_BIDIRECTIONAL, 0);
 	sg_free_table(&m->sgt);
 	kfree(m);
-}
-
-u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev)
-{
-	return dev->attrs.max_fast_reg_page_list_len;
 }

@@ -73,9 +73,35 @@ struct rrdma_shim_device_attr {
 	__u64 node_guid;
 };
 
+/**
+ * struct rrdma_shim_device_limits - a device's limits rrdma respects
+ * @max_qp_wr:		work requests per queue of a QP
+ * @max_cqe:		entries per CQ
+ * @max_send_sge:	SGEs per send work request
+ * @max_recv_sge:	SGEs per receive work request
+ * @max_sge_rd:		SGEs per RDMA READ
+ * @max_fast_reg_pages:	pages per fast registration
+ * @max_mr:		memory registrations on the device
+ *
+ * Filled with the device's own limits, or with the module's limit_*
+ * parameters (0: no clamp); Rust takes the lower of each pair.
+ */
+struct rrdma_shim_device_limits {
+	__u32 max_qp_wr;
+	__u32 max_cqe;
+	__u32 max_send_sge;
+	__u32 max_recv_sge;
+	__u32 max_sge_rd;
+	__u32 max_fast_reg_pages;
+	__u32 max_mr;
+};
+
 /* Device queries and verbs (shim/verbs.c). */
 void rrdma_shim_device_query(struct ib_device *dev,
 			     struct rrdma_shim_device_attr *attr);
+void rrdma_shim_device_limits(struct ib_device *dev,
+			      struct rrdma_shim_device_limits *dev_limits,
+			      struct rrdma_shim_device_limits *clamp);
 int rrdma_shim_alloc_pd(struct ib_device *dev, struct ib_pd **pd);
 void rrdma_shim_dealloc_pd(struct ib_pd *pd);
 
@@ -203,7 +229,6 @@ struct rrdma_shim_mr *rrdma_shim_mr_alloc(struct ib_pd *pd, struct page **pages,
 					  u32 npages, u64 iova, int *err);
 void rrdma_shim_mr_keys(struct rrdma_shim_mr *m, u32 *lkey, u32 *rkey);
 void rrdma_shim_mr_free(struct rrdma_shim_mr *m);
-u32 rrdma_shim_max_fast_reg_pages(struct ib_device *dev);
 
 /*
  * A connection's timer, and the module parameters of keepalive and reconnect

@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! A device's limits and the queue sizes rrdma derives from them.
+//!
+//! Soft providers advertise limits far above what rrdma asks for; a real
+//! NIC may not (`max_qp_wr`, `max_cqe`, `max_send_sge`, `max_sge_rd`,
+//! `max_fast_reg_page_list_len`, `max_mr`). A connection's queue pair is
+//! sized here from the device's limits, clamped by the module's `limit_*`
+//! parameters so that a guest can emulate a small NIC: the control
+//! messages get what the wire protocol needs, export registrations a
+//! quarter of the rest, operations the remainder, and a device too small
+//! for that is refused with `ENOSPC` rather than failing later.
+
+use super::errno::{Errno, ENOSPC};
+use super::wire::CTRL_RECV_MIN;
+
+/// Most operation slots (send-queue entries for operations) of a queue pair.
+pub const OPS_MAX: u32 = 256;
+/// Fewest operation slots worth connecting with: an operation of one block
+/// that crosses a chunk boundary on both sides needs up to 10 work requests.
+pub const OPS_MIN: u32 = 16;
+/// Most export registrations in flight on one connection.
+pub const GRANT_REGS_MAX: u32 = 128;
+/// Control receive buffers a connection posts (and advertises).
+pub const CTRL_RECV: u32 = 32;
+/// Control send buffers when the send queue has room for all of
+/// [`OPS_MAX`] and [`GRANT_REGS_MAX`] as well; else [`CTRL_RECV_MIN`], the
+/// most the wire protocol can have in flight.
+pub const CTRL_SEND_MAX: u32 = 32;
+
+/// What rrdma needs to know of a device's limits (each the device's own,
+/// or the module's clamp if lower). Laid out as the C shim's `struct
+/// rrdma_shim_device_limits`, which fills it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Work requests per queue (send or receive) of a queue pair.
+    pub max_qp_wr: u32,
+    /// Entries per completion queue.
+    pub max_cqe: u32,
+    /// Scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Scatter/gather entries per RDMA READ.
+    pub max_sge_rd: u32,
+    /// Pages per fast registration.
+    pub max_fast_reg_pages: u32,
+    /// Memory registrations on the device.
+    pub max_mr: u32,
+}
+
+impl DeviceLimits {
+    /// No limit at all (every field `u32::MAX`).
+    pub const UNLIMITED: Self = Self {
+        max_qp_wr: u32::MAX,
+        max_cqe: u32::MAX,
+        max_send_sge: u32::MAX,
+        max_recv_sge: u32::MAX,
+        max_sge_rd: u32::MAX,
+        max_fast_reg_pages: u32::MAX,
+        max_mr: u32::MAX,
+    };
+
+    /// Each limit lowered to `clamp`'s where that is non-zero.
+    pub fn clamped(self, clamp: &Self) -> Self {
+        let c = |dev: u32, lim: u32| if lim == 0 { dev } else { dev.min(lim) };
+        Self {
+            max_qp_wr: c(self.max_qp_wr, clamp.max_qp_wr),
+            max_cqe: c(self.max_cqe, clamp.max_cqe),
+            max_send_sge: c(self.max_send_sge, clamp.max_send_sge),
+            max_recv_sge: c(self.max_recv_sge, clamp.max_recv_sge),
+            max_sge_rd: c(self.max_sge_rd, clamp.max_sge_rd),
+            max_fast_reg_pages: c(self.max_fast_reg_pages, clamp.max_fast_reg_pages),
+            max_mr: c(self.max_mr, clamp.max_mr),
+        }
+    }
+}
+
+/// The queues of one connection's queue pair.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueSizes {
+    /// Operation slots: send-queue entries for operations (with their
+    /// registrations and fences).
+    pub ops: u32,
+    /// Send-queue entries for export registrations.
+    pub grant_regs: u32,
+    /// Control send buffers (each a send-queue entry).
+    pub ctrl_send: u32,
+    /// Control receive buffers (the receive queue).
+    pub recv: u32,
+}
+
+impl QueueSizes {
+    /// Send-queue entries.
+    pub fn send_wrs(&self) -> u32 {
+        self.ops + self.grant_regs + self.ctrl_send
+    }
+
+    /// Entries of the send completion queue: every send may complete, and
+    /// the drain adds one.
+    pub fn send_cqe(&self) -> u32 {
+        self.send_wrs() + 1
+    }
+
+    /// Entries of the receive completion queue (with the drain's).
+    pub fn recv_cqe(&self) -> u32 {
+        self.recv + 1
+    }
+}
+
+/// Why a device cannot carry a connection, for the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TooSmall {
+    /// No scatter/gather entry for sends, receives or READs.
+    Sge,
+    /// The receive queue or its completion queue cannot hold the control
+    /// buffers the wire protocol needs.
+    Recv,
+    /// The send queue cannot hold the control sends and [`OPS_MIN`]
+    /// operation slots.
+    Send,
+}
+
+impl TooSmall {
+    /// The errno a connection on such a device fails with.
+    pub fn errno(self) -> Errno {
+        ENOSPC
+    }
+}
+
+/// The queue sizes of a connection on a device with limits `l`.
+pub fn queue_sizes(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
+    if l.max_send_sge == 0 || l.max_recv_sge == 0 || l.max_sge_rd == 0 {
+        return Err(TooSmall::Sge);
+    }
+    if l.max_qp_wr < CTRL_RECV || l.max_cqe.saturating_sub(1) < CTRL_RECV {
+        return Err(TooSmall::Recv);
+    }
+    let send = l.max_qp_wr.min(l.max_cqe - 1);
+    let ctrl_send = if send >= CTRL_SEND_MAX + GRANT_REGS_MAX + OPS_MAX {
+        CTRL_SEND_MAX
+    } else {
+        u32::from(CTRL_RECV_MIN)
+    };
+    let rest = send.saturating_sub(ctrl_send);
+    let grant_regs = (rest / 4).clamp(1, GRANT_REGS_MAX);
+    let ops = rest.saturating_sub(grant_regs).min(OPS_MAX);
+    if ops < OPS_MIN {
+        return Err(TooSmall::Send);
+    }
+    Ok(QueueSizes {
+        ops,
+        grant_regs,
+        ctrl_send,
+        recv: CTRL_RECV,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unlimited_device_gets_the_full_queues() {
+        let q = queue_sizes(&DeviceLimits::UNLIMITED).unwrap();
+        assert_eq!(
+            q,
+            QueueSizes {
+                ops: OPS_MAX,
+                grant_regs: GRANT_REGS_MAX,
+                ctrl_send: CTRL_SEND_MAX,
+                recv: CTRL_RECV
+            }
+        );
+        assert_eq!(q.send_wrs(), 416);
+    }
+
+    #[test]
+    fn a_small_nic_shares_its_queue() {
+        let l = DeviceLimits {
+            max_qp_wr: 48,
+            max_cqe: 64,
+            ..DeviceLimits::UNLIMITED
+        };
+        let q = queue_sizes(&l).unwrap();
+        assert_eq!(q.ctrl_send, u32::from(CTRL_RECV_MIN));
+        assert_eq!(q.grant_regs, 5);
+        assert_eq!(q.ops, 17);
+        assert!(q.send_wrs() <= 48 && q.send_cqe() <= 64);
+    }
+
+    #[test]
+    fn too_small_devices_are_refused() {
+        let base = DeviceLimits::UNLIMITED;
+        let sge = DeviceLimits {
+            max_sge_rd: 0,
+            ..base
+        };
+        assert_eq!(queue_sizes(&sge), Err(TooSmall::Sge));
+        let recv = DeviceLimits {
+            max_qp_wr: CTRL_RECV - 1,
+            ..base
+        };
+        assert_eq!(queue_sizes(&recv), Err(TooSmall::Recv));
+        let cq = DeviceLimits {
+            max_cqe: CTRL_RECV,
+            ..base
+        };
+        assert_eq!(queue_sizes(&cq), Err(TooSmall::Recv));
+        let send = DeviceLimits {
+            max_qp_wr: 32,
+            ..base
+        };
+        assert_eq!(queue_sizes(&send), Err(TooSmall::Send));
+        assert_eq!(TooSmall::Send.errno(), ENOSPC);
+    }
+
+    #[test]
+    fn a_clamp_only_lowers() {
+        let dev = DeviceLimits {
+            max_qp_wr: 100,
+            ..DeviceLimits::UNLIMITED
+        };
+        let clamp = DeviceLimits {
+            max_qp_wr: 200,
+            max_cqe: 64,
+            max_send_sge: 0,
+            max_recv_sge: 0,
+            max_sge_rd: 0,
+            max_fast_reg_pages: 0,
+            max_mr: 0,
+        };
+        let c = dev.clamped(&clamp);
+        assert_eq!(c.max_qp_wr, 100);
+        assert_eq!(c.max_cqe, 64);
+        assert_eq!(c.max_mr, u32::MAX);
+    }
+}
