@@ -109,6 +109,9 @@ for k in $KERNELS; do
 	for prov in siw rxe; do
 		g "$k" "$VARIANT" --label "$k pair $prov" --test pair --arg "$prov" --guests 2 --timeout 400
 		g "$k" "$VARIANT" --label "$k remote $prov" --test remote --arg "$prov" --guests 2 --timeout 600
+		# The same as a small NIC (module limit_* parameters).
+		g "$k" "$VARIANT" --label "$k remote $prov small" --test remote --arg "$prov,small" \
+			--guests 2 --timeout 600
 		g "$k" "$VARIANT" --label "$k attack $prov" --test attack --arg "$prov" --guests 2 \
 			--timeout 900 --memory 1024
 	done
@@ -132,6 +135,8 @@ for k in $DEBUG_KERNELS; do
 	for prov in $DEBUG_PROVIDERS; do
 		g "$k" debug --label "$k debug remote $prov" --test remote --arg "$prov" --guests 2 \
 			--timeout 1500 --memory 1024
+		g "$k" debug --label "$k debug remote $prov small" --test remote --arg "$prov,small" \
+			--guests 2 --timeout 1500 --memory 1024
 		g "$k" debug --label "$k debug attack $prov" --test attack --arg "$prov" --guests 2 \
 			--timeout 1800 --memory 1536
 	done

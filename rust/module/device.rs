@@ -121,11 +121,16 @@ impl DeviceCtx {
     /// Counts one more registration on the device: `ENOMEM` (what the
     /// verbs answer on a full device) once `max_mr` are held.
     pub(crate) fn take_mr(&self) -> Result<(), Errno> {
+        self.take_mrs(1)
+    }
+
+    /// Counts `count` more registrations on the device, all or none.
+    pub(crate) fn take_mrs(&self, count: u32) -> Result<(), Errno> {
         let max = self.limits.max_mr;
         let taken = self
             .mrs
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                (n < max).then_some(n + 1)
+                n.checked_add(count).filter(|&t| t <= max)
             });
         if taken.is_err() {
             warn_user!(
@@ -141,7 +146,12 @@ impl DeviceCtx {
 
     /// Gives back a registration counted by [`Self::take_mr`].
     pub(crate) fn put_mr(&self) {
-        self.mrs.fetch_sub(1, Ordering::Relaxed);
+        self.put_mrs(1);
+    }
+
+    /// Gives back `count` registrations counted by [`Self::take_mrs`].
+    pub(crate) fn put_mrs(&self, count: u32) {
+        self.mrs.fetch_sub(count, Ordering::Relaxed);
     }
 
     /// Whether rrdma can use the device (fast registration, not going).

@@ -91,8 +91,10 @@ pub(crate) const WR_READ: u32 = 1;
 pub(crate) const WR_WRITE: u32 = 2;
 /// `RRDMA_SHIM_WR_REG`.
 pub(crate) const WR_REG: u32 = 3;
-/// `RRDMA_SHIM_WR_FENCE`: an RDMA READ into the QP's scratch buffer.
-pub(crate) const WR_FENCE: u32 = 4;
+/// `RRDMA_SHIM_WR_SINK_REG`: registers a READ sink (iWARP).
+pub(crate) const WR_SINK_REG: u32 = 5;
+/// `RRDMA_SHIM_WR_SINK_READ`: an RDMA READ that invalidates its sink.
+pub(crate) const WR_SINK_READ: u32 = 6;
 /// `RRDMA_SHIM_ACCESS_LOCAL_WRITE`.
 pub(crate) const ACCESS_LOCAL_WRITE: u32 = 1 << 0;
 /// `RRDMA_SHIM_ACCESS_REMOTE_READ`.
@@ -106,7 +108,7 @@ pub(crate) struct ShimWr {
     pub(crate) opcode: u32,
     pub(crate) signaled: u32,
     pub(crate) slot: u32,
-    pub(crate) pad: u32,
+    pub(crate) sink: u32,
     pub(crate) local_addr: u64,
     pub(crate) lkey: u32,
     pub(crate) len: u32,
@@ -131,7 +133,7 @@ impl ShimWr {
             opcode,
             signaled: 0,
             slot: NO_SLOT,
-            pad: 0,
+            sink: 0,
             local_addr,
             lkey,
             len,
@@ -142,13 +144,24 @@ impl ShimWr {
         }
     }
 
-    /// An unsignaled one-byte READ of `remote_addr` into the queue pair's
-    /// scratch buffer (the iWARP write fence).
-    pub(crate) fn fence(remote_addr: u64, rkey: u32) -> Self {
+    /// A registration of READ sink `sink` (iWARP) over the `len` bytes at
+    /// region offset `local_addr` of `chunk`'s pages, or, with a null
+    /// `chunk`, over the queue pair's scratch buffer (a write fence).
+    pub(crate) fn sink_reg(chunk: *mut ShimMr, sink: u32, local_addr: u64, len: u32) -> Self {
         Self {
-            opcode: WR_FENCE,
-            len: 1,
-            ..Self::rdma(WR_FENCE, 0, 0, 1, remote_addr, rkey)
+            sink,
+            mr: chunk,
+            ..Self::rdma(WR_SINK_REG, local_addr, 0, len, 0, 0)
+        }
+    }
+
+    /// An unsignaled RDMA READ of `len` bytes at `remote_addr` into READ
+    /// sink `sink`, as its [`Self::sink_reg`] just registered it; the
+    /// sink's key is invalid once it completes.
+    pub(crate) fn sink_read(sink: u32, len: u32, remote_addr: u64, rkey: u32) -> Self {
+        Self {
+            sink,
+            ..Self::rdma(WR_SINK_READ, 0, 0, len, remote_addr, rkey)
         }
     }
 
@@ -158,7 +171,7 @@ impl ShimWr {
             opcode: WR_REG,
             signaled: u32::from(signaled),
             slot: NO_SLOT,
-            pad: 0,
+            sink: 0,
             local_addr: 0,
             lkey: 0,
             len: 0,
@@ -379,6 +392,9 @@ extern "C" {
         nrecv: u32,
         nsend: u32,
         msg_len: u32,
+        nsinks: u32,
+        data_sinks: u32,
+        sink_pages: u32,
         out: *mut *mut ShimQp,
     ) -> c_int;
     /// Stops posting and moves the QP to the error state, without waiting.

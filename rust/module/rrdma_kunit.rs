@@ -425,8 +425,8 @@ kunit_case! {
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_kt_op_limits(t: *mut c_void) {
     use abi::ops::{max_op_blocks, max_wrs};
-    let max = max_op_blocks(4096, 20, 20, 256);
-    kexpect!(t, max > 0 && max_wrs(u64::from(max) * 4096, 20, 20) <= 256);
-    kexpect!(t, max_wrs(u64::from(max + 1) * 4096, 20, 20) > 256);
+    let max = max_op_blocks(4096, 20, 20, 256, true);
+    kexpect!(t, max > 0 && max_wrs(u64::from(max) * 4096, 20, 20, true) <= 256);
+    kexpect!(t, max_wrs(u64::from(max + 1) * 4096, 20, 20, true) > 256);
 }
 }

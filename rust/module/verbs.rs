@@ -88,6 +88,14 @@ pub(crate) struct QpSizes {
     pub(crate) ctrl_send: u32,
     /// Bytes per control buffer.
     pub(crate) msg_len: u32,
+    /// READ sinks (iWARP; 0 elsewhere), each counted against the device's
+    /// `max_mr` for as long as the queue pair lives.
+    pub(crate) sinks: u32,
+    /// Pages a READ sink maps (a chunk's).
+    pub(crate) sink_pages: u32,
+    /// One-page sinks for write fences (iWARP; 0 elsewhere), counted as
+    /// `sinks` are; their indices follow the READ sinks'.
+    pub(crate) fence_sinks: u32,
 }
 
 /// An RC queue pair with its completion queues and control buffers.
@@ -97,10 +105,13 @@ pub(crate) struct QpSizes {
 /// `raw` was created by `rrdma_shim_qp_create` on a cm_id that outlives it
 /// (the owner drops the queue pair before the id), with completion callbacks
 /// whose owner pointer stays valid until `drop` returns; it is drained and
-/// destroyed only by `drop`. `_pd` is the domain it was created in.
+/// destroyed only by `drop`. `_pd` is the domain it was created in; `sinks`
+/// of its device's registrations are counted for its READ sinks until
+/// `drop`.
 pub(crate) struct Qp {
     raw: NonNull<ShimQp>,
     _pd: Arc<Pd>,
+    sinks: u32,
 }
 
 // SAFETY: posting and control sends take the shim's own lock; the queue pair
@@ -125,6 +136,8 @@ impl Qp {
         sizes: &QpSizes,
     ) -> Result<Self, Errno> {
         let mut raw = ptr::null_mut();
+        let sinks = sizes.sinks + sizes.fence_sinks;
+        pd.device().take_mrs(sinks)?;
         // SAFETY: by the function's safety requirements; `pd` is live.
         let ret = unsafe {
             ffi::rrdma_shim_qp_create(
@@ -136,15 +149,22 @@ impl Qp {
                 sizes.recv,
                 sizes.ctrl_send,
                 sizes.msg_len,
+                sizes.sinks + sizes.fence_sinks,
+                sizes.sinks,
+                sizes.sink_pages,
                 &mut raw,
             )
         };
-        crate::abi::to_result(ret)?;
+        let Some(raw) = NonNull::new(raw).filter(|_| ret == 0) else {
+            pd.device().put_mrs(sinks);
+            return Err(Errno::new(-ret).unwrap_or(ENOMEM));
+        };
         // INVARIANT: created just above, by the function's safety
-        // requirements.
+        // requirements, with its sinks counted.
         Ok(Self {
-            raw: NonNull::new(raw).ok_or(ENOMEM)?,
+            raw,
             _pd: pd.clone(),
+            sinks,
         })
     }
 
@@ -202,5 +222,6 @@ impl Drop for Qp {
         unsafe { ffi::rrdma_shim_qp_drain(self.raw.as_ptr()) };
         // SAFETY: drained; its id is still alive (type invariant).
         unsafe { ffi::rrdma_shim_qp_destroy(self.raw.as_ptr()) };
+        self._pd.device().put_mrs(self.sinks);
     }
 }

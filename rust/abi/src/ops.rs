@@ -181,25 +181,62 @@ pub fn chunk_shift(max_pages: u32, page_shift: u32) -> u32 {
     page_shift + (31 - pages.leading_zeros())
 }
 
-/// An upper bound of the work requests one operation of `len` bytes needs,
-/// whatever its alignment: its segments (cut at every local and remote
-/// chunk boundary: at most `1 + l + r` with `l` and `r` the chunk counts
-/// `len` spans on each side), a registration for each local chunk it
-/// touches (`l + 1` at most), and a write fence.
-pub fn max_wrs(len: u64, local_shift: u32, remote_shift: u32) -> u64 {
+/// The work requests of an operation in `dir` cut into `segments`, with
+/// `regs` local chunks still to register: a work request per segment and
+/// per registration; on iWARP (`iwarp`) each READ segment registers its
+/// sink first (remote write access, for that READ only), and a write ends
+/// with a fence: a sink registration and a one-byte READ.
+pub fn op_wrs(dir: Dir, segments: u64, regs: u64, iwarp: bool) -> u64 {
+    match (dir, iwarp) {
+        (Dir::Read, true) => 2 * segments + regs,
+        (Dir::Write, true) => segments + regs + 2,
+        _ => segments + regs,
+    }
+}
+
+/// The READ sinks over region memory an operation in `dir` cut into
+/// `segments` holds until it completes (iWARP only): one per READ segment.
+/// A write's fence holds a fence sink instead (one page of scratch).
+pub fn op_sinks(dir: Dir, segments: u64, iwarp: bool) -> u64 {
+    match (dir, iwarp) {
+        (Dir::Read, true) => segments,
+        _ => 0,
+    }
+}
+
+/// An upper bound of the work requests one operation of `len` bytes needs
+/// ([`op_wrs`]) in either direction, whatever its alignment: its segments
+/// (cut at every local and remote chunk boundary: at most `1 + l + r` with
+/// `l` and `r` the chunk counts `len` spans on each side), a registration
+/// for each local chunk it touches (`l + 1` at most), and a write fence
+/// (counted on every device); on iWARP, READ sinks and a two-request fence.
+pub fn max_wrs(len: u64, local_shift: u32, remote_shift: u32, iwarp: bool) -> u64 {
     let l = len.div_ceil(1u64 << local_shift);
     let r = len.div_ceil(1u64 << remote_shift);
-    2 * l + r + 3
+    let segments = 1 + l + r;
+    let regs = l + 1;
+    if iwarp {
+        op_wrs(Dir::Read, segments, regs, true).max(op_wrs(Dir::Write, segments, regs, true))
+    } else {
+        segments + regs + 1
+    }
 }
 
 /// The largest block count an operation may have so that it always fits in
 /// `budget` work requests ([`max_wrs`]); 0 if not even one block fits.
-pub fn max_op_blocks(block_size: u32, local_shift: u32, remote_shift: u32, budget: u64) -> u32 {
+pub fn max_op_blocks(
+    block_size: u32,
+    local_shift: u32,
+    remote_shift: u32,
+    budget: u64,
+    iwarp: bool,
+) -> u32 {
     let fits = |c: u32| {
         max_wrs(
             u64::from(c) * u64::from(block_size),
             local_shift,
             remote_shift,
+            iwarp,
         ) <= budget
     };
     let (mut lo, mut hi) = (0u32, u32::MAX);
@@ -455,15 +492,25 @@ mod tests {
     #[test]
     fn operation_size_limits() {
         // 1 MiB chunks on both sides, 256 work requests: 84 MiB always fits.
-        let max = max_op_blocks(4096, 20, 20, 256);
+        let max = max_op_blocks(4096, 20, 20, 256, false);
         assert_eq!(u64::from(max) * 4096, 84 << 20);
-        assert!(max_wrs(u64::from(max) * 4096, 20, 20) <= 256);
-        assert!(max_wrs(u64::from(max + 1) * 4096, 20, 20) > 256);
+        assert!(max_wrs(u64::from(max) * 4096, 20, 20, false) <= 256);
+        assert!(max_wrs(u64::from(max + 1) * 4096, 20, 20, false) > 256);
+        let iw = max_op_blocks(4096, 20, 20, 256, true);
+        assert!(iw > 0 && iw < max);
+        assert!(max_wrs(u64::from(iw) * 4096, 20, 20, true) <= 256);
+        assert!(max_wrs(u64::from(iw + 1) * 4096, 20, 20, true) > 256);
+        assert_eq!(op_wrs(Dir::Read, 3, 1, true), 7);
+        assert_eq!(op_wrs(Dir::Write, 3, 1, true), 6);
+        assert_eq!(op_wrs(Dir::Read, 3, 1, false), 4);
+        assert_eq!(op_sinks(Dir::Read, 3, true), 3);
+        assert_eq!(op_sinks(Dir::Write, 3, true), 0);
+        assert_eq!(op_sinks(Dir::Read, 3, false), 0);
         // A budget too small for anything.
-        assert_eq!(max_op_blocks(4096, 12, 12, 5), 0);
-        assert_eq!(max_op_blocks(4096, 12, 12, 6), 1);
+        assert_eq!(max_op_blocks(4096, 12, 12, 5, false), 0);
+        assert_eq!(max_op_blocks(4096, 12, 12, 6, false), 1);
         // Huge budgets are capped by the count field.
-        assert_eq!(max_op_blocks(512, 30, 30, u64::MAX), u32::MAX);
+        assert_eq!(max_op_blocks(512, 30, 30, u64::MAX, false), u32::MAX);
     }
 
     #[test]

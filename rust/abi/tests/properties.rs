@@ -221,25 +221,28 @@ mod segments {
 
 mod op_limits {
     use proptest::prelude::*;
-    use rrdma_abi::ops::{max_op_blocks, max_wrs, segments, Checked, Dir};
+    use rrdma_abi::ops::{max_op_blocks, max_wrs, op_sinks, op_wrs, segments, Checked, Dir};
 
     proptest! {
         /// An operation's real work requests (segments, a registration per
-        /// local chunk it touches, a fence) never exceed `max_wrs`, and an
-        /// operation of `max_op_blocks` blocks fits the budget wherever it
-        /// starts.
+        /// local chunk it touches, a fence, iWARP's READ sinks) never
+        /// exceed `max_wrs`, an operation of `max_op_blocks` blocks fits
+        /// the budget wherever it starts, and its READ sinks never exceed
+        /// half the budget (a queue pair has that many).
         #[test]
         fn operations_fit_their_bound(
             bs_shift in 9u32..=20, lblock in 0u64..(1 << 16), rblock in 0u64..(1 << 16),
             ls in 12u32..=20, rs in 12u32..=20, budget in 6u64..600, frac in 0.0f64..=1.0,
+            read in any::<bool>(), iwarp in any::<bool>(),
         ) {
             let bs = 1u32 << bs_shift;
-            let max = max_op_blocks(bs, ls, rs, budget);
+            let max = max_op_blocks(bs, ls, rs, budget, iwarp);
             prop_assume!(max >= 1);
             let count = ((f64::from(max) * frac) as u32).clamp(1, max);
             let len = u64::from(count) * u64::from(bs);
+            let dir = if read { Dir::Read } else { Dir::Write };
             let c = Checked {
-                dir: Dir::Write,
+                dir,
                 local_off: lblock * u64::from(bs),
                 remote_off: rblock * u64::from(bs),
                 len,
@@ -247,9 +250,11 @@ mod op_limits {
             let segs = segments(&c, ls, rs).count() as u64;
             let first = c.local_off >> ls;
             let last = (c.local_off + len - 1) >> ls;
-            let wrs = segs + (last - first + 1) + 1;
-            prop_assert!(wrs <= max_wrs(len, ls, rs));
-            prop_assert!(max_wrs(u64::from(max) * u64::from(bs), ls, rs) <= budget);
+            let wrs = op_wrs(dir, segs, last - first + 1, iwarp);
+            prop_assert!(wrs <= max_wrs(len, ls, rs, iwarp));
+            prop_assert!(wrs <= budget);
+            prop_assert!(op_sinks(dir, segs, iwarp) <= budget / 2);
+            prop_assert!(max_wrs(u64::from(max) * u64::from(bs), ls, rs, iwarp) <= budget);
         }
     }
 }

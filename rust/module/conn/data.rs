@@ -4,8 +4,11 @@
 //!
 //! An operation is cut into work requests that never cross a registration
 //! chunk on either side (`abi::ops::segments`), preceded by registrations
-//! of the local chunks it is the first to touch and, on iWARP, followed by
-//! a one-byte READ fence; only the last work request is signaled, and it
+//! of the local chunks it is the first to touch. On iWARP, each READ gets
+//! a sink of its own, registered with remote write access (the rule RNICs
+//! enforce) for exactly its bytes and invalidated by the READ itself, and
+//! a write ends with a one-byte READ fence into such a sink
+//! (`abi::ops::op_wrs`). Only the last work request is signaled, and it
 //! carries the operation's slot. Posting is all or nothing: everything an
 //! operation needs (its slot, its work requests, its send-queue room, new
 //! registrations) is found or allocated first, and a registration enters
@@ -40,6 +43,11 @@ use crate::region::Region;
 /// `abi::limits::queue_sizes`).
 const SLOTS_MAX: u32 = limits::OPS_MAX;
 
+/// Most READ sinks of a queue pair (iWARP): each is an MR of a chunk's
+/// pages (~7 KiB on siw), and a peer's ORD bounds the READs in flight
+/// anyway (siw's is at most 128).
+pub(super) const SINKS_MAX: u32 = 32;
+
 /// Most local chunks one operation can touch (each needs a work request).
 const CHUNKS_MAX: usize = SLOTS_MAX as usize;
 
@@ -53,6 +61,9 @@ struct OpCtx {
     wrs: u32,
     bytes: u64,
     sync: Option<Arc<SyncWait>>,
+    /// READ and fence sinks it holds (iWARP), free again once it
+    /// completes.
+    sinks: KVec<u32>,
 }
 
 /// Operation slots (one completion context each in the shim) and the send
@@ -65,6 +76,13 @@ pub(super) struct Slots {
     /// slots below it are the ones the shim has completion contexts for.
     depth: u32,
     sq_free: u32,
+    /// The queue pair's READ sinks no operation holds (iWARP).
+    sinks_free: KVec<u32>,
+    /// The queue pair's READ sinks (indices below it; the fence sinks'
+    /// follow).
+    sinks: u32,
+    /// The queue pair's fence sinks no operation holds (iWARP).
+    fences_free: KVec<u32>,
 }
 
 impl Slots {
@@ -78,35 +96,72 @@ impl Slots {
             free: KVec::with_capacity(SLOTS_MAX as usize, GFP_KERNEL)?,
             depth: 0,
             sq_free: 0,
+            sinks_free: KVec::with_capacity(SINKS_MAX as usize, GFP_KERNEL)?,
+            sinks: 0,
+            fences_free: KVec::with_capacity(SLOTS_MAX as usize / 2, GFP_KERNEL)?,
         })
     }
 
     /// A new queue pair with `depth` operation entries (at most
-    /// [`SLOTS_MAX`]), or none (0). Every slot is empty: nothing was
-    /// posted yet, or the teardown flushed it.
-    pub(super) fn reset(&mut self, depth: u32) {
+    /// [`SLOTS_MAX`]), `sinks` READ sinks (at most [`SINKS_MAX`]) and
+    /// `fences` fence sinks (at most half of [`SLOTS_MAX`]), or none (0).
+    /// Every slot is empty: nothing was posted yet, or the teardown
+    /// flushed it.
+    pub(super) fn reset(&mut self, depth: u32, sinks: u32, fences: u32) {
         let depth = depth.min(SLOTS_MAX);
         while crate::compat::vec_pop(&mut self.free).is_some() {}
         for i in (0..depth).rev() {
             // Within capacity: cannot fail.
             let _ = self.free.push(i, GFP_KERNEL);
         }
+        while crate::compat::vec_pop(&mut self.sinks_free).is_some() {}
+        let sinks = sinks.min(SINKS_MAX);
+        for i in (0..sinks).rev() {
+            // Within capacity: cannot fail.
+            let _ = self.sinks_free.push(i, GFP_KERNEL);
+        }
+        self.sinks = sinks;
+        while crate::compat::vec_pop(&mut self.fences_free).is_some() {}
+        for i in (0..fences.min(SLOTS_MAX / 2)).rev() {
+            // Within capacity: cannot fail.
+            let _ = self.fences_free.push(sinks + i, GFP_KERNEL);
+        }
         self.depth = depth;
         self.sq_free = depth;
     }
 
-    /// Operation entries of the current queue pair.
-    pub(super) fn depth(&self) -> u32 {
-        self.depth
+    /// The work requests one operation may take (`abi::ops::max_wrs`'s
+    /// budget): the operation entries, and on iWARP no more than two per
+    /// READ sink (a READ segment takes two and a sink).
+    pub(super) fn op_budget(&self) -> u32 {
+        if self.sinks > 0 {
+            self.depth.min(2 * self.sinks)
+        } else {
+            self.depth
+        }
     }
 
-    /// Takes the operation in `slot` (once) and frees the slot.
+    /// Takes the operation in `slot` (once) and frees the slot and its
+    /// sinks.
     fn take(&mut self, slot: u32) -> Option<KBox<OpCtx>> {
         let op = self.ops.get_mut(slot as usize)?.take()?;
         // Within capacity: every slot fits.
         let _ = self.free.push(slot, GFP_KERNEL);
         self.sq_free += op.wrs;
+        self.put_sinks(&op.sinks);
         Some(op)
+    }
+
+    /// Frees READ and fence sinks.
+    fn put_sinks(&mut self, sinks: &[u32]) {
+        for &k in sinks {
+            // Within capacity: every sink fits.
+            let _ = if k < self.sinks {
+                self.sinks_free.push(k, GFP_KERNEL)
+            } else {
+                self.fences_free.push(k, GFP_KERNEL)
+            };
+        }
     }
 }
 
@@ -178,6 +233,12 @@ struct Plan {
     have_reg: bool,
     /// Work requests the operation needs.
     wrs: u32,
+    /// READ sinks it needs (iWARP).
+    sinks: u32,
+    /// Whether it ends with a fence (a write on iWARP), which needs a
+    /// fence sink.
+    fence: bool,
+    iwarp: bool,
 }
 
 impl Plan {
@@ -221,10 +282,10 @@ impl Conn {
                 nmissing += 1;
             }
         }
-        let nseg = ops::segments(c, lshift, import.chunk_shift).count() as u32;
-        let fence = u32::from(c.dir == Dir::Write && res.write_fence);
-        let wrs = nseg + nmissing + fence;
-        if wrs > g.ops.depth {
+        let nseg = ops::segments(c, lshift, import.chunk_shift).count() as u64;
+        let wrs = ops::op_wrs(c.dir, nseg, nmissing, res.iwarp);
+        let sinks = ops::op_sinks(c.dir, nseg, res.iwarp);
+        if wrs > u64::from(g.ops.op_budget()) || sinks > u64::from(g.ops.sinks) {
             // `check_op` refuses operations above the import's limit.
             return Err(E2BIG);
         }
@@ -235,7 +296,10 @@ impl Conn {
             nchunks,
             missing,
             have_reg: reg.is_some(),
-            wrs,
+            wrs: wrs as u32,
+            sinks: sinks as u32,
+            fence: c.dir == Dir::Write && res.iwarp,
+            iwarp: res.iwarp,
         })
     }
 
@@ -261,6 +325,7 @@ impl Conn {
                 wrs: plan.wrs,
                 bytes: c.len,
                 sync: sync.clone(),
+                sinks: KVec::new(),
             };
             if let Some(posted) = self.try_post(import, region, c, &plan, op)? {
                 return Ok(posted);
@@ -276,12 +341,14 @@ impl Conn {
         region: &Arc<Region>,
         c: &Checked,
         plan: &Plan,
-        op: OpCtx,
+        mut op: OpCtx,
     ) -> Result<Option<Posted>, Errno> {
-        // Allocated before the lock: the context, the work requests, the
-        // missing registrations (with the index of their work request) and
-        // the region's cache entry.
-        let ctx = KBox::new(op, GFP_KERNEL).map_err(|_| ENOMEM)?;
+        // Allocated before the lock: the context with room for its sinks,
+        // the work requests, the missing registrations (with the index of
+        // their work request) and the region's cache entry.
+        let held = plan.sinks as usize + usize::from(plan.fence);
+        op.sinks = KVec::with_capacity(held, GFP_KERNEL).map_err(|_| ENOMEM)?;
+        let mut ctx = KBox::new(op, GFP_KERNEL).map_err(|_| ENOMEM)?;
         let mut wrs: KVec<ShimWr> =
             KVec::with_capacity(plan.wrs as usize, GFP_KERNEL).map_err(|_| ENOMEM)?;
         let mut mrs: KVec<(usize, Mr, u32)> = KVec::new();
@@ -314,7 +381,11 @@ impl Conn {
         let Some(res) = inner.res.as_mut().filter(|r| Arc::ptr_eq(&r.pd, &plan.pd)) else {
             return Err(ENOTCONN);
         };
-        if plan.wrs > inner.ops.sq_free || inner.ops.free.is_empty() {
+        if plan.wrs > inner.ops.sq_free
+            || inner.ops.free.is_empty()
+            || (plan.sinks as usize) > inner.ops.sinks_free.len()
+            || (plan.fence && inner.ops.fences_free.is_empty())
+        {
             return Ok(Some(Posted::Full));
         }
         let rk = key(region);
@@ -341,14 +412,18 @@ impl Conn {
             }
         }
         // Build: each chunk's registration right before its first segment.
+        // The sinks are the last `plan.sinks` free ones, taken once built.
+        let nfree = inner.ops.sinks_free.len();
+        let sink_of = |j: usize| inner.ops.sinks_free[nfree - 1 - j];
+        let mut nsinks = 0;
         let mut last_chunk = usize::MAX;
         for s in ops::segments(c, plan.lshift, import.chunk_shift) {
             let lc = ops::chunk_of(s.local_off, plan.lshift) as usize;
             let pending = mrs
                 .iter_mut()
                 .find(|m| m.0 == lc && reg.chunks.get(lc).is_none());
-            let lkey = match (reg.chunks.get(lc), pending) {
-                (Some(m), _) => m.lkey(),
+            let (lkey, chunk_mr) = match (reg.chunks.get(lc), pending) {
+                (Some(m), _) => (m.lkey(), m.as_ptr()),
                 (None, Some(m)) => {
                     if lc != last_chunk {
                         m.2 = wrs.len() as u32;
@@ -358,32 +433,78 @@ impl Conn {
                             GFP_KERNEL,
                         );
                     }
-                    m.1.lkey()
+                    (m.1.lkey(), m.1.as_ptr())
                 }
                 (None, None) => return Ok(None),
             };
             last_chunk = lc;
             let rc = ops::chunk_of(s.remote_off, import.chunk_shift) as usize;
             let rkey = inner.imports.rkey(import.entry(), rc).ok_or(ENOTCONN)?;
-            let opcode = match c.dir {
-                Dir::Read => ffi::WR_READ,
-                Dir::Write => ffi::WR_WRITE,
-            };
-            let _ = wrs.push(
-                ShimWr::rdma(opcode, s.local_off, lkey, s.len, s.remote_off, rkey),
-                GFP_KERNEL,
-            );
-        }
-        if c.dir == Dir::Write && res.write_fence {
-            if let Some(last) = wrs.last() {
-                let fence = ShimWr::fence(last.remote_addr + u64::from(last.len) - 1, last.rkey);
-                let _ = wrs.push(fence, GFP_KERNEL);
+            // Within capacity (the plan counted every request).
+            match (c.dir, plan.iwarp) {
+                (Dir::Read, true) => {
+                    let k = sink_of(nsinks);
+                    nsinks += 1;
+                    let _ = wrs.push(
+                        ShimWr::sink_reg(chunk_mr, k, s.local_off, s.len),
+                        GFP_KERNEL,
+                    );
+                    let _ = wrs.push(
+                        ShimWr::sink_read(k, s.len, s.remote_off, rkey),
+                        GFP_KERNEL,
+                    );
+                }
+                (Dir::Read, false) => {
+                    let _ = wrs.push(
+                        ShimWr::rdma(ffi::WR_READ, s.local_off, lkey, s.len, s.remote_off, rkey),
+                        GFP_KERNEL,
+                    );
+                }
+                (Dir::Write, _) => {
+                    let _ = wrs.push(
+                        ShimWr::rdma(ffi::WR_WRITE, s.local_off, lkey, s.len, s.remote_off, rkey),
+                        GFP_KERNEL,
+                    );
+                }
             }
+        }
+        let mut fence = None;
+        if plan.fence {
+            // The fence: a READ of the last byte written, into a fence sink
+            // over the queue pair's scratch buffer.
+            if let (Some(last), Some(&k)) = (wrs.last(), inner.ops.fences_free.last()) {
+                let (addr, rkey) = (last.remote_addr + u64::from(last.len) - 1, last.rkey);
+                let _ = wrs.push(
+                    ShimWr::sink_reg(core::ptr::null_mut(), k, 0, 1),
+                    GFP_KERNEL,
+                );
+                let _ = wrs.push(ShimWr::sink_read(k, 1, addr, rkey), GFP_KERNEL);
+                fence = Some(k);
+            }
+        }
+        if nsinks != plan.sinks as usize
+            || fence.is_some() != plan.fence
+            || wrs.len() > plan.wrs as usize
+        {
+            // The plan no longer holds (it counted what this builds; a
+            // chunk registered meanwhile only takes a request less).
+            return Ok(None);
         }
         let n = wrs.len() as u32;
         let Some(slot) = crate::compat::vec_pop(&mut inner.ops.free) else {
             return Ok(Some(Posted::Full));
         };
+        // Within the capacity reserved for the plan's sinks.
+        for _ in 0..nsinks {
+            if let Some(k) = crate::compat::vec_pop(&mut inner.ops.sinks_free) {
+                let _ = ctx.sinks.push(k, GFP_KERNEL);
+            }
+        }
+        if fence.is_some() {
+            if let Some(k) = crate::compat::vec_pop(&mut inner.ops.fences_free) {
+                let _ = ctx.sinks.push(k, GFP_KERNEL);
+            }
+        }
         if let Some(last) = wrs.last_mut() {
             last.signaled = 1;
             last.slot = slot;
@@ -408,8 +529,13 @@ impl Conn {
         if posted < n {
             // The signaled request was not posted: no completion will come
             // for the slot. What was posted fails with the queue pair.
+            // Its sinks go back to the pool; the queue pair, failed, takes
+            // them down with it.
             let op = inner.ops.ops[slot as usize].take();
             let _ = inner.ops.free.push(slot, GFP_KERNEL);
+            if let Some(op) = op.as_ref() {
+                inner.ops.put_sinks(&op.sinks);
+            }
             inner.ops.sq_free -= posted;
             drop(g);
             drop(op);

@@ -255,7 +255,7 @@ impl Conn {
         timeout_ms: u32,
     ) -> Result<Import, Errno> {
         let Fetched { head: h, rkeys } = self.fetch_grant(token, timeout_ms)?;
-        let (local_shift, depth) = {
+        let (local_shift, depth, iwarp) = {
             let mut g = self.inner.lock();
             // Revoked while importing: as for an import after the revoke.
             match g.imports.check(entry) {
@@ -266,7 +266,7 @@ impl Conn {
             let e = g.imports.tree.get_mut(&entry).ok_or(ENOENT)?;
             e.shape = Some(Shape::of(&h));
             e.rkeys = rkeys;
-            (shift, g.ops.depth())
+            (shift, g.ops.op_budget(), g.res.as_ref().is_some_and(|r| r.iwarp))
         };
         let remote_shift = u32::from(h.chunk_shift);
         Ok(Import {
@@ -280,6 +280,7 @@ impl Conn {
                 local_shift,
                 remote_shift,
                 u64::from(depth),
+                iwarp,
             ),
         })
     }

@@ -136,10 +136,13 @@ struct Resources {
     chunk_shift: u32,
     /// Export registrations that may be in flight on the queue pair.
     grant_regs: u32,
-    /// iWARP completes an RDMA WRITE once sent, not once placed: writes end
-    /// with a one-byte READ (a fence) so that their completion means the
-    /// data is in the peer's memory, as on InfiniBand and RoCE.
-    write_fence: bool,
+    /// iWARP's rules apply: an RDMA WRITE completes once sent, not once
+    /// placed, so writes end with a one-byte READ (a fence) and their
+    /// completion means the data is in the peer's memory, as on InfiniBand
+    /// and RoCE; and a READ's sink must allow remote write, so each READ
+    /// (a fence's included) has a sink registered for it alone, which the
+    /// READ invalidates (`abi::ops::op_wrs`).
+    iwarp: bool,
 }
 
 /// The state of a connection, under `Conn::inner`: one sub-struct per

@@ -194,7 +194,7 @@ impl Conn {
     pub(super) fn backoff(self: &Arc<Self>, g: &mut Inner) {
         g.ctrl.reset();
         g.imports.stale_all();
-        g.ops.reset(0);
+        g.ops.reset(0, 0, 0);
         g.keepalive.stop();
         g.version = 0;
         let Some(r) = g.reconnect.as_mut() else {

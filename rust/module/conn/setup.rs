@@ -189,6 +189,11 @@ impl Conn {
         let id = g.id.as_mut().ok_or(ENOTCONN)?;
         let pd = Pd::new(&device)?;
         let limits = *device.limits();
+        let iwarp = device.attr().node_type == crate::abi::uapi::node_type::RNIC;
+        let chunk_shift = ops::chunk_shift(
+            limits.max_fast_reg_pages,
+            ffi::page_size().trailing_zeros(),
+        );
         let q = limits::queue_sizes(&limits).map_err(|why| {
             warn_user!(
                 "{}: queues too small for a connection ({:?}: max_qp_wr {}, max_cqe {}) (errno {})\n",
@@ -206,21 +211,25 @@ impl Conn {
             recv: q.recv,
             ctrl_send: q.ctrl_send,
             msg_len: CTRL_LEN as u32,
+            // A READ takes two send-queue entries on iWARP (its sink's
+            // registration and itself): never more in flight than half
+            // the operation entries, and at most `SINKS_MAX`.
+            sinks: if iwarp { (q.ops / 2).min(data::SINKS_MAX) } else { 0 },
+            // A fence takes two entries as well, and maps one page.
+            fence_sinks: if iwarp { q.ops / 2 } else { 0 },
+            sink_pages: 1 << (chunk_shift - ffi::page_size().trailing_zeros()),
         };
         id.create_qp(&pd, &sizes)
             .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.peer = id.peer();
-        g.ops.reset(q.ops);
+        g.ops.reset(q.ops, sizes.sinks, sizes.fence_sinks);
         g.res = Some(Resources {
             local: data::LocalRegs::new(),
             grants: grants::Grants::new(),
             pd,
-            chunk_shift: ops::chunk_shift(
-                limits.max_fast_reg_pages,
-                ffi::page_size().trailing_zeros(),
-            ),
+            chunk_shift,
             grant_regs: q.grant_regs,
-            write_fence: device.attr().node_type == crate::abi::uapi::node_type::RNIC,
+            iwarp,
         });
         Ok(())
     }

@@ -11,6 +11,7 @@
  * outside its locks, and rrdma_shim_qp_stop(), which may sleep.
  */
 #include <linux/dma-mapping.h>
+#include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
@@ -42,6 +43,14 @@ struct rrdma_shim_op_slot {
 	u32 index;
 };
 
+/*
+ * A READ sink of an iWARP QP: an MR registered for one READ at a time
+ * (RRDMA_SHIM_WR_SINK_REG).
+ */
+struct rrdma_shim_sink {
+	struct ib_mr *mr;
+};
+
 /* One control-message buffer and its completion context. */
 struct rrdma_shim_ctrl_slot {
 	struct ib_cqe cqe;
@@ -63,11 +72,15 @@ struct rrdma_shim_ctrl_slot {
  * @send_busy:	bitmap of control send buffers in flight
  * @msg_len:	bytes per control buffer
  * @bufs:	(@nrecv + @nsend) * @msg_len bytes, DMA-mapped at @dma
- * @fence:	sink of write fences (RRDMA_SHIM_WR_FENCE), DMA-mapped at
+ * @fence:	scratch sink of write fences (SINK_REG without an MR), mapped at
  *		@fence_dma; apart from @bufs so that those stay a power of two
  *		(kmalloc rounds a size up to one: 64 buffers plus one took 64 KiB)
  * @nops:	operation slots
  * @ops:	completion contexts of the operation slots
+ * @nsinks:	READ sinks (iWARP only; Rust tells which are free)
+ * @sinks:	the READ sinks
+ * @sink_sg:	@sink_nsg entries that map a sink's bytes while it is being
+ *		registered (under @lock: ib_map_mr_sg() copies them out)
  * @slots:	one per buffer, receive buffers first
  */
 struct rrdma_shim_qp {
@@ -88,6 +101,10 @@ struct rrdma_shim_qp {
 	u64 fence_dma;
 	u32 nops;
 	struct rrdma_shim_op_slot *ops;
+	u32 nsinks;
+	struct rrdma_shim_sink *sinks;
+	struct scatterlist *sink_sg;
+	u32 sink_nsg;
 	struct rrdma_shim_ctrl_slot slots[];
 };
 
@@ -182,9 +199,56 @@ static void op_done(struct ib_cq *cq, struct ib_wc *wc)
 	rrdma_rust_op_done(s->q->owner, s->index, wc->status);
 }
 
+static void free_sinks(struct rrdma_shim_qp *q)
+{
+	u32 i;
+
+	for (i = 0; q->sinks && i < q->nsinks; i++) {
+		if (!IS_ERR_OR_NULL(q->sinks[i].mr))
+			ib_dereg_mr(q->sinks[i].mr);
+	}
+	kfree(q->sinks);
+	q->sinks = NULL;
+	kfree(q->sink_sg);
+	q->sink_sg = NULL;
+}
+
+/*
+ * @nsinks READ sinks: the first @ndata of up to @pages pages each (over
+ * region memory), the others of one page (over the scratch buffer, for
+ * fences).
+ */
+static int alloc_sinks(struct rrdma_shim_qp *q, u32 nsinks, u32 ndata,
+		       u32 pages)
+{
+	u32 i;
+
+	q->nsinks = nsinks;
+	if (!nsinks)
+		return 0;
+	q->sinks = kcalloc(nsinks, sizeof(*q->sinks), GFP_KERNEL);
+	q->sink_sg = kcalloc(pages, sizeof(*q->sink_sg), GFP_KERNEL);
+	if (!q->sinks || !q->sink_sg)
+		return -ENOMEM;
+	sg_init_table(q->sink_sg, pages);
+	q->sink_nsg = pages;
+	for (i = 0; i < nsinks; i++) {
+		struct rrdma_shim_sink *k = &q->sinks[i];
+		struct ib_mr *mr;
+
+		mr = ib_alloc_mr(q->pd, IB_MR_TYPE_MEM_REG,
+				 i < ndata ? pages : 1);
+		if (IS_ERR(mr))
+			return PTR_ERR(mr);
+		k->mr = mr;
+	}
+	return 0;
+}
+
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
-			 u32 msg_len, struct rrdma_shim_qp **out)
+			 u32 msg_len, u32 nsinks, u32 data_sinks,
+			 u32 sink_pages, struct rrdma_shim_qp **out)
 {
 	struct ib_device *dev = id->device;
 	struct ib_qp_init_attr attr = {};
@@ -223,6 +287,9 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		q->ops[i].index = i;
 		q->ops[i].cqe.done = op_done;
 	}
+	ret = alloc_sinks(q, nsinks, data_sinks, sink_pages);
+	if (ret)
+		goto free;
 	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
 				   DMA_BIDIRECTIONAL);
 	if (ib_dma_mapping_error(dev, q->dma)) {
@@ -281,6 +348,7 @@ unmap:
 	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len,
 			    DMA_BIDIRECTIONAL);
 free:
+	free_sinks(q);
 	kfree(q->ops);
 	kfree(q->fence);
 	kfree(q->bufs);
@@ -320,6 +388,8 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	rdma_destroy_qp(q->id);
 	ib_free_cq(q->rcq);
 	ib_free_cq(q->scq);
+	/* After the QP: no READ can place into a sink any more. */
+	free_sinks(q);
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
 	ib_dma_unmap_single(dev, q->dma,
@@ -391,6 +461,60 @@ union rrdma_any_wr {
 	struct ib_reg_wr reg;
 };
 
+/*
+ * Maps READ sink @k over exactly @s->len bytes: at @s->local_addr of the
+ * region, through the DMA mapping of chunk @s->mr (its iova is the
+ * chunk's region offset), or, without @s->mr, over the QP's scratch
+ * buffer (a fence).  The sink's iova is the region offset (the scratch
+ * buffer's offset in its page): the peer sees no DMA address.
+ */
+static int sink_map(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
+		    const struct rrdma_shim_wr *s)
+{
+	struct scatterlist *sg, *out = q->sink_sg;
+	u64 iova, off, end, pos = 0;
+	u32 n = 0;
+	int i, mapped;
+
+	if (!s->len)
+		return -EINVAL;
+	if (!s->mr) {
+		sg_dma_address(&out[0]) = q->fence_dma;
+		sg_dma_len(&out[0]) = min_t(u32, s->len, RRDMA_SHIM_FENCE_LEN);
+		n = 1;
+		iova = offset_in_page(q->fence_dma);
+	} else {
+		off = s->local_addr - s->mr->mr->iova;
+		end = off + s->len;
+		if (s->local_addr < s->mr->mr->iova || end > s->mr->mr->length)
+			return -EINVAL;
+		for_each_sgtable_dma_sg(&s->mr->sgt, sg, i) {
+			u64 a = pos, b = pos + sg_dma_len(sg);
+
+			pos = b;
+			if (b <= off)
+				continue;
+			if (a >= end)
+				break;
+			if (n == q->sink_nsg)
+				return -EINVAL;
+			sg_dma_address(&out[n]) =
+				sg_dma_address(sg) + (max(a, off) - a);
+			sg_dma_len(&out[n]) = min(b, end) - max(a, off);
+			n++;
+		}
+		iova = s->local_addr;
+	}
+	lockdep_assert_held(&q->lock);
+	mapped = ib_map_mr_sg(k->mr, out, n, NULL, PAGE_SIZE);
+	if (mapped != n)
+		return mapped < 0 ? mapped : -EINVAL;
+	k->mr->iova = iova;
+	/* A fresh key: the last READ into this sink invalidated the old one. */
+	ib_update_fast_reg_key(k->mr, ib_inc_rkey(k->mr->rkey));
+	return 0;
+}
+
 #define RRDMA_POST_CHUNK 8
 
 int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
@@ -413,6 +537,16 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 		for (k = 0; k < m; k++) {
 			const struct rrdma_shim_wr *s = &wrs[done + k];
 			struct ib_send_wr *wr = &w[k].send;
+			struct rrdma_shim_sink *sink = NULL;
+
+			if (s->opcode == RRDMA_SHIM_WR_SINK_REG ||
+			    s->opcode == RRDMA_SHIM_WR_SINK_READ) {
+				if (s->sink >= q->nsinks) {
+					ret = -EINVAL;
+					goto out;
+				}
+				sink = &q->sinks[s->sink];
+			}
 
 			if (s->slot < q->nops)
 				wr->wr_cqe = &q->ops[s->slot].cqe;
@@ -427,18 +561,29 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 				w[k].reg.key = s->mr->mr->rkey;
 				w[k].reg.access = access_flags(s->access);
 				break;
-			case RRDMA_SHIM_WR_FENCE:
+			case RRDMA_SHIM_WR_SINK_REG:
+				ret = sink_map(q, sink, s);
+				if (ret)
+					goto out;
+				wr->opcode = IB_WR_REG_MR;
+				w[k].reg.mr = sink->mr;
+				w[k].reg.key = sink->mr->rkey;
+				w[k].reg.access = IB_ACCESS_LOCAL_WRITE |
+						  IB_ACCESS_REMOTE_WRITE;
+				break;
+			case RRDMA_SHIM_WR_SINK_READ:
 				/*
-				 * A READ of the last written byte into the
-				 * QP's scratch buffer: its response follows the
-				 * placement of every earlier WRITE on this
-				 * connection (iWARP completes a WRITE locally).
+				 * Into the sink as its SINK_REG just mapped it.
+				 * A fence's (one byte into the scratch buffer)
+				 * response follows the placement of every
+				 * earlier WRITE on this connection (iWARP
+				 * completes a WRITE once sent).
 				 */
-				wr->opcode = IB_WR_RDMA_READ;
-				sge[k].addr = q->fence_dma;
-				sge[k].length = min_t(u32, s->len,
-						      RRDMA_SHIM_FENCE_LEN);
-				sge[k].lkey = q->pd->local_dma_lkey;
+				wr->opcode = IB_WR_RDMA_READ_WITH_INV;
+				wr->ex.invalidate_rkey = sink->mr->lkey;
+				sge[k].addr = sink->mr->iova;
+				sge[k].length = sink->mr->length;
+				sge[k].lkey = sink->mr->lkey;
 				wr->sg_list = &sge[k];
 				wr->num_sge = 1;
 				w[k].rdma.remote_addr = s->remote_addr;

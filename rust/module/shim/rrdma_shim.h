@@ -154,7 +154,8 @@ struct rrdma_shim_addr {
 #define RRDMA_SHIM_WR_READ	1
 #define RRDMA_SHIM_WR_WRITE	2
 #define RRDMA_SHIM_WR_REG	3
-#define RRDMA_SHIM_WR_FENCE	4	/* READ into the QP's scratch buffer */
+#define RRDMA_SHIM_WR_SINK_REG	5	/* register a READ sink (iWARP) */
+#define RRDMA_SHIM_WR_SINK_READ	6	/* READ_WITH_INV into a READ sink */
 
 /* rrdma_shim_wr.access, for RRDMA_SHIM_WR_REG */
 #define RRDMA_SHIM_ACCESS_LOCAL_WRITE	BIT(0)
@@ -168,15 +169,28 @@ struct rrdma_shim_addr {
  * @slot:	operation slot whose completion this is (reported through
  *		rrdma_rust_op_done()), or RRDMA_SHIM_NO_SLOT: completions go to
  *		rrdma_rust_quiet_done()
- * @local_addr:	READ/WRITE: local address (the local MR's iova space); for
- *		FENCE the shim uses the QP's scratch buffer
+ * @sink:	SINK_REG/SINK_READ: index of the READ sink (below the QP's
+ *		nsinks; those from data_sinks on map one page: fences), else
+ *		zero
+ * @local_addr:	READ/WRITE: local address (the local MR's iova space);
+ *		SINK_REG: region
+ *		offset of the sink's first byte (inside @mr's chunk)
  * @lkey:	READ/WRITE: local key
- * @len:	READ/WRITE: bytes
- * @pad:	zero
- * @remote_addr: READ/WRITE: remote address (the remote MR's iova space)
- * @rkey:	READ/WRITE: remote key
+ * @len:	READ/WRITE/SINK_REG/SINK_READ: bytes
+ * @remote_addr: READ/WRITE/SINK_READ: remote address (the remote MR's
+ *		iova space)
+ * @rkey:	READ/WRITE/SINK_READ: remote key
  * @access:	REG: RRDMA_SHIM_ACCESS_*
- * @mr:		REG: the MR to register
+ * @mr:		REG: the MR to register; SINK_REG: the chunk whose DMA mapping
+ *		the sink maps, or NULL for the QP's scratch buffer (a fence)
+ *
+ * iWARP places an RDMA READ's response as a tagged write into its sink, so
+ * the sink must allow remote write.  A sink is registered for one READ
+ * (SINK_REG: a fresh key, exactly the READ's bytes, local and remote
+ * write) and the READ invalidates it when it completes (SINK_READ, an
+ * IB_WR_RDMA_READ_WITH_INV): the peer can write there only while its
+ * answer is due.  A READ that fails takes the QP down, and the sinks go
+ * with it.
  */
 #define RRDMA_SHIM_NO_SLOT	0xffffffffU
 
@@ -184,7 +198,7 @@ struct rrdma_shim_wr {
 	__u32 opcode;
 	__u32 signaled;
 	__u32 slot;
-	__u32 pad;
+	__u32 sink;
 	__u64 local_addr;
 	__u32 lkey;
 	__u32 len;
@@ -216,7 +230,8 @@ void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
 /* Queue pairs, control messages and posting (shim/qp.c). */
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
-			 u32 msg_len, struct rrdma_shim_qp **out);
+			 u32 msg_len, u32 nsinks, u32 data_sinks,
+			 u32 sink_pages, struct rrdma_shim_qp **out);
 int rrdma_shim_qp_stop(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
