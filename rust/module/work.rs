@@ -25,11 +25,14 @@ pub(crate) enum Kind {
     Completion,
 }
 
-/// Callback counts of one file's connections, connections gone included.
+/// Callback counts of one file's connections, connections gone included,
+/// and the iWARP write fences they posted (`rrdma-write-fences`: one per
+/// batch of writes, see `Conn::batch_begin`).
 pub(crate) struct Work {
     cm_events: AtomicU64,
     ctrl_recv: AtomicU64,
     completions: AtomicU64,
+    fences: AtomicU64,
 }
 
 impl Work {
@@ -38,7 +41,13 @@ impl Work {
             cm_events: AtomicU64::new(0),
             ctrl_recv: AtomicU64::new(0),
             completions: AtomicU64::new(0),
+            fences: AtomicU64::new(0),
         }
+    }
+
+    /// Counts one write fence posted.
+    pub(crate) fn fence(&self) {
+        self.fences.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one callback. Relaxed: a statistic, ordered with nothing.
@@ -52,7 +61,7 @@ impl Work {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 3] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 4] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -65,6 +74,10 @@ impl Work {
             (
                 b"rrdma-work-completions\0",
                 self.completions.load(Ordering::Relaxed),
+            ),
+            (
+                b"rrdma-write-fences\0",
+                self.fences.load(Ordering::Relaxed),
             ),
         ]
     }

@@ -29,7 +29,7 @@ use super::{ctrl, wait_until, Conn, Import};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, E2BIG, ENOMEM, ENOTCONN},
+    errno::{Errno, E2BIG, ECONNRESET, EINVAL, ENOMEM, ENOTCONN},
     limits,
     ops::{self, Checked, Dir},
     uapi::Completion,
@@ -64,7 +64,43 @@ struct OpCtx {
     /// READ and fence sinks it holds (iWARP), free again once it
     /// completes.
     sinks: KVec<u32>,
+    /// A write posted without its own fence: the slot of its batch's
+    /// fence, whose completion completes it.
+    fence_slot: Option<u32>,
+    /// What the operation is.
+    kind: Kind,
+    /// A batch fence's writes that completed before it, to complete with
+    /// its status (room reserved when the batch began).
+    followers: KVec<KBox<OpCtx>>,
 }
+
+/// Kinds of [`OpCtx`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// An operation of userspace.
+    User,
+    /// A batch's write fence (see [`BatchFence`]), not reported itself.
+    /// `id` tells it from any later occupant of its slot; `posted` whether
+    /// its work requests went out.
+    Fence { id: u64, posted: bool },
+}
+
+/// The write fence of one `SUBMIT` batch on an iWARP connection: the
+/// batch's writes go without a fence of their own, and one fence after the
+/// last of them completes them all (`Conn::batch_begin`, `Conn::post_op`,
+/// `Conn::batch_end`). Its slot, send-queue entries and fence sink are
+/// reserved up front, so that the fence can always follow the writes.
+pub(crate) struct BatchFence {
+    slot: u32,
+    id: u64,
+    /// The last write posted without a fence: its import entry, the
+    /// remote address of its last byte and that byte's key.
+    last: Option<(u64, u64, u32)>,
+}
+
+/// Ids of batch fences.
+static FENCE_IDS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+
 
 /// Operation slots (one completion context each in the shim) and the send
 /// queue's room, for the queue pair's `depth` operation entries.
@@ -150,6 +186,30 @@ impl Slots {
         self.sq_free += op.wrs;
         self.put_sinks(&op.sinks);
         Some(op)
+    }
+
+    /// Parks write `op`, sent but not known placed, with the batch fence in
+    /// `slot` (room reserved); gives it back if the fence is gone.
+    fn park(&mut self, slot: u32, op: KBox<OpCtx>) -> Result<(), KBox<OpCtx>> {
+        match self.ops.get_mut(slot as usize) {
+            Some(Some(f))
+                if matches!(f.kind, Kind::Fence { .. })
+                    && f.followers.len() < f.followers.capacity() =>
+            {
+                // Within capacity: cannot fail.
+                let _ = f.followers.push(op, GFP_KERNEL);
+                Ok(())
+            }
+            _ => Err(op),
+        }
+    }
+
+    /// Whether `slot` holds batch fence `id`, not yet posted.
+    fn holds_fence(&self, slot: u32, id: u64) -> bool {
+        matches!(
+            self.ops.get(slot as usize),
+            Some(Some(op)) if op.kind == Kind::Fence { id, posted: false }
+        )
     }
 
     /// Frees READ and fence sinks.
@@ -238,6 +298,8 @@ struct Plan {
     /// Whether it ends with a fence (a write on iWARP), which needs a
     /// fence sink.
     fence: bool,
+    /// A write on iWARP that leaves its fence to its batch's.
+    unfenced: bool,
     iwarp: bool,
 }
 
@@ -258,7 +320,13 @@ pub(crate) enum Posted {
 impl Conn {
     /// Checks an operation against the connection under the lock and plans
     /// what it needs.
-    fn plan(&self, import: &Import, region: &Arc<Region>, c: &Checked) -> Result<Plan, Errno> {
+    fn plan(
+        &self,
+        import: &Import,
+        region: &Arc<Region>,
+        c: &Checked,
+        batched: bool,
+    ) -> Result<Plan, Errno> {
         let g = self.inner.lock();
         if !g.state.is_connected() {
             return Err(g.errno());
@@ -283,7 +351,9 @@ impl Conn {
             }
         }
         let nseg = ops::segments(c, lshift, import.chunk_shift).count() as u64;
-        let wrs = ops::op_wrs(c.dir, nseg, nmissing, res.iwarp);
+        // A write of a batch leaves its fence to the batch's (2 requests).
+        let unfenced = batched && c.dir == Dir::Write && res.iwarp;
+        let wrs = ops::op_wrs(c.dir, nseg, nmissing, res.iwarp) - if unfenced { 2 } else { 0 };
         let sinks = ops::op_sinks(c.dir, nseg, res.iwarp);
         if wrs > u64::from(g.ops.op_budget()) || sinks > u64::from(g.ops.sinks) {
             // `check_op` refuses operations above the import's limit.
@@ -298,7 +368,8 @@ impl Conn {
             have_reg: reg.is_some(),
             wrs: wrs as u32,
             sinks: sinks as u32,
-            fence: c.dir == Dir::Write && res.iwarp,
+            fence: c.dir == Dir::Write && res.iwarp && !unfenced,
+            unfenced,
             iwarp: res.iwarp,
         })
     }
@@ -312,11 +383,12 @@ impl Conn {
         user_data: u64,
         opcode: u32,
         sync: Option<Arc<SyncWait>>,
+        mut batch: Option<&mut BatchFence>,
     ) -> Result<Posted, Errno> {
         // The cache can change between the plan and the post (a destroyed
         // region's registrations are pruned): plan again then.
         for _ in 0..4 {
-            let plan = self.plan(import, region, c)?;
+            let plan = self.plan(import, region, c, batch.is_some())?;
             let op = OpCtx {
                 region: region.clone(),
                 entry: import.entry(),
@@ -326,8 +398,11 @@ impl Conn {
                 bytes: c.len,
                 sync: sync.clone(),
                 sinks: KVec::new(),
+                fence_slot: None,
+                kind: Kind::User,
+                followers: KVec::new(),
             };
-            if let Some(posted) = self.try_post(import, region, c, &plan, op)? {
+            if let Some(posted) = self.try_post(import, region, c, &plan, op, batch.as_deref_mut())? {
                 return Ok(posted);
             }
         }
@@ -342,6 +417,7 @@ impl Conn {
         c: &Checked,
         plan: &Plan,
         mut op: OpCtx,
+        batch: Option<&mut BatchFence>,
     ) -> Result<Option<Posted>, Errno> {
         // Allocated before the lock: the context with room for its sinks,
         // the work requests, the missing registrations (with the index of
@@ -490,6 +566,20 @@ impl Conn {
             // chunk registered meanwhile only takes a request less).
             return Ok(None);
         }
+        // A write that leaves its fence to its batch's: the batch's fence
+        // must still be waiting in its slot (a reconnect flushed it), and
+        // will read the last byte this write places.
+        let mut unfenced_last = None;
+        if plan.unfenced {
+            let b = batch.as_ref().ok_or(EINVAL)?;
+            if !inner.ops.holds_fence(b.slot, b.id) {
+                return Err(ECONNRESET);
+            }
+            ctx.fence_slot = Some(b.slot);
+            unfenced_last = wrs
+                .last()
+                .map(|w| (w.remote_addr + u64::from(w.len) - 1, w.rkey));
+        }
         let n = wrs.len() as u32;
         let Some(slot) = crate::compat::vec_pop(&mut inner.ops.free) else {
             return Ok(Some(Posted::Full));
@@ -547,6 +637,12 @@ impl Conn {
         inner.ops.sq_free -= n;
         reg.inflight += 1;
         inner.imports.op_started(import.entry());
+        if plan.fence {
+            self.shared.work.fence();
+        }
+        if let (Some(b), Some((addr, rkey))) = (batch, unfenced_last) {
+            b.last = Some((import.entry(), addr, rkey));
+        }
         drop(g);
         drop(spare);
         Ok(Some(Posted::Yes))
@@ -555,7 +651,7 @@ impl Conn {
     /// The completion of operation slot `slot` (completion context, or the
     /// teardown for what the provider never completed).
     pub(crate) fn slot_done(self: &Arc<Self>, slot: u32, wc_status: u32) {
-        let (op, errno, prune) = {
+        let (mut op, errno, prune) = {
             let mut g = self.inner.lock();
             let inner = &mut *g;
             let Some(op) = inner.ops.take(slot) else {
@@ -568,16 +664,20 @@ impl Conn {
                 return;
             };
             let mut prune = None;
-            if let Some(res) = inner.res.as_mut() {
-                let k = key(&op.region);
-                if let Some(r) = res.local.tree.get_mut(&k) {
-                    r.inflight = r.inflight.saturating_sub(1);
-                    if r.inflight == 0 && op.region.is_destroyed() {
-                        prune = res.local.tree.remove(&k);
+            if op.kind == Kind::User {
+                if let Some(res) = inner.res.as_mut() {
+                    let k = key(&op.region);
+                    if let Some(r) = res.local.tree.get_mut(&k) {
+                        r.inflight = r.inflight.saturating_sub(1);
+                        if r.inflight == 0 && op.region.is_destroyed() {
+                            prune = res.local.tree.remove(&k);
+                        }
                     }
                 }
             }
-            inner.imports.op_done(op.entry);
+            if matches!(op.kind, Kind::User | Kind::Fence { posted: true, .. }) {
+                inner.imports.op_done(op.entry);
+            }
             let errno = match ops::wc_errno(wc_status) {
                 // Flushed: the connection ended under it.
                 Some(crate::abi::errno::ECANCELED) => Some(inner.state.flush_errno()),
@@ -589,14 +689,37 @@ impl Conn {
                 inner.keepalive.answered();
             }
             ctrl::send_due_acks(inner, &self.shared.ctrl);
+            // A write sent but not yet known placed waits for its batch's
+            // fence (its completion comes after this one's).
+            let op = match (errno, op.fence_slot) {
+                (None, Some(f)) => match inner.ops.park(f, op) {
+                    Ok(()) => None,
+                    Err(op) => Some(op),
+                },
+                _ => Some(op),
+            };
             (op, errno, prune)
         };
         drop(prune);
         self.cv.notify_all();
+        let Some(op) = op.as_mut() else {
+            return;
+        };
         if errno.is_some() {
             self.wc_failed(wc_status as c_int, super::Wr::Operation);
         }
         let status = errno.map_or(0, Errno::to_errno);
+        // A batch fence completes its writes with its own status.
+        while let Some(w) = crate::compat::vec_pop(&mut op.followers) {
+            self.report(&w, status);
+        }
+        if op.kind == Kind::User {
+            self.report(op, status);
+        }
+    }
+
+    /// Reports the end of user operation `op` with `status`.
+    fn report(&self, op: &OpCtx, status: i32) {
         match &op.sync {
             Some(w) => w.set(status),
             None => self.shared.complete(Completion {
@@ -606,6 +729,104 @@ impl Conn {
                 bytes: if status == 0 { op.bytes } else { 0 },
             }),
         }
+    }
+
+    /// Begins a batch of up to `writes` writes on this connection that
+    /// share one fence: on iWARP, with room for the fence now; `None`
+    /// otherwise (the writes then fence themselves). Every
+    /// [`BatchFence`] goes to [`Conn::batch_end`].
+    pub(crate) fn batch_begin(
+        self: &Arc<Self>,
+        region: &Arc<Region>,
+        writes: usize,
+    ) -> Option<BatchFence> {
+        let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        let ctx = OpCtx {
+            region: region.clone(),
+            entry: 0,
+            user_data: 0,
+            opcode: 0,
+            wrs: 2,
+            bytes: 0,
+            sync: None,
+            sinks: KVec::with_capacity(1, GFP_KERNEL).ok()?,
+            fence_slot: None,
+            kind: Kind::Fence { id, posted: false },
+            followers: KVec::with_capacity(writes, GFP_KERNEL).ok()?,
+        };
+        let mut ctx = KBox::new(ctx, GFP_KERNEL).ok()?;
+        let mut g = self.inner.lock();
+        let inner = &mut *g;
+        if !inner.state.is_connected()
+            || !inner.res.as_ref().is_some_and(|r| r.iwarp)
+            || inner.ops.sq_free < 2
+            || inner.ops.fences_free.is_empty()
+        {
+            return None;
+        }
+        let slot = crate::compat::vec_pop(&mut inner.ops.free)?;
+        if let Some(k) = crate::compat::vec_pop(&mut inner.ops.fences_free) {
+            // Within capacity.
+            let _ = ctx.sinks.push(k, GFP_KERNEL);
+        }
+        inner.ops.sq_free -= 2;
+        inner.ops.ops[slot as usize] = Some(ctx);
+        Some(BatchFence {
+            slot,
+            id,
+            last: None,
+        })
+    }
+
+    /// Ends a batch: posts its fence after its last write, or gives its
+    /// reservation back if every write fenced itself or none was posted.
+    pub(crate) fn batch_end(self: &Arc<Self>, b: BatchFence) {
+        let mut g = self.inner.lock();
+        let inner = &mut *g;
+        if !inner.ops.holds_fence(b.slot, b.id) {
+            // A teardown flushed it, and its writes with it.
+            return;
+        }
+        let Some((entry, addr, rkey)) = b.last else {
+            let op = inner.ops.take(b.slot);
+            drop(g);
+            drop(op);
+            return;
+        };
+        let Some(qp) = inner.id.as_ref().and_then(|id| id.qp()) else {
+            // Going: the teardown completes the fence and its writes.
+            return;
+        };
+        let Some(Some(fence)) = inner.ops.ops.get_mut(b.slot as usize) else {
+            return;
+        };
+        let Some(&k) = fence.sinks.first() else {
+            return;
+        };
+        let mut wrs = [
+            ShimWr::sink_reg(core::ptr::null_mut(), k, 0, 1),
+            ShimWr::sink_read(k, 1, addr, rkey),
+        ];
+        wrs[1].signaled = 1;
+        wrs[1].slot = b.slot;
+        // SAFETY: the sink maps the queue pair's scratch buffer; the remote
+        // key belongs to the peer's registration the last write used.
+        let (posted, r) = unsafe { qp.post(&wrs) };
+        if posted == 2 {
+            fence.kind = Kind::Fence {
+                id: b.id,
+                posted: true,
+            };
+            fence.entry = entry;
+            inner.imports.op_started(entry);
+            self.shared.work.fence();
+            return;
+        }
+        // The queue pair failed: its teardown completes the fence, and its
+        // writes, with the flush status.
+        drop(g);
+        let e = r.err().unwrap_or(crate::abi::errno::EIO);
+        self.fail(Event::QpFatal, "cannot post a write fence", e);
     }
 
     /// Completes, with the flush status, every operation the provider did
@@ -643,7 +864,7 @@ impl Conn {
     ) -> Result<i32, Errno> {
         let w = SyncWait::new().map_err(|_| ENOMEM)?;
         loop {
-            if let Posted::Yes = self.post_op(import, region, c, 0, opcode, Some(w.clone()))? {
+            if let Posted::Yes = self.post_op(import, region, c, 0, opcode, Some(w.clone()), None)? {
                 break;
             }
             // Wait for room: any completion frees some.

@@ -80,8 +80,15 @@ impl Conn {
         if let Some(res) = g.res.as_mut() {
             res.grants.reg_done();
         }
+        drop(g);
+        // A grant may wait for room (`Conn::grant`).
+        self.cv.notify_all();
     }
 }
+
+/// How long a grant waits for earlier grants' registrations to complete
+/// before it answers `EBUSY`.
+const GRANT_ROOM_WAIT_MS: u32 = 1000;
 
 /// A revocation under way on one connection (see [`Conn::start_revoke`]).
 pub(crate) struct RevokeTicket {
@@ -165,6 +172,16 @@ impl Conn {
         }
 
         let mut g = self.inner.lock();
+        // A small NIC's queue: earlier grants' registrations must complete
+        // first (the importer asks again within its own timeout on EBUSY).
+        let mut left = deadline(GRANT_ROOM_WAIT_MS);
+        wait_until(&self.cv, &mut g, &mut left, |i| {
+            !i.state.can_talk()
+                || i.res
+                    .as_ref()
+                    .map_or(true, |r| r.grants.regs_in_flight + count <= r.grant_regs)
+        })
+        .map_err(|_| EBUSY)?;
         if !g.state.can_talk() {
             return Err(ENOTCONN);
         }

@@ -20,7 +20,7 @@ use crate::abi::{
     errno::{Errno, EAGAIN, EINVAL},
     ioctl::Decoded,
     keepalive,
-    ops::{self, Checked},
+    ops::{self, Checked, Dir},
     uapi::{
         Accept, Connect, Export, HandleArg, Import as ImportArg, Listen, Op, Submit, Unexport,
         ACCESS_READ, ACCESS_WRITE, BACKLOG_DEFAULT, BACKLOG_MAX, CONNECT_NO_KEEPALIVE,
@@ -285,10 +285,25 @@ impl FileState {
         let reserved = self.shared.ring.lock().reserve(resolved.len());
         let mut posted = 0;
         let mut err = None;
-        for (imp, region, c, op) in resolved.iter().take(reserved) {
+        // Writes of one batch on one iWARP connection share one fence.
+        let batch_ops = &resolved[..reserved.min(resolved.len())];
+        let writes = batch_ops.iter().filter(|r| r.2.dir == Dir::Write).count();
+        let mut batch = match batch_ops.first() {
+            Some((imp, region, ..))
+                if writes >= 2
+                    && batch_ops
+                        .iter()
+                        .all(|r| Arc::ptr_eq(&r.0.conn, &imp.conn)) =>
+            {
+                imp.conn.batch_begin(region, writes)
+            }
+            _ => None,
+        };
+        for (imp, region, c, op) in batch_ops {
+            let b = if c.dir == Dir::Write { batch.as_mut() } else { None };
             match imp
                 .conn
-                .post_op(imp, region, c, op.user_data, op.opcode, None)
+                .post_op(imp, region, c, op.user_data, op.opcode, None, b)
             {
                 Ok(Posted::Yes) => posted += 1,
                 Ok(Posted::Full) => break,
@@ -297,6 +312,9 @@ impl FileState {
                     break;
                 }
             }
+        }
+        if let (Some(b), Some(first)) = (batch, batch_ops.first()) {
+            first.0.conn.batch_end(b);
         }
         self.shared.ring.lock().unreserve(reserved - posted);
         if posted == 0 {
