@@ -253,6 +253,14 @@ fn key(region: &Arc<Region>) -> usize {
     foreign::addr_of(region) as usize
 }
 
+/// Where an operation's end is reported: the file's completion ring
+/// (`user_data`, `opcode`) or a synchronous caller (`sync`).
+pub(crate) struct ReportTo {
+    pub(crate) user_data: u64,
+    pub(crate) opcode: u32,
+    pub(crate) sync: Option<Arc<SyncWait>>,
+}
+
 /// Where a synchronous operation's status lands.
 #[pin_data]
 pub(crate) struct SyncWait {
@@ -374,17 +382,21 @@ impl Conn {
         })
     }
 
-    /// Posts one checked operation on `import` from or to `region`.
+    /// Posts one checked operation on `import` from or to `region`, which
+    /// reports to `to`; a write of a batch leaves its fence to `batch`.
     pub(crate) fn post_op(
         self: &Arc<Self>,
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
-        user_data: u64,
-        opcode: u32,
-        sync: Option<Arc<SyncWait>>,
+        to: ReportTo,
         mut batch: Option<&mut BatchFence>,
     ) -> Result<Posted, Errno> {
+        let ReportTo {
+            user_data,
+            opcode,
+            sync,
+        } = to;
         // The cache can change between the plan and the post (a destroyed
         // region's registrations are pruned): plan again then.
         for _ in 0..4 {
@@ -692,10 +704,7 @@ impl Conn {
             // A write sent but not yet known placed waits for its batch's
             // fence (its completion comes after this one's).
             let op = match (errno, op.fence_slot) {
-                (None, Some(f)) => match inner.ops.park(f, op) {
-                    Ok(()) => None,
-                    Err(op) => Some(op),
-                },
+                (None, Some(f)) => inner.ops.park(f, op).err(),
                 _ => Some(op),
             };
             (op, errno, prune)
@@ -864,7 +873,17 @@ impl Conn {
     ) -> Result<i32, Errno> {
         let w = SyncWait::new().map_err(|_| ENOMEM)?;
         loop {
-            if let Posted::Yes = self.post_op(import, region, c, 0, opcode, Some(w.clone()), None)? {
+            if let Posted::Yes = self.post_op(
+                import,
+                region,
+                c,
+                ReportTo {
+                    user_data: 0,
+                    opcode,
+                    sync: Some(w.clone()),
+                },
+                None,
+            )? {
                 break;
             }
             // Wait for room: any completion frees some.

@@ -82,7 +82,7 @@ mod reconnect;
 mod setup;
 
 pub(crate) use ctrl::Counts as CtrlCounts;
-pub(crate) use data::Posted;
+pub(crate) use data::{Posted, ReportTo};
 pub(crate) use imports::Import;
 pub(crate) use keepalive::Counts as KeepaliveCounts;
 pub(crate) use reconnect::Counts as ReconnectCounts;

@@ -27,7 +27,7 @@ use crate::abi::{
         CONNECT_RECONNECT, OP_SIZE_VER0, SUBMIT_MAX,
     },
 };
-use crate::conn::{Conn, Import, Posted};
+use crate::conn::{Conn, Import, Posted, ReportTo};
 use crate::ffi::warn_user;
 use crate::listener::Listener;
 use crate::objects::Object;
@@ -303,7 +303,17 @@ impl FileState {
             let b = if c.dir == Dir::Write { batch.as_mut() } else { None };
             match imp
                 .conn
-                .post_op(imp, region, c, op.user_data, op.opcode, None, b)
+                .post_op(
+                    imp,
+                    region,
+                    c,
+                    ReportTo {
+                        user_data: op.user_data,
+                        opcode: op.opcode,
+                        sync: None,
+                    },
+                    b,
+                )
             {
                 Ok(Posted::Yes) => posted += 1,
                 Ok(Posted::Full) => break,
