@@ -75,10 +75,7 @@ impl Work {
                 b"rrdma-work-completions\0",
                 self.completions.load(Ordering::Relaxed),
             ),
-            (
-                b"rrdma-write-fences\0",
-                self.fences.load(Ordering::Relaxed),
-            ),
+            (b"rrdma-write-fences\0", self.fences.load(Ordering::Relaxed)),
         ]
     }
 }

@@ -101,7 +101,6 @@ pub(crate) struct BatchFence {
 /// Ids of batch fences.
 static FENCE_IDS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
 
-
 /// Operation slots (one completion context each in the shim) and the send
 /// queue's room, for the queue pair's `depth` operation entries.
 /// Preallocated for [`SLOTS_MAX`]: completing an operation never allocates.
@@ -414,7 +413,9 @@ impl Conn {
                 kind: Kind::User,
                 followers: KVec::new(),
             };
-            if let Some(posted) = self.try_post(import, region, c, &plan, op, batch.as_deref_mut())? {
+            if let Some(posted) =
+                self.try_post(import, region, c, &plan, op, batch.as_deref_mut())?
+            {
                 return Ok(posted);
             }
         }
@@ -537,10 +538,7 @@ impl Conn {
                         ShimWr::sink_reg(chunk_mr, k, s.local_off, s.len),
                         GFP_KERNEL,
                     );
-                    let _ = wrs.push(
-                        ShimWr::sink_read(k, s.len, s.remote_off, rkey),
-                        GFP_KERNEL,
-                    );
+                    let _ = wrs.push(ShimWr::sink_read(k, s.len, s.remote_off, rkey), GFP_KERNEL);
                 }
                 (Dir::Read, false) => {
                     let _ = wrs.push(
@@ -562,10 +560,7 @@ impl Conn {
             // over the queue pair's scratch buffer.
             if let (Some(last), Some(&k)) = (wrs.last(), inner.ops.fences_free.last()) {
                 let (addr, rkey) = (last.remote_addr + u64::from(last.len) - 1, last.rkey);
-                let _ = wrs.push(
-                    ShimWr::sink_reg(core::ptr::null_mut(), k, 0, 1),
-                    GFP_KERNEL,
-                );
+                let _ = wrs.push(ShimWr::sink_reg(core::ptr::null_mut(), k, 0, 1), GFP_KERNEL);
                 let _ = wrs.push(ShimWr::sink_read(k, 1, addr, rkey), GFP_KERNEL);
                 fence = Some(k);
             }

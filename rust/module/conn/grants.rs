@@ -139,7 +139,14 @@ impl Conn {
                     missing |= 1 << k;
                 }
             }
-            (res.pd.clone(), shift, n, missing, entry.is_some(), res.grant_regs)
+            (
+                res.pd.clone(),
+                shift,
+                n,
+                missing,
+                entry.is_some(),
+                res.grant_regs,
+            )
         };
         let count = missing.count_ones();
         if count > depth {

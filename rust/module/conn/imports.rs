@@ -266,7 +266,11 @@ impl Conn {
             let e = g.imports.tree.get_mut(&entry).ok_or(ENOENT)?;
             e.shape = Some(Shape::of(&h));
             e.rkeys = rkeys;
-            (shift, g.ops.op_budget(), g.res.as_ref().is_some_and(|r| r.iwarp))
+            (
+                shift,
+                g.ops.op_budget(),
+                g.res.as_ref().is_some_and(|r| r.iwarp),
+            )
         };
         let remote_shift = u32::from(h.chunk_shift);
         Ok(Import {

@@ -190,10 +190,8 @@ impl Conn {
         let pd = Pd::new(&device)?;
         let limits = *device.limits();
         let iwarp = device.attr().node_type == crate::abi::uapi::node_type::RNIC;
-        let chunk_shift = ops::chunk_shift(
-            limits.max_fast_reg_pages,
-            ffi::page_size().trailing_zeros(),
-        );
+        let chunk_shift =
+            ops::chunk_shift(limits.max_fast_reg_pages, ffi::page_size().trailing_zeros());
         let q = limits::queue_sizes(&limits).map_err(|why| {
             warn_user!(
                 "{}: queues too small for a connection ({:?}: max_qp_wr {}, max_cqe {}) (errno {})\n",
@@ -214,7 +212,11 @@ impl Conn {
             // A READ takes two send-queue entries on iWARP (its sink's
             // registration and itself): never more in flight than half
             // the operation entries, and at most `SINKS_MAX`.
-            sinks: if iwarp { (q.ops / 2).min(data::SINKS_MAX) } else { 0 },
+            sinks: if iwarp {
+                (q.ops / 2).min(data::SINKS_MAX)
+            } else {
+                0
+            },
             // A fence takes two entries as well, and maps one page.
             fence_sinks: if iwarp { q.ops / 2 } else { 0 },
             sink_pages: 1 << (chunk_shift - ffi::page_size().trailing_zeros()),

@@ -290,31 +290,29 @@ impl FileState {
         let writes = batch_ops.iter().filter(|r| r.2.dir == Dir::Write).count();
         let mut batch = match batch_ops.first() {
             Some((imp, region, ..))
-                if writes >= 2
-                    && batch_ops
-                        .iter()
-                        .all(|r| Arc::ptr_eq(&r.0.conn, &imp.conn)) =>
+                if writes >= 2 && batch_ops.iter().all(|r| Arc::ptr_eq(&r.0.conn, &imp.conn)) =>
             {
                 imp.conn.batch_begin(region, writes)
             }
             _ => None,
         };
         for (imp, region, c, op) in batch_ops {
-            let b = if c.dir == Dir::Write { batch.as_mut() } else { None };
-            match imp
-                .conn
-                .post_op(
-                    imp,
-                    region,
-                    c,
-                    ReportTo {
-                        user_data: op.user_data,
-                        opcode: op.opcode,
-                        sync: None,
-                    },
-                    b,
-                )
-            {
+            let b = if c.dir == Dir::Write {
+                batch.as_mut()
+            } else {
+                None
+            };
+            match imp.conn.post_op(
+                imp,
+                region,
+                c,
+                ReportTo {
+                    user_data: op.user_data,
+                    opcode: op.opcode,
+                    sync: None,
+                },
+                b,
+            ) {
                 Ok(Posted::Yes) => posted += 1,
                 Ok(Posted::Full) => break,
                 Err(e) => {
