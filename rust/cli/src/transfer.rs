@@ -113,6 +113,21 @@ fn exporter_work(addr: SocketAddr) -> io::Result<BTreeMap<String, u64>> {
         .collect())
 }
 
+/// The exporter's work counts once they stand still for 100 ms (at most
+/// 2 s of asking).
+fn settled_work(addr: SocketAddr) -> io::Result<BTreeMap<String, u64>> {
+    let mut last = exporter_work(addr)?;
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = exporter_work(addr)?;
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    Ok(last)
+}
+
 /// Connects and imports.
 pub fn open<'a>(dev: &'a Rrdma, t: &Target) -> io::Result<(Connection<'a>, RemoteRegion<'a>)> {
     let ctx = |what: String| move |e: io::Error| io::Error::new(e.kind(), format!("{what}: {e}"));
@@ -392,8 +407,11 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
     };
     let mut samples = Vec::new();
     // Read outside the timed run: each is a round trip to the exporter.
+    // The import's registrations complete on the exporter a little after
+    // its answer: start once its counts stood still for 100 ms (2 s at
+    // most).
     let control = control_addr(&t.token);
-    let work_before = control.map(exporter_work).transpose()?;
+    let work_before = control.map(settled_work).transpose()?;
     let start = Instant::now();
     let mut completed: u64 = 0;
     let mut peak: f64 = 0.0;
