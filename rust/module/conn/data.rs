@@ -503,7 +503,11 @@ impl Conn {
         // Build: each chunk's registration right before its first segment.
         // The sinks are the last `plan.sinks` free ones, taken once built.
         let nfree = inner.ops.sinks_free.len();
-        let sink_of = |j: usize| inner.ops.sinks_free[nfree - 1 - j];
+        let sink_of = |j: usize| {
+            nfree
+                .checked_sub(j + 1)
+                .and_then(|i| inner.ops.sinks_free.get(i).copied())
+        };
         let mut nsinks = 0;
         let mut last_chunk = usize::MAX;
         for s in ops::segments(c, plan.lshift, import.chunk_shift) {
@@ -532,7 +536,10 @@ impl Conn {
             // Within capacity (the plan counted every request).
             match (c.dir, plan.iwarp) {
                 (Dir::Read, true) => {
-                    let k = sink_of(nsinks);
+                    let Some(k) = sink_of(nsinks) else {
+                        // The plan checked there were enough.
+                        return Ok(None);
+                    };
                     nsinks += 1;
                     let _ = wrs.push(
                         ShimWr::sink_reg(chunk_mr, k, s.local_off, s.len),
