@@ -445,7 +445,10 @@ struct rrdma_op {
  * blocks than its import's max_op_blocks is refused with E2BIG.  When the
  * queues are full, a prefix is posted; the ioctl returns how many
  * operations were posted and @submitted says the same; EAGAIN when none
- * could be.  Each posted operation produces exactly one
+ * could be.  Room comes back as posted operations complete: a caller reads
+ * a completion and submits the rest again (EAGAIN with nothing of the file
+ * in flight is logged with the queues' state).  Each posted operation
+ * produces exactly one
  * struct rrdma_completion, read from the file.
  */
 struct rrdma_submit {

@@ -2,7 +2,7 @@
 
 //! `rrdma read`, `write`, `verify` and `bench`: an importer's commands.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, IsTerminal, Read, Write};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -424,11 +424,27 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
             completed += 1;
         }
     } else {
-        let mut issued: u64 = 0;
-        let first: Vec<Op> = (0..depth).map(&mk).collect();
-        issued += dev.submit(&first)? as u64;
+        // Operations the queues had no room for wait in `pending` and go
+        // again after the next completions: a full send queue (EAGAIN with
+        // operations in flight) is flow control, not an error.
+        let mut next = depth.min(a.iters.unwrap_or(u64::MAX));
+        let mut pending: VecDeque<Op> = (0..next).map(&mk).collect();
+        let mut in_flight: u64 = 0;
         let mut comps = vec![Completion::zeroed(); depth as usize];
-        while completed < issued {
+        loop {
+            if !pending.is_empty() {
+                match dev.submit(pending.make_contiguous()) {
+                    Ok(n) => {
+                        pending.drain(..n);
+                        in_flight += n as u64;
+                    }
+                    Err(e) if in_flight > 0 && rrdma::errno(&e) == Some(EAGAIN.get()) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            if in_flight == 0 {
+                break;
+            }
             let n = dev.completions(&mut comps, Some(Duration::from_secs(10)))?;
             if n == 0 {
                 return Err(io::Error::new(
@@ -436,24 +452,24 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
                     "no completion within 10 s",
                 ));
             }
-            let mut again = Vec::with_capacity(n);
             for c in &comps[..n] {
                 if c.status != 0 {
                     return Err(io::Error::from_raw_os_error(-c.status));
                 }
                 completed += 1;
-                if !done_when(completed, start)
-                    && issued + (again.len() as u64) < a.iters.unwrap_or(u64::MAX)
-                {
+                in_flight -= 1;
+                if !done_when(completed, start) && next < a.iters.unwrap_or(u64::MAX) {
                     // Reuse the completed slot (user_data).
-                    let mut op = mk(issued + again.len() as u64);
+                    let mut op = mk(next);
                     op.local_block = c.user_data * count;
                     op.user_data = c.user_data;
-                    again.push(op);
+                    pending.push_back(op);
+                    next += 1;
                 }
             }
-            if !again.is_empty() {
-                issued += dev.submit(&again)? as u64;
+            if done_when(completed, start) {
+                // The run is over: what has not gone yet never goes.
+                pending.clear();
             }
             let el = window.0.elapsed().as_secs_f64();
             if el >= 0.1 {
