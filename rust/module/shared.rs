@@ -75,10 +75,20 @@ impl Shared {
         .map_err(Into::into)
     }
 
-    /// Queues a completion (its slot was reserved) and wakes readers.
-    pub(crate) fn complete(&self, c: Completion) {
-        self.ring.lock().push(c);
-        self.waitq.wake();
+    /// Queues completions (their slots were reserved) with one trip
+    /// through the ring's lock, and wakes readers once.
+    pub(crate) fn complete(&self, cs: impl IntoIterator<Item = Completion>) {
+        let mut n = 0;
+        {
+            let mut ring = self.ring.lock();
+            for c in cs {
+                ring.push(c);
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.waitq.wake();
+        }
     }
 
     /// Adds a connection to the registry.

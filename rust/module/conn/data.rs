@@ -598,6 +598,9 @@ impl Conn {
         let Some(slot) = crate::compat::vec_pop(&mut inner.ops.free) else {
             return Ok(Some(Posted::Full));
         };
+        // What it gives back to the send queue when it completes: what
+        // was built (a chunk registered since the plan takes one less).
+        ctx.wrs = n;
         // Within the capacity reserved for the plan's sinks.
         for _ in 0..nsinks {
             if let Some(k) = crate::compat::vec_pop(&mut inner.ops.sinks_free) {
@@ -665,7 +668,7 @@ impl Conn {
     /// The completion of operation slot `slot` (completion context, or the
     /// teardown for what the provider never completed).
     pub(crate) fn slot_done(self: &Arc<Self>, slot: u32, wc_status: u32) {
-        let (mut op, errno, prune) = {
+        let (op, errno, prune) = {
             let mut g = self.inner.lock();
             let inner = &mut *g;
             let Some(op) = inner.ops.take(slot) else {
@@ -713,33 +716,45 @@ impl Conn {
         };
         drop(prune);
         self.cv.notify_all();
-        let Some(op) = op.as_mut() else {
+        let Some(op) = op.as_ref() else {
             return;
         };
         if errno.is_some() {
             self.wc_failed(wc_status as c_int, super::Wr::Operation);
         }
         let status = errno.map_or(0, Errno::to_errno);
-        // A batch fence completes its writes with its own status.
-        while let Some(w) = crate::compat::vec_pop(&mut op.followers) {
-            self.report(&w, status);
+        // A batch fence completes its writes with its own status, in the
+        // order they were posted: one trip through the ring, one wake-up.
+        let mine = (op.kind == Kind::User).then_some(&**op);
+        // (`Iterator::chain`: the kernel's `Init` has a `chain` too.)
+        let ended = || Iterator::chain(op.followers.iter().map(|w| &**w), mine);
+        for s in ended().filter_map(|w| w.sync.as_ref()) {
+            s.set(status);
         }
-        if op.kind == Kind::User {
-            self.report(op, status);
-        }
+        self.shared
+            .complete(ended().filter(|w| w.sync.is_none()).map(|w| Completion {
+                user_data: w.user_data,
+                status,
+                opcode: w.opcode,
+                bytes: if status == 0 { w.bytes } else { 0 },
+            }));
     }
 
-    /// Reports the end of user operation `op` with `status`.
-    fn report(&self, op: &OpCtx, status: i32) {
-        match &op.sync {
-            Some(w) => w.set(status),
-            None => self.shared.complete(Completion {
-                user_data: op.user_data,
-                status,
-                opcode: op.opcode,
-                bytes: if status == 0 { op.bytes } else { 0 },
-            }),
-        }
+    /// Logs (rate-limited) why `what` could post nothing on this connection
+    /// with nothing of its caller in flight, with `e` the errno it returns.
+    pub(crate) fn warn_no_room(&self, what: &str, e: Errno) {
+        let g = self.inner.lock();
+        let o = &g.ops;
+        crate::ffi::warn_user!(
+            "{}: nothing posted (errno {}): {} of {} send entries, {} slots, {} READ sinks, {} fence sinks free\n",
+            what,
+            e.get(),
+            o.sq_free,
+            o.depth,
+            o.free.len(),
+            o.sinks_free.len(),
+            o.fences_free.len()
+        );
     }
 
     /// Begins a batch of up to `writes` writes on this connection that

@@ -324,8 +324,22 @@ impl FileState {
         if let (Some(b), Some(first)) = (batch, batch_ops.first()) {
             first.0.conn.batch_end(b);
         }
-        self.shared.ring.lock().unreserve(reserved - posted);
+        let inflight = {
+            let mut ring = self.shared.ring.lock();
+            ring.unreserve(reserved - posted);
+            ring.in_flight()
+        };
         if posted == 0 {
+            if err.is_none() && inflight == 0 {
+                // Full, yet no completion of ours will come to make room.
+                match resolved.first() {
+                    Some((imp, ..)) if reserved > 0 => imp.conn.warn_no_room("SUBMIT", EAGAIN),
+                    _ => warn_user!(
+                        "SUBMIT: no room in the completion ring (errno {})\n",
+                        EAGAIN.get()
+                    ),
+                }
+            }
             return Err(err.unwrap_or(EAGAIN));
         }
         req.submitted = posted as u32;
