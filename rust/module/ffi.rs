@@ -104,6 +104,7 @@ pub(crate) const ACCESS_REMOTE_WRITE: u32 = 1 << 2;
 
 /// `struct rrdma_shim_wr`.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub(crate) struct ShimWr {
     pub(crate) opcode: u32,
     pub(crate) signaled: u32,
@@ -116,6 +117,34 @@ pub(crate) struct ShimWr {
     pub(crate) rkey: u32,
     pub(crate) access: u32,
     pub(crate) mr: *mut ShimMr,
+}
+
+/// Room for the work requests of one operation, built and posted under
+/// the lock of the connection that owns it (allocated once: posting
+/// allocates nothing). [`WrScratch::start`] hands it out empty.
+pub(crate) struct WrScratch(kernel::prelude::KVec<ShimWr>);
+
+// SAFETY: `ShimWr` is plain data; the registration pointers in it are
+// dereferenced only by `rrdma_shim_qp_post`, called under the lock that
+// owns the scratch while the registrations they name are held.
+unsafe impl Send for WrScratch {}
+// SAFETY: as for `Send`; a shared reference gives no access to them.
+unsafe impl Sync for WrScratch {}
+
+impl WrScratch {
+    /// Room for `n` work requests.
+    pub(crate) fn new(n: usize) -> kernel::error::Result<Self> {
+        Ok(Self(kernel::prelude::KVec::with_capacity(
+            n,
+            kernel::prelude::GFP_KERNEL,
+        )?))
+    }
+
+    /// The scratch, emptied, for one operation's work requests.
+    pub(crate) fn start(&mut self) -> &mut kernel::prelude::KVec<ShimWr> {
+        crate::compat::vec_clear(&mut self.0);
+        &mut self.0
+    }
 }
 
 impl ShimWr {

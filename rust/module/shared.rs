@@ -91,6 +91,11 @@ impl Shared {
         }
     }
 
+    /// Wakes readers (completions were queued under the ring's lock).
+    pub(crate) fn wake_readers(&self) {
+        self.waitq.wake();
+    }
+
     /// Adds a connection to the registry.
     pub(crate) fn register(&self, conn: &Arc<Conn>) -> Result {
         self.conns.lock().push(conn.clone(), GFP_KERNEL)?;

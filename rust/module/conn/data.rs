@@ -8,8 +8,14 @@
 //! a sink of its own, registered with remote write access (the rule RNICs
 //! enforce) for exactly its bytes and invalidated by the READ itself, and
 //! a write ends with a one-byte READ fence into such a sink
-//! (`abi::ops::op_wrs`). Only the last work request is signaled, and it
-//! carries the operation's slot. Posting is all or nothing: everything an
+//! (`abi::ops::op_wrs`), or, within one `SUBMIT` batch, one fence after
+//! the batch's last write (`BatchFence`). Only the last work request is
+//! signaled, and it carries the operation's slot; a write of a batch is
+//! not signaled at all (its fence's completion completes it, one
+//! completion for the batch) but carries its slot for an error's. The
+//! context of an operation lives in its slot and its work requests are
+//! built in a scratch array of the connection, both allocated with the
+//! queue pair. Posting is all or nothing: everything an
 //! operation needs (its slot, its work requests, its send-queue room, new
 //! registrations) is found or allocated first, and a registration enters
 //! the connection's cache only once its work request is posted, so a
@@ -43,6 +49,10 @@ use crate::region::Region;
 /// `abi::limits::queue_sizes`).
 const SLOTS_MAX: u32 = limits::OPS_MAX;
 
+/// Most work requests one operation takes: its plan fits in the send
+/// queue's operation entries (`Slots::op_budget`).
+pub(super) const WRS_MAX: usize = SLOTS_MAX as usize;
+
 /// Most READ sinks of a queue pair (iWARP): each is an MR of a chunk's
 /// pages (~7 KiB on siw), and a peer's ORD bounds the READs in flight
 /// anyway (siw's is at most 128).
@@ -61,17 +71,31 @@ struct OpCtx {
     wrs: u32,
     bytes: u64,
     sync: Option<Arc<SyncWait>>,
-    /// READ and fence sinks it holds (iWARP), free again once it
-    /// completes.
-    sinks: KVec<u32>,
-    /// A write posted without its own fence: the slot of its batch's
-    /// fence, whose completion completes it.
-    fence_slot: Option<u32>,
+    /// The first of the READ and fence sinks it holds (iWARP), chained
+    /// through [`Slots::sink_next`]; [`NO_SINK`] if none. Free again once
+    /// it completes.
+    sinks: u32,
+    /// A write posted unsignaled without its own fence: the id of its
+    /// batch's fence, whose completion completes it (a completion of its
+    /// own comes only with an error).
+    batch: Option<u64>,
     /// What the operation is.
     kind: Kind,
-    /// A batch fence's writes that completed before it, to complete with
-    /// its status (room reserved when the batch began).
-    followers: KVec<KBox<OpCtx>>,
+}
+
+/// The end of a chain of sinks.
+const NO_SINK: u32 = u32::MAX;
+
+impl OpCtx {
+    /// The record of its end with `status`, for the file's ring.
+    fn completion(&self, status: i32) -> Completion {
+        Completion {
+            user_data: self.user_data,
+            status,
+            opcode: self.opcode,
+            bytes: if status == 0 { self.bytes } else { 0 },
+        }
+    }
 }
 
 /// Kinds of [`OpCtx`].
@@ -103,9 +127,10 @@ static FENCE_IDS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64:
 
 /// Operation slots (one completion context each in the shim) and the send
 /// queue's room, for the queue pair's `depth` operation entries.
-/// Preallocated for [`SLOTS_MAX`]: completing an operation never allocates.
+/// Preallocated for [`SLOTS_MAX`] with the operations' contexts in place:
+/// posting and completing an operation never allocate.
 pub(super) struct Slots {
-    ops: KVec<Option<KBox<OpCtx>>>,
+    ops: KVec<Option<OpCtx>>,
     free: KVec<u32>,
     /// Operation entries of the current queue pair (0 without one); the
     /// slots below it are the ones the shim has completion contexts for.
@@ -118,6 +143,8 @@ pub(super) struct Slots {
     sinks: u32,
     /// The queue pair's fence sinks no operation holds (iWARP).
     fences_free: KVec<u32>,
+    /// Per sink, the next sink its operation holds ([`NO_SINK`]: none).
+    sink_next: KVec<u32>,
 }
 
 impl Slots {
@@ -134,6 +161,14 @@ impl Slots {
             sinks_free: KVec::with_capacity(SINKS_MAX as usize, GFP_KERNEL)?,
             sinks: 0,
             fences_free: KVec::with_capacity(SLOTS_MAX as usize / 2, GFP_KERNEL)?,
+            sink_next: {
+                let n = (SINKS_MAX + SLOTS_MAX / 2) as usize;
+                let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+                for _ in 0..n {
+                    v.push(NO_SINK, GFP_KERNEL)?;
+                }
+                v
+            },
         })
     }
 
@@ -178,28 +213,43 @@ impl Slots {
 
     /// Takes the operation in `slot` (once) and frees the slot and its
     /// sinks.
-    fn take(&mut self, slot: u32) -> Option<KBox<OpCtx>> {
+    fn take(&mut self, slot: u32) -> Option<OpCtx> {
         let op = self.ops.get_mut(slot as usize)?.take()?;
         // Within capacity: every slot fits.
         let _ = self.free.push(slot, GFP_KERNEL);
         self.sq_free += op.wrs;
-        self.put_sinks(&op.sinks);
+        self.put_sinks(op.sinks);
         Some(op)
     }
 
-    /// Parks write `op`, sent but not known placed, with the batch fence in
-    /// `slot` (room reserved); gives it back if the fence is gone.
-    fn park(&mut self, slot: u32, op: KBox<OpCtx>) -> Result<(), KBox<OpCtx>> {
-        match self.ops.get_mut(slot as usize) {
-            Some(Some(f))
-                if matches!(f.kind, Kind::Fence { .. })
-                    && f.followers.len() < f.followers.capacity() =>
-            {
-                // Within capacity: cannot fail.
-                let _ = f.followers.push(op, GFP_KERNEL);
-                Ok(())
+    /// Takes one free sink (a fence sink if `fence`, else a READ sink) and
+    /// chains it before `head`; returns the new head (`head` if none is
+    /// free: the plan checked there were enough).
+    fn hold_sink(&mut self, fence: bool, head: u32) -> u32 {
+        let list = if fence {
+            &mut self.fences_free
+        } else {
+            &mut self.sinks_free
+        };
+        let Some(k) = crate::compat::vec_pop(list) else {
+            return head;
+        };
+        if let Some(n) = self.sink_next.get_mut(k as usize) {
+            *n = head;
+        }
+        k
+    }
+
+    /// Takes every write of batch fence `id` still in flight and hands it
+    /// to `f` (one pass over the slots: a write that failed on its own was
+    /// taken then, and its slot may hold another operation now).
+    fn take_members(&mut self, id: u64, mut f: impl FnMut(OpCtx)) {
+        for s in 0..self.depth {
+            if matches!(self.ops.get(s as usize), Some(Some(op)) if op.batch == Some(id)) {
+                if let Some(op) = self.take(s) {
+                    f(op);
+                }
             }
-            _ => Err(op),
         }
     }
 
@@ -211,15 +261,16 @@ impl Slots {
         )
     }
 
-    /// Frees READ and fence sinks.
-    fn put_sinks(&mut self, sinks: &[u32]) {
-        for &k in sinks {
+    /// Frees the READ and fence sinks of the chain from `head`.
+    fn put_sinks(&mut self, mut head: u32) {
+        while let Some(&next) = self.sink_next.get(head as usize) {
             // Within capacity: every sink fits.
-            let _ = if k < self.sinks {
-                self.sinks_free.push(k, GFP_KERNEL)
+            let _ = if head < self.sinks {
+                self.sinks_free.push(head, GFP_KERNEL)
             } else {
-                self.fences_free.push(k, GFP_KERNEL)
+                self.fences_free.push(head, GFP_KERNEL)
             };
+            head = next;
         }
     }
 }
@@ -229,7 +280,7 @@ impl Slots {
 /// reference, which may be the last one keeping the pages.
 struct LocalReg {
     chunks: Chunks,
-    _region: Arc<Region>,
+    region: Arc<Region>,
     /// Operations in flight that use it.
     inflight: u32,
 }
@@ -250,6 +301,18 @@ impl LocalRegs {
 
 fn key(region: &Arc<Region>) -> usize {
     foreign::addr_of(region) as usize
+}
+
+/// An operation on the region of key `k` ended: whether that was the last
+/// use of a destroyed region's registrations (to prune outside the lock).
+fn local_done(local: &mut LocalRegs, k: usize) -> bool {
+    match local.tree.get_mut(&k) {
+        Some(r) => {
+            r.inflight = r.inflight.saturating_sub(1);
+            r.inflight == 0 && r.region.is_destroyed()
+        }
+        None => false,
+    }
 }
 
 /// Where an operation's end is reported: the file's completion ring
@@ -408,10 +471,9 @@ impl Conn {
                 wrs: plan.wrs,
                 bytes: c.len,
                 sync: sync.clone(),
-                sinks: KVec::new(),
-                fence_slot: None,
+                sinks: NO_SINK,
+                batch: None,
                 kind: Kind::User,
-                followers: KVec::new(),
             };
             if let Some(posted) =
                 self.try_post(import, region, c, &plan, op, batch.as_deref_mut())?
@@ -432,14 +494,11 @@ impl Conn {
         mut op: OpCtx,
         batch: Option<&mut BatchFence>,
     ) -> Result<Option<Posted>, Errno> {
-        // Allocated before the lock: the context with room for its sinks,
-        // the work requests, the missing registrations (with the index of
-        // their work request) and the region's cache entry.
-        let held = plan.sinks as usize + usize::from(plan.fence);
-        op.sinks = KVec::with_capacity(held, GFP_KERNEL).map_err(|_| ENOMEM)?;
-        let mut ctx = KBox::new(op, GFP_KERNEL).map_err(|_| ENOMEM)?;
-        let mut wrs: KVec<ShimWr> =
-            KVec::with_capacity(plan.wrs as usize, GFP_KERNEL).map_err(|_| ENOMEM)?;
+        // Allocated before the lock, only when the operation is the first
+        // to touch a chunk: the missing registrations (with the index of
+        // their work request) and the region's cache entry. The context
+        // goes into its slot and the work requests are built in the
+        // connection's scratch array: nothing else is allocated.
         let mut mrs: KVec<(usize, Mr, u32)> = KVec::new();
         for i in (0..plan.nchunks).filter(|&i| plan.is_missing(i)) {
             let chunk = plan.first + i as u64;
@@ -470,6 +529,12 @@ impl Conn {
         let Some(res) = inner.res.as_mut().filter(|r| Arc::ptr_eq(&r.pd, &plan.pd)) else {
             return Err(ENOTCONN);
         };
+        let wrs = inner.wr_scratch.start();
+        if plan.wrs as usize > wrs.capacity() {
+            // Cannot happen: a plan fits in the send queue's operation
+            // entries, at most `SLOTS_MAX`.
+            return Err(E2BIG);
+        }
         if plan.wrs > inner.ops.sq_free
             || inner.ops.free.is_empty()
             || (plan.sinks as usize) > inner.ops.sinks_free.len()
@@ -484,7 +549,7 @@ impl Conn {
                     rk,
                     LocalReg {
                         chunks,
-                        _region: region.clone(),
+                        region: region.clone(),
                         inflight: 0,
                     },
                 ));
@@ -589,7 +654,7 @@ impl Conn {
             if !inner.ops.holds_fence(b.slot, b.id) {
                 return Err(ECONNRESET);
             }
-            ctx.fence_slot = Some(b.slot);
+            op.batch = Some(b.id);
             unfenced_last = wrs
                 .last()
                 .map(|w| (w.remote_addr + u64::from(w.len) - 1, w.rkey));
@@ -600,27 +665,26 @@ impl Conn {
         };
         // What it gives back to the send queue when it completes: what
         // was built (a chunk registered since the plan takes one less).
-        ctx.wrs = n;
-        // Within the capacity reserved for the plan's sinks.
+        op.wrs = n;
+        // The sinks the requests name (the plan checked there were enough).
         for _ in 0..nsinks {
-            if let Some(k) = crate::compat::vec_pop(&mut inner.ops.sinks_free) {
-                let _ = ctx.sinks.push(k, GFP_KERNEL);
-            }
+            op.sinks = inner.ops.hold_sink(false, op.sinks);
         }
         if fence.is_some() {
-            if let Some(k) = crate::compat::vec_pop(&mut inner.ops.fences_free) {
-                let _ = ctx.sinks.push(k, GFP_KERNEL);
-            }
+            op.sinks = inner.ops.hold_sink(true, op.sinks);
         }
+        // The last request carries the slot: its completion completes the
+        // operation. A write of a batch goes unsignaled (its batch's fence
+        // completes it), and completes on its own only with an error.
         if let Some(last) = wrs.last_mut() {
-            last.signaled = 1;
+            last.signaled = u32::from(op.batch.is_none());
             last.slot = slot;
         }
-        inner.ops.ops[slot as usize] = Some(ctx);
+        inner.ops.ops[slot as usize] = Some(op);
         // SAFETY: every registration the requests name is in the cache (or
         // installed below once posted) and stays there while an operation
         // uses it; the remote keys belong to the peer's registrations.
-        let (posted, r) = unsafe { qp.post(&wrs) };
+        let (posted, r) = unsafe { qp.post(&wrs[..]) };
         // Install what was posted; free the rest after the lock.
         for (chunk, mr, at) in mrs {
             let kept = if at < posted {
@@ -641,7 +705,7 @@ impl Conn {
             let op = inner.ops.ops[slot as usize].take();
             let _ = inner.ops.free.push(slot, GFP_KERNEL);
             if let Some(op) = op.as_ref() {
-                inner.ops.put_sinks(&op.sinks);
+                inner.ops.put_sinks(op.sinks);
             }
             inner.ops.sq_free -= posted;
             drop(g);
@@ -668,6 +732,8 @@ impl Conn {
     /// The completion of operation slot `slot` (completion context, or the
     /// teardown for what the provider never completed).
     pub(crate) fn slot_done(self: &Arc<Self>, slot: u32, wc_status: u32) {
+        let mut members = 0usize;
+        let mut prune_more = false;
         let (op, errno, prune) = {
             let mut g = self.inner.lock();
             let inner = &mut *g;
@@ -680,64 +746,88 @@ impl Conn {
                 );
                 return;
             };
+            let errno = match ops::wc_errno(wc_status) {
+                // Flushed: the connection ended under it.
+                Some(crate::abi::errno::ECANCELED) => Some(inner.state.flush_errno()),
+                e => e,
+            };
+            let status = errno.map_or(0, Errno::to_errno);
             let mut prune = None;
             if op.kind == Kind::User {
                 if let Some(res) = inner.res.as_mut() {
                     let k = key(&op.region);
-                    if let Some(r) = res.local.tree.get_mut(&k) {
-                        r.inflight = r.inflight.saturating_sub(1);
-                        if r.inflight == 0 && op.region.is_destroyed() {
-                            prune = res.local.tree.remove(&k);
-                        }
+                    if local_done(&mut res.local, k) {
+                        prune = res.local.tree.remove(&k);
                     }
                 }
             }
             if matches!(op.kind, Kind::User | Kind::Fence { posted: true, .. }) {
                 inner.imports.op_done(op.entry);
             }
-            let errno = match ops::wc_errno(wc_status) {
-                // Flushed: the connection ended under it.
-                Some(crate::abi::errno::ECANCELED) => Some(inner.state.flush_errno()),
-                e => e,
-            };
+            if let Kind::Fence { id, .. } = op.kind {
+                // The writes this fence follows are placed (or failed with
+                // it): they complete with its status, in one trip through
+                // the file's ring. Their regions stay referenced by their
+                // cache entries, which a destroyed region's last use prunes
+                // below, outside this lock.
+                let (res, imports) = (&mut inner.res, &mut inner.imports);
+                let mut ring = self.shared.ring.lock();
+                inner.ops.take_members(id, |w| {
+                    if let Some(res) = res.as_mut() {
+                        prune_more |= local_done(&mut res.local, key(&w.region));
+                    }
+                    imports.op_done(w.entry);
+                    ring.push(w.completion(status));
+                    members += 1;
+                });
+            }
             if errno.is_none() {
                 // The peer's transport answered: a sign of life (our
                 // control messages may wait behind the data).
                 inner.keepalive.answered();
             }
             ctrl::send_due_acks(inner, &self.shared.ctrl);
-            // A write sent but not yet known placed waits for its batch's
-            // fence (its completion comes after this one's).
-            let op = match (errno, op.fence_slot) {
-                (None, Some(f)) => inner.ops.park(f, op).err(),
-                _ => Some(op),
-            };
             (op, errno, prune)
         };
         drop(prune);
+        if prune_more {
+            self.prune_destroyed();
+        }
         self.cv.notify_all();
-        let Some(op) = op.as_ref() else {
-            return;
-        };
         if errno.is_some() {
             self.wc_failed(wc_status as c_int, super::Wr::Operation);
         }
         let status = errno.map_or(0, Errno::to_errno);
-        // A batch fence completes its writes with its own status, in the
-        // order they were posted: one trip through the ring, one wake-up.
-        let mine = (op.kind == Kind::User).then_some(&**op);
-        // (`Iterator::chain`: the kernel's `Init` has a `chain` too.)
-        let ended = || Iterator::chain(op.followers.iter().map(|w| &**w), mine);
-        for s in ended().filter_map(|w| w.sync.as_ref()) {
-            s.set(status);
+        match (&op.sync, op.kind) {
+            (Some(w), _) => w.set(status),
+            (None, Kind::User) => self.shared.complete(Some(op.completion(status))),
+            (None, Kind::Fence { .. }) if members > 0 => self.shared.wake_readers(),
+            _ => {}
         }
-        self.shared
-            .complete(ended().filter(|w| w.sync.is_none()).map(|w| Completion {
-                user_data: w.user_data,
-                status,
-                opcode: w.opcode,
-                bytes: if status == 0 { w.bytes } else { 0 },
-            }));
+    }
+
+    /// Drops the cached registrations of destroyed regions that no
+    /// operation uses any more, one at a time, each outside the lock.
+    fn prune_destroyed(&self) {
+        loop {
+            let gone = {
+                let mut g = self.inner.lock();
+                let Some(res) = g.res.as_mut() else {
+                    return;
+                };
+                let k = res
+                    .local
+                    .tree
+                    .iter()
+                    .find(|(_, r)| r.inflight == 0 && r.region.is_destroyed())
+                    .map(|(k, _)| *k);
+                match k {
+                    Some(k) => res.local.tree.remove(&k),
+                    None => return,
+                }
+            };
+            drop(gone);
+        }
     }
 
     /// Logs (rate-limited) why `what` could post nothing on this connection
@@ -761,13 +851,9 @@ impl Conn {
     /// share one fence: on iWARP, with room for the fence now; `None`
     /// otherwise (the writes then fence themselves). Every
     /// [`BatchFence`] goes to [`Conn::batch_end`].
-    pub(crate) fn batch_begin(
-        self: &Arc<Self>,
-        region: &Arc<Region>,
-        writes: usize,
-    ) -> Option<BatchFence> {
+    pub(crate) fn batch_begin(self: &Arc<Self>, region: &Arc<Region>) -> Option<BatchFence> {
         let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        let ctx = OpCtx {
+        let mut ctx = OpCtx {
             region: region.clone(),
             entry: 0,
             user_data: 0,
@@ -775,12 +861,10 @@ impl Conn {
             wrs: 2,
             bytes: 0,
             sync: None,
-            sinks: KVec::with_capacity(1, GFP_KERNEL).ok()?,
-            fence_slot: None,
+            sinks: NO_SINK,
+            batch: None,
             kind: Kind::Fence { id, posted: false },
-            followers: KVec::with_capacity(writes, GFP_KERNEL).ok()?,
         };
-        let mut ctx = KBox::new(ctx, GFP_KERNEL).ok()?;
         let mut g = self.inner.lock();
         let inner = &mut *g;
         if !inner.state.is_connected()
@@ -791,10 +875,7 @@ impl Conn {
             return None;
         }
         let slot = crate::compat::vec_pop(&mut inner.ops.free)?;
-        if let Some(k) = crate::compat::vec_pop(&mut inner.ops.fences_free) {
-            // Within capacity.
-            let _ = ctx.sinks.push(k, GFP_KERNEL);
-        }
+        ctx.sinks = inner.ops.hold_sink(true, NO_SINK);
         inner.ops.sq_free -= 2;
         inner.ops.ops[slot as usize] = Some(ctx);
         Some(BatchFence {
@@ -826,9 +907,10 @@ impl Conn {
         let Some(Some(fence)) = inner.ops.ops.get_mut(b.slot as usize) else {
             return;
         };
-        let Some(&k) = fence.sinks.first() else {
+        let k = fence.sinks;
+        if k == NO_SINK {
             return;
-        };
+        }
         let mut wrs = [
             ShimWr::sink_reg(core::ptr::null_mut(), k, 0, 1),
             ShimWr::sink_read(k, 1, addr, rkey),

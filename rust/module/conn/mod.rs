@@ -48,8 +48,9 @@
 //!   → the shim queue pair's spinlock (posting, control sends).
 //! - `Conn::inner` is never held across anything that waits for a handler
 //!   or a completion: destroying the id (`CmId` drop), the drain (`Qp`
-//!   drop), or a copy to or from user memory. `Shared::ring`,
-//!   `Shared::conns` and `DeviceCtx::conns` are taken alone.
+//!   drop), or a copy to or from user memory. `Shared::ring` is taken
+//!   alone or under `Conn::inner` (a batch fence's completion reports its
+//!   writes); `Shared::conns` and `DeviceCtx::conns` are taken alone.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -170,6 +171,9 @@ struct Inner {
     ctrl: ctrl::Channel,
     imports: imports::Table,
     ops: data::Slots,
+    /// Where an operation's work requests are built, under this lock
+    /// (room for [`data::WRS_MAX`]: posting allocates nothing).
+    wr_scratch: crate::ffi::WrScratch,
     keepalive: keepalive::State,
     /// Set on a CONNECT with `RRDMA_CONNECT_RECONNECT`.
     reconnect: Option<reconnect::State>,
@@ -286,6 +290,7 @@ impl Conn {
         reconnect: Option<ShimAddr>,
     ) -> Result<Arc<Self>> {
         let ops = data::Slots::new()?;
+        let wr_scratch = crate::ffi::WrScratch::new(data::WRS_MAX)?;
         let buffers = ctrl::Channel::buffers()?;
         let timer = crate::timer::Timer::new()?;
         Arc::pin_init(
@@ -306,6 +311,7 @@ impl Conn {
                     ctrl: ctrl::Channel::new(buffers),
                     imports: imports::Table::new(),
                     ops,
+                    wr_scratch,
                     keepalive: keepalive::State::new(keepalive),
                     reconnect: reconnect.map(reconnect::State::new),
                     connecting: false,

@@ -292,7 +292,7 @@ impl FileState {
             Some((imp, region, ..))
                 if writes >= 2 && batch_ops.iter().all(|r| Arc::ptr_eq(&r.0.conn, &imp.conn)) =>
             {
-                imp.conn.batch_begin(region, writes)
+                imp.conn.batch_begin(region)
             }
             _ => None,
         };
