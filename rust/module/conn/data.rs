@@ -15,11 +15,14 @@
 //! completion for the batch) but carries its slot for an error's. The
 //! context of an operation lives in its slot and its work requests are
 //! built in a scratch array of the connection, both allocated with the
-//! queue pair. Posting is all or nothing: everything an
-//! operation needs (its slot, its work requests, its send-queue room, new
-//! registrations) is found or allocated first, and a registration enters
-//! the connection's cache only once its work request is posted, so a
-//! refused operation (`EAGAIN`, `E2BIG`, `ENOMEM`) leaves nothing behind.
+//! queue pair. An operation is planned and posted under one acquisition
+//! of the connection's lock; only one that is the first to touch a chunk
+//! has its registration allocated outside the lock first (`Prep`).
+//! Posting is all or nothing: everything an operation needs (its slot,
+//! its work requests, its send-queue room, new registrations) is found or
+//! allocated first, and a registration enters the connection's cache only
+//! once its work request is posted, so a refused operation (`EAGAIN`,
+//! `E2BIG`, `ENOMEM`) leaves nothing behind.
 //!
 //! Exactly once: a completion takes its slot's operation; a second
 //! completion of the same slot (siw's flush path can complete a READ
@@ -352,7 +355,6 @@ impl SyncWait {
 
 /// What an operation needs, as seen under the lock before allocating.
 struct Plan {
-    pd: Arc<crate::verbs::Pd>,
     lshift: u32,
     /// First local chunk the operation touches.
     first: u64,
@@ -360,6 +362,7 @@ struct Plan {
     nchunks: usize,
     /// Bit `i`: chunk `first + i` has no registration yet.
     missing: [u64; CHUNKS_MAX / 64],
+    nmissing: u64,
     have_reg: bool,
     /// Work requests the operation needs.
     wrs: u32,
@@ -387,17 +390,16 @@ pub(crate) enum Posted {
     Full,
 }
 
-impl Conn {
-    /// Checks an operation against the connection under the lock and plans
-    /// what it needs.
-    fn plan(
-        &self,
+impl Plan {
+    /// Checks an operation against the connection (under its lock) and
+    /// plans what it needs.
+    fn new(
+        g: &super::Inner,
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
         batched: bool,
     ) -> Result<Plan, Errno> {
-        let g = self.inner.lock();
         if !g.state.is_connected() {
             return Err(g.errno());
         }
@@ -430,11 +432,11 @@ impl Conn {
             return Err(E2BIG);
         }
         Ok(Plan {
-            pd: res.pd.clone(),
             lshift,
             first,
             nchunks,
             missing,
+            nmissing,
             have_reg: reg.is_some(),
             wrs: wrs as u32,
             sinks: sinks as u32,
@@ -444,65 +446,39 @@ impl Conn {
         })
     }
 
-    /// Posts one checked operation on `import` from or to `region`, which
-    /// reports to `to`; a write of a batch leaves its fence to `batch`.
-    pub(crate) fn post_op(
-        self: &Arc<Self>,
-        import: &Import,
-        region: &Arc<Region>,
-        c: &Checked,
-        to: ReportTo,
-        mut batch: Option<&mut BatchFence>,
-    ) -> Result<Posted, Errno> {
-        let ReportTo {
-            user_data,
-            opcode,
-            sync,
-        } = to;
-        // The cache can change between the plan and the post (a destroyed
-        // region's registrations are pruned): plan again then.
-        for _ in 0..4 {
-            let plan = self.plan(import, region, c, batch.is_some())?;
-            let op = OpCtx {
-                region: region.clone(),
-                entry: import.entry(),
-                user_data,
-                opcode,
-                wrs: plan.wrs,
-                bytes: c.len,
-                sync: sync.clone(),
-                sinks: NO_SINK,
-                batch: None,
-                kind: Kind::User,
-            };
-            if let Some(posted) =
-                self.try_post(import, region, c, &plan, op, batch.as_deref_mut())?
-            {
-                return Ok(posted);
-            }
+    /// Whether it can be posted with what `prep` allocated.
+    fn covered_by(&self, prep: &Prep, pd: &Arc<crate::verbs::Pd>) -> bool {
+        if self.nmissing == 0 && self.have_reg {
+            return true;
         }
-        Ok(Posted::Full)
+        prep.pd.as_ref().is_some_and(|p| Arc::ptr_eq(p, pd))
+            && (self.have_reg || prep.node.is_some())
+            && (0..self.nchunks).filter(|&i| self.is_missing(i)).all(|i| {
+                prep.mrs
+                    .iter()
+                    .any(|m| m.0 == (self.first + i as u64) as usize)
+            })
     }
+}
 
-    /// Posts per `plan`; `None` if the plan no longer holds.
-    fn try_post(
-        self: &Arc<Self>,
-        import: &Import,
-        region: &Arc<Region>,
-        c: &Checked,
-        plan: &Plan,
-        mut op: OpCtx,
-        batch: Option<&mut BatchFence>,
-    ) -> Result<Option<Posted>, Errno> {
-        // Allocated before the lock, only when the operation is the first
-        // to touch a chunk: the missing registrations (with the index of
-        // their work request) and the region's cache entry. The context
-        // goes into its slot and the work requests are built in the
-        // connection's scratch array: nothing else is allocated.
-        let mut mrs: KVec<(usize, Mr, u32)> = KVec::new();
+/// What an operation that is the first to touch a chunk needs allocated
+/// outside the connection's lock: the missing registrations (with the
+/// index of their work request once built) and the region's cache entry.
+/// Registrations that end up unused are freed after the lock (`spare`).
+#[derive(Default)]
+struct Prep {
+    pd: Option<Arc<crate::verbs::Pd>>,
+    mrs: KVec<(usize, Mr, u32)>,
+    node: Option<(RBTreeNodeReservation<usize, LocalReg>, Chunks)>,
+    spare: KVec<Mr>,
+}
+
+impl Prep {
+    fn new(plan: &Plan, pd: Arc<crate::verbs::Pd>, region: &Arc<Region>) -> Result<Self, Errno> {
+        let mut mrs = KVec::new();
         for i in (0..plan.nchunks).filter(|&i| plan.is_missing(i)) {
             let chunk = plan.first + i as u64;
-            let mr = Mr::new(&plan.pd, region, chunk, plan.lshift).map_err(|_| ENOMEM)?;
+            let mr = Mr::new(&pd, region, chunk, plan.lshift).map_err(|_| ENOMEM)?;
             mrs.push((chunk as usize, mr, u32::MAX), GFP_KERNEL)
                 .map_err(|_| ENOMEM)?;
         }
@@ -514,36 +490,90 @@ impl Conn {
                 Chunks::new(region.geometry().bytes(), plan.lshift).map_err(|_| ENOMEM)?,
             ))
         };
-        // Registrations that end up unused are freed after the lock.
-        let mut spare: KVec<Mr> = KVec::with_capacity(mrs.len(), GFP_KERNEL).map_err(|_| ENOMEM)?;
+        let spare = KVec::with_capacity(mrs.len(), GFP_KERNEL).map_err(|_| ENOMEM)?;
+        Ok(Self {
+            pd: Some(pd),
+            mrs,
+            node,
+            spare,
+        })
+    }
+}
 
-        let mut g = self.inner.lock();
-        if !g.state.is_connected() {
-            return Err(g.errno());
+/// How one attempt to post went.
+enum Attempt {
+    Done(Posted),
+    /// It needs registrations allocated outside the lock first.
+    Prepare(Plan, Arc<crate::verbs::Pd>),
+    /// The connection's cache changed under it: try again.
+    Again,
+}
+
+impl Conn {
+    /// Posts one checked operation on `import` from or to `region`, which
+    /// reports to `to`; a write of a batch leaves its fence to `batch`.
+    /// One lock acquisition when the operation's registrations are cached;
+    /// otherwise they are allocated outside the lock, which is taken again.
+    pub(crate) fn post_op(
+        self: &Arc<Self>,
+        import: &Import,
+        region: &Arc<Region>,
+        c: &Checked,
+        to: ReportTo,
+        mut batch: Option<&mut BatchFence>,
+    ) -> Result<Posted, Errno> {
+        let mut prep = Prep::default();
+        // The cache can change between the allocation and the post (a
+        // destroyed region's registrations are pruned): plan again then.
+        for _ in 0..4 {
+            match self.try_post(import, region, c, &to, batch.as_deref_mut(), prep)? {
+                Attempt::Done(posted) => return Ok(posted),
+                Attempt::Prepare(plan, pd) => prep = Prep::new(&plan, pd, region)?,
+                Attempt::Again => prep = Prep::default(),
+            }
         }
-        g.imports.check(import.entry())?;
+        Ok(Posted::Full)
+    }
+
+    /// Plans and posts under one lock with what `prep` allocated.
+    fn try_post(
+        self: &Arc<Self>,
+        import: &Import,
+        region: &Arc<Region>,
+        c: &Checked,
+        to: &ReportTo,
+        batch: Option<&mut BatchFence>,
+        // A parameter: what is left of it is freed after the lock.
+        mut prep: Prep,
+    ) -> Result<Attempt, Errno> {
+        let mut g = self.inner.lock();
+        let plan = Plan::new(&g, import, region, c, batch.is_some())?;
         let inner = &mut *g;
         let Some(qp) = inner.id.as_ref().and_then(|id| id.qp()) else {
             return Err(ENOTCONN);
         };
-        let Some(res) = inner.res.as_mut().filter(|r| Arc::ptr_eq(&r.pd, &plan.pd)) else {
+        let Some(res) = inner.res.as_mut() else {
             return Err(ENOTCONN);
         };
+        if plan.wrs > inner.ops.sq_free
+            || inner.ops.free.is_empty()
+            || (plan.sinks as usize) > inner.ops.sinks_free.len()
+            || (plan.fence && inner.ops.fences_free.is_empty())
+        {
+            return Ok(Attempt::Done(Posted::Full));
+        }
+        if !plan.covered_by(&prep, &res.pd) {
+            return Ok(Attempt::Prepare(plan, res.pd.clone()));
+        }
+        let (mrs, spare) = (&mut prep.mrs, &mut prep.spare);
         let wrs = inner.wr_scratch.start();
         if plan.wrs as usize > wrs.capacity() {
             // Cannot happen: a plan fits in the send queue's operation
             // entries, at most `SLOTS_MAX`.
             return Err(E2BIG);
         }
-        if plan.wrs > inner.ops.sq_free
-            || inner.ops.free.is_empty()
-            || (plan.sinks as usize) > inner.ops.sinks_free.len()
-            || (plan.fence && inner.ops.fences_free.is_empty())
-        {
-            return Ok(Some(Posted::Full));
-        }
         let rk = key(region);
-        if let Some((reservation, chunks)) = node {
+        if let Some((reservation, chunks)) = prep.node.take() {
             if res.local.tree.get(&rk).is_none() {
                 res.local.tree.insert(reservation.into_node(
                     rk,
@@ -556,13 +586,13 @@ impl Conn {
             }
         }
         let Some(reg) = res.local.tree.get_mut(&rk) else {
-            return Ok(None);
+            return Ok(Attempt::Again);
         };
         // Every chunk is registered, or has a registration ready to post.
         for i in 0..plan.nchunks {
             let chunk = (plan.first + i as u64) as usize;
             if reg.chunks.get(chunk).is_none() && !mrs.iter().any(|m| m.0 == chunk) {
-                return Ok(None);
+                return Ok(Attempt::Again);
             }
         }
         // Build: each chunk's registration right before its first segment.
@@ -593,7 +623,7 @@ impl Conn {
                     }
                     (m.1.lkey(), m.1.as_ptr())
                 }
-                (None, None) => return Ok(None),
+                (None, None) => return Ok(Attempt::Again),
             };
             last_chunk = lc;
             let rc = ops::chunk_of(s.remote_off, import.chunk_shift) as usize;
@@ -603,7 +633,7 @@ impl Conn {
                 (Dir::Read, true) => {
                     let Some(k) = sink_of(nsinks) else {
                         // The plan checked there were enough.
-                        return Ok(None);
+                        return Ok(Attempt::Again);
                     };
                     nsinks += 1;
                     let _ = wrs.push(
@@ -643,11 +673,23 @@ impl Conn {
         {
             // The plan no longer holds (it counted what this builds; a
             // chunk registered meanwhile only takes a request less).
-            return Ok(None);
+            return Ok(Attempt::Again);
         }
         // A write that leaves its fence to its batch's: the batch's fence
         // must still be waiting in its slot (a reconnect flushed it), and
         // will read the last byte this write places.
+        let mut op = OpCtx {
+            region: region.clone(),
+            entry: import.entry(),
+            user_data: to.user_data,
+            opcode: to.opcode,
+            wrs: 0,
+            bytes: c.len,
+            sync: to.sync.clone(),
+            sinks: NO_SINK,
+            batch: None,
+            kind: Kind::User,
+        };
         let mut unfenced_last = None;
         if plan.unfenced {
             let b = batch.as_ref().ok_or(EINVAL)?;
@@ -661,7 +703,7 @@ impl Conn {
         }
         let n = wrs.len() as u32;
         let Some(slot) = crate::compat::vec_pop(&mut inner.ops.free) else {
-            return Ok(Some(Posted::Full));
+            return Ok(Attempt::Done(Posted::Full));
         };
         // What it gives back to the send queue when it completes: what
         // was built (a chunk registered since the plan takes one less).
@@ -686,7 +728,7 @@ impl Conn {
         // uses it; the remote keys belong to the peer's registrations.
         let (posted, r) = unsafe { qp.post(&wrs[..]) };
         // Install what was posted; free the rest after the lock.
-        for (chunk, mr, at) in mrs {
+        while let Some((chunk, mr, at)) = crate::compat::vec_pop(mrs) {
             let kept = if at < posted {
                 reg.chunks.set(chunk, mr)
             } else {
@@ -710,7 +752,6 @@ impl Conn {
             inner.ops.sq_free -= posted;
             drop(g);
             drop(op);
-            drop(spare);
             let e = r.err().unwrap_or(crate::abi::errno::EIO);
             self.fail(Event::QpFatal, "cannot post an operation", e);
             return Err(e);
@@ -725,8 +766,7 @@ impl Conn {
             b.last = Some((import.entry(), addr, rkey));
         }
         drop(g);
-        drop(spare);
-        Ok(Some(Posted::Yes))
+        Ok(Attempt::Done(Posted::Yes))
     }
 
     /// The completion of operation slot `slot` (completion context, or the
