@@ -97,7 +97,8 @@ kmake tinyconfig >/dev/null
 kmake olddefconfig >/dev/null
 # Fail loudly if Kconfig dropped something the tests depend on.
 for opt in RUST MODULES INFINIBAND INFINIBAND_ADDR_TRANS INFINIBAND_USER_ACCESS \
-	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH ACPI HPET_TIMER X86_PM_TIMER KALLSYMS; do
+	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH ACPI HPET_TIMER X86_PM_TIMER KALLSYMS \
+	IO_URING; do
 	grep -q "^CONFIG_$opt=y" "$ROOT$out/.config" ||
 		die "CONFIG_$opt is not =y after olddefconfig (see $ROOT$out/.config)"
 done
