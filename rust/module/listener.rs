@@ -34,7 +34,7 @@ use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, EAGAIN, EBUSY, ECONNREFUSED, EINTR, EINVAL, ENODEV},
+    errno::{Errno, EAGAIN, EBUSY, ECONNREFUSED, EINVAL, ENODEV, ERESTARTSYS},
 };
 use crate::cm_id::{CmId, InHandler};
 use crate::conn::Conn;
@@ -206,12 +206,14 @@ impl Listener {
                     }
                     if timeout_ms == u32::MAX {
                         if self.cv.wait_interruptible(&mut g) {
-                            return Err(EINTR);
+                            return Err(ERESTARTSYS);
                         }
                     } else {
                         match self.cv.wait_interruptible_timeout(&mut g, left) {
                             kernel::sync::CondVarTimeoutResult::Timeout => return Err(EAGAIN),
-                            kernel::sync::CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+                            kernel::sync::CondVarTimeoutResult::Signal { .. } => {
+                                return Err(ERESTARTSYS)
+                            }
                             kernel::sync::CondVarTimeoutResult::Woken { jiffies } => left = jiffies,
                         }
                     }

@@ -75,6 +75,12 @@ errnos! {
     EINVAL = 22;
     /// Inappropriate ioctl for device: unknown command.
     ENOTTY = 25;
+    /// Operation not supported: an io_uring ring rrdma cannot serve (IOPOLL).
+    EOPNOTSUPP = 95;
+    /// Kernel-internal, never seen by userspace: a signal (or task work,
+    /// e.g. io_uring's) interrupted a wait; the system call restarts after
+    /// it, or returns `EINTR` to a handler without `SA_RESTART`.
+    ERESTARTSYS = 512;
     /// Value too large: arithmetic on user-supplied numbers overflowed.
     EOVERFLOW = 75;
     /// No such device: the RDMA device is going away.

@@ -62,7 +62,7 @@ use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use crate::abi::Result;
 use crate::abi::{
     conn::{step_with, Action, Event, State},
-    errno::{Errno, ECANCELED, ECONNRESET, EINTR, ENOTCONN, ETIMEDOUT},
+    errno::{Errno, ECANCELED, ECONNRESET, ENOTCONN, ERESTARTSYS, ETIMEDOUT},
     keepalive::Settings,
     ops,
     wire::{self, Hello},
@@ -237,9 +237,12 @@ impl WorkItem for Conn {
     }
 }
 
-/// Waits on `cv` (with `g` locked) until `done` holds: `EINTR` on a
-/// signal, `ETIMEDOUT` after `*left` jiffies (`None`: no timeout), which
-/// is updated so that consecutive waits share one deadline.
+/// Waits on `cv` (with `g` locked) until `done` holds: `ERESTARTSYS` on a
+/// signal or pending task work (io_uring's completions raise
+/// `TIF_NOTIFY_SIGNAL`: the ioctl then restarts after running it, where
+/// `EINTR` would fail a call nothing interrupted), `ETIMEDOUT` after
+/// `*left` jiffies (`None`: no timeout), which is updated so that
+/// consecutive waits share one deadline.
 fn wait_until<T: Unpin, B: kernel::sync::lock::Backend>(
     cv: &CondVar,
     g: &mut kernel::sync::lock::Guard<'_, T, B>,
@@ -250,12 +253,12 @@ fn wait_until<T: Unpin, B: kernel::sync::lock::Backend>(
         match left {
             None => {
                 if cv.wait_interruptible(g) {
-                    return Err(EINTR);
+                    return Err(ERESTARTSYS);
                 }
             }
             Some(j) => match cv.wait_interruptible_timeout(g, *j) {
                 CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
-                CondVarTimeoutResult::Signal { .. } => return Err(EINTR),
+                CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
                 CondVarTimeoutResult::Woken { jiffies } => *j = jiffies,
             },
         }
