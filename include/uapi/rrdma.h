@@ -37,8 +37,11 @@
 #define RRDMA_FEATURE_KEEPALIVE	(1ULL << 2)
 /* RRDMA_CONNECT_RECONNECT */
 #define RRDMA_FEATURE_RECONNECT	(1ULL << 3)
+/* io_uring commands: RRDMA_URING_CMD_OP (kernels with CONFIG_IO_URING) */
+#define RRDMA_FEATURE_URING	(1ULL << 4)
 #define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
-				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT)
+				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT | \
+				 RRDMA_FEATURE_URING)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -494,5 +497,21 @@ struct rrdma_completion {
 #define RRDMA_IOCTL_SUBMIT	_IOWR(RRDMA_IOCTL_MAGIC, 0x0c, struct rrdma_submit)
 /* One operation, waited for: returns its status (user_data is ignored). */
 #define RRDMA_IOCTL_RW_SYNC	_IOW(RRDMA_IOCTL_MAGIC, 0x0d, struct rrdma_op)
+
+/*
+ * io_uring (RRDMA_FEATURE_URING): an IORING_OP_URING_CMD on /dev/rrdma, on
+ * a ring set up with IORING_SETUP_SQE128, with cmd_op RRDMA_URING_CMD_OP
+ * and one struct rrdma_op at the start of the SQE's command area (its
+ * user_data is ignored: the CQE carries the SQE's).  The operation gets
+ * the checks of one operation of RRDMA_IOCTL_SUBMIT; the CQE's res is the
+ * bytes moved, or -errno (the errnos of SUBMIT and of a completion).  A
+ * ring without SQE128 gets -EINVAL, another cmd_op -ENOTTY.  There is no
+ * polled completion: on an IOPOLL ring 6.12's io_uring refuses the
+ * command (-EOPNOTSUPP), later kernels issue it unpolled.  When the queues
+ * are full, io_uring issues the command again from a worker thread, which
+ * waits for room (a signal ends it with -EINTR).  Its completion does not
+ * go through read(2).
+ */
+#define RRDMA_URING_CMD_OP	_IOW(RRDMA_IOCTL_MAGIC, 0x40, struct rrdma_op)
 
 #endif /* _UAPI_LINUX_RRDMA_H */

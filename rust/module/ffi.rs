@@ -312,6 +312,10 @@ extern "C" {
     pub(crate) fn rrdma_shim_warn_ratelimit() -> bool;
     /// The kernel's `jiffies`.
     pub(crate) fn rrdma_shim_jiffies() -> c_ulong;
+    /// Whether the kernel has io_uring.
+    pub(crate) fn rrdma_shim_uring_supported() -> bool;
+    /// Posts the CQE of queued command `cmd` with `res` (from task work).
+    pub(crate) fn rrdma_shim_uring_complete(cmd: *mut IoUringCmd, res: i32);
     /// The module parameters `keepalive_ms` and `keepalive_misses`.
     pub(crate) fn rrdma_shim_keepalive_params(ms: *mut u32, misses: *mut u32);
     /// The module parameters `reconnect_attempts`, `reconnect_delay_ms`,
@@ -456,6 +460,47 @@ extern "C" {
 }
 
 /// The kernel's `jiffies` (it wraps: compare with `wrapping_sub`).
+/// `struct io_uring_cmd` (opaque).
+#[repr(C)]
+pub(crate) struct IoUringCmd {
+    _p: [u8; 0],
+}
+
+/// An io_uring command queued with rrdma (its `->uring_cmd` returned
+/// `-EIOCBQUEUED`): completed exactly once, by [`UringCmd::complete`].
+/// Not `Clone`: the one value is the right to post the CQE.
+pub(crate) struct UringCmd(NonNull<IoUringCmd>);
+
+// SAFETY: io_uring keeps the command valid until its CQE is posted, from
+// any thread; the shim's completion only queues task work.
+unsafe impl Send for UringCmd {}
+// SAFETY: a shared reference gives no access to the command.
+unsafe impl Sync for UringCmd {}
+
+impl UringCmd {
+    /// # Safety
+    ///
+    /// `cmd` is a command being issued to rrdma, which will return
+    /// `-EIOCBQUEUED` for it if this value is kept (dropped otherwise, it
+    /// is never completed here).
+    pub(crate) unsafe fn new(cmd: NonNull<IoUringCmd>) -> Self {
+        Self(cmd)
+    }
+
+    /// Posts its CQE with `res` (bytes moved, or -errno).
+    pub(crate) fn complete(self, res: i32) {
+        // SAFETY: by the type's invariant, queued and not completed yet
+        // (this consumes the only value).
+        unsafe { rrdma_shim_uring_complete(self.0.as_ptr(), res) };
+    }
+}
+
+/// Whether the kernel has io_uring (`RRDMA_FEATURE_URING`).
+pub(crate) fn uring_supported() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_uring_supported() }
+}
+
 pub(crate) fn jiffies() -> u64 {
     // SAFETY: no preconditions.
     unsafe { rrdma_shim_jiffies() as u64 }

@@ -9,7 +9,7 @@ use crate::abi::{
     self,
     info::validate_request,
     ioctl::Decoded,
-    uapi::{DeviceInfo, Info, ABI_VERSION, DEVICE_F_USABLE, FEATURES_ALL},
+    uapi::{DeviceInfo, Info, ABI_VERSION, DEVICE_F_USABLE, FEATURES_ALL, FEATURE_URING},
 };
 use crate::compat::user_slice;
 use crate::context::Context;
@@ -67,7 +67,11 @@ pub(crate) fn get_info(context: &Context, arg: u64, d: &Decoded) -> Result {
     }
 
     info.abi_version = ABI_VERSION;
-    info.features = FEATURES_ALL;
+    info.features = if crate::ffi::uring_supported() {
+        FEATURES_ALL
+    } else {
+        FEATURES_ALL & !FEATURE_URING
+    };
     info.device_count = count;
     uarg::write(arg, d, &info.encode())
 }

@@ -20,9 +20,12 @@ pub const FEATURE_REMOTE: u64 = 1 << 1;
 pub const FEATURE_KEEPALIVE: u64 = 1 << 2;
 /// `RRDMA_FEATURE_RECONNECT`: `RRDMA_CONNECT_RECONNECT`.
 pub const FEATURE_RECONNECT: u64 = 1 << 3;
+/// `RRDMA_FEATURE_URING`: io_uring commands ([`URING_CMD_OP`]), on
+/// kernels with io_uring.
+pub const FEATURE_URING: u64 = 1 << 4;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
 pub const FEATURES_ALL: u64 =
-    FEATURE_REGIONS | FEATURE_REMOTE | FEATURE_KEEPALIVE | FEATURE_RECONNECT;
+    FEATURE_REGIONS | FEATURE_REMOTE | FEATURE_KEEPALIVE | FEATURE_RECONNECT | FEATURE_URING;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).
@@ -442,3 +445,6 @@ pub const IOCTL_UNLISTEN: IoctlCmd = iow(IOCTL_MAGIC, 0x0b, HandleArg::SIZE);
 pub const IOCTL_SUBMIT: IoctlCmd = iowr(IOCTL_MAGIC, 0x0c, Submit::SIZE);
 /// `RRDMA_IOCTL_RW_SYNC`.
 pub const IOCTL_RW_SYNC: IoctlCmd = iow(IOCTL_MAGIC, 0x0d, Op::SIZE);
+/// `RRDMA_URING_CMD_OP`: the `cmd_op` of an io_uring command carrying one
+/// [`Op`] in a 128-byte SQE.
+pub const URING_CMD_OP: IoctlCmd = iow(IOCTL_MAGIC, 0x40, Op::SIZE);

@@ -74,6 +74,8 @@ struct OpCtx {
     wrs: u32,
     bytes: u64,
     sync: Option<Arc<SyncWait>>,
+    /// The io_uring command it completes, if it came from one.
+    uring: Option<ffi::UringCmd>,
     /// The first of the READ and fence sinks it holds (iWARP), chained
     /// through [`Slots::sink_next`]; [`NO_SINK`] if none. Free again once
     /// it completes.
@@ -97,6 +99,16 @@ impl OpCtx {
             status,
             opcode: self.opcode,
             bytes: if status == 0 { self.bytes } else { 0 },
+        }
+    }
+
+    /// The `res` of its io_uring CQE with `status`: the bytes moved, or
+    /// the negative errno.
+    fn uring_res(&self, status: i32) -> i32 {
+        if status == 0 {
+            i32::try_from(self.bytes).unwrap_or(i32::MAX)
+        } else {
+            status
         }
     }
 }
@@ -319,11 +331,13 @@ fn local_done(local: &mut LocalRegs, k: usize) -> bool {
 }
 
 /// Where an operation's end is reported: the file's completion ring
-/// (`user_data`, `opcode`) or a synchronous caller (`sync`).
+/// (`user_data`, `opcode`), a synchronous caller (`sync`) or an io_uring
+/// command (`uring`). The posted operation takes `sync` and `uring`.
 pub(crate) struct ReportTo {
     pub(crate) user_data: u64,
     pub(crate) opcode: u32,
     pub(crate) sync: Option<Arc<SyncWait>>,
+    pub(crate) uring: Option<ffi::UringCmd>,
 }
 
 /// Where a synchronous operation's status lands.
@@ -519,14 +533,14 @@ impl Conn {
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
-        to: ReportTo,
+        to: &mut ReportTo,
         mut batch: Option<&mut BatchFence>,
     ) -> Result<Posted, Errno> {
         let mut prep = Prep::default();
         // The cache can change between the allocation and the post (a
         // destroyed region's registrations are pruned): plan again then.
         for _ in 0..4 {
-            match self.try_post(import, region, c, &to, batch.as_deref_mut(), prep)? {
+            match self.try_post(import, region, c, to, batch.as_deref_mut(), prep)? {
                 Attempt::Done(posted) => return Ok(posted),
                 Attempt::Prepare(plan, pd) => prep = Prep::new(&plan, pd, region)?,
                 Attempt::Again => prep = Prep::default(),
@@ -541,7 +555,7 @@ impl Conn {
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
-        to: &ReportTo,
+        to: &mut ReportTo,
         batch: Option<&mut BatchFence>,
         // A parameter: what is left of it is freed after the lock.
         mut prep: Prep,
@@ -685,7 +699,8 @@ impl Conn {
             opcode: to.opcode,
             wrs: 0,
             bytes: c.len,
-            sync: to.sync.clone(),
+            sync: None,
+            uring: None,
             sinks: NO_SINK,
             batch: None,
             kind: Kind::User,
@@ -705,6 +720,9 @@ impl Conn {
         let Some(slot) = crate::compat::vec_pop(&mut inner.ops.free) else {
             return Ok(Attempt::Done(Posted::Full));
         };
+        // Where it reports: taken from `to` only now, past every refusal.
+        op.sync = to.sync.take();
+        op.uring = to.uring.take();
         // What it gives back to the send queue when it completes: what
         // was built (a chunk registered since the plan takes one less).
         op.wrs = n;
@@ -774,7 +792,7 @@ impl Conn {
     pub(crate) fn slot_done(self: &Arc<Self>, slot: u32, wc_status: u32) {
         let mut members = 0usize;
         let mut prune_more = false;
-        let (op, errno, prune) = {
+        let (mut op, errno, prune) = {
             let mut g = self.inner.lock();
             let inner = &mut *g;
             let Some(op) = inner.ops.take(slot) else {
@@ -812,13 +830,18 @@ impl Conn {
                 // below, outside this lock.
                 let (res, imports) = (&mut inner.res, &mut inner.imports);
                 let mut ring = self.shared.ring.lock();
-                inner.ops.take_members(id, |w| {
+                inner.ops.take_members(id, |mut w| {
                     if let Some(res) = res.as_mut() {
                         prune_more |= local_done(&mut res.local, key(&w.region));
                     }
                     imports.op_done(w.entry);
-                    ring.push(w.completion(status));
-                    members += 1;
+                    match w.uring.take() {
+                        Some(u) => u.complete(w.uring_res(status)),
+                        None => {
+                            ring.push(w.completion(status));
+                            members += 1;
+                        }
+                    }
                 });
             }
             if errno.is_none() {
@@ -838,11 +861,14 @@ impl Conn {
             self.wc_failed(wc_status as c_int, super::Wr::Operation);
         }
         let status = errno.map_or(0, Errno::to_errno);
-        match (&op.sync, op.kind) {
-            (Some(w), _) => w.set(status),
-            (None, Kind::User) => self.shared.complete(Some(op.completion(status))),
-            (None, Kind::Fence { .. }) if members > 0 => self.shared.wake_readers(),
-            _ => {}
+        if let Some(w) = op.sync.take() {
+            w.set(status);
+        } else if let Some(u) = op.uring.take() {
+            u.complete(op.uring_res(status));
+        } else if op.kind == Kind::User {
+            self.shared.complete(Some(op.completion(status)));
+        } else if members > 0 {
+            self.shared.wake_readers();
         }
     }
 
@@ -901,6 +927,7 @@ impl Conn {
             wrs: 2,
             bytes: 0,
             sync: None,
+            uring: None,
             sinks: NO_SINK,
             batch: None,
             kind: Kind::Fence { id, posted: false },
@@ -1001,6 +1028,17 @@ impl Conn {
         drop(gone);
     }
 
+    /// Waits (interruptibly) until a completion frees room on the send
+    /// queue, or the connection ends.
+    pub(crate) fn wait_room(&self) -> Result<(), Errno> {
+        let mut g = self.inner.lock();
+        let before = g.ops.sq_free;
+        let mut left = None;
+        wait_until(&self.cv, &mut g, &mut left, |i| {
+            i.ops.sq_free > before || !i.state.is_connected()
+        })
+    }
+
     /// Runs a synchronous operation: posts it (waiting for room) and waits
     /// for its status.
     pub(crate) fn run_sync(
@@ -1011,27 +1049,14 @@ impl Conn {
         opcode: u32,
     ) -> Result<i32, Errno> {
         let w = SyncWait::new().map_err(|_| ENOMEM)?;
-        loop {
-            if let Posted::Yes = self.post_op(
-                import,
-                region,
-                c,
-                ReportTo {
-                    user_data: 0,
-                    opcode,
-                    sync: Some(w.clone()),
-                },
-                None,
-            )? {
-                break;
-            }
-            // Wait for room: any completion frees some.
-            let mut g = self.inner.lock();
-            let before = g.ops.sq_free;
-            let mut left = None;
-            wait_until(&self.cv, &mut g, &mut left, |i| {
-                i.ops.sq_free > before || !i.state.is_connected()
-            })?;
+        let mut to = ReportTo {
+            user_data: 0,
+            opcode,
+            sync: Some(w.clone()),
+            uring: None,
+        };
+        while let Posted::Full = self.post_op(import, region, c, &mut to, None)? {
+            self.wait_room()?;
         }
         let mut s = w.status.lock();
         let mut left = None;

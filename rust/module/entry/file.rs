@@ -12,6 +12,7 @@ use kernel::prelude::*;
 use kernel::sync::{Arc, ArcBorrow};
 
 use super::context;
+use crate::abi::uapi::Op;
 use crate::ffi::{self, SeqFile, VmArea};
 use crate::file::FileState;
 use crate::foreign;
@@ -89,6 +90,40 @@ unsafe extern "C" fn rrdma_rust_file_ioctl(
     match state.ioctl(cmd, arg as u64) {
         Ok(n) => n as c_long,
         Err(e) => e.to_errno() as c_long,
+    }
+}
+
+/// `uring_cmd`: one operation from an io_uring command; `shim/uring.c`
+/// checked the SQE's size and `cmd_op` and copied the operation. Returns 0
+/// when the operation was posted (the shim then returns `-EIOCBQUEUED` and
+/// the operation's completion posts the CQE), or the negative errno.
+///
+/// # Safety
+///
+/// `state` comes from [`rrdma_rust_file_open`] and is live; `cmd` is the
+/// io_uring command being issued; `op` points to a `struct rrdma_op`.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_file_uring_op(
+    state: *mut c_void,
+    cmd: *mut ffi::IoUringCmd,
+    op: *const c_void,
+    nonblock: bool,
+) -> c_int {
+    // SAFETY: by the function's safety requirements.
+    let state = unsafe { borrow(state) };
+    let (Some(cmd), false) = (NonNull::new(cmd), op.is_null()) else {
+        return kernel::error::code::EINVAL.to_errno();
+    };
+    // SAFETY: `op` points to the shim's copy of a `struct rrdma_op`
+    // (`Op::SIZE` bytes, checked against the header by the ABI tests).
+    let op = Op::decode(unsafe { &*op.cast::<[u8; Op::SIZE]>() });
+    // SAFETY: `cmd` is being issued to rrdma; the shim returns
+    // `-EIOCBQUEUED` exactly when this returns 0, which is when the posted
+    // operation kept `cmd` (on an error it was dropped unused).
+    let cmd = unsafe { ffi::UringCmd::new(cmd) };
+    match state.uring_op(cmd, &op, nonblock) {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
     }
 }
 

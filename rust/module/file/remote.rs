@@ -17,7 +17,7 @@ use super::{shim_addr, timeout, uapi_addr, zero_flags, FileState, OP_SIZE_MAX};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, EAGAIN, EINVAL},
+    errno::{Errno, EAGAIN, EINTR, EINVAL, ERESTARTSYS},
     ioctl::Decoded,
     keepalive,
     ops::{self, Checked, Dir},
@@ -28,7 +28,7 @@ use crate::abi::{
     },
 };
 use crate::conn::{Conn, Import, Posted, ReportTo};
-use crate::ffi::warn_user;
+use crate::ffi::{warn_user, UringCmd};
 use crate::listener::Listener;
 use crate::objects::Object;
 use crate::region::Region;
@@ -306,10 +306,11 @@ impl FileState {
                 imp,
                 region,
                 c,
-                ReportTo {
+                &mut ReportTo {
                     user_data: op.user_data,
                     opcode: op.opcode,
                     sync: None,
+                    uring: None,
                 },
                 b,
             ) {
@@ -356,5 +357,35 @@ impl FileState {
         })?;
         let status = imp.conn.run_sync(&imp, &region, &c, op.opcode)?;
         crate::abi::to_result(status)
+    }
+
+    /// An io_uring command carrying `op`: checked like one operation of
+    /// SUBMIT and posted to complete `cmd`. With the queues full, `EAGAIN`
+    /// when the issue must not block (io_uring then issues it again from
+    /// a worker), else a wait for room. On success `cmd` is the posted
+    /// operation's; on error it was not taken and io_uring posts the CQE.
+    pub(crate) fn uring_op(&self, cmd: UringCmd, op: &Op, nonblock: bool) -> Result<(), Errno> {
+        let (imp, region, c) = self.resolve(op).inspect_err(|e| {
+            warn_user!("io_uring: operation refused: errno {}\n", e.get());
+        })?;
+        let mut to = ReportTo {
+            user_data: op.user_data,
+            opcode: op.opcode,
+            sync: None,
+            uring: Some(cmd),
+        };
+        loop {
+            match imp.conn.post_op(&imp, &region, &c, &mut to, None)? {
+                Posted::Yes => return Ok(()),
+                Posted::Full if nonblock => return Err(EAGAIN),
+                // A worker's wait: a signal ends the command with EINTR
+                // (no system call to restart).
+                Posted::Full => {
+                    imp.conn
+                        .wait_room()
+                        .map_err(|e| if e == ERESTARTSYS { EINTR } else { e })?
+                }
+            }
+        }
     }
 }

@@ -7,6 +7,7 @@
  * that rrdma_shim_register() was given.
  */
 #include <linux/fs.h>
+#include <linux/io_uring/cmd.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/poll.h>
@@ -194,6 +195,13 @@ static __poll_t rrdma_poll(struct file *file, struct poll_table_struct *pt)
 	return rrdma_rust_file_readable(f->state) ? EPOLLIN | EPOLLRDNORM : 0;
 }
 
+static int rrdma_uring_cmd(struct io_uring_cmd *cmd, unsigned int issue_flags)
+{
+	struct rrdma_file *f = cmd->file->private_data;
+
+	return rrdma_shim_uring_issue(f->state, cmd, issue_flags);
+}
+
 static const struct file_operations rrdma_fops = {
 	.owner = THIS_MODULE,
 	.open = rrdma_open,
@@ -204,6 +212,7 @@ static const struct file_operations rrdma_fops = {
 	.show_fdinfo = rrdma_show_fdinfo,
 	.read = rrdma_read,
 	.poll = rrdma_poll,
+	.uring_cmd = rrdma_uring_cmd,
 	.llseek = noop_llseek,
 };
 

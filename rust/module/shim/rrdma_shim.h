@@ -45,6 +45,8 @@ struct rrdma_shim_qp;
 struct rrdma_shim_mr;
 struct rrdma_shim_timer;
 struct workqueue_struct;
+struct io_uring_cmd;
+struct rrdma_op;
 
 #define RRDMA_SHIM_NAME_MAX 64
 
@@ -269,6 +271,17 @@ void rrdma_shim_unregister(void);
 bool rrdma_shim_warn_ratelimit(void);
 unsigned long rrdma_shim_jiffies(void);
 
+/*
+ * io_uring commands (shim/uring.c): whether the kernel has io_uring; the
+ * file's ->uring_cmd (0 or -errno from Rust becomes -EIOCBQUEUED or the
+ * CQE's -errno); the CQE of a queued command, @res the bytes moved or
+ * -errno, callable from any context, once per queued command.
+ */
+bool rrdma_shim_uring_supported(void);
+int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
+			   unsigned int issue_flags);
+void rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res);
+
 /* Implemented in Rust. */
 int rrdma_rust_device_add(void *core, struct ib_device *dev, void **ctx);
 void rrdma_rust_device_remove(void *core, struct ib_device *dev, void *ctx);
@@ -281,6 +294,8 @@ void rrdma_rust_file_show_fdinfo(void *file_state, struct seq_file *m);
 long rrdma_rust_file_read(void *file_state, char __user *buf, size_t len,
 			  bool nonblock);
 bool rrdma_rust_file_readable(void *file_state);
+int rrdma_rust_file_uring_op(void *file_state, struct io_uring_cmd *cmd,
+			     const struct rrdma_op *op, bool nonblock);
 int rrdma_rust_conn_event(void *conn, struct rdma_cm_id *id, int event,
 			  int status, const void *pdata, u8 len);
 int rrdma_rust_listen_event(void *listener, struct rdma_cm_id *id, int event);

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrdma shim: io_uring command passthrough on /dev/rrdma.
+ *
+ * A 128-byte SQE carries one struct rrdma_op in its command area.  It is
+ * copied once here (the SQE is in memory userspace can still write) and
+ * handed to Rust, which checks and posts it like one operation of SUBMIT.
+ * Its completion (the completion handler, or the teardown's flush) comes
+ * back through rrdma_shim_uring_complete(), which posts the CQE from the
+ * submitting task's task work, as nvme's passthrough does.
+ *
+ * The completion API differs between the kernels rrdma supports: 6.12's
+ * task-work callback takes (cmd, issue_flags) and io_uring_cmd_done() a
+ * res2; 6.13+ (verified on 7.3) take an io_tw_req and no res2.  Kbuild
+ * defines RRDMA_COMPAT_K6_12 for the former (the Rust compat layer's
+ * choice).
+ */
+#include <linux/io_uring/cmd.h>
+
+#include <uapi/rrdma.h>
+#include "rrdma_shim.h"
+
+/* Per-command state, in the io_uring_cmd's pdu. */
+struct rrdma_uring_pdu {
+	s32 res;
+};
+
+static struct rrdma_uring_pdu *rrdma_uring_pdu(struct io_uring_cmd *cmd)
+{
+	return io_uring_cmd_to_pdu(cmd, struct rrdma_uring_pdu);
+}
+
+bool rrdma_shim_uring_supported(void)
+{
+	return IS_ENABLED(CONFIG_IO_URING);
+}
+
+int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
+			   unsigned int issue_flags)
+{
+	struct rrdma_op op;
+	int ret;
+
+	/* The operation needs the 80-byte command area of a 128-byte SQE. */
+	if (!(issue_flags & IO_URING_F_SQE128))
+		return -EINVAL;
+	/*
+	 * No IO_URING_F_IOPOLL here: without ->uring_cmd_iopoll, io_uring
+	 * refuses the command on an IOPOLL ring (6.12) or issues it unpolled.
+	 */
+	if (cmd->cmd_op != RRDMA_URING_CMD_OP)
+		return -ENOTTY;
+	BUILD_BUG_ON(sizeof(op) > 2 * sizeof(struct io_uring_sqe) -
+				  offsetof(struct io_uring_sqe, cmd));
+	memcpy(&op, cmd->sqe->cmd, sizeof(op));
+	ret = rrdma_rust_file_uring_op(state, cmd, &op,
+				       !!(issue_flags & IO_URING_F_NONBLOCK));
+	return ret ? ret : -EIOCBQUEUED;
+}
+
+#ifdef RRDMA_COMPAT_K6_12
+static void rrdma_uring_task_cb(struct io_uring_cmd *cmd,
+				unsigned int issue_flags)
+{
+	io_uring_cmd_done(cmd, rrdma_uring_pdu(cmd)->res, 0, issue_flags);
+}
+#else
+static void rrdma_uring_task_cb(struct io_tw_req tw_req, io_tw_token_t tw)
+{
+	struct io_uring_cmd *cmd = io_uring_cmd_from_tw(tw_req);
+
+	io_uring_cmd_done(cmd, rrdma_uring_pdu(cmd)->res,
+			  IO_URING_CMD_TASK_WORK_ISSUE_FLAGS);
+}
+#endif
+
+void rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res)
+{
+	rrdma_uring_pdu(cmd)->res = res;
+	io_uring_cmd_do_in_task_lazy(cmd, rrdma_uring_task_cb);
+}
