@@ -210,11 +210,15 @@ def build_setup(runs, extra):
         for depth in RATE_DEPTHS:
             a = by_round(runs, "rate", size, "rrdma", depth)
             b = by_round(runs, "rate", size, "perftest", depth)
+            u = by_round(runs, "rate", size, "rrdma-uring", depth)
             if a or b:
                 P["rate"].append({"test": "rate", "size": size, "depth": depth,
                                   "rrdma_kops": spread([kops(r) for r in a.values()]),
                                   "perftest_kops": spread([kops(r) for r in b.values()]),
-                                  "ratio": ratio_row(a, b, kops)})
+                                  "ratio": ratio_row(a, b, kops),
+                                  "uring_kops": spread([kops(r) for r in u.values()]),
+                                  "uring_ratio": ratio_row(u, b, kops),
+                                  "uring_over_ioctl": ratio_row(u, a, kops)})
     udp = {f["size"]: f.get("udp") for f in P["floor"]}
     for size in SIZES:
         a = by_round(runs, "read_lat", size, "rrdma")
@@ -314,10 +318,14 @@ def print_setup(report, S):
               f"{'met' if r['target_met'] else 'NOT met'}")
     if S["rate"]:
         print(f"{'rate':<9} {'size':>8} {'depth':>5} {'rrdma kop/s':>12} {'perftest kop/s':>15} "
-              f"{'ratio median [min..max]':>26}")
+              f"{'ratio median [min..max]':>26} {'io_uring kop/s':>15} "
+              f"{'/perftest':>20} {'/ioctl':>20}")
         for r in S["rate"]:
             print(f"{'write':<9} {r['size']:>8} {r['depth']:>5} {fmt(r['rrdma_kops'], digits=2):>12} "
-                  f"{fmt(r['perftest_kops'], digits=2):>15} {fmt_range(r['ratio']):>26}")
+                  f"{fmt(r['perftest_kops'], digits=2):>15} {fmt_range(r['ratio']):>26} "
+                  f"{fmt(r.get('uring_kops'), digits=2):>15} "
+                  f"{fmt_range(r.get('uring_ratio')):>20} "
+                  f"{fmt_range(r.get('uring_over_ioctl')):>20}")
     for r in S["latency"]:
         pt = fmt(r["perftest_p50_usec"]) if r["perftest_usable"] else "unusable"
         udp = ""
@@ -370,6 +378,9 @@ def ratio_rows():
     for s in RATE_SIZES:
         for d in RATE_DEPTHS:
             yield f"rate {s} d{d}", "rate", {"size": s, "depth": d}, "ratio"
+            yield f"rate {s} d{d} io_uring", "rate", {"size": s, "depth": d}, "uring_ratio"
+            yield (f"rate {s} d{d} io_uring/ioctl", "rate", {"size": s, "depth": d},
+                   "uring_over_ioctl")
     for s in SIZES:
         for key, name in LAT_KEYS:
             yield f"read_lat {s} {name}", "latency", {"size": s}, f"ratio_{key}"

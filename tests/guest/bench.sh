@@ -253,6 +253,15 @@ client() { # DEV
 			fails=$((fails + 1))
 			echo "rrdma bench $test $size $depth: $out"
 		fi
+		# C: the message rate again, through io_uring commands.
+		[ "$test" = rate ] || continue
+		cpu_begin
+		if out=$($CLI rrdma bench $t $args --engine uring --json 2>&1); then
+			emit "{\"kind\":\"run\",\"tool\":\"rrdma-uring\",$tag,\"result\":$out,$(cpu_json)}"
+		else
+			fails=$((fails + 1))
+			echo "rrdma bench --engine uring $test $size $depth: $out"
+		fi
 	done </tmp/schedule
 	emit "{\"kind\":\"perftest_failed_attempts\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"value\":$retries}"
 	if [ "$topo" = local ]; then step_stop; else echo quit | nc "$PEER" 7490 >/dev/null; fi

@@ -63,6 +63,9 @@ else
 	check "file round trip is bit-exact" sh -c "head -c 300000 /tmp/out | cmp - /tmp/in"
 	check_fails "a read-only export refuses writes" rrdma write $tok/ro --input /tmp/in
 	check "bench runs" rrdma bench $tok/rw --size 4096 --size $big --duration 1
+	check "bench --engine uring runs (writes and reads)" sh -c \
+		"rrdma bench $tok/rw --engine uring --op write --size 4096 --size $big --duration 1 &&
+		rrdma bench $tok/rw --engine uring --op read --size 4096 --duration 1"
 	# One-sided: during a timed bench the exporter's module runs no
 	# callback (work counts asked of serve before and after the run); the
 	# counts themselves do move (the imports' control messages).  The

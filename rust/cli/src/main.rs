@@ -195,6 +195,10 @@ enum Command {
         /// Latency: one synchronous operation at a time, each timed.
         #[arg(long)]
         latency: bool,
+        /// How operations reach the kernel: SUBMIT ioctls and read(2), or
+        /// io_uring commands.
+        #[arg(long, value_enum, default_value = "ioctl")]
+        engine: transfer::Engine,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -206,6 +210,9 @@ fn feature_names(features: u64) -> String {
     let known = [
         (rrdma::abi::uapi::FEATURE_REGIONS, "regions"),
         (rrdma::abi::uapi::FEATURE_REMOTE, "remote"),
+        (rrdma::abi::uapi::FEATURE_KEEPALIVE, "keepalive"),
+        (rrdma::abi::uapi::FEATURE_RECONNECT, "reconnect"),
+        (rrdma::abi::uapi::FEATURE_URING, "io_uring"),
     ];
     let mut names: Vec<String> = known
         .iter()
@@ -371,6 +378,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
             duration,
             iters,
             latency,
+            engine,
             json,
         } => {
             let mut results = Vec::new();
@@ -382,6 +390,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
                     duration: Duration::from_secs_f64(duration),
                     iters,
                     latency,
+                    engine,
                 };
                 let r = transfer::bench(&dev, &target.target(), &a)?;
                 if !json {

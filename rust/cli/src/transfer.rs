@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::{EAGAIN, ECONNRESET};
 use rrdma::abi::uapi::{Completion, Op, OP_READ, OP_WRITE};
-use rrdma::{ConnectOptions, Connection, Keepalive, RemoteRegion, Rrdma};
+use rrdma::{ConnectOptions, Connection, Keepalive, RemoteRegion, Rrdma, UringEngine};
 
 use crate::serve;
 use crate::stats::{checksum, fill_pattern, latency, Latency};
@@ -345,12 +345,24 @@ pub struct BenchArgs {
     pub duration: Duration,
     pub iters: Option<u64>,
     pub latency: bool,
+    pub engine: Engine,
+}
+
+/// How `bench` hands operations to the kernel.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// `SUBMIT` ioctls, completions by read(2).
+    Ioctl,
+    /// io_uring commands on a ring of 128-byte SQEs.
+    Uring,
 }
 
 /// One `bench` result, in perftest's terms.
 #[derive(serde::Serialize)]
 pub struct BenchResult {
     pub op: &'static str,
+    pub engine: Engine,
     pub bytes: u64,
     pub iterations: u64,
     pub depth: u32,
@@ -430,39 +442,30 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
         let mut next = depth.min(a.iters.unwrap_or(u64::MAX));
         let mut pending: VecDeque<Op> = (0..next).map(&mk).collect();
         let mut in_flight: u64 = 0;
-        let mut comps = vec![Completion::zeroed(); depth as usize];
+        let mut queue = Queue::new(dev, a.engine, depth)?;
+        let mut done = Vec::with_capacity(depth as usize);
         loop {
             if !pending.is_empty() {
-                match dev.submit(pending.make_contiguous()) {
-                    Ok(n) => {
-                        pending.drain(..n);
-                        in_flight += n as u64;
-                    }
-                    Err(e) if in_flight > 0 && rrdma::errno(&e) == Some(EAGAIN.get()) => {}
-                    Err(e) => return Err(e),
-                }
+                let n = queue.post(dev, pending.make_contiguous(), in_flight)?;
+                pending.drain(..n);
+                in_flight += n as u64;
             }
             if in_flight == 0 {
                 break;
             }
-            let n = dev.completions(&mut comps, Some(Duration::from_secs(10)))?;
-            if n == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "no completion within 10 s",
-                ));
-            }
-            for c in &comps[..n] {
-                if c.status != 0 {
-                    return Err(io::Error::from_raw_os_error(-c.status));
+            done.clear();
+            queue.reap(dev, &mut done)?;
+            for &(user_data, status) in &done {
+                if status < 0 {
+                    return Err(io::Error::from_raw_os_error(-status));
                 }
                 completed += 1;
                 in_flight -= 1;
                 if !done_when(completed, start) && next < a.iters.unwrap_or(u64::MAX) {
                     // Reuse the completed slot (user_data).
                     let mut op = mk(next);
-                    op.local_block = c.user_data * count;
-                    op.user_data = c.user_data;
+                    op.local_block = user_data * count;
+                    op.user_data = user_data;
                     pending.push_back(op);
                     next += 1;
                 }
@@ -497,6 +500,7 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
     };
     Ok(BenchResult {
         op: if a.write { "write" } else { "read" },
+        engine: a.engine,
         bytes: a.size,
         iterations: completed,
         depth: depth as u32,
@@ -507,6 +511,63 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
         latency_usec: latency(&mut samples),
         exporter_work,
     })
+}
+
+/// Where `bench` posts operations and reaps their completions.
+enum Queue {
+    /// `SUBMIT`, and completions by read(2).
+    Ioctl(Vec<Completion>),
+    /// io_uring commands.
+    Uring(Box<UringEngine>),
+}
+
+impl Queue {
+    fn new(dev: &Rrdma, engine: Engine, depth: u64) -> io::Result<Self> {
+        Ok(match engine {
+            Engine::Ioctl => Queue::Ioctl(vec![Completion::zeroed(); depth as usize]),
+            Engine::Uring => Queue::Uring(Box::new(UringEngine::new(
+                dev,
+                depth.next_power_of_two() as u32,
+            )?)),
+        })
+    }
+
+    /// Posts what it can of `ops`, front first; returns how many.
+    fn post(&mut self, dev: &Rrdma, ops: &[Op], in_flight: u64) -> io::Result<usize> {
+        match self {
+            Queue::Ioctl(_) => match dev.submit(ops) {
+                Err(e) if in_flight > 0 && rrdma::errno(&e) == Some(EAGAIN.get()) => Ok(0),
+                r => r,
+            },
+            // Queued in the submission ring; `reap` submits them.
+            Queue::Uring(eng) => Ok(eng.push(ops)),
+        }
+    }
+
+    /// Waits (10 s at most) for completions and appends them to `out`
+    /// as (user_data, 0 or -errno).
+    fn reap(&mut self, dev: &Rrdma, out: &mut Vec<(u64, i32)>) -> io::Result<()> {
+        let timeout = Duration::from_secs(10);
+        match self {
+            Queue::Ioctl(comps) => {
+                let n = dev.completions(comps, Some(timeout))?;
+                out.extend(comps[..n].iter().map(|c| (c.user_data, c.status)));
+            }
+            Queue::Uring(eng) => {
+                eng.submit(1, timeout)?;
+                let mut cs = Vec::new();
+                eng.reap(&mut cs);
+                out.extend(cs.iter().map(|c| (c.user_data, c.res.min(0))));
+            }
+        }
+        if out.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no completion within 10 s",
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Prints a result with perftest's column names.

@@ -12,6 +12,7 @@ mod device;
 mod info;
 mod region;
 mod remote;
+mod uring;
 
 pub use device::Rrdma;
 pub use info::{DeviceEntry, InfoReport};
@@ -21,6 +22,7 @@ pub use remote::{
     RemoteRegion, SubmitError,
 };
 pub use rrdma_abi as abi;
+pub use uring::{UringCompletion, UringEngine};
 
 /// Default path of the device node.
 pub const DEFAULT_PATH: &str = "/dev/rrdma";

@@ -98,6 +98,8 @@ fn write_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Dura
                     t.posted += n as u64;
                     next += n as u64;
                 }
+                // Full send queue with operations in flight: flow control.
+                Err(e) if rrdma::errno(&e) == Some(libc::EAGAIN) && t.posted > t.completed => {}
                 Err(e) => {
                     t.refused = Some(rrdma::errno(&e).unwrap_or(-1));
                     break;
@@ -109,6 +111,74 @@ fn write_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Dura
     let start = Instant::now();
     while t.completed < t.posted && start.elapsed() < drain {
         take(&mut t, &mut seen, 200);
+    }
+    t
+}
+
+/// `write_load` through io_uring commands: batches of 16 one-block writes
+/// (at most 128 in flight) until `stop` or a failed `io_uring_enter`;
+/// `posted` counts the SQEs the kernel took, each of which must end in
+/// exactly one CQE.
+fn uring_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Duration) -> Tally {
+    let mut t = Tally::default();
+    let mut eng = match rrdma::UringEngine::new(dev, 256) {
+        Ok(e) => e,
+        Err(e) => {
+            t.refused = Some(e.raw_os_error().unwrap_or(-1));
+            return t;
+        }
+    };
+    let mut local = dev.create_region(4096, 64).expect("region");
+    pattern(local.as_mut_slice(), 98);
+    let mut seen = HashSet::new();
+    let mut next = 0u64;
+    let mut cs = Vec::new();
+    let mut take = |t: &mut Tally, cs: &mut Vec<rrdma::UringCompletion>| {
+        for c in cs.drain(..) {
+            t.completed += 1;
+            if !seen.insert(c.user_data) {
+                t.dup += 1;
+            }
+            if c.res < 0 {
+                t.errors += 1;
+                t.first_error.get_or_insert(c.res);
+            }
+        }
+    };
+    while !stop.load(Ordering::Relaxed) {
+        if t.posted - t.completed < 128 {
+            let ops: Vec<Op> = (0..16)
+                .map(|i| {
+                    rw.op(
+                        OP_WRITE,
+                        &local,
+                        (next + i) % 64,
+                        (next + i) % 1024,
+                        1,
+                        next + i,
+                    )
+                })
+                .collect();
+            next += eng.push(&ops) as u64;
+        }
+        match eng.submit(1, Duration::from_millis(10)) {
+            Ok(k) => t.posted += k as u64,
+            Err(e) => {
+                t.refused = Some(e.raw_os_error().unwrap_or(-1));
+                break;
+            }
+        }
+        eng.reap(&mut cs);
+        take(&mut t, &mut cs);
+    }
+    let start = Instant::now();
+    while t.completed < t.posted && start.elapsed() < drain {
+        match eng.submit(1, Duration::from_millis(200)) {
+            Ok(k) => t.posted += k as u64,
+            Err(_) => break,
+        }
+        eng.reap(&mut cs);
+        take(&mut t, &mut cs);
     }
     t
 }
@@ -180,8 +250,9 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
         Err(e) => return t.check("exporter device removal: import", Err(e)),
     };
     let stop = AtomicBool::new(false);
-    let (tally, agent) = std::thread::scope(|s| {
+    let (tally, uring, agent) = std::thread::scope(|s| {
         let h = s.spawn(|| write_load(dev, &rw, &stop, Duration::from_secs(30)));
+        let u = s.spawn(|| uring_load(dev, &rw, &stop, Duration::from_secs(30)));
         std::thread::sleep(Duration::from_millis(1500));
         let agent = agent_cmd(peer, "linkdel");
         // The load goes on until SUBMIT is refused (or 10 s pass).
@@ -190,7 +261,11 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
             std::thread::sleep(Duration::from_millis(100));
         }
         stop.store(true, Ordering::Relaxed);
-        (h.join().unwrap_or_default(), agent)
+        (
+            h.join().unwrap_or_default(),
+            u.join().unwrap_or_default(),
+            agent,
+        )
     });
     t.check(
         "the peer removes its RDMA device under this side's write load",
@@ -206,6 +281,14 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
             tally.errors > 0 || tally.refused.is_some(),
             "nothing failed",
         ),
+    );
+    t.check(
+        "exporter's device removed under io_uring write load: every SQE taken gets exactly one CQE",
+        exactly_once(&uring),
+    );
+    t.check(
+        "... and the loss is reported in CQEs",
+        ensure(uring.errors > 0, "no CQE failed"),
     );
     drop(rw);
     drop(conn);

@@ -52,6 +52,7 @@ mod regions;
 mod remote;
 mod stall;
 mod uffd;
+mod uring;
 
 use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};
 use rrdma::abi::ioctl::{ioc, iowr, IOC_READ, IOC_WRITE};

@@ -560,8 +560,17 @@ fn bad_op_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, ro: &RemoteReg
             EPERM.get(),
         ),
     ];
+    // The same operations as io_uring commands: the same errno, in the CQE.
+    let mut eng = rrdma::UringEngine::new(dev, 8).ok();
     for (name, o, e) in cases {
         t.check(&format!("RW_SYNC {name}"), expect_errno(dev.rw_sync(&o), e));
+        if let Some(eng) = eng.as_mut() {
+            t.check(
+                &format!("io_uring {name}"),
+                crate::uring::one(eng, &o)
+                    .and_then(|r| ensure(r == -e, format!("res {r}, want {}", -e))),
+            );
+        }
     }
     t.check(
         "read of a read-only export works",
@@ -956,6 +965,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     integrity_checks(dev, t, peer, &rw);
     batch_checks(dev, t, &rw);
     bad_op_checks(dev, t, &rw, &ro);
+    crate::uring::checks(dev, t, peer, &rw);
     export_checks(dev, t, &conn);
     thread_checks(dev, t, &rw);
     many_connections(dev, t, peer, rw_token);

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The io_uring engine: block operations submitted as io_uring commands
+//! (`RRDMA_URING_CMD_OP`) on a ring of 128-byte SQEs, completed by CQEs
+//! whose `res` is the bytes moved or `-errno` (see the UAPI header). No
+//! system call per operation: one `io_uring_enter` submits a batch and
+//! reaps what completed.
+
+use std::io;
+use std::time::Duration;
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use crate::abi::uapi::{Op, URING_CMD_OP};
+use crate::Rrdma;
+
+/// One CQE: the SQE's `user_data` and the result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UringCompletion {
+    /// The submitted operation's `user_data`.
+    pub user_data: u64,
+    /// Bytes moved, or the negative errno.
+    pub res: i32,
+}
+
+/// An io_uring instance submitting operations to one `/dev/rrdma` file.
+pub struct UringEngine {
+    ring: IoUring<squeue::Entry128, cqueue::Entry>,
+    fd: i32,
+}
+
+impl UringEngine {
+    /// A ring of `entries` SQEs for `dev`'s file.
+    pub fn new(dev: &Rrdma, entries: u32) -> io::Result<Self> {
+        Ok(Self {
+            ring: IoUring::builder().build(entries)?,
+            fd: dev.raw_fd(),
+        })
+    }
+
+    /// The SQE carrying `op`, with `op.user_data` as the SQE's.
+    pub fn entry(fd: i32, op: &Op) -> squeue::Entry128 {
+        let mut cmd = [0u8; 80];
+        cmd[..Op::SIZE].copy_from_slice(&op.encode());
+        opcode::UringCmd80::new(types::Fd(fd), URING_CMD_OP)
+            .cmd(cmd)
+            .build()
+            .user_data(op.user_data)
+    }
+
+    /// Queues `ops` (as many as the submission queue has room for);
+    /// returns how many. Nothing reaches the kernel before [`Self::submit`].
+    pub fn push(&mut self, ops: &[Op]) -> usize {
+        let mut sq = self.ring.submission();
+        let mut n = 0;
+        for op in ops {
+            let e = Self::entry(self.fd, op);
+            // SAFETY: the entry refers to no user memory (the operation is
+            // copied into the SQE; its regions are the kernel's).
+            if unsafe { sq.push(&e) }.is_err() {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Submits what was pushed and waits until at least `want` CQEs are
+    /// ready, or `timeout` passed (then `Ok` all the same: [`Self::reap`]
+    /// tells what came); returns how many SQEs the kernel took.
+    pub fn submit(&mut self, want: usize, timeout: Duration) -> io::Result<usize> {
+        let ts = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        loop {
+            match self.ring.submitter().submit_with_args(want, &args) {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(0),
+                r => return r,
+            }
+        }
+    }
+
+    /// Moves the ready CQEs into `out`; returns how many.
+    pub fn reap(&mut self, out: &mut Vec<UringCompletion>) -> usize {
+        let before = out.len();
+        out.extend(self.ring.completion().map(|c| UringCompletion {
+            user_data: c.user_data(),
+            res: c.result(),
+        }));
+        out.len() - before
+    }
+}
