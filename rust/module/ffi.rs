@@ -459,7 +459,6 @@ extern "C" {
     ) -> c_int;
 }
 
-/// The kernel's `jiffies` (it wraps: compare with `wrapping_sub`).
 /// `struct io_uring_cmd` (opaque).
 #[repr(C)]
 pub(crate) struct IoUringCmd {
@@ -501,6 +500,7 @@ pub(crate) fn uring_supported() -> bool {
     unsafe { rrdma_shim_uring_supported() }
 }
 
+/// The kernel's `jiffies` (it wraps: compare with `wrapping_sub`).
 pub(crate) fn jiffies() -> u64 {
     // SAFETY: no preconditions.
     unsafe { rrdma_shim_jiffies() as u64 }
