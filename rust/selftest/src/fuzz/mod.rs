@@ -157,6 +157,9 @@ const ALLOWED: &[i32] = &[
     libc::ENFILE,
     libc::ENOSPC,
     libc::EIO,
+    // io_uring commands on a file without ->uring_cmd (not /dev/rrdma),
+    // or on an IOPOLL ring (6.12).
+    libc::EOPNOTSUPP,
 ];
 
 struct Fuzz {
@@ -190,7 +193,11 @@ fn errno() -> i32 {
 impl Fuzz {
     /// Records the result of `call`: `ret` < 0 means failed with `errno()`.
     fn note(&self, call: &'static str, ret: i64) -> bool {
-        let e = if ret < 0 { errno() } else { 0 };
+        self.note_errno(call, if ret < 0 { errno() } else { 0 })
+    }
+
+    /// Records the result of `call`: failed with `e`, or succeeded (0).
+    fn note_errno(&self, call: &'static str, e: i32) -> bool {
         self.ops.fetch_add(1, Ordering::Relaxed);
         *self.results.lock().unwrap().entry((call, e)).or_default() += 1;
         if e != 0 && !ALLOWED.contains(&e) {

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! The fuzzer's calls on connections and data: LISTEN, ACCEPT, CONNECT,
-//! EXPORT, UNEXPORT, IMPORT, the handle releases, SUBMIT and RW_SYNC.
+//! EXPORT, UNEXPORT, IMPORT, the handle releases, SUBMIT, RW_SYNC and
+//! io_uring commands.
+
+use std::time::{Duration, Instant};
 
 use rrdma::abi::ioctl::{ioc, IOC_READ, IOC_WRITE};
 use rrdma::abi::uapi::{
@@ -308,6 +311,55 @@ impl Fuzz {
         o
     }
 
+    /// Up to 8 operations (clean or garbage, now and then another
+    /// `cmd_op`) as io_uring commands on `fd`; the ring is closed at once
+    /// (operations in flight) or after their CQEs, each of which must be
+    /// the bytes moved or a documented errno.
+    fn uring(&self, r: &mut Rng, fd: i32) {
+        use io_uring::{cqueue, opcode, squeue, types, IoUring};
+        let Ok(mut ring) = IoUring::<squeue::Entry128, cqueue::Entry>::builder().build(8) else {
+            return;
+        };
+        let n = 1 + r.below(8) as usize;
+        let clean = r.chance(50);
+        for i in 0..n {
+            let mut cmd = [0u8; 80];
+            cmd[..Op::SIZE].copy_from_slice(&self.op(r, fd, clean).encode());
+            if r.chance(5) {
+                cmd[Op::SIZE..].fill(r.next() as u8);
+            }
+            let cmd_op = if r.chance(5) {
+                r.next() as u32
+            } else {
+                uapi::URING_CMD_OP
+            };
+            let sqe = opcode::UringCmd80::new(types::Fd(fd), cmd_op)
+                .cmd(cmd)
+                .build()
+                .user_data(i as u64);
+            // SAFETY: the SQE refers to no user memory.
+            if unsafe { ring.submission().push(&sqe) }.is_err() {
+                break;
+            }
+        }
+        let wait = !r.chance(30);
+        let _ = ring.submit();
+        let start = Instant::now();
+        let mut seen = 0;
+        let ts = types::Timespec::from(Duration::from_millis(200));
+        let args = types::SubmitArgs::new().timespec(&ts);
+        while wait && seen < n && start.elapsed() < Duration::from_secs(5) {
+            let _ = ring.submitter().submit_with_args(1, &args);
+            for c in ring.completion() {
+                seen += 1;
+                let res = c.result();
+                let e = if res < 0 { -res } else { 0 };
+                self.note_errno("io_uring", e);
+            }
+        }
+        // Dropped here: closed with whatever is still in flight.
+    }
+
     pub(super) fn submit(&self, r: &mut Rng) {
         // Mostly a file with an import, so that operations get posted.
         let with_import = {
@@ -322,6 +374,10 @@ impl Fuzz {
             let clean = r.chance(50);
             let mut b = self.op(r, fd, clean).encode();
             self.ioctl_arg(r, "RW_SYNC", fd, uapi::IOCTL_RW_SYNC, &mut b);
+            return;
+        }
+        if r.chance(20) {
+            self.uring(r, fd);
             return;
         }
         let n = match r.below(10) {
