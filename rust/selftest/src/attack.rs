@@ -54,6 +54,31 @@ struct Tally {
     refused: Option<i32>,
 }
 
+impl Tally {
+    /// One completion of `user_data` with `status` (0 or a negative errno).
+    fn saw(&mut self, seen: &mut HashSet<u64>, user_data: u64, status: i32) {
+        self.completed += 1;
+        if !seen.insert(user_data) {
+            self.dup += 1;
+        }
+        if status < 0 {
+            self.errors += 1;
+            self.first_error.get_or_insert(status);
+        }
+    }
+}
+
+/// The load's next 16 one-block WRITEs, from `local` blocks `0..64` to
+/// `rw` blocks `0..1024`, numbered from `next`.
+fn write_batch(rw: &RemoteRegion<'_>, local: &rrdma::Region<'_>, next: u64) -> Vec<Op> {
+    (0..16)
+        .map(|i| {
+            let n = next + i;
+            rw.op(OP_WRITE, local, n % 64, n % 1024, 1, n)
+        })
+        .collect()
+}
+
 /// Posts WRITE batches of 16 one-block operations to `rw` blocks
 /// `0..1024` until `stop` (or the first refused SUBMIT), then reaps until
 /// every posted operation completed or `drain` passed.
@@ -69,30 +94,12 @@ fn write_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Dura
             .completions(&mut buf, Some(Duration::from_millis(wait)))
             .unwrap_or(0);
         for c in &buf[..n] {
-            t.completed += 1;
-            if !seen.insert(c.user_data) {
-                t.dup += 1;
-            }
-            if c.status != 0 {
-                t.errors += 1;
-                t.first_error.get_or_insert(c.status);
-            }
+            t.saw(seen, c.user_data, c.status);
         }
     };
     while !stop.load(Ordering::Relaxed) {
         if t.posted - t.completed < 256 {
-            let ops: Vec<Op> = (0..16)
-                .map(|i| {
-                    rw.op(
-                        OP_WRITE,
-                        &local,
-                        (next + i) % 64,
-                        (next + i) % 1024,
-                        1,
-                        next + i,
-                    )
-                })
-                .collect();
+            let ops = write_batch(rw, &local, next);
             match dev.submit(&ops) {
                 Ok(n) => {
                     t.posted += n as u64;
@@ -135,30 +142,12 @@ fn uring_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Dura
     let mut cs = Vec::new();
     let mut take = |t: &mut Tally, cs: &mut Vec<rrdma::UringCompletion>| {
         for c in cs.drain(..) {
-            t.completed += 1;
-            if !seen.insert(c.user_data) {
-                t.dup += 1;
-            }
-            if c.res < 0 {
-                t.errors += 1;
-                t.first_error.get_or_insert(c.res);
-            }
+            t.saw(&mut seen, c.user_data, c.res.min(0));
         }
     };
     while !stop.load(Ordering::Relaxed) {
         if t.posted - t.completed < 128 {
-            let ops: Vec<Op> = (0..16)
-                .map(|i| {
-                    rw.op(
-                        OP_WRITE,
-                        &local,
-                        (next + i) % 64,
-                        (next + i) % 1024,
-                        1,
-                        next + i,
-                    )
-                })
-                .collect();
+            let ops = write_batch(rw, &local, next);
             next += eng.push(&ops) as u64;
         }
         match eng.submit(1, Duration::from_millis(10)) {
