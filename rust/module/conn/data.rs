@@ -9,7 +9,10 @@
 //! enforce) for exactly its bytes and invalidated by the READ itself, and
 //! a write ends with a one-byte READ fence into such a sink
 //! (`abi::ops::op_wrs`), or, within one `SUBMIT` batch, one fence after
-//! the batch's last write (`BatchFence`). Only the last work request is
+//! the batch's last write (`BatchFence`); outside a batch, a write posted
+//! while a fence is in flight joins the queue pair's open group, whose
+//! one fence the next fence completion posts (`OpenGroup`, group commit:
+//! at depth, about one fence per round trip). Only the last work request is
 //! signaled, and it carries the operation's slot; a write of a batch is
 //! not signaled at all (its fence's completion completes it, one
 //! completion for the batch) but carries its slot for an error's. The
@@ -38,7 +41,7 @@ use super::{ctrl, wait_until, Conn, Import};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, E2BIG, ECONNRESET, EINVAL, ENOMEM, ENOTCONN},
+    errno::{Errno, E2BIG, ECONNRESET, ENOMEM, ENOTCONN},
     limits,
     ops::{self, Checked, Dir},
     uapi::Completion,
@@ -84,6 +87,9 @@ struct OpCtx {
     /// batch's fence, whose completion completes it (a completion of its
     /// own comes only with an error).
     batch: Option<u64>,
+    /// Whether its completion is a write fence's (a write with its own
+    /// fence, or a posted batch fence): one fewer in flight.
+    fenced: bool,
     /// What the operation is.
     kind: Kind,
 }
@@ -137,6 +143,21 @@ pub(crate) struct BatchFence {
     last: Option<(u64, u64, u32)>,
 }
 
+/// The open group of a queue pair (iWARP): while a write fence is in
+/// flight, writes posted outside a `SUBMIT` batch (io_uring commands,
+/// single operations) go unsignaled and share the group's fence, which the
+/// next fence completion posts after them (group commit). A write with no
+/// fence in flight has its own, so a lone write waits for one round trip.
+#[derive(Clone, Copy)]
+struct OpenGroup {
+    /// The group fence's slot, reserved with its send entries and sink.
+    slot: u32,
+    id: u64,
+    /// The last write of the group: its import entry, the remote address
+    /// of its last byte and that byte's key.
+    last: Option<(u64, u64, u32)>,
+}
+
 /// Ids of batch fences.
 static FENCE_IDS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
 
@@ -160,6 +181,10 @@ pub(super) struct Slots {
     fences_free: KVec<u32>,
     /// Per sink, the next sink its operation holds ([`NO_SINK`]: none).
     sink_next: KVec<u32>,
+    /// Write fences posted and not yet completed (iWARP).
+    fences_posted: u32,
+    /// Writes waiting for the next fence completion to post their fence.
+    open: Option<OpenGroup>,
 }
 
 impl Slots {
@@ -184,6 +209,8 @@ impl Slots {
                 }
                 v
             },
+            fences_posted: 0,
+            open: None,
         })
     }
 
@@ -213,6 +240,8 @@ impl Slots {
         }
         self.depth = depth;
         self.sq_free = depth;
+        self.fences_posted = 0;
+        self.open = None;
     }
 
     /// The work requests one operation may take (`abi::ops::max_wrs`'s
@@ -234,7 +263,42 @@ impl Slots {
         let _ = self.free.push(slot, GFP_KERNEL);
         self.sq_free += op.wrs;
         self.put_sinks(op.sinks);
+        if op.fenced {
+            self.fences_posted = self.fences_posted.saturating_sub(1);
+        }
+        if let Kind::Fence { id, .. } = op.kind {
+            if self.open.as_ref().is_some_and(|o| o.id == id) {
+                // Flushed before it was posted.
+                self.open = None;
+            }
+        }
         Some(op)
+    }
+
+    /// Reserves a slot, its two send entries and a fence sink for write
+    /// fence `id`, to be posted after writes of `region` (`None`: no room).
+    fn reserve_fence(&mut self, region: &Arc<Region>, id: u64) -> Option<u32> {
+        if self.sq_free < 2 || self.fences_free.is_empty() {
+            return None;
+        }
+        let slot = crate::compat::vec_pop(&mut self.free)?;
+        let sinks = self.hold_sink(true, NO_SINK);
+        self.sq_free -= 2;
+        self.ops[slot as usize] = Some(OpCtx {
+            region: region.clone(),
+            entry: 0,
+            user_data: 0,
+            opcode: 0,
+            wrs: 2,
+            bytes: 0,
+            sync: None,
+            uring: None,
+            sinks,
+            batch: None,
+            fenced: false,
+            kind: Kind::Fence { id, posted: false },
+        });
+        Some(slot)
     }
 
     /// Takes one free sink (a fence sink if `fence`, else a READ sink) and
@@ -561,18 +625,23 @@ impl Conn {
         mut prep: Prep,
     ) -> Result<Attempt, Errno> {
         let mut g = self.inner.lock();
-        let plan = Plan::new(&g, import, region, c, batch.is_some())?;
+        // A write outside a batch joins the open group while a fence is in
+        // flight (`OpenGroup`).
+        let join = batch.is_none() && g.ops.fences_posted > 0;
+        let plan = Plan::new(&g, import, region, c, batch.is_some() || join)?;
         let inner = &mut *g;
+        // The group's fence is reserved by its first write.
+        let new_group = plan.unfenced && batch.is_none() && inner.ops.open.is_none();
         let Some(qp) = inner.id.as_ref().and_then(|id| id.qp()) else {
             return Err(ENOTCONN);
         };
         let Some(res) = inner.res.as_mut() else {
             return Err(ENOTCONN);
         };
-        if plan.wrs > inner.ops.sq_free
-            || inner.ops.free.is_empty()
+        if plan.wrs + if new_group { 2 } else { 0 } > inner.ops.sq_free
+            || inner.ops.free.len() < 1 + usize::from(new_group)
             || (plan.sinks as usize) > inner.ops.sinks_free.len()
-            || (plan.fence && inner.ops.fences_free.is_empty())
+            || ((plan.fence || new_group) && inner.ops.fences_free.is_empty())
         {
             return Ok(Attempt::Done(Posted::Full));
         }
@@ -689,9 +758,9 @@ impl Conn {
             // chunk registered meanwhile only takes a request less).
             return Ok(Attempt::Again);
         }
-        // A write that leaves its fence to its batch's: the batch's fence
-        // must still be waiting in its slot (a reconnect flushed it), and
-        // will read the last byte this write places.
+        // A write that leaves its fence to its batch's or its group's: the
+        // batch's fence must still be waiting in its slot (a reconnect
+        // flushed it); the fence will read the last byte this write places.
         let mut op = OpCtx {
             region: region.clone(),
             entry: import.entry(),
@@ -703,15 +772,30 @@ impl Conn {
             uring: None,
             sinks: NO_SINK,
             batch: None,
+            fenced: plan.fence,
             kind: Kind::User,
         };
         let mut unfenced_last = None;
         if plan.unfenced {
-            let b = batch.as_ref().ok_or(EINVAL)?;
-            if !inner.ops.holds_fence(b.slot, b.id) {
-                return Err(ECONNRESET);
-            }
-            op.batch = Some(b.id);
+            let id = match (batch.as_ref(), inner.ops.open.as_ref()) {
+                (Some(b), _) if inner.ops.holds_fence(b.slot, b.id) => b.id,
+                (Some(_), _) => return Err(ECONNRESET),
+                (None, Some(o)) => o.id,
+                (None, None) => {
+                    // Room checked above (`new_group`).
+                    let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                    let Some(slot) = inner.ops.reserve_fence(region, id) else {
+                        return Ok(Attempt::Done(Posted::Full));
+                    };
+                    inner.ops.open = Some(OpenGroup {
+                        slot,
+                        id,
+                        last: None,
+                    });
+                    id
+                }
+            };
+            op.batch = Some(id);
             unfenced_last = wrs
                 .last()
                 .map(|w| (w.remote_addr + u64::from(w.len) - 1, w.rkey));
@@ -778,10 +862,16 @@ impl Conn {
         reg.inflight += 1;
         inner.imports.op_started(import.entry());
         if plan.fence {
+            inner.ops.fences_posted += 1;
             self.shared.work.fence();
         }
-        if let (Some(b), Some((addr, rkey))) = (batch, unfenced_last) {
-            b.last = Some((import.entry(), addr, rkey));
+        if let Some((addr, rkey)) = unfenced_last {
+            let last = Some((import.entry(), addr, rkey));
+            match (batch, inner.ops.open.as_mut()) {
+                (Some(b), _) => b.last = last,
+                (None, Some(o)) => o.last = last,
+                (None, None) => {}
+            }
         }
         drop(g);
         Ok(Attempt::Done(Posted::Yes))
@@ -792,6 +882,7 @@ impl Conn {
     pub(crate) fn slot_done(self: &Arc<Self>, slot: u32, wc_status: u32) {
         let mut members = 0usize;
         let mut prune_more = false;
+        let mut fence_err = None;
         let (mut op, errno, prune) = {
             let mut g = self.inner.lock();
             let inner = &mut *g;
@@ -835,9 +926,11 @@ impl Conn {
                         prune_more |= local_done(&mut res.local, key(&w.region));
                     }
                     imports.op_done(w.entry);
-                    match w.uring.take() {
-                        Some(u) => u.complete(w.uring_res(status)),
-                        None => {
+                    // A group's writes may be synchronous ones too.
+                    match (w.sync.take(), w.uring.take()) {
+                        (Some(s), _) => s.set(status),
+                        (None, Some(u)) => u.complete(w.uring_res(status)),
+                        (None, None) => {
                             ring.push(w.completion(status));
                             members += 1;
                         }
@@ -848,10 +941,17 @@ impl Conn {
                 // The peer's transport answered: a sign of life (our
                 // control messages may wait behind the data).
                 inner.keepalive.answered();
+                if op.fenced {
+                    // The writes that waited for this fence get theirs.
+                    fence_err = self.post_open_group(inner).err();
+                }
             }
             ctrl::send_due_acks(inner, &self.shared.ctrl);
             (op, errno, prune)
         };
+        if let Some(e) = fence_err {
+            self.fail(Event::QpFatal, "cannot post a write fence", e);
+        }
         drop(prune);
         if prune_more {
             self.prune_destroyed();
@@ -919,32 +1019,11 @@ impl Conn {
     /// [`BatchFence`] goes to [`Conn::batch_end`].
     pub(crate) fn batch_begin(self: &Arc<Self>, region: &Arc<Region>) -> Option<BatchFence> {
         let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        let mut ctx = OpCtx {
-            region: region.clone(),
-            entry: 0,
-            user_data: 0,
-            opcode: 0,
-            wrs: 2,
-            bytes: 0,
-            sync: None,
-            uring: None,
-            sinks: NO_SINK,
-            batch: None,
-            kind: Kind::Fence { id, posted: false },
-        };
         let mut g = self.inner.lock();
-        let inner = &mut *g;
-        if !inner.state.is_connected()
-            || !inner.res.as_ref().is_some_and(|r| r.iwarp)
-            || inner.ops.sq_free < 2
-            || inner.ops.fences_free.is_empty()
-        {
+        if !g.state.is_connected() || !g.res.as_ref().is_some_and(|r| r.iwarp) {
             return None;
         }
-        let slot = crate::compat::vec_pop(&mut inner.ops.free)?;
-        ctx.sinks = inner.ops.hold_sink(true, NO_SINK);
-        inner.ops.sq_free -= 2;
-        inner.ops.ops[slot as usize] = Some(ctx);
+        let slot = g.ops.reserve_fence(region, id)?;
         Some(BatchFence {
             slot,
             id,
@@ -961,47 +1040,78 @@ impl Conn {
             // A teardown flushed it, and its writes with it.
             return;
         }
-        let Some((entry, addr, rkey)) = b.last else {
+        let Some(last) = b.last else {
             let op = inner.ops.take(b.slot);
             drop(g);
             drop(op);
             return;
         };
+        if let Err(e) = self.post_fence(inner, b.slot, b.id, last) {
+            // The queue pair failed: its teardown completes the fence, and
+            // its writes, with the flush status.
+            drop(g);
+            self.fail(Event::QpFatal, "cannot post a write fence", e);
+        }
+    }
+
+    /// Posts the open group's fence after its writes (a fence completed).
+    /// A group whose first write was refused stays reserved, empty, for
+    /// the next write or the teardown.
+    fn post_open_group(&self, inner: &mut super::Inner) -> Result<(), Errno> {
+        let Some(OpenGroup {
+            slot,
+            id,
+            last: Some(last),
+        }) = inner.ops.open
+        else {
+            return Ok(());
+        };
+        inner.ops.open = None;
+        self.post_fence(inner, slot, id, last)
+    }
+
+    /// Posts the write fence reserved in `slot` (batch or group `id`): a
+    /// one-byte READ of `last` (import entry, remote address, key: the last
+    /// byte its writes placed) into the fence's sink. Its completion
+    /// completes its writes.
+    fn post_fence(
+        &self,
+        inner: &mut super::Inner,
+        slot: u32,
+        id: u64,
+        last: (u64, u64, u32),
+    ) -> Result<(), Errno> {
+        let (entry, addr, rkey) = last;
         let Some(qp) = inner.id.as_ref().and_then(|id| id.qp()) else {
             // Going: the teardown completes the fence and its writes.
-            return;
+            return Ok(());
         };
-        let Some(Some(fence)) = inner.ops.ops.get_mut(b.slot as usize) else {
-            return;
+        let Some(Some(fence)) = inner.ops.ops.get_mut(slot as usize) else {
+            return Ok(());
         };
         let k = fence.sinks;
         if k == NO_SINK {
-            return;
+            return Ok(());
         }
         let mut wrs = [
             ShimWr::sink_reg(core::ptr::null_mut(), k, 0, 1),
             ShimWr::sink_read(k, 1, addr, rkey),
         ];
         wrs[1].signaled = 1;
-        wrs[1].slot = b.slot;
+        wrs[1].slot = slot;
         // SAFETY: the sink maps the queue pair's scratch buffer; the remote
         // key belongs to the peer's registration the last write used.
         let (posted, r) = unsafe { qp.post(&wrs) };
-        if posted == 2 {
-            fence.kind = Kind::Fence {
-                id: b.id,
-                posted: true,
-            };
-            fence.entry = entry;
-            inner.imports.op_started(entry);
-            self.shared.work.fence();
-            return;
+        if posted < 2 {
+            return Err(r.err().unwrap_or(crate::abi::errno::EIO));
         }
-        // The queue pair failed: its teardown completes the fence, and its
-        // writes, with the flush status.
-        drop(g);
-        let e = r.err().unwrap_or(crate::abi::errno::EIO);
-        self.fail(Event::QpFatal, "cannot post a write fence", e);
+        fence.kind = Kind::Fence { id, posted: true };
+        fence.entry = entry;
+        fence.fenced = true;
+        inner.ops.fences_posted += 1;
+        inner.imports.op_started(entry);
+        self.shared.work.fence();
+        Ok(())
     }
 
     /// Completes, with the flush status, every operation the provider did

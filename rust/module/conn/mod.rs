@@ -50,7 +50,8 @@
 //!   or a completion: destroying the id (`CmId` drop), the drain (`Qp`
 //!   drop), or a copy to or from user memory. `Shared::ring` is taken
 //!   alone or under `Conn::inner` (a batch fence's completion reports its
-//!   writes); `Shared::conns` and `DeviceCtx::conns` are taken alone.
+//!   writes), and so is a synchronous operation's `SyncWait::status` (a
+//!   leaf); `Shared::conns` and `DeviceCtx::conns` are taken alone.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 

@@ -2,10 +2,11 @@
 
 //! Checks of the io_uring commands (`RRDMA_URING_CMD_OP`): blocks moved
 //! through io_uring land in the peer's memory and read back bit-exact;
-//! every bad operation gets the errno SUBMIT gives it, in the CQE; a ring
-//! of 64-byte SQEs and another `cmd_op` are refused, an IOPOLL ring too
-//! on 6.12 (served unpolled on later kernels); a
-//! ring closed with operations in flight leaves the connection working.
+//! on iWARP they share write fences; every bad operation gets the errno
+//! SUBMIT gives it, in the CQE; a ring of 64-byte SQEs and another
+//! `cmd_op` are refused, an IOPOLL ring too on 6.12 (served unpolled on
+//! later kernels); a ring closed with operations in flight leaves the
+//! connection working.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -102,9 +103,26 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
             format!("{cs:?}"),
         )
     };
+    let fences = || dev.fdinfo_value("rrdma-write-fences").unwrap_or(0);
+    let fences0 = fences();
     t.check(
         "io_uring: 16 writes complete once each with res 4096 and their user_data",
         all_done(run(&mut eng, &writes), 1000),
+    );
+    // iWARP (siw): writes issued while a fence is in flight share the
+    // next one (group commit); elsewhere no fence is sent.
+    let iwarp = std::env::var("RRDMA_PROV").is_ok_and(|p| p == "siw");
+    let sent = fences() - fences0;
+    t.check(
+        &format!("io_uring: 16 writes issued together take fewer than 16 write fences ({sent})"),
+        ensure(
+            if iwarp {
+                (1..16).contains(&sent)
+            } else {
+                sent == 0
+            },
+            format!("{sent} fences"),
+        ),
     );
     t.check(
         "io_uring: 16 reads complete once each with res 4096 and their user_data",
