@@ -1013,14 +1013,19 @@ impl Conn {
         );
     }
 
-    /// Begins a batch of up to `writes` writes on this connection that
-    /// share one fence: on iWARP, with room for the fence now; `None`
-    /// otherwise (the writes then fence themselves). Every
-    /// [`BatchFence`] goes to [`Conn::batch_end`].
+    /// Begins a batch of writes on this connection that share one fence:
+    /// on iWARP, with room for the fence now and no fence in flight;
+    /// `None` otherwise (the writes then join the open group, or fence
+    /// themselves). Every [`BatchFence`] goes to [`Conn::batch_end`].
     pub(crate) fn batch_begin(self: &Arc<Self>, region: &Arc<Region>) -> Option<BatchFence> {
         let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
         let mut g = self.inner.lock();
-        if !g.state.is_connected() || !g.res.as_ref().is_some_and(|r| r.iwarp) {
+        // With a fence in flight, the batch's writes join the open group
+        // (`OpenGroup`): one fence for them and the group's.
+        if !g.state.is_connected()
+            || !g.res.as_ref().is_some_and(|r| r.iwarp)
+            || g.ops.fences_posted > 0
+        {
             return None;
         }
         let slot = g.ops.reserve_fence(region, id)?;
