@@ -27,7 +27,7 @@ pub(crate) enum Kind {
 
 /// Callback counts of one file's connections, connections gone included,
 /// and the iWARP write fences they posted (`rrdma-write-fences`: one per
-/// batch of writes, see `Conn::batch_begin`).
+/// batch or group of writes, see `Conn::post_ops`).
 pub(crate) struct Work {
     cm_events: AtomicU64,
     ctrl_recv: AtomicU64,

@@ -19,8 +19,11 @@
 //! context of an operation lives in its slot and its work requests are
 //! built in a scratch array of the connection, both allocated with the
 //! queue pair. An operation is planned and posted under one acquisition
-//! of the connection's lock; only one that is the first to touch a chunk
-//! has its registration allocated outside the lock first (`Prep`).
+//! of the connection's lock, and so are all the operations of a `SUBMIT`
+//! on one connection, its fence's reservation and post included
+//! (`Conn::post_ops`); only one that is the first to touch a chunk has its
+//! registration allocated outside the lock first (`Prep`), which is
+//! released around it.
 //! Posting is all or nothing: everything an operation needs (its slot,
 //! its work requests, its send-queue room, new registrations) is found or
 //! allocated first, and a registration enters the connection's cache only
@@ -132,10 +135,10 @@ enum Kind {
 
 /// The write fence of one `SUBMIT` batch on an iWARP connection: the
 /// batch's writes go without a fence of their own, and one fence after the
-/// last of them completes them all (`Conn::batch_begin`, `Conn::post_op`,
-/// `Conn::batch_end`). Its slot, send-queue entries and fence sink are
-/// reserved up front, so that the fence can always follow the writes.
-pub(crate) struct BatchFence {
+/// last of them completes them all (`Conn::post_ops`). Its slot, send-queue
+/// entries and fence sink are reserved up front, so that the fence can
+/// always follow the writes.
+struct BatchFence {
     slot: u32,
     id: u64,
     /// The last write posted without a fence: its import entry, the
@@ -585,15 +588,82 @@ enum Attempt {
     Prepare(Plan, Arc<crate::verbs::Pd>),
     /// The connection's cache changed under it: try again.
     Again,
+    /// The queue pair refused the work requests: the connection fails
+    /// (outside the lock), and the operation, never posted whole, is
+    /// dropped after it.
+    Failed(Errno, Option<OpCtx>),
 }
+
+/// The connection's lock, held across the operations of a batch; `None`
+/// while released (around an allocation, or for good).
+type InnerGuard<'a> =
+    Option<kernel::sync::lock::Guard<'a, super::Inner, kernel::sync::lock::mutex::MutexBackend>>;
 
 impl Conn {
     /// Posts one checked operation on `import` from or to `region`, which
-    /// reports to `to`; a write of a batch leaves its fence to `batch`.
-    /// One lock acquisition when the operation's registrations are cached;
-    /// otherwise they are allocated outside the lock, which is taken again.
+    /// reports to `to`. One lock acquisition when the operation's
+    /// registrations are cached; otherwise they are allocated outside the
+    /// lock, which is taken again.
     pub(crate) fn post_op(
         self: &Arc<Self>,
+        import: &Import,
+        region: &Arc<Region>,
+        c: &Checked,
+        to: &mut ReportTo,
+    ) -> Result<Posted, Errno> {
+        let mut g = None;
+        self.post_locked(&mut g, import, region, c, to, None)
+    }
+
+    /// Posts the operations `ops` gives, all on this connection, under one
+    /// acquisition of its lock (released only around the allocations of
+    /// an operation that is the first to touch a chunk); on iWARP, with
+    /// `fence` (the region of a batch of two writes or more), its writes
+    /// share one fence (`BatchFence`). Stops at the first operation that
+    /// finds no room or is refused; returns how many were posted, and the
+    /// refusal's errno.
+    pub(crate) fn post_ops<'a>(
+        self: &Arc<Self>,
+        ops: impl Iterator<Item = (&'a Import, &'a Arc<Region>, &'a Checked, ReportTo)>,
+        fence: Option<&Arc<Region>>,
+    ) -> (usize, Option<Errno>) {
+        let mut g = Some(self.inner.lock());
+        let mut batch = match (fence, g.as_mut()) {
+            (Some(region), Some(inner)) => Self::batch_begin_locked(inner, region),
+            _ => None,
+        };
+        let mut posted = 0;
+        let mut err = None;
+        for (import, region, c, mut to) in ops {
+            match self.post_locked(&mut g, import, region, c, &mut to, batch.as_mut()) {
+                Ok(Posted::Yes) => posted += 1,
+                Ok(Posted::Full) => break,
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        if let Some(b) = batch {
+            let inner = g.get_or_insert_with(|| self.inner.lock());
+            let r = self.batch_end_locked(inner, b);
+            drop(g);
+            match r {
+                Ok(op) => drop(op),
+                // The queue pair failed: its teardown completes the fence,
+                // and its writes, with the flush status.
+                Err(e) => self.fail(Event::QpFatal, "cannot post a write fence", e),
+            }
+        }
+        (posted, err)
+    }
+
+    /// Posts one operation with the lock held in `g` (taken if released),
+    /// releasing it to allocate what a first-touched chunk needs and to
+    /// free what is left of that allocation.
+    fn post_locked<'g>(
+        self: &'g Arc<Self>,
+        g: &mut InnerGuard<'g>,
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
@@ -604,32 +674,56 @@ impl Conn {
         // The cache can change between the allocation and the post (a
         // destroyed region's registrations are pruned): plan again then.
         for _ in 0..4 {
-            match self.try_post(import, region, c, to, batch.as_deref_mut(), prep)? {
+            let inner = g.get_or_insert_with(|| self.inner.lock());
+            let r = self.try_post(
+                inner,
+                import,
+                region,
+                c,
+                to,
+                batch.as_deref_mut(),
+                &mut prep,
+            );
+            if prep.pd.is_some() || matches!(r, Ok(Attempt::Prepare(..) | Attempt::Failed(..))) {
+                // Registrations are allocated and freed, and a connection
+                // fails, outside the lock.
+                *g = None;
+            }
+            match r? {
                 Attempt::Done(posted) => return Ok(posted),
-                Attempt::Prepare(plan, pd) => prep = Prep::new(&plan, pd, region)?,
+                Attempt::Prepare(plan, pd) => {
+                    drop(core::mem::take(&mut prep));
+                    prep = Prep::new(&plan, pd, region)?;
+                }
                 Attempt::Again => prep = Prep::default(),
+                Attempt::Failed(e, op) => {
+                    drop(op);
+                    self.fail(Event::QpFatal, "cannot post an operation", e);
+                    return Err(e);
+                }
             }
         }
         Ok(Posted::Full)
     }
 
-    /// Plans and posts under one lock with what `prep` allocated.
+    /// Plans and posts under the lock (`inner`) with what `prep`
+    /// allocated; what is left of `prep` is for the caller to free once
+    /// the lock is released.
+    #[allow(clippy::too_many_arguments)]
     fn try_post(
         self: &Arc<Self>,
+        inner: &mut super::Inner,
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
         to: &mut ReportTo,
         batch: Option<&mut BatchFence>,
-        // A parameter: what is left of it is freed after the lock.
-        mut prep: Prep,
+        prep: &mut Prep,
     ) -> Result<Attempt, Errno> {
-        let mut g = self.inner.lock();
         // A write outside a batch joins the open group while a fence is in
         // flight (`OpenGroup`).
-        let join = batch.is_none() && g.ops.fences_posted > 0;
-        let plan = Plan::new(&g, import, region, c, batch.is_some() || join)?;
-        let inner = &mut *g;
+        let join = batch.is_none() && inner.ops.fences_posted > 0;
+        let plan = Plan::new(inner, import, region, c, batch.is_some() || join)?;
         // The group's fence is reserved by its first write.
         let new_group = plan.unfenced && batch.is_none() && inner.ops.open.is_none();
         let Some(qp) = inner.id.as_ref().and_then(|id| id.qp()) else {
@@ -645,7 +739,7 @@ impl Conn {
         {
             return Ok(Attempt::Done(Posted::Full));
         }
-        if !plan.covered_by(&prep, &res.pd) {
+        if !plan.covered_by(prep, &res.pd) {
             return Ok(Attempt::Prepare(plan, res.pd.clone()));
         }
         let (mrs, spare) = (&mut prep.mrs, &mut prep.spare);
@@ -852,11 +946,8 @@ impl Conn {
                 inner.ops.put_sinks(op.sinks);
             }
             inner.ops.sq_free -= posted;
-            drop(g);
-            drop(op);
             let e = r.err().unwrap_or(crate::abi::errno::EIO);
-            self.fail(Event::QpFatal, "cannot post an operation", e);
-            return Err(e);
+            return Ok(Attempt::Failed(e, op));
         }
         inner.ops.sq_free -= n;
         reg.inflight += 1;
@@ -873,7 +964,6 @@ impl Conn {
                 (None, None) => {}
             }
         }
-        drop(g);
         Ok(Attempt::Done(Posted::Yes))
     }
 
@@ -1016,19 +1106,18 @@ impl Conn {
     /// Begins a batch of writes on this connection that share one fence:
     /// on iWARP, with room for the fence now and no fence in flight;
     /// `None` otherwise (the writes then join the open group, or fence
-    /// themselves). Every [`BatchFence`] goes to [`Conn::batch_end`].
-    pub(crate) fn batch_begin(self: &Arc<Self>, region: &Arc<Region>) -> Option<BatchFence> {
-        let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        let mut g = self.inner.lock();
+    /// themselves). Every [`BatchFence`] goes to `batch_end_locked`.
+    fn batch_begin_locked(inner: &mut super::Inner, region: &Arc<Region>) -> Option<BatchFence> {
         // With a fence in flight, the batch's writes join the open group
         // (`OpenGroup`): one fence for them and the group's.
-        if !g.state.is_connected()
-            || !g.res.as_ref().is_some_and(|r| r.iwarp)
-            || g.ops.fences_posted > 0
+        if !inner.state.is_connected()
+            || !inner.res.as_ref().is_some_and(|r| r.iwarp)
+            || inner.ops.fences_posted > 0
         {
             return None;
         }
-        let slot = g.ops.reserve_fence(region, id)?;
+        let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        let slot = inner.ops.reserve_fence(region, id)?;
         Some(BatchFence {
             slot,
             id,
@@ -1036,26 +1125,22 @@ impl Conn {
         })
     }
 
-    /// Ends a batch: posts its fence after its last write, or gives its
-    /// reservation back if every write fenced itself or none was posted.
-    pub(crate) fn batch_end(self: &Arc<Self>, b: BatchFence) {
-        let mut g = self.inner.lock();
-        let inner = &mut *g;
+    /// Ends a batch: posts its fence after its last write, or takes its
+    /// reservation back (to drop outside the lock) if every write fenced
+    /// itself or none was posted. An error: the fence could not be posted
+    /// (the connection is to fail).
+    fn batch_end_locked(
+        &self,
+        inner: &mut super::Inner,
+        b: BatchFence,
+    ) -> Result<Option<OpCtx>, Errno> {
         if !inner.ops.holds_fence(b.slot, b.id) {
             // A teardown flushed it, and its writes with it.
-            return;
+            return Ok(None);
         }
-        let Some(last) = b.last else {
-            let op = inner.ops.take(b.slot);
-            drop(g);
-            drop(op);
-            return;
-        };
-        if let Err(e) = self.post_fence(inner, b.slot, b.id, last) {
-            // The queue pair failed: its teardown completes the fence, and
-            // its writes, with the flush status.
-            drop(g);
-            self.fail(Event::QpFatal, "cannot post a write fence", e);
+        match b.last {
+            Some(last) => self.post_fence(inner, b.slot, b.id, last).map(|()| None),
+            None => Ok(inner.ops.take(b.slot)),
         }
     }
 
@@ -1170,7 +1255,7 @@ impl Conn {
             sync: Some(w.clone()),
             uring: None,
         };
-        while let Posted::Full = self.post_op(import, region, c, &mut to, None)? {
+        while let Posted::Full = self.post_op(import, region, c, &mut to)? {
             self.wait_room()?;
         }
         let mut s = w.status.lock();

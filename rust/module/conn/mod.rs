@@ -171,7 +171,7 @@ struct Inner {
     listener: Option<Arc<Listener>>,
     ctrl: ctrl::Channel,
     imports: imports::Table,
-    ops: data::Slots,
+    ops: KBox<data::Slots>,
     /// Where an operation's work requests are built, under this lock
     /// (room for [`data::WRS_MAX`]: posting allocates nothing).
     wr_scratch: crate::ffi::WrScratch,
@@ -293,7 +293,8 @@ impl Conn {
         keepalive: Option<Settings>,
         reconnect: Option<ShimAddr>,
     ) -> Result<Arc<Self>> {
-        let ops = data::Slots::new()?;
+        // Boxed: its vectors and open group would grow `new`'s stack frame.
+        let ops = KBox::new(data::Slots::new()?, GFP_KERNEL)?;
         let wr_scratch = crate::ffi::WrScratch::new(data::WRS_MAX)?;
         let buffers = ctrl::Channel::buffers()?;
         let timer = crate::timer::Timer::new()?;

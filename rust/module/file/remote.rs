@@ -283,48 +283,43 @@ impl FileState {
             }
         }
         let reserved = self.shared.ring.lock().reserve(resolved.len());
-        let mut posted = 0;
-        let mut err = None;
-        // Writes of one batch on one iWARP connection share one fence.
+        // Operations all on one connection go under one acquisition of its
+        // lock, and on iWARP its writes (two or more) share one fence.
         let batch_ops = &resolved[..reserved.min(resolved.len())];
         let writes = batch_ops.iter().filter(|r| r.2.dir == Dir::Write).count();
-        let mut batch = match batch_ops.first() {
-            Some((imp, region, ..))
-                if writes >= 2 && batch_ops.iter().all(|r| Arc::ptr_eq(&r.0.conn, &imp.conn)) =>
-            {
-                imp.conn.batch_begin(region)
-            }
-            _ => None,
+        let report = |op: &Op| ReportTo {
+            user_data: op.user_data,
+            opcode: op.opcode,
+            sync: None,
+            uring: None,
         };
-        for (imp, region, c, op) in batch_ops {
-            let b = if c.dir == Dir::Write {
-                batch.as_mut()
-            } else {
-                None
-            };
-            match imp.conn.post_op(
-                imp,
-                region,
-                c,
-                &mut ReportTo {
-                    user_data: op.user_data,
-                    opcode: op.opcode,
-                    sync: None,
-                    uring: None,
-                },
-                b,
-            ) {
-                Ok(Posted::Yes) => posted += 1,
-                Ok(Posted::Full) => break,
-                Err(e) => {
-                    err = Some(e);
-                    break;
-                }
+        let (posted, err) = match batch_ops.first() {
+            Some((imp, region, ..))
+                if batch_ops.iter().all(|r| Arc::ptr_eq(&r.0.conn, &imp.conn)) =>
+            {
+                imp.conn.post_ops(
+                    batch_ops
+                        .iter()
+                        .map(|(imp, region, c, op)| (&**imp, region, c, report(op))),
+                    (writes >= 2).then_some(region),
+                )
             }
-        }
-        if let (Some(b), Some(first)) = (batch, batch_ops.first()) {
-            first.0.conn.batch_end(b);
-        }
+            _ => {
+                let mut posted = 0;
+                let mut err = None;
+                for (imp, region, c, op) in batch_ops {
+                    match imp.conn.post_op(imp, region, c, &mut report(op)) {
+                        Ok(Posted::Yes) => posted += 1,
+                        Ok(Posted::Full) => break,
+                        Err(e) => {
+                            err = Some(e);
+                            break;
+                        }
+                    }
+                }
+                (posted, err)
+            }
+        };
         let inflight = {
             let mut ring = self.shared.ring.lock();
             ring.unreserve(reserved - posted);
@@ -375,7 +370,7 @@ impl FileState {
             uring: Some(cmd),
         };
         loop {
-            match imp.conn.post_op(&imp, &region, &c, &mut to, None)? {
+            match imp.conn.post_op(&imp, &region, &c, &mut to)? {
                 Posted::Yes => return Ok(()),
                 Posted::Full if nonblock => return Err(EAGAIN),
                 // A worker's wait: a signal ends the command with EINTR
