@@ -19,7 +19,7 @@
 //! context of an operation lives in its slot and its work requests are
 //! built in a scratch array of the connection, both allocated with the
 //! queue pair. An operation is planned and posted under one acquisition
-//! of the connection's lock, and so are all the operations of a `SUBMIT`
+//! of the connection's lock, and so is each run of a `SUBMIT`'s operations
 //! on one connection, its fence's reservation and post included
 //! (`Conn::post_ops`); only one that is the first to touch a chunk has its
 //! registration allocated outside the lock first (`Prep`), which is
@@ -109,6 +109,19 @@ impl OpCtx {
             opcode: self.opcode,
             bytes: if status == 0 { self.bytes } else { 0 },
         }
+    }
+
+    /// Reports its end with `status` to its synchronous caller or its
+    /// io_uring command; otherwise returns the record for the file's ring.
+    fn finish(&mut self, status: i32) -> Option<Completion> {
+        if let Some(s) = self.sync.take() {
+            s.set(status);
+        } else if let Some(u) = self.uring.take() {
+            u.complete(self.uring_res(status));
+        } else {
+            return Some(self.completion(status));
+        }
+        None
     }
 
     /// The `res` of its io_uring CQE with `status`: the bytes moved, or
@@ -1016,14 +1029,9 @@ impl Conn {
                         prune_more |= local_done(&mut res.local, key(&w.region));
                     }
                     imports.op_done(w.entry);
-                    // A group's writes may be synchronous ones too.
-                    match (w.sync.take(), w.uring.take()) {
-                        (Some(s), _) => s.set(status),
-                        (None, Some(u)) => u.complete(w.uring_res(status)),
-                        (None, None) => {
-                            ring.push(w.completion(status));
-                            members += 1;
-                        }
+                    if let Some(c) = w.finish(status) {
+                        ring.push(c);
+                        members += 1;
                     }
                 });
             }
@@ -1051,14 +1059,10 @@ impl Conn {
             self.wc_failed(wc_status as c_int, super::Wr::Operation);
         }
         let status = errno.map_or(0, Errno::to_errno);
-        if let Some(w) = op.sync.take() {
-            w.set(status);
-        } else if let Some(u) = op.uring.take() {
-            u.complete(op.uring_res(status));
-        } else if op.kind == Kind::User {
-            self.shared.complete(Some(op.completion(status)));
-        } else if members > 0 {
-            self.shared.wake_readers();
+        match op.finish(status) {
+            Some(c) if op.kind == Kind::User => self.shared.complete(Some(c)),
+            _ if members > 0 => self.shared.wake_readers(),
+            _ => {}
         }
     }
 

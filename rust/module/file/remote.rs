@@ -283,43 +283,37 @@ impl FileState {
             }
         }
         let reserved = self.shared.ring.lock().reserve(resolved.len());
-        // Operations all on one connection go under one acquisition of its
-        // lock, and on iWARP its writes (two or more) share one fence.
-        let batch_ops = &resolved[..reserved.min(resolved.len())];
-        let writes = batch_ops.iter().filter(|r| r.2.dir == Dir::Write).count();
+        // Each run of operations on one connection goes under one
+        // acquisition of its lock, and on iWARP the run's writes (two or
+        // more) share one fence.
         let report = |op: &Op| ReportTo {
             user_data: op.user_data,
             opcode: op.opcode,
             sync: None,
             uring: None,
         };
-        let (posted, err) = match batch_ops.first() {
-            Some((imp, region, ..))
-                if batch_ops.iter().all(|r| Arc::ptr_eq(&r.0.conn, &imp.conn)) =>
-            {
-                imp.conn.post_ops(
-                    batch_ops
-                        .iter()
-                        .map(|(imp, region, c, op)| (&**imp, region, c, report(op))),
-                    (writes >= 2).then_some(region),
-                )
+        let mut posted = 0;
+        let mut err = None;
+        let mut rest = &resolved[..reserved.min(resolved.len())];
+        while let Some((imp, region, ..)) = rest.first() {
+            let len = rest
+                .iter()
+                .take_while(|r| Arc::ptr_eq(&r.0.conn, &imp.conn))
+                .count();
+            let (run, tail) = rest.split_at(len);
+            let writes = run.iter().filter(|r| r.2.dir == Dir::Write).count();
+            let (n, e) = imp.conn.post_ops(
+                run.iter()
+                    .map(|(imp, region, c, op)| (&**imp, region, c, report(op))),
+                (writes >= 2).then_some(region),
+            );
+            posted += n;
+            if n < len {
+                err = e;
+                break;
             }
-            _ => {
-                let mut posted = 0;
-                let mut err = None;
-                for (imp, region, c, op) in batch_ops {
-                    match imp.conn.post_op(imp, region, c, &mut report(op)) {
-                        Ok(Posted::Yes) => posted += 1,
-                        Ok(Posted::Full) => break,
-                        Err(e) => {
-                            err = Some(e);
-                            break;
-                        }
-                    }
-                }
-                (posted, err)
-            }
-        };
+            rest = tail;
+        }
         let inflight = {
             let mut ring = self.shared.ring.lock();
             ring.unreserve(reserved - posted);

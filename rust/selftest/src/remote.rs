@@ -112,6 +112,17 @@ pub(crate) fn quiet(dev: &Rrdma, ms: u64) -> Result<(), String> {
     }
 }
 
+/// The iWARP write fences `dev`'s connections posted (fdinfo).
+pub(crate) fn write_fences(dev: &Rrdma) -> u64 {
+    dev.fdinfo_value("rrdma-write-fences").unwrap_or(0)
+}
+
+/// Whether the guests run an iWARP provider (siw): writes then end with
+/// fences; elsewhere a WRITE's completion means placement.
+pub(crate) fn iwarp() -> bool {
+    std::env::var("RRDMA_PROV").is_ok_and(|p| p == "siw")
+}
+
 pub(crate) fn addr(peer: &str, port: u16) -> SocketAddr {
     format!("{peer}:{port}").parse().expect("address")
 }
@@ -323,8 +334,7 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     // the batch: SUBMIT says how much, and the rest goes in as operations
     // complete.
     let small_nic = std::env::var("RRDMA_MAX_OP_BLOCKS").is_ok();
-    let fences = || dev.fdinfo_value("rrdma-write-fences").unwrap_or(0);
-    let fences0 = fences();
+    let fences0 = write_fences(dev);
     let mut comps = Vec::new();
     let first = dev.submit(&ops);
     let mut posted = *first.as_ref().unwrap_or(&0);
@@ -372,10 +382,10 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
         },
     );
     t.check("no completion beyond the batch", quiet(dev, 200));
-    // iWARP (siw): the writes of one SUBMIT share one fence; elsewhere a
-    // WRITE's completion means placement and no fence is sent.
-    let iwarp = std::env::var("RRDMA_PROV").is_ok_and(|p| p == "siw");
-    let sent = fences() - fences0;
+    // iWARP (siw): the writes of one SUBMIT share one fence; elsewhere
+    // no fence is sent.
+    let iwarp = iwarp();
+    let sent = write_fences(dev) - fences0;
     t.check(
         &format!("the batch's writes take at most one write fence per SUBMIT ({submits})"),
         ensure(

@@ -16,7 +16,7 @@ use rrdma::abi::errno::{EINVAL, ENOTTY, EOPNOTSUPP};
 use rrdma::abi::uapi::{Op, FEATURE_URING, OP_READ, OP_WRITE, URING_CMD_OP};
 use rrdma::{RemoteRegion, Rrdma, UringCompletion, UringEngine};
 
-use crate::remote::{control, fnv, pattern};
+use crate::remote::{control, fnv, iwarp, pattern, write_fences};
 use crate::{ensure, expect_ok, Tap};
 
 /// Runs `ops` through `eng` and waits for all their CQEs (10 s at most).
@@ -103,20 +103,18 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
             format!("{cs:?}"),
         )
     };
-    let fences = || dev.fdinfo_value("rrdma-write-fences").unwrap_or(0);
-    let fences0 = fences();
+    let fences0 = write_fences(dev);
     t.check(
         "io_uring: 16 writes complete once each with res 4096 and their user_data",
         all_done(run(&mut eng, &writes), 1000),
     );
     // iWARP (siw): writes issued while a fence is in flight share the
     // next one (group commit); elsewhere no fence is sent.
-    let iwarp = std::env::var("RRDMA_PROV").is_ok_and(|p| p == "siw");
-    let sent = fences() - fences0;
+    let sent = write_fences(dev) - fences0;
     t.check(
         &format!("io_uring: 16 writes issued together take fewer than 16 write fences ({sent})"),
         ensure(
-            if iwarp {
+            if iwarp() {
                 (1..16).contains(&sent)
             } else {
                 sent == 0
