@@ -37,6 +37,8 @@ BW_TESTS = ["write_bw", "read_bw"]
 BW_DEPTH = 16
 RATE_SIZES = [512, 4096]
 RATE_DEPTHS = [1, 16, 128]
+QUEUE_SIZES = [4096, 65536]
+QUEUES = [1, 2]
 LAT_KEYS = [("p50", "p50"), ("p99", "p99"), ("p99_9", "p99.9")]
 TARGET_BW_RATIO = 1.0
 TARGET_LAT_RATIO = 1.15
@@ -143,10 +145,11 @@ def spread(values):
             "n": len(values)}
 
 
-def by_round(runs, test, size, tool, depth=None):
+def by_round(runs, test, size, tool, depth=None, queues=1):
     return {r["round"]: r for r in runs
             if r["test"] == test and r["size"] == size and r["tool"] == tool
-            and (depth is None or r.get("depth", BW_DEPTH) == depth)}
+            and (depth is None or r.get("depth", BW_DEPTH) == depth)
+            and r.get("queues", 1) == queues}
 
 
 def ratio_row(a, b, f):
@@ -219,6 +222,20 @@ def build_setup(runs, extra):
                                   "uring_kops": spread([kops(r) for r in u.values()]),
                                   "uring_ratio": ratio_row(u, b, kops),
                                   "uring_over_ioctl": ratio_row(u, a, kops)})
+    P["queues"] = []
+    for size in QUEUE_SIZES:
+        one = {t: by_round(runs, "write_q", size, t, BW_DEPTH) for t in ("rrdma", "perftest")}
+        for q in QUEUES:
+            a = by_round(runs, "write_q", size, "rrdma", BW_DEPTH, q)
+            b = by_round(runs, "write_q", size, "perftest", BW_DEPTH, q)
+            if a or b:
+                P["queues"].append({"test": "write_q", "size": size, "depth": BW_DEPTH,
+                                    "queues": q,
+                                    "rrdma_mbps": spread([bw_mbps(r) for r in a.values()]),
+                                    "perftest_mbps": spread([bw_mbps(r) for r in b.values()]),
+                                    "ratio": ratio_row(a, b, bw_mbps),
+                                    "rrdma_over_q1": ratio_row(a, one["rrdma"], bw_mbps),
+                                    "perftest_over_q1": ratio_row(b, one["perftest"], bw_mbps)})
     udp = {f["size"]: f.get("udp") for f in P["floor"]}
     for size in SIZES:
         a = by_round(runs, "read_lat", size, "rrdma")
@@ -250,6 +267,19 @@ def build_setup(runs, extra):
             row[f"perftest_{side}_usec"] = spread(list(rb.values()))
             row[f"{side}_ratio"] = spread([ra[k] / rb[k] for k in ra
                                            if k in rb and ra[k] is not None and rb[k]])
+        u = by_round(runs, test, size, "rrdma-uring", depth) if test == "rate" else {}
+        for tool, rs in (("rrdma", a), ("uring", u)):
+            # Writes per iWARP fence (none on rxe).
+            per = [ops(r) / r["result"][0]["write_fences"] for r in rs.values()
+                   if r["result"][0].get("write_fences")]
+            row[f"{tool}_writes_per_fence"] = spread(per)
+        if u:
+            for side in sides:
+                ru = {k: cpu_usec_per_op(v, side) for k, v in u.items()}
+                ra = {k: cpu_usec_per_op(v, side) for k, v in a.items()}
+                row[f"uring_{side}_usec"] = spread(list(ru.values()))
+                row[f"uring_over_ioctl_{side}"] = spread(
+                    [ru[k] / ra[k] for k in ru if k in ra and ru[k] is not None and ra[k]])
         if row[f"rrdma_{sides[0]}_usec"] or row[f"perftest_{sides[0]}_usec"]:
             P["cpu"].append(row)
     P["exporter_work"] = exporter_work(runs)
@@ -326,6 +356,13 @@ def print_setup(report, S):
                   f"{fmt(r.get('uring_kops'), digits=2):>15} "
                   f"{fmt_range(r.get('uring_ratio')):>20} "
                   f"{fmt_range(r.get('uring_over_ioctl')):>20}")
+    if S.get("queues"):
+        print(f"{'queues':<9} {'size':>8} {'q':>2} {'rrdma MB/s':>11} {'perftest MB/s':>14} "
+              f"{'ratio median [min..max]':>26} {'rrdma /q1':>20} {'perftest /q1':>20}")
+        for r in S["queues"]:
+            print(f"{'write':<9} {r['size']:>8} {r['queues']:>2} {fmt(r['rrdma_mbps']):>11} "
+                  f"{fmt(r['perftest_mbps']):>14} {fmt_range(r['ratio']):>26} "
+                  f"{fmt_range(r['rrdma_over_q1']):>20} {fmt_range(r['perftest_over_q1']):>20}")
     for r in S["latency"]:
         pt = fmt(r["perftest_p50_usec"]) if r["perftest_usable"] else "unusable"
         udp = ""
@@ -349,6 +386,20 @@ def print_setup(report, S):
             print(f"{r['test']:<9} {r['size']:>8} {r['depth']:>5}" + "".join(
                 f" {fmt(r[f'rrdma_{sd}_usec']):>10} {fmt(r[f'perftest_{sd}_usec']):>10} "
                 f"{fmt_range(r[f'{sd}_ratio']):>20}" for sd in sides))
+    urows = [r for r in S["cpu"] if r.get(f"uring_{S['cpu_sides'][0]}_usec")]
+    if urows:
+        sides = S["cpu_sides"]
+        print("io_uring: CPU us per WRITE and its ratio to the ioctl path's, median [min..max]; "
+              "writes per iWARP fence, ioctl and io_uring")
+        print(f"{'test':<9} {'size':>8} {'depth':>5}" + "".join(
+            f" {'uring ' + sd[:3]:>10} {'/ioctl':>20}" for sd in sides)
+            + f" {'w/fence ioctl':>14} {'w/fence uring':>14}")
+        for r in urows:
+            print(f"{r['test']:<9} {r['size']:>8} {r['depth']:>5}" + "".join(
+                f" {fmt(r[f'uring_{sd}_usec']):>10} {fmt_range(r[f'uring_over_ioctl_{sd}']):>20}"
+                for sd in sides)
+                + f" {fmt(r.get('rrdma_writes_per_fence')):>14}"
+                f" {fmt(r.get('uring_writes_per_fence')):>14}")
     m = S["memory"] or {}
     if m:
         print(f"memory: region of {m['region_mib']} MiB costs {m['region_overhead_kib']} KiB "
@@ -381,6 +432,13 @@ def ratio_rows():
             yield f"rate {s} d{d} io_uring", "rate", {"size": s, "depth": d}, "uring_ratio"
             yield (f"rate {s} d{d} io_uring/ioctl", "rate", {"size": s, "depth": d},
                    "uring_over_ioctl")
+    for s in QUEUE_SIZES:
+        for q in QUEUES:
+            m = {"size": s, "queues": q}
+            yield f"write_q {s} q{q}", "queues", m, "ratio"
+            if q > 1:
+                yield f"write_q {s} q{q}/q1 rrdma", "queues", m, "rrdma_over_q1"
+                yield f"write_q {s} q{q}/q1 perftest", "queues", m, "perftest_over_q1"
     for s in SIZES:
         for key, name in LAT_KEYS:
             yield f"read_lat {s} {name}", "latency", {"size": s}, f"ratio_{key}"

@@ -30,12 +30,17 @@ SIZES="4096 65536 1048576"
 DEPTH=16
 RATE_SIZES="512 4096"
 RATE_DEPTHS="1 16 128"
+# Aggregate WRITE bandwidth by queue pairs (perftest -q, rrdma bench
+# --queues: one connection and thread each), depth 16 per queue pair.
+QUEUE_SIZES="4096 65536"
+QUEUES="1 2"
 SECS=2
 LAT_ITERS=300
 FLOOR_ITERS=100
 
-# The schedule: "ROUND TEST SIZE DEPTH" lines, each run by perftest then
-# rrdma.  `rate` is WRITE's message rate.
+# The schedule: "ROUND TEST SIZE DEPTH [QUEUES]" lines, each run by
+# perftest then rrdma.  `rate` is WRITE's message rate, `write_q` WRITE's
+# bandwidth through QUEUES queue pairs.
 schedule() {
 	r=1
 	while [ $r -le "$ROUNDS" ]; do
@@ -51,13 +56,19 @@ schedule() {
 				echo "$r rate $s $d"
 			done
 		done
+		for s in $QUEUE_SIZES; do
+			for q in $QUEUES; do
+				echo "$r write_q $s $DEPTH $q"
+			done
+		done
 		r=$((r + 1))
 	done
 }
 
-perftest_args() { # DEV TEST SIZE DEPTH
+perftest_args() { # DEV TEST SIZE DEPTH [QUEUES]
 	case $2 in
 	write_bw | rate) echo "ib_write_bw -R -d $1 -F -s $3 -D $SECS -t $4" ;;
+	write_q) echo "ib_write_bw -R -d $1 -F -s $3 -D $SECS -t $4 -q ${5:-1}" ;;
 	read_bw) echo "ib_read_bw -R -d $1 -F -s $3 -D $SECS -t $4 -o $4" ;;
 	read_lat) echo "ib_read_lat -R -d $1 -F -s $3 -n $LAT_ITERS" ;;
 	esac
@@ -134,16 +145,16 @@ step_stop() {
 	done
 }
 
-# step_start ROUND TEST SIZE DEPTH: a fresh perftest server for the step
-# on $dev, listening when this returns.
+# step_start ROUND TEST SIZE DEPTH [QUEUES]: a fresh perftest server for
+# the step on $dev, listening when this returns.
 step_start() {
 	step_stop
-	timeout 300 $(perftest_args "$dev" "$2" "$3" "$4") </dev/null >>/tmp/pt-server.out 2>&1 &
+	timeout 300 $(perftest_args "$dev" "$2" "$3" "$4" "${5:-1}") </dev/null >>/tmp/pt-server.out 2>&1 &
 	echo $! >/tmp/pt.pid
 	pt_listening
 }
 
-# step_ask ROUND TEST SIZE DEPTH: the client's side: a listening perftest
+# step_ask ROUND TEST SIZE DEPTH [QUEUES]: the client's side: a listening perftest
 # server for the step (on the peer, or here with one guest).
 step_ask() {
 	if [ "$topo" = local ]; then
@@ -199,17 +210,18 @@ client() { # DEV
 	fi
 	floor
 	schedule >/tmp/schedule
-	while read -r round test size depth; do
-		echo "# step $round $test $size $depth at $(cut -d' ' -f1 /proc/uptime) s"
-		tag="\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"$test\",\"size\":$size,\"depth\":$depth,\"round\":$round"
+	while read -r round test size depth queues; do
+		queues=${queues:-1}
+		echo "# step $round $test $size $depth $queues at $(cut -d' ' -f1 /proc/uptime) s"
+		tag="\"provider\":\"$prov\",\"topology\":\"$topology\",\"test\":\"$test\",\"size\":$size,\"depth\":$depth,\"queues\":$queues,\"round\":$round"
 		# A: perftest, once its server listens.
 		# Up to 5 attempts, each with a fresh server.
 		n=0
 		while :; do
 			out="perftest server did not start"
-			if step_ask "$round" "$test" "$size" "$depth"; then
+			if step_ask "$round" "$test" "$size" "$depth" "$queues"; then
 				cpu_begin
-				out=$(timeout 120 $CLI $(perftest_args "$1" "$test" "$size" "$depth") "$PEER" 2>&1) &&
+				out=$(timeout 120 $CLI $(perftest_args "$1" "$test" "$size" "$depth" "$queues") "$PEER" 2>&1) &&
 					break
 			fi
 			n=$((n + 1))
@@ -243,6 +255,7 @@ client() { # DEV
 		read_bw) args="--op read --size $size --depth $depth --duration $SECS" ;;
 		read_lat) args="--latency --op read --size $size --iters $LAT_ITERS" ;;
 		rate) args="--op write --size $size --depth $depth --duration $SECS" ;;
+		write_q) args="--op write --size $size --depth $depth --duration $SECS --queues $queues" ;;
 		esac
 		t=$tok4k
 		[ "$size" = 512 ] && t=$tok512
@@ -283,7 +296,8 @@ wait_control() {
 }
 
 # `sh bench.sh step` (run by nc on the server, a connection's input and
-# output its own): "start ROUND TEST SIZE DEPTH" -> "ready", or "quit".
+# output its own): "start ROUND TEST SIZE DEPTH [QUEUES]" -> "ready", or
+# "quit".
 if [ "${1:-}" = step ]; then
 	dev=${prov}0
 	read -r cmd step

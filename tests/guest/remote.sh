@@ -66,6 +66,12 @@ else
 	check "bench --engine uring runs (writes and reads)" sh -c \
 		"rrdma bench $tok/rw --engine uring --op write --size 4096 --size $big --duration 1 &&
 		rrdma bench $tok/rw --engine uring --op read --size 4096 --duration 1"
+	# Two queue pairs: two connections, each with its own thread and file.
+	rrdma bench $tok/rw --op write --size 4096 --queues 2 --duration 1 --json \
+		>/tmp/bench-q2.json 2>&1
+	check "bench --queues 2 moves blocks through two connections" sh -c \
+		"grep -q '\"queues\":2,' /tmp/bench-q2.json &&
+		grep -q '\"iterations\":[1-9]' /tmp/bench-q2.json"
 	# One-sided: during a timed bench the exporter's module runs no
 	# callback (work counts asked of serve before and after the run); the
 	# counts themselves do move (the imports' control messages).  The

@@ -199,6 +199,10 @@ enum Command {
         /// io_uring commands.
         #[arg(long, value_enum, default_value = "ioctl")]
         engine: transfer::Engine,
+        /// Queue pairs: that many connections, each driven by its own
+        /// thread with `depth` operations in flight (perftest's `-q`).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        queues: u32,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -379,6 +383,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
             iters,
             latency,
             engine,
+            queues,
             json,
         } => {
             let mut results = Vec::new();
@@ -391,8 +396,9 @@ fn run(cli: Cli) -> std::io::Result<()> {
                     iters,
                     latency,
                     engine,
+                    queues,
                 };
-                let r = transfer::bench(&dev, &target.target(), &a)?;
+                let r = transfer::bench(cli.device.as_ref(), &dev, &target.target(), &a)?;
                 if !json {
                     transfer::print_bench(&r);
                 }

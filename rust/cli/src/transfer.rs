@@ -5,11 +5,13 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::io::{self, IsTerminal, Read, Write};
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::{EAGAIN, ECONNRESET};
 use rrdma::abi::uapi::{Completion, Op, OP_READ, OP_WRITE};
-use rrdma::{ConnectOptions, Connection, Keepalive, RemoteRegion, Rrdma, UringEngine};
+use rrdma::{ConnectOptions, Connection, Keepalive, Region, RemoteRegion, Rrdma, UringEngine};
 
 use crate::serve;
 use crate::stats::{checksum, fill_pattern, latency, Latency};
@@ -346,6 +348,8 @@ pub struct BenchArgs {
     pub iters: Option<u64>,
     pub latency: bool,
     pub engine: Engine,
+    /// Queue pairs (connections), each driven by its own thread.
+    pub queues: u32,
 }
 
 /// How `bench` hands operations to the kernel.
@@ -366,11 +370,16 @@ pub struct BenchResult {
     pub bytes: u64,
     pub iterations: u64,
     pub depth: u32,
+    /// Queue pairs (connections) the operations went through.
+    pub queues: u32,
     pub seconds: f64,
     pub bw_peak_mbps: f64,
     pub bw_avg_mbps: f64,
     pub msg_rate_mpps: f64,
     pub latency_usec: Option<Latency>,
+    /// iWARP write fences (one-byte READs that make the writes before
+    /// them placed) posted during the run: how many writes share one.
+    pub write_fences: u64,
     /// How much the exporter's module counts grew during the timed run
     /// (by key, without `rrdma-work-`), when the token named its control
     /// endpoint. One-sided operations cost it nothing: expected all 0 but
@@ -381,32 +390,171 @@ pub struct BenchResult {
 
 /// `bench`: operations of `size` bytes, `depth` in flight, for a duration
 /// or a number of iterations, timed with CLOCK_MONOTONIC (`Instant`).
-/// With `latency`, one synchronous operation at a time, each timed.
-pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> {
-    let (_conn, remote) = open(dev, t)?;
-    let bs = u64::from(remote.block_size());
-    if a.size == 0 || !a.size.is_multiple_of(bs) || a.size / bs > remote.nblocks() {
+/// With `latency`, one synchronous operation at a time, each timed. With
+/// `queues` above 1, that many threads run at once, each with its own
+/// file of `device`, connection and local region (one queue pair each,
+/// as perftest's `-q`); the figures are their sum over the wall time.
+pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> {
+    if a.queues > 1 && a.latency {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!(
-                "size {} is not a multiple of the block size {bs} within the region",
-                a.size
-            ),
+            "--latency runs one queue",
         ));
     }
+    // Read outside the timed run: each is a round trip to the exporter.
+    // The import's registrations complete on the exporter a little after
+    // its answer: start once its counts stood still for 100 ms (2 s at
+    // most), once every queue is imported; read them again once every
+    // queue has finished, before any connection closes.
+    let control = control_addr(&t.token);
+    let queues = a.queues.max(1) as usize;
+    let gates = Gates::new(queues + 1);
+    let (work, wall, runs) = std::thread::scope(|s| {
+        let gates = &gates;
+        let threads: Vec<_> = (1..queues)
+            .map(|_| {
+                s.spawn(move || match Rrdma::open_path(device) {
+                    Ok(dev) => run_queue(&dev, t, a, gates),
+                    Err(e) => gates.pass(Err(e)),
+                })
+            })
+            .collect();
+        let first = s.spawn(move || run_queue(dev, t, a, gates));
+        gates.ready.wait();
+        let before = control.map(settled_work).transpose();
+        let start = Instant::now();
+        gates.go.wait();
+        gates.done.wait();
+        let wall = start.elapsed().as_secs_f64().max(1e-9);
+        let work = match (control, before) {
+            (Some(addr), Ok(Some(before))) => exporter_work(addr).map(|after| {
+                Some(
+                    after
+                        .into_iter()
+                        .map(|(k, v)| {
+                            let d = v.saturating_sub(before.get(&k).copied().unwrap_or(0));
+                            (k, d)
+                        })
+                        .collect::<BTreeMap<String, u64>>(),
+                )
+            }),
+            (_, Err(e)) => Err(e),
+            _ => Ok(None),
+        };
+        gates.release.wait();
+        let mut runs = vec![first.join()];
+        runs.extend(threads.into_iter().map(|h| h.join()));
+        (work, wall, runs)
+    });
+    let mut total = QueueRun::default();
+    for r in runs {
+        let r = r.map_err(|_| io::Error::other("a bench thread panicked"))??;
+        total.completed += r.completed;
+        total.peak_mbps += r.peak_mbps;
+        total.samples.extend(r.samples);
+        total.secs = total.secs.max(r.secs);
+        total.fences += r.fences;
+        total.depth = r.depth;
+    }
+    let exporter_work = work?;
+    // One queue: its own clock, which starts after the go; several: the
+    // wall time of them all.
+    let secs = if queues == 1 { total.secs } else { wall };
+    let completed = total.completed;
+    let avg = completed as f64 * a.size as f64 / secs.max(1e-9) / 1e6;
+    Ok(BenchResult {
+        op: if a.write { "write" } else { "read" },
+        engine: a.engine,
+        bytes: a.size,
+        iterations: completed,
+        depth: total.depth as u32,
+        queues: queues as u32,
+        seconds: secs,
+        bw_peak_mbps: total.peak_mbps.max(avg),
+        bw_avg_mbps: avg,
+        msg_rate_mpps: completed as f64 / secs.max(1e-9) / 1e6,
+        latency_usec: latency(&mut total.samples),
+        write_fences: total.fences,
+        exporter_work,
+    })
+}
+
+/// What one queue of `bench` did.
+#[derive(Default)]
+struct QueueRun {
+    completed: u64,
+    secs: f64,
+    /// Highest bandwidth over a 100 ms window, MB/s (with several queues,
+    /// the sum of theirs: an upper bound).
+    peak_mbps: f64,
+    samples: Vec<f64>,
+    depth: u64,
+    /// iWARP write fences its file posted during the run.
+    fences: u64,
+}
+
+/// Where the threads of `bench` wait for each other: every queue set up
+/// (`ready`), the clock started (`go`), every queue finished (`done`), the
+/// exporter's counts read (`release`: only then do the connections close).
+struct Gates {
+    ready: Barrier,
+    go: Barrier,
+    done: Barrier,
+    release: Barrier,
+}
+
+impl Gates {
+    fn new(n: usize) -> Self {
+        Self {
+            ready: Barrier::new(n),
+            go: Barrier::new(n),
+            done: Barrier::new(n),
+            release: Barrier::new(n),
+        }
+    }
+
+    /// Passes every gate (a queue that could not run), returning `r`.
+    fn pass<T>(&self, r: T) -> T {
+        self.ready.wait();
+        self.go.wait();
+        self.done.wait();
+        self.release.wait();
+        r
+    }
+}
+
+/// One queue of `bench` on `dev`: connects, imports and sets up, runs
+/// between the gates, and closes its connection once released. Passes
+/// every gate whatever happens, so that the others never wait forever.
+fn run_queue(dev: &Rrdma, t: &Target, a: &BenchArgs, gates: &Gates) -> io::Result<QueueRun> {
+    let set_up = match set_up_queue(dev, t, a) {
+        Ok(s) => s,
+        Err(e) => return gates.pass(Err(e)),
+    };
+    gates.ready.wait();
+    gates.go.wait();
+    let r = run_set_up(dev, a, &set_up);
+    gates.done.wait();
+    gates.release.wait();
+    r
+}
+
+/// The timed run of one queue of `bench`.
+fn run_set_up(
+    dev: &Rrdma,
+    a: &BenchArgs,
+    set_up: &(Connection<'_>, RemoteRegion<'_>, Region<'_>, u64),
+) -> io::Result<QueueRun> {
+    let (_, remote, local, depth) = set_up;
+    let depth = *depth;
+    let bs = u64::from(remote.block_size());
     let count = a.size / bs;
     let slots = remote.nblocks() / count;
-    let depth = if a.latency {
-        1
-    } else {
-        u64::from(a.depth.max(1)).min(slots.max(1)).min(1024)
-    };
-    let local = dev.create_region(bs as u32, depth * count)?;
     let opcode = if a.write { OP_WRITE } else { OP_READ };
     let mk = |i: u64| -> Op {
         remote.op(
             opcode,
-            &local,
+            local,
             (i % depth) * count,
             (i % slots) * count,
             count as u32,
@@ -418,12 +566,8 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
         None => start.elapsed() >= a.duration,
     };
     let mut samples = Vec::new();
-    // Read outside the timed run: each is a round trip to the exporter.
-    // The import's registrations complete on the exporter a little after
-    // its answer: start once its counts stood still for 100 ms (2 s at
-    // most).
-    let control = control_addr(&t.token);
-    let work_before = control.map(settled_work).transpose()?;
+    let fences = || dev.fdinfo_value("rrdma-write-fences").unwrap_or(0);
+    let fences0 = fences();
     let start = Instant::now();
     let mut completed: u64 = 0;
     let mut peak: f64 = 0.0;
@@ -482,35 +626,42 @@ pub fn bench(dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Result<BenchResult> 
         }
     }
     let secs = start.elapsed().as_secs_f64().max(1e-9);
-    let avg = completed as f64 * a.size as f64 / secs / 1e6;
-    let exporter_work = match (control, work_before) {
-        (Some(addr), Some(before)) => {
-            let after = exporter_work(addr)?;
-            Some(
-                after
-                    .into_iter()
-                    .map(|(k, v)| {
-                        let d = v.saturating_sub(before.get(&k).copied().unwrap_or(0));
-                        (k, d)
-                    })
-                    .collect(),
-            )
-        }
-        _ => None,
-    };
-    Ok(BenchResult {
-        op: if a.write { "write" } else { "read" },
-        engine: a.engine,
-        bytes: a.size,
-        iterations: completed,
-        depth: depth as u32,
-        seconds: secs,
-        bw_peak_mbps: peak.max(avg),
-        bw_avg_mbps: avg,
-        msg_rate_mpps: completed as f64 / secs / 1e6,
-        latency_usec: latency(&mut samples),
-        exporter_work,
+    Ok(QueueRun {
+        completed,
+        secs,
+        peak_mbps: peak,
+        samples,
+        depth,
+        fences: fences().saturating_sub(fences0),
     })
+}
+
+/// A queue's connection, import, local region and depth.
+fn set_up_queue<'a>(
+    dev: &'a Rrdma,
+    t: &Target,
+    a: &BenchArgs,
+) -> io::Result<(Connection<'a>, RemoteRegion<'a>, Region<'a>, u64)> {
+    let (conn, remote) = open(dev, t)?;
+    let bs = u64::from(remote.block_size());
+    if a.size == 0 || !a.size.is_multiple_of(bs) || a.size / bs > remote.nblocks() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "size {} is not a multiple of the block size {bs} within the region",
+                a.size
+            ),
+        ));
+    }
+    let count = a.size / bs;
+    let slots = remote.nblocks() / count;
+    let depth = if a.latency {
+        1
+    } else {
+        u64::from(a.depth.max(1)).min(slots.max(1)).min(1024)
+    };
+    let local = dev.create_region(bs as u32, depth * count)?;
+    Ok((conn, remote, local, depth))
 }
 
 /// Where `bench` posts operations and reaps their completions.
@@ -587,6 +738,13 @@ pub fn print_bench(r: &BenchResult) {
         println!(
             " {:<10} {:<14} {:<18.2} {:<20.2} {:.6}",
             r.bytes, r.iterations, r.bw_peak_mbps, r.bw_avg_mbps, r.msg_rate_mpps
+        );
+    }
+    if r.write_fences > 0 {
+        println!(
+            " write fences during the run: {} ({:.1} operations per fence)",
+            r.write_fences,
+            r.iterations as f64 / r.write_fences as f64
         );
     }
     if let Some(w) = &r.exporter_work {
