@@ -20,6 +20,8 @@
 #                                  debug 6.12, with a table (FAULTS_SECONDS)
 #   make fuzz                      the ioctl fuzzer, 30 min per provider on
 #                                  debug 6.12 (FUZZ_SECONDS)
+#   make profile                   perf profiles of the initiator's CPU in
+#                                  rrdma bench (ioctl and io_uring), 7.3
 #   make lint                      checkpatch, rustfmt, clippy
 #
 # Knobs: KERNELS (check: 7.3, kernels: 6.12 7.3), VARIANT=base|debug (debug
@@ -32,7 +34,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check check-full demo bench floor connstress faults fuzz lint userspace kernels
+.PHONY: all modules clean check check-full demo bench floor connstress faults fuzz profile lint userspace kernels
 
 all: modules
 
@@ -74,6 +76,9 @@ faults:
 
 fuzz:
 	@scripts/fuzz.sh
+
+profile:
+	@scripts/profile.sh
 
 lint:
 	@scripts/lint.sh

@@ -3,8 +3,9 @@
 """Boot one or two QEMU (TCG) guests from a cached kernel and run a guest test.
 
 The initramfs carries busybox, the kernel's modules, rrdma's modules and
-static binaries, the test scripts, and the `rdma` tool, perftest and rping
-with their shared libraries and the rxe/siw verbs providers.  Two guests are
+static binaries, the test scripts, and the `rdma` tool, perftest, rping and
+(for `make profile` only) perf with their shared libraries and the rxe/siw
+verbs providers.  Two guests are
 linked by a QEMU socket netdev (virtio-net) over one TCP connection on
 127.0.0.1 that this script opens and hands to both QEMUs, with Nagle's
 algorithm off on both ends; their addresses (10.99.0.1 and 10.99.0.2) exist
@@ -50,6 +51,9 @@ REPO = Path(__file__).resolve().parent.parent
 # Userspace RDMA tools copied into the guest with their libraries.
 HOST_TOOLS = ["ip", "tc", "rdma", "ib_write_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat",
               "ib_send_lat", "rping", "ibv_devices", "ibv_devinfo"]
+# Only for `make profile` (--test profile): perf, about 25 MiB with its
+# libraries, which every other guest would carry for nothing.
+PROFILE_TOOLS = ["perf"]
 PROVIDERS = ["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
              "/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so"]
 PROVIDER_CONF = ["/etc/libibverbs.d/rxe.driver", "/etc/libibverbs.d/siw.driver"]
@@ -96,6 +100,12 @@ def build_initramfs(args, work):
     libs = set()
     for tool in HOST_TOOLS:
         path = shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
+        if not path:
+            sys.exit(f"guest.py: {tool} missing on the host: run scripts/setup.sh")
+        copy_into(root, path, "/usr/bin/" + tool)
+        libs.update(ldd_libs(path))
+    for tool in PROFILE_TOOLS if args.test == "profile" else []:
+        path = shutil.which(tool)
         if not path:
             sys.exit(f"guest.py: {tool} missing on the host: run scripts/setup.sh")
         copy_into(root, path, "/usr/bin/" + tool)

@@ -13,7 +13,8 @@ SUDO=""
 
 # Debian packages: kernel build deps, LLVM toolchain, guest tooling,
 # RDMA userspace (rdma tool, perftest, verbs providers) and debootstrap for
-# the trixie tree that builds the newest kernel; matplotlib for `make bench`.
+# the trixie tree that builds the newest kernel; matplotlib for `make bench`;
+# perf for `make profile`.
 DEB_PKGS=(
 	make flex bison bc libelf-dev libssl-dev cpio kmod xz-utils python3
 	clang lld llvm libclang-dev
@@ -21,7 +22,7 @@ DEB_PKGS=(
 	iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
 	linux-source-6.12
 	debootstrap rsync patch
-	python3-matplotlib
+	python3-matplotlib linux-perf
 )
 
 missing=()
