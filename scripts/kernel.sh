@@ -98,7 +98,7 @@ kmake olddefconfig >/dev/null
 # Fail loudly if Kconfig dropped something the tests depend on.
 for opt in RUST MODULES INFINIBAND INFINIBAND_ADDR_TRANS INFINIBAND_USER_ACCESS \
 	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH ACPI HPET_TIMER X86_PM_TIMER KALLSYMS \
-	IO_URING; do
+	IO_URING BLOCK; do
 	grep -q "^CONFIG_$opt=y" "$ROOT$out/.config" ||
 		die "CONFIG_$opt is not =y after olddefconfig (see $ROOT$out/.config)"
 done

@@ -316,6 +316,10 @@ extern "C" {
     pub(crate) fn rrdma_shim_uring_supported() -> bool;
     /// Posts the CQE of queued command `cmd` with `res` (from task work).
     pub(crate) fn rrdma_shim_uring_complete(cmd: *mut IoUringCmd, res: i32);
+    /// Registers `owner`'s unplug callback on the current task's block
+    /// plug: 0 without a plug, 1 registered already, 2 registered now
+    /// (the callback then holds a reference of `owner`).
+    pub(crate) fn rrdma_shim_plug(owner: *mut c_void) -> c_int;
     /// The module parameters `keepalive_ms` and `keepalive_misses`.
     pub(crate) fn rrdma_shim_keepalive_params(ms: *mut u32, misses: *mut u32);
     /// The module parameters `reconnect_attempts`, `reconnect_delay_ms`,

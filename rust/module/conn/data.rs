@@ -12,7 +12,10 @@
 //! the batch's last write (`BatchFence`); outside a batch, a write posted
 //! while a fence is in flight joins the queue pair's open group, whose
 //! one fence the next fence completion posts (`OpenGroup`, group commit:
-//! at depth, about one fence per round trip). Only the last work request is
+//! at depth, about one fence per round trip), and so do the writes of an
+//! io_uring submission of several commands, whose plug's end posts the
+//! fence when none is in flight (`Conn::plugged`, `Conn::unplugged`: one
+//! fence per submission). Only the last work request is
 //! signaled, and it carries the operation's slot; a write of a batch is
 //! not signaled at all (its fence's completion completes it, one
 //! completion for the batch) but carries its slot for an error's. The
@@ -39,6 +42,7 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::workqueue::{impl_has_work, WorkItem};
 
 use super::{ctrl, wait_until, Conn, Import};
 use crate::abi::Result;
@@ -162,8 +166,11 @@ struct BatchFence {
 /// The open group of a queue pair (iWARP): while a write fence is in
 /// flight, writes posted outside a `SUBMIT` batch (io_uring commands,
 /// single operations) go unsignaled and share the group's fence, which the
-/// next fence completion posts after them (group commit). A write with no
-/// fence in flight has its own, so a lone write waits for one round trip.
+/// next fence completion posts after them (group commit). The writes of an
+/// io_uring submission of several commands join it too, fence in flight or
+/// not: the end of the submission (its plug) posts the fence if none is in
+/// flight. A write with no fence in flight and no plug has its own, so a
+/// lone write waits for one round trip.
 #[derive(Clone, Copy)]
 struct OpenGroup {
     /// The group fence's slot, reserved with its send entries and sink.
@@ -172,6 +179,20 @@ struct OpenGroup {
     /// The last write of the group: its import entry, the remote address
     /// of its last byte and that byte's key.
     last: Option<(u64, u64, u32)>,
+}
+
+impl_has_work! {
+    impl HasWork<Self, 2> for Conn { self.unplug_work }
+}
+
+/// An io_uring submission's plug closed where nothing may sleep
+/// ([`Conn::unplugged`]): its group's fence is posted here.
+impl WorkItem<2> for Conn {
+    type Pointer = Arc<Conn>;
+
+    fn run(this: Arc<Conn>) {
+        this.post_deferred();
+    }
 }
 
 /// Ids of batch fences.
@@ -734,8 +755,14 @@ impl Conn {
         prep: &mut Prep,
     ) -> Result<Attempt, Errno> {
         // A write outside a batch joins the open group while a fence is in
-        // flight (`OpenGroup`).
-        let join = batch.is_none() && inner.ops.fences_posted > 0;
+        // flight (`OpenGroup`), and so does an iWARP write of an io_uring
+        // submission under a plug, whose end posts the group's fence.
+        let join = batch.is_none()
+            && (inner.ops.fences_posted > 0
+                || (to.uring.is_some()
+                    && c.dir == Dir::Write
+                    && inner.res.as_ref().is_some_and(|r| r.iwarp)
+                    && self.plugged()));
         let plan = Plan::new(inner, import, region, c, batch.is_some() || join)?;
         // The group's fence is reserved by its first write.
         let new_group = plan.unfenced && batch.is_none() && inner.ops.open.is_none();
@@ -1162,6 +1189,51 @@ impl Conn {
         };
         inner.ops.open = None;
         self.post_fence(inner, slot, id, last)
+    }
+
+    /// Whether the current task submits under a plug (io_uring's, around a
+    /// submission of several commands) that calls this connection back
+    /// when it closes ([`Conn::unplugged`]); registers the callback.
+    fn plugged(self: &Arc<Self>) -> bool {
+        // SAFETY: C keeps the address only in the plug's callback, which
+        // holds the reference handed to it below when it is new.
+        match unsafe { ffi::rrdma_shim_plug(foreign::addr_of(self)) } {
+            2 => {
+                // INVARIANT: the new callback owns one reference, taken
+                // back in `rrdma_rust_conn_unplug`.
+                let _ = foreign::into_c(self.clone());
+                true
+            }
+            1 => true,
+            _ => false,
+        }
+    }
+
+    /// The plug of an io_uring submission closed (`from_schedule`: its task
+    /// is on its way to sleep with it open, and nothing may sleep here):
+    /// the submission's writes get their group's fence.
+    pub(crate) fn unplugged(this: Arc<Self>, from_schedule: bool) {
+        if from_schedule {
+            // Queued already: that run posts it.
+            let _ = ffi::wq().enqueue::<Arc<Conn>, 2>(this);
+        } else {
+            this.post_deferred();
+        }
+    }
+
+    /// Posts the open group's fence unless a fence in flight will (its
+    /// completion posts it, group commit).
+    fn post_deferred(self: &Arc<Self>) {
+        let r = {
+            let mut g = self.inner.lock();
+            if g.ops.fences_posted > 0 {
+                return;
+            }
+            self.post_open_group(&mut g)
+        };
+        if let Err(e) = r {
+            self.fail(Event::QpFatal, "cannot post a write fence", e);
+        }
     }
 
     /// Posts the write fence reserved in `slot` (batch or group `id`): a

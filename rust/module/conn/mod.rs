@@ -23,8 +23,9 @@
 //! References: the cm_id's context holds one reference from id creation
 //! until the id is destroyed (`CmId`), and covers the queue pair's
 //! callbacks (the queue pair is destroyed before the id); each queued run
-//! of the timer holds one (`timer.rs`), and so do the queued teardown and
-//! restore works; the file's registry, handles, imports and operations in
+//! of the timer holds one (`timer.rs`), and so do the queued teardown,
+//! restore and unplug works and an io_uring submission's plug callback
+//! (`data.rs`); the file's registry, handles, imports and operations in
 //! flight hold the others.
 //!
 //! Teardown: every end of a connection (user close, peer disconnect, a
@@ -219,6 +220,10 @@ pub(crate) struct Conn {
     /// Restores the imports after a reconnect (`reconnect.rs`).
     #[pin]
     restore_work: Work<Conn, 1>,
+    /// Posts the open group's fence for an io_uring submission whose plug
+    /// closed where nothing may sleep (`data.rs`).
+    #[pin]
+    unplug_work: Work<Conn, 2>,
     /// Keepalive while established; backoff and attempt deadline while
     /// reconnecting.
     timer: crate::timer::Timer,
@@ -324,6 +329,7 @@ impl Conn {
                 cv <- new_condvar!("Conn::cv"),
                 teardown_work <- new_work!("Conn::teardown_work"),
                 restore_work <- new_work!("Conn::restore_work"),
+                unplug_work <- new_work!("Conn::unplug_work"),
                 timer,
             }),
             GFP_KERNEL,

@@ -6,7 +6,8 @@
 //! the cm_id's context reference, see `cm_id.rs`; the timer's run
 //! owns its own, see `timer.rs`) and forwards to the code of its concern in
 //! `conn/`. All run in process context, without a shim
-//! lock held (see `shim/rrdma_shim.h`).
+//! lock held (see `shim/rrdma_shim.h`); an unplug on its task's way to
+//! sleep must not sleep.
 
 use core::ptr::NonNull;
 
@@ -77,6 +78,21 @@ unsafe extern "C" fn rrdma_rust_conn_timer(ctx: *mut c_void) {
     // SAFETY: by the function's safety requirements: taken back once, here.
     let this: Arc<Conn> = unsafe { foreign::from_c(ctx) };
     this.timer_tick();
+}
+
+/// The plug of an io_uring submission that posted writes on a connection
+/// closed, or its task is on its way to sleep with it open
+/// (`from_schedule`: nothing may sleep then).
+///
+/// # Safety
+///
+/// `ctx` is the reference `Conn::plugged` handed to the plug's callback,
+/// given back once, here.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_conn_unplug(ctx: *mut c_void, from_schedule: bool) {
+    // SAFETY: by the function's safety requirements: taken back once, here.
+    let this: Arc<Conn> = unsafe { foreign::from_c(ctx) };
+    Conn::unplugged(this, from_schedule);
 }
 
 /// A control-message receive failed (or was flushed) on a connection's

@@ -26,7 +26,10 @@
  *  - completions (rrdma_rust_op_done, _quiet_done, _ctrl_recv, _ctrl_sent,
  *    _qp_error): the CQs are IB_POLL_WORKQUEUE, so process context on
  *    ib_comp_wq; never with rrdma_shim_qp's spinlock held;
- *  - rrdma_rust_conn_timer: rrdma's work queue, process context.
+ *  - rrdma_rust_conn_timer: rrdma's work queue, process context;
+ *  - rrdma_rust_conn_unplug: the submitting task, in io_uring's submission
+ *    with its plug closing (process context), or with @from_schedule on
+ *    its way to sleep, where Rust must not sleep nor take a sleeping lock.
  */
 #ifndef RRDMA_SHIM_H
 #define RRDMA_SHIM_H
@@ -281,6 +284,14 @@ bool rrdma_shim_uring_supported(void);
 int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
 			   unsigned int issue_flags);
 void rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res);
+/*
+ * The current task's block plug (io_uring's submission of several SQEs):
+ * registers @owner's unplug callback, rrdma_rust_conn_unplug(), on it.
+ * Returns 0 without a plug, 1 if registered already, 2 if registered now:
+ * the callback then holds a reference of @owner (a connection), which
+ * Rust hands over.
+ */
+int rrdma_shim_plug(void *owner);
 
 /* Implemented in Rust. */
 int rrdma_rust_device_add(void *core, struct ib_device *dev, void **ctx);
@@ -298,6 +309,7 @@ int rrdma_rust_file_uring_op(void *file_state, struct io_uring_cmd *cmd,
 			     const struct rrdma_op *op, bool nonblock);
 int rrdma_rust_conn_event(void *conn, struct rdma_cm_id *id, int event,
 			  int status, const void *pdata, u8 len);
+void rrdma_rust_conn_unplug(void *conn, bool from_schedule);
 int rrdma_rust_listen_event(void *listener, struct rdma_cm_id *id, int event);
 int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
 			      const void *pdata, u8 len, u8 peer_initiator,

@@ -15,7 +15,9 @@
  * defines RRDMA_COMPAT_K6_12 for the former (the Rust compat layer's
  * choice).
  */
+#include <linux/blkdev.h>
 #include <linux/io_uring/cmd.h>
+#include <linux/slab.h>
 
 #include <uapi/rrdma.h>
 #include "rrdma_shim.h"
@@ -79,3 +81,53 @@ void rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res)
 	rrdma_uring_pdu(cmd)->res = res;
 	io_uring_cmd_do_in_task_lazy(cmd, rrdma_uring_task_cb);
 }
+
+/*
+ * One write fence per io_uring submission (iWARP).  io_uring opens a block
+ * plug around a submission of more than two SQEs whose opcode asks for one
+ * (IORING_OP_URING_CMD does) and closes it once it has issued them all.
+ * An iWARP write issued under the plug registers its connection's callback
+ * on it (blk_check_plugged(), as md does), which runs when the plug closes,
+ * or earlier if the task sleeps with it open (from_schedule: nothing may
+ * sleep then, Rust queues a work item).  The writes go unsignaled into
+ * their connection's open group and the callback posts the group's fence.
+ * The callback holds a reference to the connection: Rust hands one over
+ * when rrdma_shim_plug() returns 2 and takes it back in
+ * rrdma_rust_conn_unplug().  The module stays loaded meanwhile: the
+ * submission's requests hold the file, and a file's last reference is
+ * dropped in task work, after the plug has closed.
+ */
+#ifdef CONFIG_BLOCK
+struct rrdma_plug {
+	struct blk_plug_cb cb;
+	bool armed;
+};
+
+static void rrdma_unplug(struct blk_plug_cb *cb, bool from_schedule)
+{
+	void *owner = cb->data;
+
+	kfree(container_of(cb, struct rrdma_plug, cb));
+	rrdma_rust_conn_unplug(owner, from_schedule);
+}
+
+int rrdma_shim_plug(void *owner)
+{
+	struct blk_plug_cb *cb;
+	struct rrdma_plug *p;
+
+	cb = blk_check_plugged(rrdma_unplug, owner, sizeof(*p));
+	if (!cb)
+		return 0;
+	p = container_of(cb, struct rrdma_plug, cb);
+	if (p->armed)
+		return 1;
+	p->armed = true;
+	return 2;
+}
+#else
+int rrdma_shim_plug(void *owner)
+{
+	return 0;
+}
+#endif

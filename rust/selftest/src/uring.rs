@@ -108,16 +108,20 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         "io_uring: 16 writes complete once each with res 4096 and their user_data",
         all_done(run(&mut eng, &writes), 1000),
     );
-    // iWARP (siw): writes issued while a fence is in flight share the
-    // next one (group commit); elsewhere no fence is sent.
+    // iWARP (siw): the writes of one submission share the fence its plug's
+    // end posts (two if the task slept while submitting: the plug then
+    // closes early); with small queues some wait for room and go one by
+    // one from io_uring's workers, sharing fences by group commit.
+    // Elsewhere no fence is sent.
     let sent = write_fences(dev) - fences0;
+    let small_nic = std::env::var("RRDMA_MAX_OP_BLOCKS").is_ok();
     t.check(
-        &format!("io_uring: 16 writes issued together take fewer than 16 write fences ({sent})"),
+        &format!("io_uring: 16 writes submitted at once share their write fences ({sent})"),
         ensure(
-            if iwarp() {
-                (1..16).contains(&sent)
-            } else {
-                sent == 0
+            match (iwarp(), small_nic) {
+                (true, false) => (1..=2).contains(&sent),
+                (true, true) => (1..16).contains(&sent),
+                (false, _) => sent == 0,
             },
             format!("{sent} fences"),
         ),
