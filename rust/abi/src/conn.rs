@@ -99,9 +99,13 @@ pub enum Event {
     QpFatal,
     /// A work request completed flushed: the provider moved the queue pair
     /// to the error state (rxe on a failure its requester found, the CM on
-    /// the peer's disconnect request) before anything else said so. Ends a connected
-    /// connection at once; in any other state it is the teardown's own
-    /// flush, or a failure the CM reports with its own reason.
+    /// the peer's disconnect request) before anything else said so. Ends a
+    /// connected connection at once, and an accepted one not yet
+    /// established (its peer may talk already: a Write with a bad key
+    /// kills the queue pair, and the CM reports nothing). While connecting
+    /// it waits for the CM ([`step_gated`]): a reject moves the queue pair
+    /// to the error state before its event. In any other state it is the
+    /// teardown's own flush.
     Flushed,
     /// Userspace asked to disconnect, closed the file, or gave up waiting.
     UserClose,
@@ -210,10 +214,41 @@ pub fn step_with(state: State, event: Event, retry: bool) -> (State, Action) {
         (S::Connecting | S::Accepting, E::Unreachable) => fail(EHOSTUNREACH),
         (S::Connecting | S::Accepting, E::ConnectError(e)) => fail(nonzero(e, ECONNRESET)),
         (S::Connecting | S::Accepting, E::Disconnected | E::QpFatal) => fail(ECONNRESET),
+        // Accepted, not yet established, and the queue pair failed: the
+        // peer's first packets are in before our ESTABLISHED event, and the
+        // CM will establish a connection whose queue pair is dead.
+        (S::Accepting, E::Flushed) => fail(ECONNRESET),
         // A failed `rdma_connect()` right after route resolution.
         (S::RoutePending, E::ConnectError(e)) => fail(nonzero(e, ECONNRESET)),
 
         _ => (state, Action::None),
+    }
+}
+
+/// One transition with the active side's memory of an early flush
+/// (`flushed`, false at each new attempt). A flush while `Connecting` is
+/// kept, not acted on: the CM moves the queue pair to the error state
+/// before it reports a reject, whose errno the caller must get. If the CM
+/// establishes the connection instead, its queue pair failed in the
+/// handshake (the peer's first packets came in right after its reply):
+/// the connection ends then, as a connected one that is flushed.
+pub fn step_gated(state: State, event: Event, retry: bool, flushed: &mut bool) -> (State, Action) {
+    match (state, event) {
+        (State::Connecting, Event::Flushed) => {
+            *flushed = true;
+            (state, Action::None)
+        }
+        (State::Connecting, Event::Established) if *flushed => {
+            step_with(State::Connected, Event::Flushed, retry)
+        }
+        _ => {
+            let (next, action) = step_with(state, event, retry);
+            if action == Action::Connect {
+                // A new attempt: a new queue pair.
+                *flushed = false;
+            }
+            (next, action)
+        }
     }
 }
 
@@ -426,7 +461,6 @@ mod tests {
             State::Resolving,
             State::RoutePending,
             State::Connecting,
-            State::Accepting,
             State::Closing {
                 error: None,
                 retry: false,
@@ -445,6 +479,45 @@ mod tests {
         assert_eq!(s.errno(true), EAGAIN);
         let (s, _) = step(State::Connected, Event::Flushed);
         assert_eq!(s.errno(true), ECONNRESET);
+    }
+
+    #[test]
+    fn an_accepted_connection_whose_queue_pair_failed_ends_before_establishment() {
+        let (s, a) = step(State::Accepting, Event::Flushed);
+        assert_eq!(a, Action::Teardown);
+        assert_eq!(s.errno(false), ECONNRESET);
+        // Its late ESTABLISHED changes nothing.
+        let (s, _) = step(s, Event::TornDown);
+        assert_eq!(step(s, Event::Established), (s, Action::None));
+    }
+
+    #[test]
+    fn an_early_flush_while_connecting_waits_for_the_cm() {
+        // A reject after the flush keeps its own errno.
+        let mut f = false;
+        let (s, a) = step_gated(State::Connecting, Event::Flushed, false, &mut f);
+        assert_eq!((s, a), (State::Connecting, Action::None));
+        let (s, a) = step_gated(s, Event::Rejected(Some(EPROTONOSUPPORT)), false, &mut f);
+        assert_eq!(a, Action::Teardown);
+        assert_eq!(s.errno(false), EPROTONOSUPPORT);
+        // Established after a flush: the queue pair is dead, it ends.
+        let mut f = false;
+        let (s, _) = step_gated(State::Connecting, Event::Flushed, false, &mut f);
+        let (s, a) = step_gated(s, Event::Established, false, &mut f);
+        assert_eq!(a, Action::Teardown);
+        assert_eq!(s.errno(false), ECONNRESET);
+        // ... or reconnects when it may.
+        let mut f = true;
+        let (s, a) = step_gated(State::Connecting, Event::Established, true, &mut f);
+        assert_eq!(a, Action::Teardown);
+        assert!(s.is_waiting());
+        // Without a flush, Established is Ready; a new attempt forgets one.
+        let mut f = false;
+        let (s, a) = step_gated(State::Connecting, Event::Established, false, &mut f);
+        assert_eq!((s, a), (State::Connected, Action::Ready));
+        let mut f = true;
+        let (_, a) = step_gated(State::RoutePending, Event::RouteResolved, false, &mut f);
+        assert_eq!((a, f), (Action::Connect, false));
     }
 
     #[test]

@@ -63,7 +63,7 @@ use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 
 use crate::abi::Result;
 use crate::abi::{
-    conn::{step_with, Action, Event, State},
+    conn::{step_gated, Action, Event, State},
     errno::{Errno, ECANCELED, ECONNRESET, ENOTCONN, ERESTARTSYS, ETIMEDOUT},
     keepalive::Settings,
     ops,
@@ -184,6 +184,8 @@ struct Inner {
     /// SYN retries while the peer is unreachable): the teardown waits for
     /// it before it takes the id.
     connecting: bool,
+    /// A work request was flushed while connecting (`abi::conn::step_gated`).
+    flushed_early: bool,
 }
 
 impl Inner {
@@ -325,6 +327,7 @@ impl Conn {
                     keepalive: keepalive::State::new(keepalive),
                     reconnect: reconnect.map(reconnect::State::new),
                     connecting: false,
+                    flushed_early: false,
                 }, "Conn::inner"),
                 cv <- new_condvar!("Conn::cv"),
                 teardown_work <- new_work!("Conn::teardown_work"),
@@ -342,7 +345,7 @@ impl Conn {
     /// followed by a reconnect while the connection's budget allows.
     fn advance(g: &mut Inner, ev: Event) -> Action {
         let retry = g.reconnect.as_ref().is_some_and(|r| r.budget.may_retry());
-        let (state, action) = step_with(g.state, ev, retry);
+        let (state, action) = step_gated(g.state, ev, retry, &mut g.flushed_early);
         g.state = state;
         action
     }
@@ -561,15 +564,18 @@ impl Conn {
     }
 
     /// A work request of kind `wr` completed flushed. While the connection
-    /// is up, the provider moved its queue pair to the error state before
-    /// a failed completion or a CM event said so (rxe reports a failure
-    /// its requester finds only as flushes; a peer's disconnect flushes
-    /// before its CM event arrives): end it now, so that new operations
-    /// get `EAGAIN` or the close errno instead of being posted and flushed
-    /// in turn until keepalive notices. In any other state it is the
-    /// teardown's flush. A flushed receive is not logged: a peer that
-    /// disconnects flushes the posted receives, and a disconnect is not
-    /// an error.
+    /// is up, or accepted and not yet established, the provider moved its
+    /// queue pair to the error state before a failed completion or a CM
+    /// event said so (rxe reports a failure its requester finds only as
+    /// flushes, and a responder's, such as a peer's Write with a bad key,
+    /// only so; a peer's disconnect flushes before its CM event arrives):
+    /// end it now, so that new operations get `EAGAIN` or the close errno
+    /// instead of being posted and flushed in turn until keepalive
+    /// notices. While connecting, it ends at establishment unless the CM
+    /// reports why first (`abi::conn::step_gated`). In any other state it
+    /// is the teardown's flush. A flushed receive is not logged: a peer
+    /// that disconnects flushes the posted receives, and a disconnect is
+    /// not an error.
     pub(crate) fn flushed(self: &Arc<Self>, wr: Wr) {
         if wr == Wr::Receive {
             // Not even a ratelimit token: a disconnect is not an error.
