@@ -4,7 +4,8 @@
 # Static checks: `lint.sh rustfmt|clippy|kernel KVER [VARIANT]|all`.
 #   rustfmt  - formatting of every Rust file (module and userspace)
 #   clippy   - cargo clippy on the userspace workspace, warnings are errors
-#   kernel   - checkpatch.pl on the C shim and UAPI header, and the module
+#   kernel   - checkpatch.pl on the C shim, the UAPI header and the
+#              selftest's userspace C, and the module
 #              built with CLIPPY=1 against kernel KVER (VARIANT base or
 #              debug, default base)
 set -euo pipefail
@@ -29,6 +30,9 @@ kernel_check() {
 	src=$(readlink -f "$kdir/source")
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
 		rust/module/shim/*.c rust/module/shim/*.h include/uapi/rrdma.h
+	# Userspace C: its fixed-width types are the C library's.
+	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
+		--ignore PREFER_KERNEL_TYPES,BIT_MACRO rust/selftest/csrc/*.c
 	"$HERE/build-module.sh" "$kver" "$variant" clippy >/tmp/rrdma-clippy.log 2>&1 || { cat /tmp/rrdma-clippy.log; exit 1; }
 	if grep -qE "warning|error" /tmp/rrdma-clippy.log; then
 		cat /tmp/rrdma-clippy.log

@@ -14,7 +14,8 @@ SUDO=""
 # Debian packages: kernel build deps, LLVM toolchain, guest tooling,
 # RDMA userspace (rdma tool, perftest, verbs providers) and debootstrap for
 # the trixie tree that builds the newest kernel; matplotlib for `make bench`;
-# perf for `make profile`.
+# perf for `make profile`; rdma-core's static libraries (verbs, rdma_cm, the
+# rxe provider, libnl) for the selftest's hostile RoCE peer.
 DEB_PKGS=(
 	make flex bison bc libelf-dev libssl-dev cpio kmod xz-utils python3
 	clang lld llvm libclang-dev
@@ -23,6 +24,7 @@ DEB_PKGS=(
 	linux-source-6.12
 	debootstrap rsync patch
 	python3-matplotlib linux-perf
+	libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
 )
 
 missing=()

@@ -7,7 +7,9 @@
 //! - On iWARP (siw), [`mpa`] speaks MPA over plain TCP, and [`iwarp`]
 //!   the RDMAP framing after it: control messages, Writes and Reads.
 //! - On RoCE (rxe), [`ucma`] sends rdma_cm connect requests with any
-//!   private data through the kernel's user CM ABI.
+//!   private data through the kernel's user CM ABI, and [`verbs`] a real
+//!   queue pair's Sends, Writes and Reads after an accepted one.
+//! - [`after`] holds the attacks after the handshake, for either.
 //!
 //! Each attack must end in a reject carrying rrdma's errno, or in a closed
 //! connection, and must leave the listener serving: afterwards a real
@@ -15,9 +17,11 @@
 //! than before. The exporter's kernel log is checked by the harness (no
 //! WARNING, no KASAN report).
 
+mod after;
 mod iwarp;
 mod mpa;
 mod ucma;
+mod verbs;
 
 use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
@@ -98,12 +102,14 @@ fn real_peer(dev: &Rrdma, peer: &str) -> Result<(), String> {
         .map_err(|e| format!("IMPORT: {e}"))
 }
 
-fn live_conns(peer: &str) -> Result<u64, String> {
+pub(super) fn live_conns(peer: &str) -> Result<u64, String> {
     crate::remote::peer_count(peer, "rrdma-connections-live")
 }
 
-/// Connect requests through rdma_cm with malformed handshakes (rxe).
-fn cm_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
+/// Connect requests through rdma_cm with malformed handshakes (rxe), then
+/// the attacks after the handshake; `before`: the exporter's live
+/// connections before the attacks.
+fn cm_checks(dev: &Rrdma, t: &mut Tap, peer: &str, before: u64) {
     let u = match ucma::Ucma::open() {
         Ok(u) => u,
         Err(e) => return t.check("hostile: open /dev/infiniband/rdma_cm", Err(e.to_string())),
@@ -170,6 +176,7 @@ fn cm_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         "... and the listener still serves a real peer",
         real_peer(dev, peer),
     );
+    verbs::checks(dev, t, peer, before);
     silent_after_accept(dev, t, peer, dst);
 }
 
@@ -258,7 +265,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, prov: &str) {
     if prov == "siw" {
         mpa::checks(dev, t, peer);
     } else {
-        cm_checks(dev, t, peer);
+        cm_checks(dev, t, peer, before);
     }
     token_guesses(dev, t, peer);
     let t0 = Instant::now();

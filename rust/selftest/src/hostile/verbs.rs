@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The hostile peer after the handshake on RoCE (rxe): a real RC queue
+//! pair of its own, connected through librdmacm with a valid hello, from
+//! which it sends what the checks in [`super::after`] want: control
+//! messages as Sends, RDMA Writes and Read requests with any key. rxe
+//! itself refuses a bad key (a NAK that takes both queue pairs to the
+//! error state); what it delivers, rrdma must refuse.
+//!
+//! The verbs calls are static inline functions of rdma-core's headers, so
+//! they are made in C (`csrc/verbs_peer.c`, linked statically with the rxe
+//! provider by `build.rs`); this file is its thin, safe owner.
+
+use core::ffi::c_void;
+use std::net::Ipv4Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rrdma::abi::wire::{self, Ctrl, Hello};
+use rrdma::Rrdma;
+
+use super::after::{self, Peer};
+use super::{PORT, WAIT};
+use crate::remote::token;
+use crate::{ensure, Tap};
+
+/// How soon the exporter must end a connection it should end: well
+/// before its keepalive (15 s in the guests) could, so that the end comes
+/// from what this side sent. A Write with a bad key sent before the
+/// exporter saw its ESTABLISHED event once took the keepalive's 15 s.
+const CLOSED_WITHIN: Duration = Duration::from_secs(5);
+/// The exporter's live connections before the attacks, and this side's
+/// connections open now: with none of its own left, the exporter holds
+/// no more than their sum.
+static BASELINE: AtomicU64 = AtomicU64::new(0);
+static OPEN: AtomicU64 = AtomicU64::new(0);
+/// Bytes of one buffer slot of the C side (`VP_SLOT`).
+const SLOT: usize = 1024;
+/// `RDMA_CM_EVENT_REJECTED`.
+const EV_REJECTED: u32 = 8;
+/// `IBV_WC_SUCCESS`.
+const WC_SUCCESS: u32 = 0;
+
+/// `struct vp_result`.
+#[repr(C)]
+struct VpResult {
+    err: i32,
+    event: u32,
+    status: i32,
+    private_data_len: u8,
+    private_data: [u8; 255],
+}
+
+/// `struct vp_wc`.
+#[repr(C)]
+struct VpWc {
+    wr_id: u64,
+    status: u32,
+    opcode: u32,
+    byte_len: u32,
+    recv: u32,
+    data: [u8; SLOT],
+}
+
+extern "C" {
+    fn vp_connect(
+        ip: u32,
+        port: u16,
+        private_data: *const u8,
+        private_data_len: u8,
+        timeout_ms: i32,
+        r: *mut VpResult,
+    ) -> *mut c_void;
+    fn vp_destroy(v: *mut c_void);
+    fn vp_send(v: *mut c_void, data: *const u8, len: u32) -> i32;
+    fn vp_write(v: *mut c_void, data: *const u8, len: u32, raddr: u64, rkey: u32) -> i32;
+    fn vp_read(v: *mut c_void, len: u32, raddr: u64, rkey: u32) -> i32;
+    fn vp_slot_copy(v: *mut c_void, slot: u32, out: *mut u8, len: u32);
+    fn vp_poll(v: *mut c_void, timeout_ms: i32, wc: *mut VpWc) -> i32;
+    fn vp_disconnected(v: *mut c_void, timeout_ms: i32) -> i32;
+}
+
+fn wait_ms() -> i32 {
+    WAIT.as_millis() as i32
+}
+
+/// A connection of the C side, destroyed (disconnected first) on drop.
+pub(super) struct Verbs {
+    /// INVARIANT: a connection `vp_connect` returned, destroyed only by
+    /// `drop`.
+    v: *mut c_void,
+    /// The exporter's address.
+    peer: String,
+}
+
+impl Drop for Verbs {
+    fn drop(&mut self) {
+        // SAFETY: `v` is live (type invariant) and not used after this.
+        unsafe { vp_destroy(self.v) }
+        OPEN.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Verbs {
+    /// Waits for the next work completion, which must be a success.
+    fn completion(&mut self) -> Result<VpWc, String> {
+        let mut wc = VpWc {
+            wr_id: 0,
+            status: 0,
+            opcode: 0,
+            byte_len: 0,
+            recv: 0,
+            data: [0; SLOT],
+        };
+        // SAFETY: `v` is live and `wc` valid for the call.
+        match unsafe { vp_poll(self.v, wait_ms(), &mut wc) } {
+            1 => {}
+            0 => return Err(format!("no work completion within {WAIT:?}")),
+            e => {
+                return Err(format!(
+                    "polling: {}",
+                    std::io::Error::from_raw_os_error(-e)
+                ))
+            }
+        }
+        if wc.status != WC_SUCCESS {
+            return Err(format!(
+                "a work completion with status {} (opcode {})",
+                wc.status, wc.opcode
+            ));
+        }
+        Ok(wc)
+    }
+
+    /// A received control message: `None` if it was a ping (answered).
+    fn received(&mut self, wc: &VpWc) -> Result<Option<Ctrl>, String> {
+        let len = (wc.byte_len as usize).min(SLOT);
+        match Ctrl::decode(&wc.data[..len])
+            .map_err(|e| format!("a Send that is no control message: {e:?}"))?
+        {
+            Ctrl::Ping { seq } => self.ctrl(Ctrl::Pong { seq }).map(|()| None),
+            m => Ok(Some(m)),
+        }
+    }
+
+    /// Posts an RDMA Read into a slot of C's: the slot.
+    fn post_read(&mut self, stag: u32, to: u64, len: u32) -> Result<u32, String> {
+        // SAFETY: `v` is live; the sink is C's own slot.
+        let rc = unsafe { vp_read(self.v, len, to, stag) };
+        if rc < 0 {
+            Self::posted("an RDMA Read", rc)?;
+        }
+        Ok(rc as u32)
+    }
+
+    /// Reads `len` bytes (at most a slot) of `stag` at `to`: the bytes.
+    fn read_back(&mut self, stag: u32, to: u64, len: u32) -> Result<Vec<u8>, String> {
+        let slot = self.post_read(stag, to, len)?;
+        loop {
+            let wc = self.completion()?;
+            if wc.recv != 0 {
+                if let Some(m) = self.received(&wc)? {
+                    return Err(format!("unasked for: {m:?}"));
+                }
+            } else if wc.wr_id == u64::from(slot) {
+                let mut out = vec![0u8; (len as usize).min(SLOT)];
+                // SAFETY: `v` is live; `out` holds the bytes copied.
+                unsafe { vp_slot_copy(self.v, slot, out.as_mut_ptr(), out.len() as u32) };
+                return Ok(out);
+            }
+        }
+    }
+
+    fn posted(what: &str, rc: i32) -> Result<(), String> {
+        match rc {
+            0 => Ok(()),
+            e => Err(format!(
+                "posting {what}: {}",
+                std::io::Error::from_raw_os_error(-e)
+            )),
+        }
+    }
+}
+
+impl Peer for Verbs {
+    const NAME: &'static str = "RoCE";
+
+    fn open(peer: &str, nonce: u64) -> Result<Self, String> {
+        let ip: Ipv4Addr = peer.parse().map_err(|e| format!("{peer}: {e}"))?;
+        let h = Hello {
+            version: wire::VERSION,
+            ctrl_credits: wire::CTRL_RECV_MIN,
+            qps: 1,
+            nonce,
+            replaces: None,
+        }
+        .encode();
+        let mut r = VpResult {
+            err: 0,
+            event: 0,
+            status: 0,
+            private_data_len: 0,
+            private_data: [0; 255],
+        };
+        // SAFETY: `h` and `r` are valid for the call; C copies what it
+        // keeps.
+        let v = unsafe {
+            vp_connect(
+                u32::from_ne_bytes(ip.octets()),
+                PORT.to_be(),
+                h.as_ptr(),
+                h.len() as u8,
+                wait_ms(),
+                &mut r,
+            )
+        };
+        if !v.is_null() {
+            OPEN.fetch_add(1, Ordering::Relaxed);
+            // INVARIANT: a live connection, owned from here.
+            return Ok(Verbs {
+                v,
+                peer: peer.to_string(),
+            });
+        }
+        let pd = &r.private_data[..usize::from(r.private_data_len)];
+        if r.event == EV_REJECTED {
+            return Err(format!(
+                "rejected (status {}): errno {:?}",
+                r.status,
+                wire::decode_reject(pd).map(|e| e.get())
+            ));
+        }
+        Err(format!(
+            "connect: {} (last event {}, status {})",
+            std::io::Error::from_raw_os_error(-r.err),
+            r.event,
+            r.status
+        ))
+    }
+
+    fn send(&mut self, payload: &[u8]) -> Result<(), String> {
+        if payload.len() > SLOT {
+            return Err(format!("a Send of {} bytes", payload.len()));
+        }
+        // SAFETY: `v` is live; C copies `payload` before it returns.
+        let rc = unsafe { vp_send(self.v, payload.as_ptr(), payload.len() as u32) };
+        Self::posted("a Send", rc)
+    }
+
+    fn burst(&mut self, msgs: &[Vec<u8>]) -> Result<(), String> {
+        // Posted back to back: rxe sends them without waiting for the
+        // exporter's receives (and retries what it refuses for lack of
+        // one, RNR).
+        msgs.iter().try_for_each(|m| self.send(m))
+    }
+
+    fn rdma_write(&mut self, stag: u32, to: u64, data: &[u8]) -> Result<(), String> {
+        if data.len() > SLOT {
+            return Err(format!("a Write of {} bytes", data.len()));
+        }
+        // SAFETY: `v` is live; C copies `data` before it returns.
+        let rc = unsafe { vp_write(self.v, data.as_ptr(), data.len() as u32, to, stag) };
+        Self::posted("an RDMA Write", rc)
+    }
+
+    fn rdma_read(&mut self, stag: u32, to: u64, len: u32) -> Result<(), String> {
+        self.post_read(stag, to, len).map(|_| ())
+    }
+
+    fn next(&mut self) -> Result<Ctrl, String> {
+        loop {
+            let wc = self.completion()?;
+            if wc.recv == 0 {
+                // One of this side's sends.
+                continue;
+            }
+            if let Some(m) = self.received(&wc)? {
+                return Ok(m);
+            }
+        }
+    }
+
+    fn close(self) -> Result<(), String> {
+        // Dropped: disconnected and destroyed.
+        Ok(())
+    }
+
+    /// Ended: a DISCONNECTED event, or the exporter no longer holds the
+    /// connection. The second is for an end before the exporter's CM
+    /// processed this side's RTU (the first Send raced it): its CM then
+    /// rejects, and this side's CM, established already, drops the
+    /// reject, so no event comes.
+    fn closed(self) -> Result<(), String> {
+        let t0 = Instant::now();
+        loop {
+            // SAFETY: `v` is live.
+            match unsafe { vp_disconnected(self.v, 100) } {
+                1 => return Ok(()),
+                0 => {}
+                e => {
+                    return Err(format!(
+                        "waiting for the end: {}",
+                        std::io::Error::from_raw_os_error(-e)
+                    ))
+                }
+            }
+            let others = OPEN.load(Ordering::Relaxed) - 1;
+            let live = super::live_conns(&self.peer)?;
+            if live <= BASELINE.load(Ordering::Relaxed) + others {
+                println!(
+                    "# ended by the exporter before its CM established it (no DISCONNECTED event)"
+                );
+                return Ok(());
+            }
+            if t0.elapsed() > CLOSED_WITHIN {
+                return Err(format!(
+                    "still connected after {CLOSED_WITHIN:?} ({live} live on the exporter)"
+                ));
+            }
+        }
+    }
+}
+
+/// What a real queue pair shows and hand framing cannot: a granted key
+/// within its registration reads the region's bytes, so the refusals in
+/// the other checks come from the keys, not from a peer that cannot read.
+fn granted_read_check(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let res = (|| {
+        let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+        let mut st = Verbs::open(peer, 0x3100)?;
+        let g = st
+            .import(1, tok, 0)?
+            .map_err(|e| format!("the real token: errno {e}"))?;
+        let got = st.read_back(g.rkeys[0], 0, 64)?;
+        let want = after::bytes_before(dev, peer, 64)?;
+        ensure(
+            got[56..] == want[..],
+            format!("read {:02x?}, the region holds {want:02x?}", &got[56..]),
+        )?;
+        st.alive(2)?;
+        st.close()
+    })();
+    t.check(
+        "hostile RoCE: a granted key read within its registration: the region's bytes, the connection lives",
+        res,
+    );
+}
+
+/// The attacks after the handshake; `before`: the exporter's live
+/// connections before any attack, which it must be back to first.
+pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, before: u64) {
+    let t0 = Instant::now();
+    let settled = loop {
+        match super::live_conns(peer) {
+            Ok(n) if n <= before => break Ok(()),
+            Ok(n) if t0.elapsed() > WAIT => break Err(format!("{n} live, {before} before")),
+            Err(e) => break Err(e),
+            Ok(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    };
+    if let Err(e) = settled {
+        return t.check(
+            "hostile RoCE: the exporter's connections settle first",
+            Err(e),
+        );
+    }
+    BASELINE.store(before, Ordering::Relaxed);
+    granted_read_check(dev, t, peer);
+    after::checks::<Verbs>(dev, t, peer);
+}
