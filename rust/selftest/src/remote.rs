@@ -764,6 +764,71 @@ fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     }
 }
 
+/// Four threads write through `rw`'s connection at once (their writes
+/// share write fences on iWARP: group commit) and read each write back
+/// through a second connection, another queue pair whose READs nothing
+/// orders after the first one's WRITEs: an acknowledged write must already
+/// be placed in the exporter's memory, which on iWARP only its fence
+/// shows (a WRITE completes once sent).
+fn fence_visibility_checks(
+    dev: &Rrdma,
+    t: &mut Tap,
+    peer: &str,
+    rw_token: u64,
+    rw: &RemoteRegion<'_>,
+) {
+    let other = match dev.connect(addr(peer, 7471), T) {
+        Ok(c) => c,
+        Err(e) => return t.check("a second connection", Err(e.to_string())),
+    };
+    let rw2 = match other.import(rw_token, T) {
+        Ok(r) => r,
+        Err(e) => return t.check("a second import", Err(e.to_string())),
+    };
+    let fences = write_fences(dev);
+    let res: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4u64)
+            .map(|k| {
+                let rw2 = &rw2;
+                s.spawn(move || -> Result<(), String> {
+                    let mut out = dev.create_region(4096, 16).map_err(|e| e.to_string())?;
+                    let back = dev.create_region(4096, 16).map_err(|e| e.to_string())?;
+                    for i in 0..50u64 {
+                        let n = 1 + (i % 4) as u32;
+                        let rb = 128 + k * 16 + (i * 5) % (16 - u64::from(n));
+                        pattern(out.as_mut_slice(), k * 7919 + i);
+                        rw.write(&out, 0, rb, n)
+                            .map_err(|e| format!("write: {e}"))?;
+                        rw2.read(&back, 0, rb, n)
+                            .map_err(|e| format!("read: {e}"))?;
+                        let b = n as usize * 4096;
+                        if out.as_slice()[..b] != back.as_slice()[..b] {
+                            return Err(format!(
+                                "iteration {i}: blocks {rb}..{} read through the other connection differ",
+                                rb + u64::from(n)
+                            ));
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or(Err("panicked".into())))
+            .collect()
+    });
+    println!(
+        "# 200 writes from 4 threads: {} write fences",
+        write_fences(dev) - fences
+    );
+    for (k, r) in res.into_iter().enumerate() {
+        t.check(
+            &format!("thread {k}: 50 writes, each read back at once through another connection"),
+            r,
+        );
+    }
+}
+
 fn many_connections(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64) {
     let res = (|| -> Result<(), String> {
         let mut conns = Vec::new();
@@ -978,6 +1043,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     crate::uring::checks(dev, t, peer, &rw);
     export_checks(dev, t, &conn);
     thread_checks(dev, t, &rw);
+    fence_visibility_checks(dev, t, peer, rw_token, &rw);
     many_connections(dev, t, peer, rw_token);
     close_in_flight(t, peer, rw_token);
     t.check("stale import handle after UNIMPORT: ENOENT", {
