@@ -330,7 +330,7 @@ int vp_read(struct vp *v, uint32_t len, uint64_t raddr, uint32_t rkey)
 	return err ? err : (int)slot;
 }
 
-/* Copies len bytes (<= VP_SLOT) of send slot slot into out. */
+/* Copies the first len bytes (<= VP_SLOT) of send slot 'slot' to out. */
 void vp_slot_copy(struct vp *v, uint32_t slot, uint8_t *out, uint32_t len)
 {
 	memcpy(out, v->buf + (uint64_t)(VP_RECV + slot % VP_SEND) * VP_SLOT,
