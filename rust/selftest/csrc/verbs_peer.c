@@ -264,6 +264,108 @@ fail:
 	return NULL;
 }
 
+/*
+ * Listens on port (network order) on every address of this host. Returns
+ * the listening side (only for vp_accept and vp_destroy), or NULL with r
+ * saying why.
+ */
+struct vp *vp_listen(uint16_t port, struct vp_result *r)
+{
+	struct sockaddr_in any = {
+		.sin_family = AF_INET,
+		.sin_port = port,
+	};
+	struct ibv_device **devs;
+	struct vp *l;
+	int n;
+
+	memset(r, 0, sizeof(*r));
+	devs = ibv_get_device_list(&n);
+	if (devs)
+		ibv_free_device_list(devs);
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		r->err = -ENOMEM;
+		return NULL;
+	}
+	l->ch = rdma_create_event_channel();
+	if (!l->ch || rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) ||
+	    rdma_bind_addr(l->id, (struct sockaddr *)&any) ||
+	    rdma_listen(l->id, 4)) {
+		r->err = -(errno ? errno : ENODEV);
+		vp_destroy(l);
+		return NULL;
+	}
+	return l;
+}
+
+/*
+ * Accepts the next connect request on l within timeout_ms, with its own
+ * queue pair, replying with private_data; returns at once, without
+ * waiting for the requester's RTU (what is sent next may reach it before
+ * its CM reports the connection established). NULL on failure, with r
+ * saying why.
+ */
+struct vp *vp_accept(struct vp *l, const uint8_t *private_data,
+		     uint8_t private_data_len, int timeout_ms,
+		     struct vp_result *r)
+{
+	struct rdma_conn_param cp = {
+		.private_data = private_data,
+		.private_data_len = private_data_len,
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+	struct pollfd p = { .fd = l->ch->fd, .events = POLLIN };
+	struct rdma_cm_event *e;
+	struct rdma_cm_id *id;
+	struct vp *v;
+
+	memset(r, 0, sizeof(*r));
+	if (poll(&p, 1, timeout_ms) <= 0) {
+		r->err = -ETIMEDOUT;
+		return NULL;
+	}
+	if (rdma_get_cm_event(l->ch, &e)) {
+		r->err = -errno;
+		return NULL;
+	}
+	r->event = e->event;
+	id = e->id;
+	rdma_ack_cm_event(e);
+	if (r->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+		r->err = -EPROTO;
+		return NULL;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		r->err = -ENOMEM;
+		return NULL;
+	}
+	v->id = id;
+	/* Its own events (DISCONNECTED) on its own channel. */
+	v->ch = rdma_create_event_channel();
+	if (!v->ch || rdma_migrate_id(id, v->ch)) {
+		r->err = -(errno ? errno : ENOMEM);
+		goto fail;
+	}
+	r->err = setup_qp(v);
+	if (r->err)
+		goto fail;
+	if (rdma_accept(id, &cp)) {
+		r->err = -errno;
+		goto fail;
+	}
+	return v;
+fail:
+	vp_destroy(v);
+	return NULL;
+}
+
 static int post_send(struct vp *v, enum ibv_wr_opcode op, uint32_t slot,
 		     uint32_t len, uint64_t raddr, uint32_t rkey)
 {

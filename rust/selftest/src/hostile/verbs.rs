@@ -73,6 +73,14 @@ extern "C" {
         timeout_ms: i32,
         r: *mut VpResult,
     ) -> *mut c_void;
+    fn vp_listen(port: u16, r: *mut VpResult) -> *mut c_void;
+    fn vp_accept(
+        l: *mut c_void,
+        private_data: *const u8,
+        private_data_len: u8,
+        timeout_ms: i32,
+        r: *mut VpResult,
+    ) -> *mut c_void;
     fn vp_destroy(v: *mut c_void);
     fn vp_send(v: *mut c_void, data: *const u8, len: u32) -> i32;
     fn vp_write(v: *mut c_void, data: *const u8, len: u32, raddr: u64, rkey: u32) -> i32;
@@ -197,13 +205,7 @@ impl Peer for Verbs {
             replaces: None,
         }
         .encode();
-        let mut r = VpResult {
-            err: 0,
-            event: 0,
-            status: 0,
-            private_data_len: 0,
-            private_data: [0; 255],
-        };
+        let mut r = new_result();
         // SAFETY: `h` and `r` are valid for the call; C copies what it
         // keeps.
         let v = unsafe {
@@ -323,6 +325,142 @@ impl Peer for Verbs {
     }
 }
 
+fn new_result() -> VpResult {
+    VpResult {
+        err: 0,
+        event: 0,
+        status: 0,
+        private_data_len: 0,
+        private_data: [0; 255],
+    }
+}
+
+/// A hostile listener of this side's (the exporter an importer connects
+/// to), destroyed on drop.
+struct Listening {
+    /// INVARIANT: a listener `vp_listen` returned, destroyed only by
+    /// `drop`.
+    l: *mut c_void,
+}
+
+// SAFETY: the C side's listener is used by one thread at a time (`&mut`
+// or by value); nothing in it is tied to the thread that created it.
+unsafe impl Send for Listening {}
+// SAFETY: as above: a connection is used by one thread at a time.
+unsafe impl Send for Verbs {}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        // SAFETY: `l` is live (type invariant) and not used after this.
+        unsafe { vp_destroy(self.l) }
+    }
+}
+
+impl Listening {
+    fn new(port: u16) -> Result<Self, String> {
+        let mut r = new_result();
+        // SAFETY: `r` is valid for the call.
+        let l = unsafe { vp_listen(port.to_be(), &mut r) };
+        if l.is_null() {
+            return Err(format!(
+                "listen: {}",
+                std::io::Error::from_raw_os_error(-r.err)
+            ));
+        }
+        // INVARIANT: a live listener, owned from here.
+        Ok(Listening { l })
+    }
+
+    /// Accepts the next connect request with a valid hello of `nonce`,
+    /// without waiting for the requester's RTU.
+    fn accept(&mut self, nonce: u64, peer: &str) -> Result<Verbs, String> {
+        let h = Hello {
+            version: wire::VERSION,
+            ctrl_credits: wire::CTRL_RECV_MIN,
+            qps: 1,
+            nonce,
+            replaces: None,
+        }
+        .encode();
+        let mut r = new_result();
+        // SAFETY: `l` is live; `h` and `r` are valid for the call.
+        let v = unsafe { vp_accept(self.l, h.as_ptr(), h.len() as u8, wait_ms(), &mut r) };
+        if v.is_null() {
+            return Err(format!(
+                "accept: {} (event {})",
+                std::io::Error::from_raw_os_error(-r.err),
+                r.event
+            ));
+        }
+        OPEN.fetch_add(1, Ordering::Relaxed);
+        // INVARIANT: a live connection, owned from here.
+        Ok(Verbs {
+            v,
+            peer: peer.to_string(),
+        })
+    }
+}
+
+/// The importer's side of the early flush: a hostile exporter (this
+/// side's listener, on this guest) accepts rrdma's CONNECT and at once
+/// sends an RDMA Write with a guessed key, which kills the importer's
+/// queue pair, maybe before the importer's ESTABLISHED event. CONNECT
+/// must then fail with `ECONNRESET`, or the connection it returned must
+/// end within [`CLOSED_WITHIN`], not at its keepalive. On 7.3 the Write
+/// first reaches a queue pair not yet ready and is dropped; its
+/// retransmission ends the established connection 0.55 s later.
+fn hostile_exporter_check(dev: &Rrdma, t: &mut Tap) {
+    const HOSTILE_PORT: u16 = 7480;
+    let res = (|| {
+        let me = std::env::var("RRDMA_SELF").map_err(|_| "RRDMA_SELF unset".to_string())?;
+        let mut l = Listening::new(HOSTILE_PORT)?;
+        let live = || {
+            dev.fdinfo_value("rrdma-connections-live")
+                .unwrap_or(u64::MAX)
+        };
+        let before = live();
+        let (conn, accepted) = std::thread::scope(|s| {
+            let h = s.spawn(|| -> Result<Verbs, String> {
+                let mut v = l.accept(0x4000, &me)?;
+                v.rdma_write(0x1000, 0, &[0x5a; 64])?;
+                Ok(v)
+            });
+            let conn = dev.connect(crate::remote::addr(&me, HOSTILE_PORT), crate::remote::T);
+            let accepted = h.join().unwrap_or(Err("panicked".into()));
+            (conn, accepted)
+        });
+        let _hostile = accepted?;
+        let t0 = Instant::now();
+        match conn {
+            Err(e) if e.raw_os_error() == Some(libc::ECONNRESET) => {
+                println!("# CONNECT failed with ECONNRESET");
+                Ok(())
+            }
+            Err(e) => Err(format!("CONNECT: {e}, expected ECONNRESET or success")),
+            Ok(conn) => loop {
+                if live() <= before {
+                    println!(
+                        "# CONNECT succeeded; the connection ended after {} ms",
+                        t0.elapsed().as_millis()
+                    );
+                    drop(conn);
+                    break Ok(());
+                }
+                if t0.elapsed() > CLOSED_WITHIN {
+                    break Err(format!(
+                        "the connection still lives after {CLOSED_WITHIN:?}"
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            },
+        }
+    })();
+    t.check(
+        "hostile RoCE exporter: a Write with a guessed key right after its accept: CONNECT fails or its connection ends",
+        res,
+    );
+}
+
 /// What a real queue pair shows and hand framing cannot: a granted key
 /// within its registration reads the region's bytes, so the refusals in
 /// the other checks come from the keys, not from a peer that cannot read.
@@ -368,5 +506,8 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, before: u64) {
     }
     BASELINE.store(before, Ordering::Relaxed);
     granted_read_check(dev, t, peer);
+    for _ in 0..3 {
+        hostile_exporter_check(dev, t);
+    }
     after::checks::<Verbs>(dev, t, peer);
 }
