@@ -308,6 +308,7 @@ pub unsafe extern "C" fn rrdma_kt_wire(t: *mut c_void) {
         qps: 1,
         nonce: 42,
         replaces: None,
+        lane: None,
     };
     let r = Hello { replaces: Some(7), ..h };
     kexpect!(t, Hello::decode(&r.encode()) == Ok(r));

@@ -7,7 +7,11 @@
 //!   errno when the passive side refuses. A reconnecting active side names
 //!   the connection it replaces ([`Hello::replaces`], version 4), and the
 //!   passive side ends that one before it accepts: nothing still queued on
-//!   the old connection can land after the new one is up.
+//!   the old connection can land after the new one is up. From version 5
+//!   the request offers queue pairs and the accept grants some
+//!   ([`grant_qps`], [`granted_lanes`]): the connection's own, for control
+//!   messages, and data lanes, each connected by a request of its own that
+//!   names the connection it joins ([`Hello::lane`]).
 //! - **Control messages** ([`Ctrl`]) travel as fixed-size SEND/RECV
 //!   messages over the connection's QP into pre-posted receive buffers.
 //!   Every message a side sends on its own initiative is a request that the
@@ -25,19 +29,25 @@
 //! Decoders check length, magic, version and every reserved byte, and never
 //! panic on any input: a peer is not trusted.
 
-use super::errno::{Errno, EBUSY, ECONNREFUSED, EPROTO, EPROTONOSUPPORT};
+use super::errno::{Errno, EBUSY, ECONNREFUSED, ENOENT, EPROTO, EPROTONOSUPPORT};
 
 /// `"RRDM"` as a little-endian `u32`.
 pub const MAGIC: u32 = u32::from_le_bytes(*b"RRDM");
 /// Newest protocol version this build speaks. Version 2 acknowledges
 /// revokes ([`Ctrl::RevokeAck`]) and bounds outstanding messages; version 3
 /// adds keepalive ([`Ctrl::Ping`], [`Ctrl::Pong`]); version 4 lets a
-/// reconnect name the connection it replaces ([`Hello::replaces`]).
-pub const VERSION: u16 = 4;
+/// reconnect name the connection it replaces ([`Hello::replaces`]);
+/// version 5 negotiates queue pairs and lets a lane join its connection
+/// ([`Hello::lane`]).
+pub const VERSION: u16 = 5;
 /// First protocol version with keepalive.
 pub const KEEPALIVE_VERSION: u16 = 3;
 /// First protocol version whose hello names the connection it replaces.
 pub const REPLACES_VERSION: u16 = 4;
+/// First protocol version with data lanes.
+pub const LANES_VERSION: u16 = 5;
+/// Most queue pairs of one connection: its own and its lanes.
+pub const QPS_MAX: u16 = 16;
 /// Oldest protocol version this build accepts: version 1 sent revokes
 /// without flow control, which iWARP cannot survive.
 pub const MIN_VERSION: u16 = 2;
@@ -90,7 +100,8 @@ pub struct Hello {
     pub version: u16,
     /// Control messages the sender can receive at once (its posted RECVs).
     pub ctrl_credits: u16,
-    /// Data QPs the sender offers (request) or accepts (accept).
+    /// Queue pairs the sender offers (request) or grants (accept): the
+    /// connection's own and its lanes (version 5; before, always 1).
     pub qps: u16,
     /// Random per-connection value: the active side's names the connection
     /// on both sides.
@@ -100,6 +111,11 @@ pub struct Hello {
     /// it accepts. Bound to the sender's address: a peer can end only its
     /// own connections, and only those whose nonce it was given.
     pub replaces: Option<u64>,
+    /// A lane's request (version 5): the index, from 1 to [`QPS_MAX`] - 1,
+    /// of the queue pair it adds to the sender's connection named by
+    /// `nonce`. Bound to the sender's address like `replaces`, and never
+    /// with it.
+    pub lane: Option<u16>,
 }
 
 /// Bytes of an encoded [`Hello`]; fits the 56 bytes IB CM leaves to rdma_cm
@@ -109,20 +125,29 @@ pub const HELLO_LEN: usize = 32;
 pub const HELLO_V3_LEN: usize = 24;
 /// Hello flag (version 4): `replaces` is set.
 pub const HELLO_REPLACES: u16 = 1;
+/// Hello flag (version 5): `lane` is set (in bytes 12 and 13).
+pub const HELLO_JOINS: u16 = 2;
 
 impl Hello {
-    /// Encodes: magic, version, flags, credits, qps, reserved, nonce, and
-    /// the replaced nonce (zero without [`HELLO_REPLACES`]). A version 2 or
-    /// 3 peer reads the first [`HELLO_V3_LEN`] bytes; `replaces` must then
-    /// be `None` (the flags would be refused).
+    /// Encodes: magic, version, flags, credits, qps, the lane (else
+    /// reserved), reserved, nonce, and the replaced nonce (zero without
+    /// [`HELLO_REPLACES`]). A version 2 or 3 peer reads the first
+    /// [`HELLO_V3_LEN`] bytes; `replaces` and `lane` must then be `None`
+    /// (the flags would be refused).
     pub fn encode(&self) -> [u8; HELLO_LEN] {
         let mut b = [0u8; HELLO_LEN];
         put32(&mut b, 0, MAGIC);
         put16(&mut b, 4, self.version);
+        let mut flags = 0;
         if let Some(r) = self.replaces {
-            put16(&mut b, 6, HELLO_REPLACES);
+            flags |= HELLO_REPLACES;
             put64(&mut b, 24, r);
         }
+        if let Some(l) = self.lane {
+            flags |= HELLO_JOINS;
+            put16(&mut b, 12, l);
+        }
+        put16(&mut b, 6, flags);
         put16(&mut b, 8, self.ctrl_credits);
         put16(&mut b, 10, self.qps);
         put64(&mut b, 16, self.nonce);
@@ -137,7 +162,8 @@ impl Hello {
     /// bytes, an older one [`HELLO_V3_LEN`]. Flags the version does not
     /// define, reserved bytes and an unflagged `replaces` must be zero up
     /// to this version; a newer peer's are ignored, since it will speak
-    /// this version to us.
+    /// this version to us. A lane's hello must name a lane from 1 to
+    /// [`QPS_MAX`] - 1 and replace nothing.
     pub fn decode(b: &[u8]) -> Result<Self, Errno> {
         if b.len() < HELLO_V3_LEN || le32(b, 0) != MAGIC {
             return Err(EPROTO);
@@ -150,12 +176,25 @@ impl Hello {
         if v4 && b.len() < HELLO_LEN {
             return Err(EPROTO);
         }
+        let v5 = version >= LANES_VERSION;
         let flags = le16(b, 6);
         let replaces = (v4 && flags & HELLO_REPLACES != 0).then(|| le64(b, 24));
+        let lane = (v5 && flags & HELLO_JOINS != 0).then(|| le16(b, 12));
         if version <= VERSION {
-            let known = if v4 { HELLO_REPLACES } else { 0 };
+            let known = match (v4, v5) {
+                (_, true) => HELLO_REPLACES | HELLO_JOINS,
+                (true, false) => HELLO_REPLACES,
+                _ => 0,
+            };
             let stray = v4 && replaces.is_none() && le64(b, 24) != 0;
-            if flags & !known != 0 || le32(b, 12) != 0 || stray {
+            let reserved = if lane.is_some() { le16(b, 14) } else { 0 } != 0
+                || (lane.is_none() && le32(b, 12) != 0);
+            if flags & !known != 0 || reserved || stray {
+                return Err(EPROTO);
+            }
+        }
+        if let Some(l) = lane {
+            if l == 0 || l >= QPS_MAX || replaces.is_some() {
                 return Err(EPROTO);
             }
         }
@@ -165,6 +204,7 @@ impl Hello {
             qps: le16(b, 10),
             nonce: le64(b, 16),
             replaces,
+            lane,
         };
         if h.ctrl_credits < ctrl_recv_min(version.min(VERSION)) || h.qps == 0 {
             return Err(EPROTO);
@@ -179,6 +219,31 @@ pub fn negotiate(peer_version: u16) -> Result<u16, Errno> {
         return Err(EPROTONOSUPPORT);
     }
     Ok(peer_version.min(VERSION))
+}
+
+/// The queue pairs the passive side grants a request offering `offered`
+/// (its [`Hello::qps`]) in `version` (the negotiated one), with room for
+/// `cap` (at least 1): at most [`QPS_MAX`], and 1, no lane, before
+/// [`LANES_VERSION`].
+pub fn grant_qps(offered: u16, version: u16, cap: u16) -> u16 {
+    if version < LANES_VERSION {
+        return 1;
+    }
+    offered.min(cap).clamp(1, QPS_MAX)
+}
+
+/// The lanes the active side may connect, from the passive side's accept
+/// of a request that offered `offered` queue pairs: none before
+/// [`LANES_VERSION`]; `EPROTO` for an accept that grants more than the
+/// offer or is itself a lane's hello.
+pub fn granted_lanes(accept: &Hello, offered: u16) -> Result<u16, Errno> {
+    if accept.version < LANES_VERSION {
+        return Ok(0);
+    }
+    if accept.lane.is_some() || accept.qps > offered.min(QPS_MAX) {
+        return Err(EPROTO);
+    }
+    Ok(accept.qps - 1)
 }
 
 /// The version the passive side chose, from its accept: one we speak
@@ -221,6 +286,8 @@ pub fn refusal_reason(e: Errno) -> &'static str {
         "backlog full"
     } else if e == ECONNREFUSED {
         "the listener is closing"
+    } else if e == ENOENT {
+        "no connection for the lane to join"
     } else {
         "the connection could not be set up"
     }
@@ -509,6 +576,7 @@ mod tests {
             qps: 2,
             nonce: 0x1122_3344_5566_7788,
             replaces: None,
+            lane: None,
         }
     }
 
@@ -527,7 +595,7 @@ mod tests {
         assert_eq!(Hello::decode(&stray), Err(EPROTO));
         // Flags this version does not define.
         let mut unknown = b;
-        put16(&mut unknown, 6, HELLO_REPLACES | 2);
+        put16(&mut unknown, 6, HELLO_REPLACES | 4);
         assert_eq!(Hello::decode(&unknown), Err(EPROTO));
         // A newer peer's unknown flags are ignored; its `replaces` kept.
         put16(&mut unknown, 4, VERSION + 1);
@@ -546,6 +614,66 @@ mod tests {
     }
 
     #[test]
+    fn a_lane_names_its_connection_and_index() {
+        let l = Hello {
+            lane: Some(3),
+            ..hello()
+        };
+        let b = l.encode();
+        assert_eq!(le16(&b, 6), HELLO_JOINS);
+        assert_eq!(le16(&b, 12), 3);
+        assert_eq!(Hello::decode(&b), Ok(l));
+        // Lane 0 is the connection's own queue pair; QPS_MAX is too many.
+        for bad in [0, QPS_MAX, u16::MAX] {
+            let mut m = b;
+            put16(&mut m, 12, bad);
+            assert_eq!(Hello::decode(&m), Err(EPROTO), "lane {bad}");
+        }
+        // A lane replaces nothing; its other reserved bytes stay zero.
+        let both = Hello {
+            replaces: Some(1),
+            ..l
+        };
+        assert_eq!(Hello::decode(&both.encode()), Err(EPROTO));
+        let mut res = b;
+        res[15] = 1;
+        assert_eq!(Hello::decode(&res), Err(EPROTO));
+        // Before version 5 the flag is undefined.
+        let mut v4 = b;
+        put16(&mut v4, 4, 4);
+        assert_eq!(Hello::decode(&v4), Err(EPROTO));
+        // Without the flag, bytes 12 and 13 are reserved.
+        let mut stray = hello().encode();
+        put16(&mut stray, 12, 3);
+        assert_eq!(Hello::decode(&stray), Err(EPROTO));
+    }
+
+    #[test]
+    fn queue_pairs_are_granted_within_the_offer_and_the_cap() {
+        assert_eq!(grant_qps(4, LANES_VERSION, 16), 4);
+        assert_eq!(grant_qps(64, LANES_VERSION, 64), QPS_MAX);
+        assert_eq!(grant_qps(4, LANES_VERSION, 2), 2);
+        assert_eq!(grant_qps(4, LANES_VERSION, 0), 1);
+        // An older peer gets one: no lane.
+        assert_eq!(grant_qps(4, 4, 16), 1);
+        let accept = |version, qps| Hello {
+            version,
+            qps,
+            ..hello()
+        };
+        assert_eq!(granted_lanes(&accept(LANES_VERSION, 3), 4), Ok(2));
+        assert_eq!(granted_lanes(&accept(LANES_VERSION, 1), 4), Ok(0));
+        assert_eq!(granted_lanes(&accept(4, 3), 4), Ok(0));
+        // More than offered, or a lane's hello as an accept.
+        assert_eq!(granted_lanes(&accept(LANES_VERSION, 5), 4), Err(EPROTO));
+        let lane = Hello {
+            lane: Some(1),
+            ..accept(LANES_VERSION, 2)
+        };
+        assert_eq!(granted_lanes(&lane, 4), Err(EPROTO));
+    }
+
+    #[test]
     fn hello_round_trips_and_tolerates_padding() {
         let h = hello();
         assert_eq!(Hello::decode(&h.encode()), Ok(h));
@@ -560,7 +688,7 @@ mod tests {
         assert_eq!(refusal_reason(EBUSY), "backlog full");
         assert_ne!(refusal_reason(EPROTONOSUPPORT), refusal_reason(EPROTO));
         assert_ne!(refusal_reason(ECONNREFUSED), refusal_reason(EIO));
-        assert_eq!(refusal_reason(ENOENT), refusal_reason(EIO));
+        assert_ne!(refusal_reason(ENOENT), refusal_reason(EIO));
     }
 
     #[test]
@@ -575,7 +703,7 @@ mod tests {
         put16(&mut old, 4, 0);
         assert_eq!(Hello::decode(&old), Err(EPROTONOSUPPORT));
         let mut flags = b;
-        put16(&mut flags, 6, 2);
+        put16(&mut flags, 6, 4);
         assert_eq!(Hello::decode(&flags), Err(EPROTO));
         let mut res = b;
         res[13] = 1;
@@ -595,7 +723,8 @@ mod tests {
     fn newer_peers_negotiate_down() {
         let mut b = hello().encode();
         put16(&mut b, 4, 7);
-        put16(&mut b, 6, 0xffff);
+        // Every flag but the lane's, whose lane would be 0.
+        put16(&mut b, 6, !HELLO_JOINS);
         let h = Hello::decode(&b).unwrap();
         assert_eq!(negotiate(h.version), Ok(VERSION));
         assert_eq!(negotiate(0), Err(EPROTONOSUPPORT));

@@ -161,7 +161,7 @@ mod wire_and_blocks {
             if let Ok(h) = Hello::decode(&b) {
                 // What this version accepts it encodes back bit for bit.
                 let v = u16::from_le_bytes([b[4], b[5]]);
-                if v >= 4 && v <= rrdma_abi::wire::VERSION {
+                if (4..=rrdma_abi::wire::VERSION).contains(&v) {
                     prop_assert_eq!(&h.encode()[..], &b[..rrdma_abi::wire::HELLO_LEN]);
                 }
             }
@@ -169,10 +169,21 @@ mod wire_and_blocks {
 
         #[test]
         fn hellos_round_trip(v in 2u16..=rrdma_abi::wire::VERSION, credits in 26u16.., qps in 1u16..,
-                             nonce in any::<u64>(), rep in proptest::option::of(any::<u64>())) {
+                             nonce in any::<u64>(), rep in proptest::option::of(any::<u64>()),
+                             lane in proptest::option::of(1u16..rrdma_abi::wire::QPS_MAX)) {
             let replaces = if v >= rrdma_abi::wire::REPLACES_VERSION { rep } else { None };
-            let h = Hello { version: v, ctrl_credits: credits, qps, nonce, replaces };
+            // A lane's hello (version 5) replaces nothing.
+            let lane = if v >= rrdma_abi::wire::LANES_VERSION && replaces.is_none() { lane } else { None };
+            let h = Hello { version: v, ctrl_credits: credits, qps, nonce, replaces, lane };
             prop_assert_eq!(Hello::decode(&h.encode()), Ok(h));
+        }
+
+        #[test]
+        fn grants_stay_within_offer_and_cap(offered in any::<u16>(), v in 2u16..=rrdma_abi::wire::VERSION,
+                                            cap in any::<u16>()) {
+            let g = rrdma_abi::wire::grant_qps(offered, v, cap);
+            prop_assert!((1..=rrdma_abi::wire::QPS_MAX).contains(&g));
+            prop_assert!(g == 1 || (g <= offered && g <= cap));
         }
 
         #[test]

@@ -280,7 +280,9 @@ fn deadline(timeout_ms: u32) -> Option<kernel::time::Jiffies> {
 }
 
 /// Our hello: the newest version we speak (connect request, with the
-/// connection it replaces) or the one chosen (accept).
+/// connection it replaces) or the one chosen (accept). It offers, and
+/// grants, one queue pair: this build has no data lanes yet, so a lane's
+/// request is refused (`accept_request`).
 fn hello(version: u16, nonce: u64, replaces: Option<u64>) -> Hello {
     Hello {
         version,
@@ -288,6 +290,7 @@ fn hello(version: u16, nonce: u64, replaces: Option<u64>) -> Hello {
         qps: 1,
         nonce,
         replaces,
+        lane: None,
     }
 }
 
@@ -399,7 +402,12 @@ impl Conn {
             cm_event::ROUTE_RESOLVED => Event::RouteResolved,
             cm_event::ROUTE_ERROR => Event::RouteError(status),
             cm_event::ESTABLISHED if self.active => {
-                match Hello::decode(pdata).and_then(|h| wire::chosen(h.version)) {
+                // The accept must grant no more queue pairs than we
+                // offered (one).
+                let checked = Hello::decode(pdata)
+                    .and_then(|h| wire::granted_lanes(&h, 1).map(|_| h))
+                    .and_then(|h| wire::chosen(h.version));
+                match checked {
                     Ok(v) => {
                         chosen = Some(v);
                         Event::Established

@@ -15,7 +15,7 @@ use super::{
 use crate::abi::Result;
 use crate::abi::{
     conn::{Action, Event, State},
-    errno::{Errno, EADDRINUSE, EADDRNOTAVAIL, ENODEV, ENOMEM, ENOTCONN, ETIMEDOUT},
+    errno::{Errno, EADDRINUSE, EADDRNOTAVAIL, ENODEV, ENOENT, ENOMEM, ENOTCONN, ETIMEDOUT},
     keepalive::Settings,
     limits, ops,
     wire::{self, Hello, CTRL_LEN},
@@ -124,6 +124,10 @@ impl Conn {
     ) -> Result<(Arc<Self>, *mut kernel::ffi::c_void), Errno> {
         let peer_hello = Hello::decode(pdata)?;
         let version = wire::negotiate(peer_hello.version)?;
+        if peer_hello.lane.is_some() {
+            // This build grants no lanes: no connection has one to join.
+            return Err(ENOENT);
+        }
         if let Some(nonce) = peer_hello.replaces {
             // The reconnect's fence: its previous connection ends first.
             shared.fence(&h.peer(), nonce)?;

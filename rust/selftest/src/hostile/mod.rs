@@ -46,6 +46,7 @@ fn hello() -> [u8; HELLO_LEN] {
         qps: 1,
         nonce: 0x5eed_0bad_cafe_f00d,
         replaces: None,
+        lane: None,
     }
     .encode()
 }
@@ -85,6 +86,29 @@ fn malformed_hellos(exact: bool) -> Vec<(&'static str, Vec<u8>, Errno)> {
         EPROTO,
     );
     edit("zero queue pairs", 10, &0u16.to_le_bytes(), EPROTO);
+    // Lanes (version 5): this build grants none, so no connection has
+    // one to join; a malformed lane hello is EPROTO.
+    let lane = |l: u16, replaces: Option<u64>| {
+        Hello {
+            version: wire::VERSION,
+            ctrl_credits: CTRL_RECV_MIN,
+            qps: 1,
+            nonce: 0x5eed_0bad_cafe_f00d,
+            replaces,
+            lane: Some(l),
+        }
+        .encode()
+        .to_vec()
+    };
+    cases.push(("a lane joining no connection", lane(1, None), ENOENT));
+    let mut lane0 = lane(1, None);
+    lane0[12] = 0;
+    cases.push(("a lane numbered 0", lane0, EPROTO));
+    cases.push((
+        "a lane that also replaces a connection",
+        lane(2, Some(1)),
+        EPROTO,
+    ));
     let junk = (0..48u8)
         .map(|i| i.wrapping_mul(37).wrapping_add(11))
         .collect();

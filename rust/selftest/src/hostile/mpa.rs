@@ -256,6 +256,7 @@ pub(super) fn accepted(
         qps: 1,
         nonce,
         replaces,
+        lane: None,
     };
     let mut s = sock(peer)?;
     s.write_all(&request(0, 1, &h.encode()))

@@ -203,6 +203,7 @@ impl Peer for Verbs {
             qps: 1,
             nonce,
             replaces: None,
+            lane: None,
         }
         .encode();
         let mut r = new_result();
@@ -380,6 +381,7 @@ impl Listening {
             qps: 1,
             nonce,
             replaces: None,
+            lane: None,
         }
         .encode();
         let mut r = new_result();
