@@ -188,6 +188,51 @@ static int setup_qp(struct vp *v)
 }
 
 /*
+ * A new side with its event channel and rdma_cm id (the static rxe
+ * provider registered first, by the macro in verbs.h), or NULL with r
+ * saying why.
+ */
+static struct vp *new_side(struct vp_result *r)
+{
+	struct ibv_device **devs;
+	struct vp *v;
+	int n;
+
+	memset(r, 0, sizeof(*r));
+	devs = ibv_get_device_list(&n);
+	if (devs)
+		ibv_free_device_list(devs);
+	v = calloc(1, sizeof(*v));
+	if (!v) {
+		r->err = -ENOMEM;
+		return NULL;
+	}
+	v->ch = rdma_create_event_channel();
+	if (!v->ch || rdma_create_id(v->ch, &v->id, v, RDMA_PS_TCP)) {
+		r->err = -(errno ? errno : ENODEV);
+		vp_destroy(v);
+		return NULL;
+	}
+	return v;
+}
+
+/* Connection parameters of either side: one READ each way, retries. */
+static struct rdma_conn_param conn_param(const uint8_t *private_data,
+					 uint8_t private_data_len)
+{
+	struct rdma_conn_param cp = {
+		.private_data = private_data,
+		.private_data_len = private_data_len,
+		.responder_resources = 1,
+		.initiator_depth = 1,
+		.retry_count = 7,
+		.rnr_retry_count = 7,
+	};
+
+	return cp;
+}
+
+/*
  * Connects to ip:port (network order) with private_data, and waits up to
  * timeout_ms for each step. Returns the connection once established, with
  * the accept's private data in r; NULL otherwise, with r saying why (this
@@ -203,33 +248,11 @@ struct vp *vp_connect(uint32_t ip, uint16_t port, const uint8_t *private_data,
 		.sin_port = port,
 		.sin_addr.s_addr = ip,
 	};
-	struct rdma_conn_param cp = {
-		.private_data = private_data,
-		.private_data_len = private_data_len,
-		.responder_resources = 1,
-		.initiator_depth = 1,
-		.retry_count = 7,
-		.rnr_retry_count = 7,
-	};
-	struct ibv_device **devs;
-	struct vp *v;
-	int n;
+	struct rdma_conn_param cp = conn_param(private_data, private_data_len);
+	struct vp *v = new_side(r);
 
-	memset(r, 0, sizeof(*r));
-	/* Registers the static rxe provider (the macro in verbs.h). */
-	devs = ibv_get_device_list(&n);
-	if (devs)
-		ibv_free_device_list(devs);
-	v = calloc(1, sizeof(*v));
-	if (!v) {
-		r->err = -ENOMEM;
+	if (!v)
 		return NULL;
-	}
-	v->ch = rdma_create_event_channel();
-	if (!v->ch || rdma_create_id(v->ch, &v->id, v, RDMA_PS_TCP)) {
-		r->err = -(errno ? errno : ENODEV);
-		goto fail;
-	}
 	if (rdma_resolve_addr(v->id, NULL, (struct sockaddr *)&dst,
 			      timeout_ms)) {
 		r->err = -errno;
@@ -275,22 +298,11 @@ struct vp *vp_listen(uint16_t port, struct vp_result *r)
 		.sin_family = AF_INET,
 		.sin_port = port,
 	};
-	struct ibv_device **devs;
-	struct vp *l;
-	int n;
+	struct vp *l = new_side(r);
 
-	memset(r, 0, sizeof(*r));
-	devs = ibv_get_device_list(&n);
-	if (devs)
-		ibv_free_device_list(devs);
-	l = calloc(1, sizeof(*l));
-	if (!l) {
-		r->err = -ENOMEM;
+	if (!l)
 		return NULL;
-	}
-	l->ch = rdma_create_event_channel();
-	if (!l->ch || rdma_create_id(l->ch, &l->id, l, RDMA_PS_TCP) ||
-	    rdma_bind_addr(l->id, (struct sockaddr *)&any) ||
+	if (rdma_bind_addr(l->id, (struct sockaddr *)&any) ||
 	    rdma_listen(l->id, 4)) {
 		r->err = -(errno ? errno : ENODEV);
 		vp_destroy(l);
@@ -310,14 +322,7 @@ struct vp *vp_accept(struct vp *l, const uint8_t *private_data,
 		     uint8_t private_data_len, int timeout_ms,
 		     struct vp_result *r)
 {
-	struct rdma_conn_param cp = {
-		.private_data = private_data,
-		.private_data_len = private_data_len,
-		.responder_resources = 1,
-		.initiator_depth = 1,
-		.retry_count = 7,
-		.rnr_retry_count = 7,
-	};
+	struct rdma_conn_param cp = conn_param(private_data, private_data_len);
 	struct pollfd p = { .fd = l->ch->fd, .events = POLLIN };
 	struct rdma_cm_event *e;
 	struct rdma_cm_id *id;

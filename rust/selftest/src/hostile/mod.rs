@@ -39,16 +39,22 @@ const PORT: u16 = 7471;
 /// (siw's MPA request timeout is 10 s).
 const WAIT: Duration = Duration::from_secs(20);
 
-fn hello() -> [u8; HELLO_LEN] {
+/// A valid hello of this version from a connection `nonce`, replacing
+/// `replaces`, or joining as `lane`.
+fn hello_of(nonce: u64, replaces: Option<u64>, lane: Option<u16>) -> [u8; HELLO_LEN] {
     Hello {
         version: wire::VERSION,
         ctrl_credits: CTRL_RECV_MIN,
         qps: 1,
-        nonce: 0x5eed_0bad_cafe_f00d,
-        replaces: None,
-        lane: None,
+        nonce,
+        replaces,
+        lane,
     }
     .encode()
+}
+
+fn hello() -> [u8; HELLO_LEN] {
+    hello_of(0x5eed_0bad_cafe_f00d, None, None)
 }
 
 /// Malformed handshakes and the errno each must be rejected with. IB CM
@@ -88,18 +94,8 @@ fn malformed_hellos(exact: bool) -> Vec<(&'static str, Vec<u8>, Errno)> {
     edit("zero queue pairs", 10, &0u16.to_le_bytes(), EPROTO);
     // Lanes (version 5): this build grants none, so no connection has
     // one to join; a malformed lane hello is EPROTO.
-    let lane = |l: u16, replaces: Option<u64>| {
-        Hello {
-            version: wire::VERSION,
-            ctrl_credits: CTRL_RECV_MIN,
-            qps: 1,
-            nonce: 0x5eed_0bad_cafe_f00d,
-            replaces,
-            lane: Some(l),
-        }
-        .encode()
-        .to_vec()
-    };
+    let lane =
+        |l: u16, replaces: Option<u64>| hello_of(0x5eed_0bad_cafe_f00d, replaces, Some(l)).to_vec();
     cases.push(("a lane joining no connection", lane(1, None), ENOENT));
     let mut lane0 = lane(1, None);
     lane0[12] = 0;

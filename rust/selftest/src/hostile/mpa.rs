@@ -250,16 +250,8 @@ pub(super) fn accepted(
     nonce: u64,
     replaces: Option<u64>,
 ) -> Result<(TcpStream, u8), String> {
-    let h = Hello {
-        version: wire::VERSION,
-        ctrl_credits: wire::CTRL_RECV_MIN,
-        qps: 1,
-        nonce,
-        replaces,
-        lane: None,
-    };
     let mut s = sock(peer)?;
-    s.write_all(&request(0, 1, &h.encode()))
+    s.write_all(&request(0, 1, &super::hello_of(nonce, replaces, None)))
         .map_err(|e| e.to_string())?;
     let r = read_reply(&mut s)?;
     if r.flags & FLAG_REJECT != 0 {

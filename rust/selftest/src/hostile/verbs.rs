@@ -16,7 +16,7 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rrdma::abi::wire::{self, Ctrl, Hello};
+use rrdma::abi::wire::{self, Ctrl};
 use rrdma::Rrdma;
 
 use super::after::{self, Peer};
@@ -197,15 +197,7 @@ impl Peer for Verbs {
 
     fn open(peer: &str, nonce: u64) -> Result<Self, String> {
         let ip: Ipv4Addr = peer.parse().map_err(|e| format!("{peer}: {e}"))?;
-        let h = Hello {
-            version: wire::VERSION,
-            ctrl_credits: wire::CTRL_RECV_MIN,
-            qps: 1,
-            nonce,
-            replaces: None,
-            lane: None,
-        }
-        .encode();
+        let h = super::hello_of(nonce, None, None);
         let mut r = new_result();
         // SAFETY: `h` and `r` are valid for the call; C copies what it
         // keeps.
@@ -375,15 +367,7 @@ impl Listening {
     /// Accepts the next connect request with a valid hello of `nonce`,
     /// without waiting for the requester's RTU.
     fn accept(&mut self, nonce: u64, peer: &str) -> Result<Verbs, String> {
-        let h = Hello {
-            version: wire::VERSION,
-            ctrl_credits: wire::CTRL_RECV_MIN,
-            qps: 1,
-            nonce,
-            replaces: None,
-            lane: None,
-        }
-        .encode();
+        let h = super::hello_of(nonce, None, None);
         let mut r = new_result();
         // SAFETY: `l` is live; `h` and `r` are valid for the call.
         let v = unsafe { vp_accept(self.l, h.as_ptr(), h.len() as u8, wait_ms(), &mut r) };
