@@ -181,14 +181,20 @@ impl Hello {
         let replaces = (v4 && flags & HELLO_REPLACES != 0).then(|| le64(b, 24));
         let lane = (v5 && flags & HELLO_JOINS != 0).then(|| le16(b, 12));
         if version <= VERSION {
-            let known = match (v4, v5) {
-                (_, true) => HELLO_REPLACES | HELLO_JOINS,
-                (true, false) => HELLO_REPLACES,
-                _ => 0,
+            let known = if v5 {
+                HELLO_REPLACES | HELLO_JOINS
+            } else if v4 {
+                HELLO_REPLACES
+            } else {
+                0
             };
             let stray = v4 && replaces.is_none() && le64(b, 24) != 0;
-            let reserved = if lane.is_some() { le16(b, 14) } else { 0 } != 0
-                || (lane.is_none() && le32(b, 12) != 0);
+            // Bytes 12-15, but the lane's two when it is set.
+            let reserved = if lane.is_some() {
+                le16(b, 14) != 0
+            } else {
+                le32(b, 12) != 0
+            };
             if flags & !known != 0 || reserved || stray {
                 return Err(EPROTO);
             }

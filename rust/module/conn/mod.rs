@@ -280,9 +280,9 @@ fn deadline(timeout_ms: u32) -> Option<kernel::time::Jiffies> {
 }
 
 /// Our hello: the newest version we speak (connect request, with the
-/// connection it replaces) or the one chosen (accept). It offers, and
-/// grants, one queue pair: this build has no data lanes yet, so a lane's
-/// request is refused (`accept_request`).
+/// connection it replaces) or the one chosen (accept). It offers one
+/// queue pair, and the accept grants one (`accept_request`): this build
+/// has no data lanes yet, so a lane's request is refused.
 fn hello(version: u16, nonce: u64, replaces: Option<u64>) -> Hello {
     Hello {
         version,

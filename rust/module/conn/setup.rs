@@ -152,7 +152,12 @@ impl Conn {
         g.listener = Some(listener.clone());
         g.version = version;
         g.nonce = peer_hello.nonce;
-        let hello = hello(version, ffi::random_u64(), None).encode();
+        // One queue pair, the connection's own: no lanes yet.
+        let hello = Hello {
+            qps: wire::grant_qps(peer_hello.qps, version, 1),
+            ..hello(version, ffi::random_u64(), None)
+        }
+        .encode();
         let accepted = this.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
             Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
             None => Err(ENOTCONN),

@@ -67,6 +67,14 @@ pub(super) trait Peer: Sized {
         }
     }
 
+    /// Imports the exporter's real read-write token from chunk 0: its
+    /// grant.
+    fn import_real(&mut self, peer: &str) -> Result<Grant, String> {
+        let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+        self.import(1, tok, 0)?
+            .map_err(|e| format!("the real token: errno {e}"))
+    }
+
     /// Imports `token` from chunk `first`: the exporter's answer.
     fn import(
         &mut self,
@@ -302,11 +310,8 @@ pub(super) fn bytes_before(dev: &Rrdma, peer: &str, end: u64) -> Result<Vec<u8>,
 fn granted_key_checks<P: Peer>(dev: &Rrdma, t: &mut Tap, peer: &str) {
     let name = P::NAME;
     let res = (|| {
-        let tok = token(peer, "rw").map_err(|e| e.to_string())?;
         let mut st = P::open(peer, 0x3000)?;
-        let g = st
-            .import(1, tok, 0)?
-            .map_err(|e| format!("the real token: errno {e}"))?;
+        let g = st.import_real(peer)?;
         let bytes = g.nblocks * u64::from(g.block_size);
         let end = bytes.min(1 << g.chunk_shift);
         let before = bytes_before(dev, peer, end)?;
@@ -324,11 +329,8 @@ fn granted_key_checks<P: Peer>(dev: &Rrdma, t: &mut Tap, peer: &str) {
         res,
     );
     let res = (|| {
-        let tok = token(peer, "rw").map_err(|e| e.to_string())?;
         let mut owner = P::open(peer, 0x3001)?;
-        let g = owner
-            .import(1, tok, 0)?
-            .map_err(|e| format!("the real token: errno {e}"))?;
+        let g = owner.import_real(peer)?;
         let mut thief = P::open(peer, 0x3002)?;
         thief.rdma_read(g.rkeys[0], 0, 64)?;
         thief.closed()?;

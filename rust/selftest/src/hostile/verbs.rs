@@ -21,7 +21,6 @@ use rrdma::Rrdma;
 
 use super::after::{self, Peer};
 use super::{PORT, WAIT};
-use crate::remote::token;
 use crate::{ensure, Tap};
 
 /// How soon the exporter must end a connection it should end: before its
@@ -112,6 +111,21 @@ impl Drop for Verbs {
 }
 
 impl Verbs {
+    /// Owns connection `v` to (or from) `peer`, counted in [`OPEN`].
+    ///
+    /// # Safety
+    ///
+    /// `v` is a live connection `vp_connect` or `vp_accept` returned, and
+    /// nothing else destroys it.
+    unsafe fn own(v: *mut c_void, peer: &str) -> Self {
+        OPEN.fetch_add(1, Ordering::Relaxed);
+        // INVARIANT: live, and owned from here (the caller's guarantee).
+        Verbs {
+            v,
+            peer: peer.to_string(),
+        }
+    }
+
     /// Waits for the next work completion, which must be a success.
     fn completion(&mut self) -> Result<VpWc, String> {
         let mut wc = new_wc();
@@ -232,12 +246,8 @@ impl Peer for Verbs {
             )
         };
         if !v.is_null() {
-            OPEN.fetch_add(1, Ordering::Relaxed);
-            // INVARIANT: a live connection, owned from here.
-            return Ok(Verbs {
-                v,
-                peer: peer.to_string(),
-            });
+            // SAFETY: `vp_connect` returned it, to no other owner.
+            return Ok(unsafe { Verbs::own(v, peer) });
         }
         let pd = &r.private_data[..usize::from(r.private_data_len)];
         if r.event == EV_REJECTED {
@@ -437,12 +447,8 @@ impl Listening {
                 r.event
             ));
         }
-        OPEN.fetch_add(1, Ordering::Relaxed);
-        // INVARIANT: a live connection, owned from here.
-        Ok(Verbs {
-            v,
-            peer: peer.to_string(),
-        })
+        // SAFETY: `vp_accept` returned it, to no other owner.
+        Ok(unsafe { Verbs::own(v, peer) })
     }
 }
 
@@ -511,11 +517,8 @@ fn hostile_exporter_check(dev: &Rrdma, t: &mut Tap) {
 /// the other checks come from the keys, not from a peer that cannot read.
 fn granted_read_check(dev: &Rrdma, t: &mut Tap, peer: &str) {
     let res = (|| {
-        let tok = token(peer, "rw").map_err(|e| e.to_string())?;
         let mut st = Verbs::open(peer, 0x3100)?;
-        let g = st
-            .import(1, tok, 0)?
-            .map_err(|e| format!("the real token: errno {e}"))?;
+        let g = st.import_real(peer)?;
         let got = st.read_back(g.rkeys[0], 0, 64)?;
         let want = after::bytes_before(dev, peer, 64)?;
         ensure(
