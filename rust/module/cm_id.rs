@@ -68,6 +68,12 @@ impl InHandler {
         };
     }
 
+    /// The address of the id this handler runs for (to tell a
+    /// connection's ids apart; never dereferenced).
+    pub(crate) fn id_addr(&self) -> usize {
+        self.id.as_ptr() as usize
+    }
+
     /// The peer's address of the id this handler runs for.
     pub(crate) fn peer(&self) -> ShimAddr {
         let mut a = ShimAddr::default();
@@ -142,8 +148,14 @@ impl<T: Send + Sync> CmId<T> {
     }
 
     /// Whether `h` is a handler of this id.
-    fn is_handled_by(&self, h: &InHandler) -> bool {
+    pub(crate) fn is_handled_by(&self, h: &InHandler) -> bool {
         self.raw == h.id
+    }
+
+    /// The id's address, to tell the owner's ids apart (never
+    /// dereferenced).
+    pub(crate) fn addr(&self) -> usize {
+        self.raw.as_ptr() as usize
     }
 
     /// The context pointer the id's events carry.

@@ -373,6 +373,11 @@ extern "C" {
     pub(crate) fn rrdma_shim_max_region_bytes() -> u64;
     /// `get_random_u64()`.
     pub(crate) fn rrdma_shim_random_u64() -> u64;
+    /// The `queue_pairs` module parameter's count (0 made one per online
+    /// CPU), unclamped.
+    pub(crate) fn rrdma_shim_queue_pairs() -> u32;
+    /// `raw_smp_processor_id()`.
+    pub(crate) fn rrdma_shim_this_cpu() -> u32;
     /// Wakes read(2)/poll(2) sleepers of a file.
     pub(crate) fn rrdma_shim_file_wake(waitq: *mut c_void);
     /// The module's work queue (connection teardowns).
@@ -424,6 +429,7 @@ extern "C" {
         id: *mut RdmaCmId,
         pd: *mut IbPd,
         owner: *mut c_void,
+        lane: u32,
         sq_depth: u32,
         nops: u32,
         nrecv: u32,
@@ -561,6 +567,20 @@ pub(crate) fn max_region_bytes() -> u64 {
 pub(crate) fn random_u64() -> u64 {
     // SAFETY: no preconditions.
     unsafe { rrdma_shim_random_u64() }
+}
+
+/// Queue pairs a new connection offers or grants: the `queue_pairs`
+/// module parameter (0: one per online CPU), from 1 to `wire::QPS_MAX`.
+pub(crate) fn queue_pairs() -> u16 {
+    // SAFETY: no preconditions.
+    let n = unsafe { rrdma_shim_queue_pairs() };
+    n.clamp(1, u32::from(crate::abi::wire::QPS_MAX)) as u16
+}
+
+/// The CPU the caller runs on (it may move right after: a hint).
+pub(crate) fn this_cpu() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_this_cpu() }
 }
 
 /// The module's work queue (connection teardown).

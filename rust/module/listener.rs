@@ -144,6 +144,13 @@ impl Listener {
         if g.closed {
             return Err(ECONNREFUSED);
         }
+        // A lane joins its connection: it takes no room in the backlog.
+        if let Ok(hello) = crate::abi::wire::Hello::decode(pdata) {
+            if hello.lane.is_some() {
+                drop(g);
+                return Conn::join_lane(&self.shared, h, &hello, initiator, responder);
+            }
+        }
         // The reconnect-storm guard: the peer retries after its backoff.
         if self.shared.reconnect.storm() {
             return Err(EBUSY);

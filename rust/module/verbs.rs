@@ -77,7 +77,12 @@ impl Drop for Pd {
 }
 
 /// Sizes of a queue pair.
+#[derive(Clone, Copy)]
 pub(crate) struct QpSizes {
+    /// Which of its connection's queue pairs this is (0: the connection's
+    /// own; a data lane has no control buffers), reported with every
+    /// operation's completion.
+    pub(crate) lane: u32,
     /// Send-queue entries for work requests other than control sends.
     pub(crate) send: u32,
     /// Operation slots (completion contexts).
@@ -144,6 +149,7 @@ impl Qp {
                 id,
                 pd.as_ptr(),
                 owner,
+                sizes.lane,
                 sizes.send,
                 sizes.ops,
                 sizes.recv,

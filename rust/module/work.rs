@@ -33,6 +33,10 @@ pub(crate) struct Work {
     ctrl_recv: AtomicU64,
     completions: AtomicU64,
     fences: AtomicU64,
+    /// Data lanes established (`rrdma-lanes-up`: now).
+    lanes_up: AtomicU64,
+    /// Operations posted on a data lane (`rrdma-lane-ops`: only grows).
+    lane_ops: AtomicU64,
 }
 
 impl Work {
@@ -42,7 +46,24 @@ impl Work {
             ctrl_recv: AtomicU64::new(0),
             completions: AtomicU64::new(0),
             fences: AtomicU64::new(0),
+            lanes_up: AtomicU64::new(0),
+            lane_ops: AtomicU64::new(0),
         }
+    }
+
+    /// Counts a data lane established.
+    pub(crate) fn lane_up(&self) {
+        self.lanes_up.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an established data lane gone.
+    pub(crate) fn lane_down(&self) {
+        self.lanes_up.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Counts an operation posted on a data lane.
+    pub(crate) fn lane_op(&self) {
+        self.lane_ops.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts one write fence posted.
@@ -61,7 +82,7 @@ impl Work {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 4] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 6] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -76,6 +97,8 @@ impl Work {
                 self.completions.load(Ordering::Relaxed),
             ),
             (b"rrdma-write-fences\0", self.fences.load(Ordering::Relaxed)),
+            (b"rrdma-lanes-up\0", self.lanes_up.load(Ordering::Relaxed)),
+            (b"rrdma-lane-ops\0", self.lane_ops.load(Ordering::Relaxed)),
         ]
     }
 }

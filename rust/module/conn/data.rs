@@ -53,6 +53,7 @@ use crate::abi::{
     ops::{self, Checked, Dir},
     uapi::Completion,
 };
+use crate::cm_id::CmId;
 use crate::ffi::{self, ShimWr};
 use crate::foreign;
 use crate::mr::{Chunks, Mr};
@@ -415,6 +416,79 @@ impl LocalRegs {
     }
 }
 
+/// The data state of one of a connection's queue pairs (a path): path 0
+/// is the connection's own queue pair, the others are its data lanes
+/// (`lanes.rs`). Each has its own operation slots, work-request scratch
+/// and local registrations: a registration's work request orders only the
+/// requests of its own queue pair after it, so a registration made on one
+/// path is not used on another.
+pub(super) struct Path {
+    pub(super) slots: KBox<Slots>,
+    /// Where an operation's work requests are built, under the
+    /// connection's lock (room for [`WRS_MAX`]: posting allocates
+    /// nothing).
+    wr_scratch: ffi::WrScratch,
+    pub(super) local: LocalRegs,
+    /// A lane's id with its queue pair (`None` for path 0, whose are the
+    /// connection's, and for a lane being torn down).
+    pub(super) lane: Option<CmId<Conn>>,
+    /// A lane's connection is established: operations may use it (path
+    /// 0 goes with its connection's state).
+    pub(super) up: bool,
+    /// A lane's failure is its connection's: accepted (passive side) or
+    /// established (active side).
+    pub(super) joined: bool,
+}
+
+impl Path {
+    /// A path without a queue pair yet.
+    pub(super) fn new() -> Result<Self> {
+        Ok(Self {
+            // Boxed: its vectors and open group would grow the caller's
+            // stack frame.
+            slots: KBox::new(Slots::new()?, GFP_KERNEL)?,
+            wr_scratch: ffi::WrScratch::new(WRS_MAX)?,
+            local: LocalRegs::new(),
+            lane: None,
+            up: false,
+            joined: false,
+        })
+    }
+}
+
+impl super::Inner {
+    /// The path an operation submitted now takes: the submitting CPU's,
+    /// if that lane is up, else the connection's own queue pair.
+    pub(super) fn pick_path(&self) -> usize {
+        let n = self.paths.len();
+        if n <= 1 {
+            return 0;
+        }
+        let p = ffi::this_cpu() as usize % n;
+        if self.paths.get(p).is_some_and(|x| x.up) {
+            p
+        } else {
+            0
+        }
+    }
+
+    /// Free send-queue entries over all paths (a wait for room).
+    fn sq_free(&self) -> u64 {
+        self.paths.iter().map(|x| u64::from(x.slots.sq_free)).sum()
+    }
+}
+
+/// Path `p`'s queue pair: the connection's own (`conn_id`'s) for path 0,
+/// else its lane's (`lane`).
+fn path_qp<'a>(
+    p: usize,
+    conn_id: &'a Option<CmId<Conn>>,
+    lane: &'a Option<CmId<Conn>>,
+) -> Option<&'a crate::verbs::Qp> {
+    let id = if p == 0 { conn_id } else { lane };
+    id.as_ref().and_then(|id| id.qp())
+}
+
 fn key(region: &Arc<Region>) -> usize {
     foreign::addr_of(region) as usize
 }
@@ -510,6 +584,7 @@ impl Plan {
     /// plans what it needs.
     fn new(
         g: &super::Inner,
+        p: usize,
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
@@ -520,6 +595,7 @@ impl Plan {
         }
         g.imports.check(import.entry())?;
         let res = g.res.as_ref().ok_or(ENOTCONN)?;
+        let path = g.paths.get(p).ok_or(ENOTCONN)?;
         let lshift = res.chunk_shift;
         let first = c.local_off >> lshift;
         let last = (c.local_off + c.len - 1) >> lshift;
@@ -527,7 +603,7 @@ impl Plan {
         if nchunks > CHUNKS_MAX {
             return Err(E2BIG);
         }
-        let reg = res.local.tree.get(&key(region));
+        let reg = path.local.tree.get(&key(region));
         let mut missing = [0u64; CHUNKS_MAX / 64];
         let mut nmissing = 0;
         for i in 0..nchunks {
@@ -542,7 +618,7 @@ impl Plan {
         let unfenced = batched && c.dir == Dir::Write && res.iwarp;
         let wrs = ops::op_wrs(c.dir, nseg, nmissing, res.iwarp) - if unfenced { 2 } else { 0 };
         let sinks = ops::op_sinks(c.dir, nseg, res.iwarp);
-        if wrs > u64::from(g.ops.op_budget()) || sinks > u64::from(g.ops.sinks) {
+        if wrs > u64::from(path.slots.op_budget()) || sinks > u64::from(path.slots.sinks) {
             // `check_op` refuses operations above the import's limit.
             return Err(E2BIG);
         }
@@ -645,8 +721,9 @@ impl Conn {
         c: &Checked,
         to: &mut ReportTo,
     ) -> Result<Posted, Errno> {
-        let mut g = None;
-        self.post_locked(&mut g, import, region, c, to, None)
+        let mut g = Some(self.inner.lock());
+        let p = g.as_ref().map_or(0, |i| i.pick_path());
+        self.post_locked(&mut g, p, import, region, c, to, None)
     }
 
     /// Posts the operations `ops` gives, all on this connection, under one
@@ -662,14 +739,16 @@ impl Conn {
         fence: Option<&Arc<Region>>,
     ) -> (usize, Option<Errno>) {
         let mut g = Some(self.inner.lock());
+        // The whole run goes on one queue pair: its writes share a fence.
+        let p = g.as_ref().map_or(0, |i| i.pick_path());
         let mut batch = match (fence, g.as_mut()) {
-            (Some(region), Some(inner)) => Self::batch_begin_locked(inner, region),
+            (Some(region), Some(inner)) => Self::batch_begin_locked(inner, p, region),
             _ => None,
         };
         let mut posted = 0;
         let mut err = None;
         for (import, region, c, mut to) in ops {
-            match self.post_locked(&mut g, import, region, c, &mut to, batch.as_mut()) {
+            match self.post_locked(&mut g, p, import, region, c, &mut to, batch.as_mut()) {
                 Ok(Posted::Yes) => posted += 1,
                 Ok(Posted::Full) => break,
                 Err(e) => {
@@ -680,7 +759,7 @@ impl Conn {
         }
         if let Some(b) = batch {
             let inner = g.get_or_insert_with(|| self.inner.lock());
-            let r = self.batch_end_locked(inner, b);
+            let r = self.batch_end_locked(inner, p, b);
             drop(g);
             match r {
                 Ok(op) => drop(op),
@@ -695,9 +774,11 @@ impl Conn {
     /// Posts one operation with the lock held in `g` (taken if released),
     /// releasing it to allocate what a first-touched chunk needs and to
     /// free what is left of that allocation.
+    #[allow(clippy::too_many_arguments)]
     fn post_locked<'g>(
         self: &'g Arc<Self>,
         g: &mut InnerGuard<'g>,
+        p: usize,
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
@@ -711,6 +792,7 @@ impl Conn {
             let inner = g.get_or_insert_with(|| self.inner.lock());
             let r = self.try_post(
                 inner,
+                p,
                 import,
                 region,
                 c,
@@ -747,6 +829,7 @@ impl Conn {
     fn try_post(
         self: &Arc<Self>,
         inner: &mut super::Inner,
+        p: usize,
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
@@ -757,25 +840,43 @@ impl Conn {
         // A write outside a batch joins the open group while a fence is in
         // flight (`OpenGroup`), and so does an iWARP write of an io_uring
         // submission under a plug, whose end posts the group's fence.
+        let fences_posted = inner.paths.get(p).map_or(0, |x| x.slots.fences_posted);
         let join = batch.is_none()
-            && (inner.ops.fences_posted > 0
+            && (fences_posted > 0
                 || (to.uring.is_some()
                     && c.dir == Dir::Write
                     && inner.res.as_ref().is_some_and(|r| r.iwarp)
                     && self.plugged()));
-        let plan = Plan::new(inner, import, region, c, batch.is_some() || join)?;
+        let plan = Plan::new(inner, p, import, region, c, batch.is_some() || join)?;
+        let super::Inner {
+            paths,
+            id,
+            imports,
+            res,
+            ..
+        } = inner;
+        let Some(Path {
+            slots: o,
+            wr_scratch,
+            local,
+            lane,
+            ..
+        }) = paths.get_mut(p)
+        else {
+            return Err(ENOTCONN);
+        };
         // The group's fence is reserved by its first write.
-        let new_group = plan.unfenced && batch.is_none() && inner.ops.open.is_none();
-        let Some(qp) = inner.id.as_ref().and_then(|id| id.qp()) else {
+        let new_group = plan.unfenced && batch.is_none() && o.open.is_none();
+        let Some(qp) = path_qp(p, id, lane) else {
             return Err(ENOTCONN);
         };
-        let Some(res) = inner.res.as_mut() else {
+        let Some(res) = res.as_mut() else {
             return Err(ENOTCONN);
         };
-        if plan.wrs + if new_group { 2 } else { 0 } > inner.ops.sq_free
-            || inner.ops.free.len() < 1 + usize::from(new_group)
-            || (plan.sinks as usize) > inner.ops.sinks_free.len()
-            || ((plan.fence || new_group) && inner.ops.fences_free.is_empty())
+        if plan.wrs + if new_group { 2 } else { 0 } > o.sq_free
+            || o.free.len() < 1 + usize::from(new_group)
+            || (plan.sinks as usize) > o.sinks_free.len()
+            || ((plan.fence || new_group) && o.fences_free.is_empty())
         {
             return Ok(Attempt::Done(Posted::Full));
         }
@@ -783,7 +884,7 @@ impl Conn {
             return Ok(Attempt::Prepare(plan, res.pd.clone()));
         }
         let (mrs, spare) = (&mut prep.mrs, &mut prep.spare);
-        let wrs = inner.wr_scratch.start();
+        let wrs = wr_scratch.start();
         if plan.wrs as usize > wrs.capacity() {
             // Cannot happen: a plan fits in the send queue's operation
             // entries, at most `SLOTS_MAX`.
@@ -791,8 +892,8 @@ impl Conn {
         }
         let rk = key(region);
         if let Some((reservation, chunks)) = prep.node.take() {
-            if res.local.tree.get(&rk).is_none() {
-                res.local.tree.insert(reservation.into_node(
+            if local.tree.get(&rk).is_none() {
+                local.tree.insert(reservation.into_node(
                     rk,
                     LocalReg {
                         chunks,
@@ -802,7 +903,7 @@ impl Conn {
                 ));
             }
         }
-        let Some(reg) = res.local.tree.get_mut(&rk) else {
+        let Some(reg) = local.tree.get_mut(&rk) else {
             return Ok(Attempt::Again);
         };
         // Every chunk is registered, or has a registration ready to post.
@@ -814,11 +915,11 @@ impl Conn {
         }
         // Build: each chunk's registration right before its first segment.
         // The sinks are the last `plan.sinks` free ones, taken once built.
-        let nfree = inner.ops.sinks_free.len();
+        let nfree = o.sinks_free.len();
         let sink_of = |j: usize| {
             nfree
                 .checked_sub(j + 1)
-                .and_then(|i| inner.ops.sinks_free.get(i).copied())
+                .and_then(|i| o.sinks_free.get(i).copied())
         };
         let mut nsinks = 0;
         let mut last_chunk = usize::MAX;
@@ -844,7 +945,7 @@ impl Conn {
             };
             last_chunk = lc;
             let rc = ops::chunk_of(s.remote_off, import.chunk_shift) as usize;
-            let rkey = inner.imports.rkey(import.entry(), rc).ok_or(ENOTCONN)?;
+            let rkey = imports.rkey(import.entry(), rc).ok_or(ENOTCONN)?;
             // Within capacity (the plan counted every request).
             match (c.dir, plan.iwarp) {
                 (Dir::Read, true) => {
@@ -877,7 +978,7 @@ impl Conn {
         if plan.fence {
             // The fence: a READ of the last byte written, into a fence sink
             // over the queue pair's scratch buffer.
-            if let (Some(last), Some(&k)) = (wrs.last(), inner.ops.fences_free.last()) {
+            if let (Some(last), Some(&k)) = (wrs.last(), o.fences_free.last()) {
                 let (addr, rkey) = (last.remote_addr + u64::from(last.len) - 1, last.rkey);
                 let _ = wrs.push(ShimWr::sink_reg(core::ptr::null_mut(), k, 0, 1), GFP_KERNEL);
                 let _ = wrs.push(ShimWr::sink_read(k, 1, addr, rkey), GFP_KERNEL);
@@ -911,17 +1012,17 @@ impl Conn {
         };
         let mut unfenced_last = None;
         if plan.unfenced {
-            let id = match (batch.as_ref(), inner.ops.open.as_ref()) {
-                (Some(b), _) if inner.ops.holds_fence(b.slot, b.id) => b.id,
+            let id = match (batch.as_ref(), o.open.as_ref()) {
+                (Some(b), _) if o.holds_fence(b.slot, b.id) => b.id,
                 (Some(_), _) => return Err(ECONNRESET),
                 (None, Some(o)) => o.id,
                 (None, None) => {
                     // Room checked above (`new_group`).
                     let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-                    let Some(slot) = inner.ops.reserve_fence(region, id) else {
+                    let Some(slot) = o.reserve_fence(region, id) else {
                         return Ok(Attempt::Done(Posted::Full));
                     };
-                    inner.ops.open = Some(OpenGroup {
+                    o.open = Some(OpenGroup {
                         slot,
                         id,
                         last: None,
@@ -935,7 +1036,7 @@ impl Conn {
                 .map(|w| (w.remote_addr + u64::from(w.len) - 1, w.rkey));
         }
         let n = wrs.len() as u32;
-        let Some(slot) = crate::compat::vec_pop(&mut inner.ops.free) else {
+        let Some(slot) = crate::compat::vec_pop(&mut o.free) else {
             return Ok(Attempt::Done(Posted::Full));
         };
         // Where it reports: taken from `to` only now, past every refusal.
@@ -946,10 +1047,10 @@ impl Conn {
         op.wrs = n;
         // The sinks the requests name (the plan checked there were enough).
         for _ in 0..nsinks {
-            op.sinks = inner.ops.hold_sink(false, op.sinks);
+            op.sinks = o.hold_sink(false, op.sinks);
         }
         if fence.is_some() {
-            op.sinks = inner.ops.hold_sink(true, op.sinks);
+            op.sinks = o.hold_sink(true, op.sinks);
         }
         // The last request carries the slot: its completion completes the
         // operation. A write of a batch goes unsignaled (its batch's fence
@@ -958,7 +1059,7 @@ impl Conn {
             last.signaled = u32::from(op.batch.is_none());
             last.slot = slot;
         }
-        inner.ops.ops[slot as usize] = Some(op);
+        o.ops[slot as usize] = Some(op);
         // SAFETY: every registration the requests name is in the cache (or
         // installed below once posted) and stays there while an operation
         // uses it; the remote keys belong to the peer's registrations.
@@ -980,25 +1081,28 @@ impl Conn {
             // for the slot. What was posted fails with the queue pair.
             // Its sinks go back to the pool; the queue pair, failed, takes
             // them down with it.
-            let op = inner.ops.ops[slot as usize].take();
-            let _ = inner.ops.free.push(slot, GFP_KERNEL);
+            let op = o.ops[slot as usize].take();
+            let _ = o.free.push(slot, GFP_KERNEL);
             if let Some(op) = op.as_ref() {
-                inner.ops.put_sinks(op.sinks);
+                o.put_sinks(op.sinks);
             }
-            inner.ops.sq_free -= posted;
+            o.sq_free -= posted;
             let e = r.err().unwrap_or(crate::abi::errno::EIO);
             return Ok(Attempt::Failed(e, op));
         }
-        inner.ops.sq_free -= n;
+        o.sq_free -= n;
         reg.inflight += 1;
-        inner.imports.op_started(import.entry());
+        if p != 0 {
+            self.shared.work.lane_op();
+        }
+        imports.op_started(import.entry());
         if plan.fence {
-            inner.ops.fences_posted += 1;
+            o.fences_posted += 1;
             self.shared.work.fence();
         }
         if let Some((addr, rkey)) = unfenced_last {
             let last = Some((import.entry(), addr, rkey));
-            match (batch, inner.ops.open.as_mut()) {
+            match (batch, o.open.as_mut()) {
                 (Some(b), _) => b.last = last,
                 (None, Some(o)) => o.last = last,
                 (None, None) => {}
@@ -1007,41 +1111,50 @@ impl Conn {
         Ok(Attempt::Done(Posted::Yes))
     }
 
-    /// The completion of operation slot `slot` (completion context, or the
-    /// teardown for what the provider never completed).
-    pub(crate) fn slot_done(self: &Arc<Self>, slot: u32, wc_status: u32) {
+    /// The completion of operation slot `slot` of path `p` (completion
+    /// context, or the teardown for what the provider never completed).
+    pub(crate) fn slot_done(self: &Arc<Self>, p: usize, slot: u32, wc_status: u32) {
         let mut members = 0usize;
         let mut prune_more = false;
         let mut fence_err = None;
         let (mut op, errno, prune) = {
             let mut g = self.inner.lock();
             let inner = &mut *g;
-            let Some(op) = inner.ops.take(slot) else {
+            let super::Inner {
+                paths,
+                imports,
+                keepalive,
+                state,
+                ..
+            } = inner;
+            let Some(path) = paths.get_mut(p) else {
+                return;
+            };
+            let Some(op) = path.slots.take(slot) else {
                 drop(g);
                 pr_debug!(
-                    "second completion of slot {} (status {}) ignored\n",
+                    "second completion of slot {} of path {} (status {}) ignored\n",
                     slot,
+                    p,
                     wc_status
                 );
                 return;
             };
             let errno = match ops::wc_errno(wc_status) {
                 // Flushed: the connection ended under it.
-                Some(crate::abi::errno::ECANCELED) => Some(inner.state.flush_errno()),
+                Some(crate::abi::errno::ECANCELED) => Some(state.flush_errno()),
                 e => e,
             };
             let status = errno.map_or(0, Errno::to_errno);
             let mut prune = None;
             if op.kind == Kind::User {
-                if let Some(res) = inner.res.as_mut() {
-                    let k = key(&op.region);
-                    if local_done(&mut res.local, k) {
-                        prune = res.local.tree.remove(&k);
-                    }
+                let k = key(&op.region);
+                if local_done(&mut path.local, k) {
+                    prune = path.local.tree.remove(&k);
                 }
             }
             if matches!(op.kind, Kind::User | Kind::Fence { posted: true, .. }) {
-                inner.imports.op_done(op.entry);
+                imports.op_done(op.entry);
             }
             if let Kind::Fence { id, .. } = op.kind {
                 // The writes this fence follows are placed (or failed with
@@ -1049,12 +1162,10 @@ impl Conn {
                 // the file's ring. Their regions stay referenced by their
                 // cache entries, which a destroyed region's last use prunes
                 // below, outside this lock.
-                let (res, imports) = (&mut inner.res, &mut inner.imports);
+                let (slots, local) = (&mut path.slots, &mut path.local);
                 let mut ring = self.shared.ring.lock();
-                inner.ops.take_members(id, |mut w| {
-                    if let Some(res) = res.as_mut() {
-                        prune_more |= local_done(&mut res.local, key(&w.region));
-                    }
+                slots.take_members(id, |mut w| {
+                    prune_more |= local_done(local, key(&w.region));
                     imports.op_done(w.entry);
                     if let Some(c) = w.finish(status) {
                         ring.push(c);
@@ -1065,10 +1176,10 @@ impl Conn {
             if errno.is_none() {
                 // The peer's transport answered: a sign of life (our
                 // control messages may wait behind the data).
-                inner.keepalive.answered();
+                keepalive.answered();
                 if op.fenced {
                     // The writes that waited for this fence get theirs.
-                    fence_err = self.post_open_group(inner).err();
+                    fence_err = self.post_open_group(inner, p).err();
                 }
             }
             ctrl::send_due_acks(inner, &self.shared.ctrl);
@@ -1099,17 +1210,15 @@ impl Conn {
         loop {
             let gone = {
                 let mut g = self.inner.lock();
-                let Some(res) = g.res.as_mut() else {
-                    return;
-                };
-                let k = res
-                    .local
-                    .tree
-                    .iter()
-                    .find(|(_, r)| r.inflight == 0 && r.region.is_destroyed())
-                    .map(|(k, _)| *k);
-                match k {
-                    Some(k) => res.local.tree.remove(&k),
+                let found = g.paths.iter().enumerate().find_map(|(p, x)| {
+                    x.local
+                        .tree
+                        .iter()
+                        .find(|(_, r)| r.inflight == 0 && r.region.is_destroyed())
+                        .map(|(k, _)| (p, *k))
+                });
+                match found {
+                    Some((p, k)) => g.paths.get_mut(p).and_then(|x| x.local.tree.remove(&k)),
                     None => return,
                 }
             };
@@ -1121,7 +1230,9 @@ impl Conn {
     /// with nothing of its caller in flight, with `e` the errno it returns.
     pub(crate) fn warn_no_room(&self, what: &str, e: Errno) {
         let g = self.inner.lock();
-        let o = &g.ops;
+        let Some(o) = g.paths.first().map(|x| &x.slots) else {
+            return;
+        };
         crate::ffi::warn_user!(
             "{}: nothing posted (errno {}): {} of {} send entries, {} slots, {} READ sinks, {} fence sinks free\n",
             what,
@@ -1138,17 +1249,22 @@ impl Conn {
     /// on iWARP, with room for the fence now and no fence in flight;
     /// `None` otherwise (the writes then join the open group, or fence
     /// themselves). Every [`BatchFence`] goes to `batch_end_locked`.
-    fn batch_begin_locked(inner: &mut super::Inner, region: &Arc<Region>) -> Option<BatchFence> {
+    fn batch_begin_locked(
+        inner: &mut super::Inner,
+        p: usize,
+        region: &Arc<Region>,
+    ) -> Option<BatchFence> {
+        if !inner.state.is_connected() || !inner.res.as_ref().is_some_and(|r| r.iwarp) {
+            return None;
+        }
+        let slots = &mut inner.paths.get_mut(p)?.slots;
         // With a fence in flight, the batch's writes join the open group
         // (`OpenGroup`): one fence for them and the group's.
-        if !inner.state.is_connected()
-            || !inner.res.as_ref().is_some_and(|r| r.iwarp)
-            || inner.ops.fences_posted > 0
-        {
+        if slots.fences_posted > 0 {
             return None;
         }
         let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        let slot = inner.ops.reserve_fence(region, id)?;
+        let slot = slots.reserve_fence(region, id)?;
         Some(BatchFence {
             slot,
             id,
@@ -1163,32 +1279,39 @@ impl Conn {
     fn batch_end_locked(
         &self,
         inner: &mut super::Inner,
+        p: usize,
         b: BatchFence,
     ) -> Result<Option<OpCtx>, Errno> {
-        if !inner.ops.holds_fence(b.slot, b.id) {
+        let Some(path) = inner.paths.get_mut(p) else {
+            return Ok(None);
+        };
+        if !path.slots.holds_fence(b.slot, b.id) {
             // A teardown flushed it, and its writes with it.
             return Ok(None);
         }
         match b.last {
-            Some(last) => self.post_fence(inner, b.slot, b.id, last).map(|()| None),
-            None => Ok(inner.ops.take(b.slot)),
+            Some(last) => self.post_fence(inner, p, b.slot, b.id, last).map(|()| None),
+            None => Ok(path.slots.take(b.slot)),
         }
     }
 
     /// Posts the open group's fence after its writes (a fence completed).
     /// A group whose first write was refused stays reserved, empty, for
     /// the next write or the teardown.
-    fn post_open_group(&self, inner: &mut super::Inner) -> Result<(), Errno> {
+    fn post_open_group(&self, inner: &mut super::Inner, p: usize) -> Result<(), Errno> {
+        let Some(slots) = inner.paths.get_mut(p).map(|x| &mut x.slots) else {
+            return Ok(());
+        };
         let Some(OpenGroup {
             slot,
             id,
             last: Some(last),
-        }) = inner.ops.open
+        }) = slots.open
         else {
             return Ok(());
         };
-        inner.ops.open = None;
-        self.post_fence(inner, slot, id, last)
+        slots.open = None;
+        self.post_fence(inner, p, slot, id, last)
     }
 
     /// Whether the current task submits under a plug (io_uring's, around a
@@ -1221,15 +1344,18 @@ impl Conn {
         }
     }
 
-    /// Posts the open group's fence unless a fence in flight will (its
-    /// completion posts it, group commit).
+    /// Posts each path's open group's fence unless a fence in flight on
+    /// that path will (its completion posts it, group commit).
     fn post_deferred(self: &Arc<Self>) {
         let r = {
             let mut g = self.inner.lock();
-            if g.ops.fences_posted > 0 {
-                return;
+            let mut r = Ok(());
+            for p in 0..g.paths.len() {
+                if g.paths.get(p).is_some_and(|x| x.slots.fences_posted == 0) {
+                    r = r.and(self.post_open_group(&mut g, p));
+                }
             }
-            self.post_open_group(&mut g)
+            r
         };
         if let Err(e) = r {
             self.fail(Event::QpFatal, "cannot post a write fence", e);
@@ -1243,16 +1369,31 @@ impl Conn {
     fn post_fence(
         &self,
         inner: &mut super::Inner,
+        p: usize,
         slot: u32,
         id: u64,
         last: (u64, u64, u32),
     ) -> Result<(), Errno> {
         let (entry, addr, rkey) = last;
-        let Some(qp) = inner.id.as_ref().and_then(|id| id.qp()) else {
+        let super::Inner {
+            paths,
+            id: conn_id,
+            imports,
+            ..
+        } = inner;
+        let Some(Path {
+            slots,
+            lane: lane_id,
+            ..
+        }) = paths.get_mut(p)
+        else {
+            return Ok(());
+        };
+        let Some(qp) = path_qp(p, conn_id, lane_id) else {
             // Going: the teardown completes the fence and its writes.
             return Ok(());
         };
-        let Some(Some(fence)) = inner.ops.ops.get_mut(slot as usize) else {
+        let Some(Some(fence)) = slots.ops.get_mut(slot as usize) else {
             return Ok(());
         };
         let k = fence.sinks;
@@ -1274,8 +1415,8 @@ impl Conn {
         fence.kind = Kind::Fence { id, posted: true };
         fence.entry = entry;
         fence.fenced = true;
-        inner.ops.fences_posted += 1;
-        inner.imports.op_started(entry);
+        slots.fences_posted += 1;
+        imports.op_started(entry);
         self.shared.work.fence();
         Ok(())
     }
@@ -1283,35 +1424,71 @@ impl Conn {
     /// Completes, with the flush status, every operation the provider did
     /// not complete (the teardown, once the queue pair is destroyed).
     pub(super) fn flush_ops(self: &Arc<Self>) {
-        for slot in 0..SLOTS_MAX {
-            self.slot_done(slot, ops::wc::WR_FLUSH_ERR);
+        let paths = self.inner.lock().paths.len();
+        for p in 0..paths {
+            for slot in 0..SLOTS_MAX {
+                self.slot_done(p, slot, ops::wc::WR_FLUSH_ERR);
+            }
+        }
+    }
+
+    /// Drops every path's registrations, and the lanes' paths, one path at
+    /// a time outside the lock (the teardown, once every queue pair is
+    /// destroyed and every operation completed).
+    pub(super) fn drop_paths(&self) {
+        loop {
+            let (local, lane) = {
+                let mut g = self.inner.lock();
+                if g.paths.len() > 1 {
+                    (None, crate::compat::vec_pop(&mut g.paths))
+                } else {
+                    let local = g
+                        .paths
+                        .first_mut()
+                        .map(|x| core::mem::replace(&mut x.local, LocalRegs::new()));
+                    (local, None)
+                }
+            };
+            let done = local.is_some() || lane.is_none();
+            drop(lane);
+            drop(local);
+            if done {
+                return;
+            }
         }
     }
 
     /// Drops cached registrations of `region` that no operation uses
     /// (region destroyed); those in use go when their last operation does.
     pub(crate) fn forget_region(&self, region: &Arc<Region>) {
-        let gone = {
-            let mut g = self.inner.lock();
-            let k = key(region);
-            match g.res.as_mut() {
-                Some(res) if res.local.tree.get(&k).is_some_and(|r| r.inflight == 0) => {
-                    res.local.tree.remove(&k)
+        let k = key(region);
+        let mut p = 0;
+        loop {
+            // One path at a time, each entry dropped outside the lock.
+            let gone = {
+                let mut g = self.inner.lock();
+                let Some(x) = g.paths.get_mut(p) else {
+                    return;
+                };
+                if x.local.tree.get(&k).is_some_and(|r| r.inflight == 0) {
+                    x.local.tree.remove(&k)
+                } else {
+                    None
                 }
-                _ => None,
-            }
-        };
-        drop(gone);
+            };
+            drop(gone);
+            p += 1;
+        }
     }
 
     /// Waits (interruptibly) until a completion frees room on the send
     /// queue, or the connection ends.
     pub(crate) fn wait_room(&self) -> Result<(), Errno> {
         let mut g = self.inner.lock();
-        let before = g.ops.sq_free;
+        let before = g.sq_free();
         let mut left = None;
         wait_until(&self.cv, &mut g, &mut left, |i| {
-            i.ops.sq_free > before || !i.state.is_connected()
+            i.sq_free() > before || !i.state.is_connected()
         })
     }
 

@@ -268,7 +268,7 @@ impl Conn {
             e.rkeys = rkeys;
             (
                 shift,
-                g.ops.op_budget(),
+                g.paths.first().map_or(0, |p| p.slots.op_budget()),
                 g.res.as_ref().is_some_and(|r| r.iwarp),
             )
         };

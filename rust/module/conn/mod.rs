@@ -81,6 +81,7 @@ mod data;
 mod grants;
 mod imports;
 mod keepalive;
+mod lanes;
 mod reconnect;
 mod setup;
 
@@ -128,17 +129,19 @@ const _: () = assert!(CTRL_RECV >= wire::CTRL_RECV_MIN as u32);
 static SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// What a connection owns beside its id's queue pair, once it has one.
-/// Dropped by the teardown, outside the lock, after the queue pair (every
-/// request that names a registration has completed), in field order: the
-/// registrations, then the domain.
+/// Dropped by the teardown, outside the lock, after the queue pairs (every
+/// request that names a registration has completed) and after the paths'
+/// registrations, in field order: the grants' registrations, then the
+/// domain.
 struct Resources {
-    local: data::LocalRegs,
     grants: grants::Grants,
     pd: Arc<Pd>,
     /// Registration chunk size (log2) on this connection's device.
     chunk_shift: u32,
     /// Export registrations that may be in flight on the queue pair.
     grant_regs: u32,
+    /// The sizes of a data lane's queue pair (`lanes.rs`).
+    lane_sizes: crate::verbs::QpSizes,
     /// iWARP's rules apply: an RDMA WRITE completes once sent, not once
     /// placed, so writes end with a one-byte READ (a fence) and their
     /// completion means the data is in the peer's memory, as on InfiniBand
@@ -162,6 +165,13 @@ struct Inner {
     /// The rdma_cm id with its queue pair; `None` before it exists and
     /// after the teardown.
     id: Option<CmId<Conn>>,
+    /// The raw id of `id` (kept while `id` is taken out): an event of
+    /// another id of this connection is a lane's (`lanes.rs`).
+    main_id: Option<usize>,
+    /// Data lanes the peer granted (active side) or this side granted
+    /// (passive side) on the current queue pair: the queue pairs beyond
+    /// the connection's own.
+    lanes: u16,
     /// Registrations and domain; `None` before setup and after the
     /// teardown.
     res: Option<Resources>,
@@ -172,10 +182,9 @@ struct Inner {
     listener: Option<Arc<Listener>>,
     ctrl: ctrl::Channel,
     imports: imports::Table,
-    ops: KBox<data::Slots>,
-    /// Where an operation's work requests are built, under this lock
-    /// (room for [`data::WRS_MAX`]: posting allocates nothing).
-    wr_scratch: crate::ffi::WrScratch,
+    /// The data state of each queue pair: `[0]` the connection's own, then
+    /// its data lanes (`lanes.rs`), at most `wire::QPS_MAX`.
+    paths: KVec<data::Path>,
     keepalive: keepalive::State,
     /// Set on a CONNECT with `RRDMA_CONNECT_RECONNECT`.
     reconnect: Option<reconnect::State>,
@@ -189,6 +198,12 @@ struct Inner {
 }
 
 impl Inner {
+    /// Installs the connection's id.
+    fn install_id(&mut self, id: CmId<Conn>) {
+        self.main_id = Some(id.addr());
+        self.id = Some(id);
+    }
+
     /// The errno a new operation, import or request fails with now.
     fn errno(&self) -> Errno {
         self.state.errno(self.was_established())
@@ -280,14 +295,13 @@ fn deadline(timeout_ms: u32) -> Option<kernel::time::Jiffies> {
 }
 
 /// Our hello: the newest version we speak (connect request, with the
-/// connection it replaces) or the one chosen (accept). It offers one
-/// queue pair, and the accept grants one (`accept_request`): this build
-/// has no data lanes yet, so a lane's request is refused.
-fn hello(version: u16, nonce: u64, replaces: Option<u64>) -> Hello {
+/// connection it replaces) or the one chosen (accept), offering or
+/// granting `qps` queue pairs (the connection's own and its data lanes).
+fn hello(version: u16, qps: u16, nonce: u64, replaces: Option<u64>) -> Hello {
     Hello {
         version,
         ctrl_credits: CTRL_RECV as u16,
-        qps: 1,
+        qps,
         nonce,
         replaces,
         lane: None,
@@ -303,9 +317,8 @@ impl Conn {
         keepalive: Option<Settings>,
         reconnect: Option<ShimAddr>,
     ) -> Result<Arc<Self>> {
-        // Boxed: its vectors and open group would grow `new`'s stack frame.
-        let ops = KBox::new(data::Slots::new()?, GFP_KERNEL)?;
-        let wr_scratch = crate::ffi::WrScratch::new(data::WRS_MAX)?;
+        let mut paths = KVec::with_capacity(usize::from(wire::QPS_MAX), GFP_KERNEL)?;
+        paths.push(data::Path::new()?, GFP_KERNEL)?;
         let buffers = ctrl::Channel::buffers()?;
         let timer = crate::timer::Timer::new()?;
         Arc::pin_init(
@@ -319,14 +332,15 @@ impl Conn {
                     nonce: 0,
                     timeout_ms,
                     id: None,
+                    main_id: None,
+                    lanes: 0,
                     res: None,
                     device: None,
                     peer: ShimAddr::default(),
                     listener: None,
                     ctrl: ctrl::Channel::new(buffers),
                     imports: imports::Table::new(),
-                    ops,
-                    wr_scratch,
+                    paths,
                     keepalive: keepalive::State::new(keepalive),
                     reconnect: reconnect.map(reconnect::State::new),
                     connecting: false,
@@ -394,7 +408,11 @@ impl Conn {
         status: i32,
         pdata: &[u8],
     ) -> c_int {
-        // The version the passive side chose, from its accept.
+        if let Some(lane) = self.lane_of(h) {
+            return self.lane_event(h, lane, event, status, pdata);
+        }
+        // The version the passive side chose and the lanes it granted,
+        // from its accept.
         let mut chosen = None;
         let ev = match event {
             cm_event::ADDR_RESOLVED => Event::AddrResolved,
@@ -403,10 +421,12 @@ impl Conn {
             cm_event::ROUTE_ERROR => Event::RouteError(status),
             cm_event::ESTABLISHED if self.active => {
                 // The accept must grant no more queue pairs than we
-                // offered (one).
-                let checked = Hello::decode(pdata)
-                    .and_then(|h| wire::granted_lanes(&h, 1).map(|_| h))
-                    .and_then(|h| wire::chosen(h.version));
+                // offered (`Inner::lanes` until now).
+                let offered = self.inner.lock().lanes + 1;
+                let checked = Hello::decode(pdata).and_then(|h| {
+                    let lanes = wire::granted_lanes(&h, offered)?;
+                    Ok((wire::chosen(h.version)?, lanes))
+                });
                 match checked {
                     Ok(v) => {
                         chosen = Some(v);
@@ -428,8 +448,9 @@ impl Conn {
         };
         let mut g = self.inner.lock();
         let mut action = Self::advance(&mut g, ev);
-        if let (Some(v), Action::Ready) = (chosen, action) {
+        if let (Some((v, lanes)), Action::Ready) = (chosen, action) {
             g.version = v;
+            g.lanes = lanes;
         }
         let mut ready_listener = None;
         match action {
@@ -450,7 +471,9 @@ impl Conn {
                         g.connecting = true;
                         g.nonce = ffi::random_u64();
                         let replaces = g.reconnect.as_ref().and_then(|r| r.replaces);
-                        let hello = hello(wire::VERSION, g.nonce, replaces).encode();
+                        let qps = ffi::queue_pairs();
+                        g.lanes = qps - 1;
+                        let hello = hello(wire::VERSION, qps, g.nonce, replaces).encode();
                         // Without the lock: operations and requests
                         // meanwhile see `Connecting` (EAGAIN, or a wait),
                         // not a blocked mutex.
@@ -477,6 +500,9 @@ impl Conn {
                 }
                 self.keepalive_start(&mut g);
                 self.reconnected(&mut g);
+                if self.active {
+                    self.open_lanes(&mut g);
+                }
             }
             Action::Teardown | Action::None | Action::Backoff | Action::Reconnect => {}
         }
@@ -635,19 +661,23 @@ impl Conn {
     /// in its handler `in_handler`: device removal, a refused request),
     /// leaves the file. Returns what the handler must return to the CM.
     fn teardown(this: &Arc<Self>, in_handler: Option<&InHandler>) -> c_int {
-        let (mut id, res, listener, device) = {
+        // The connection's own id, then its lanes'.
+        let mut ids: [Option<CmId<Conn>>; wire::QPS_MAX as usize] = core::array::from_fn(|_| None);
+        let (res, listener, device) = {
             let mut g = this.inner.lock();
             // Not in a handler of the id (the handler mutex keeps those
             // apart): bounded by the provider's connect.
             while g.connecting {
                 this.cv.wait(&mut g);
             }
-            (
-                g.id.take(),
-                g.res.take(),
-                g.listener.take(),
-                g.device.take(),
-            )
+            for (id, path) in ids.iter_mut().zip(g.paths.iter_mut()).skip(1) {
+                *id = path.lane.take();
+                if core::mem::take(&mut path.up) {
+                    this.shared.work.lane_down();
+                }
+            }
+            ids[0] = g.id.take();
+            (g.res.take(), g.listener.take(), g.device.take())
         };
         // Waiters (imports, revokes, synchronous operations) see the end.
         this.cv.notify_all();
@@ -655,7 +685,7 @@ impl Conn {
         // arms the timer again.
         this.timer.cancel();
         drop(listener);
-        if let Some(id) = &mut id {
+        for id in ids.iter_mut().flatten() {
             if in_handler.is_none() {
                 id.disconnect();
             }
@@ -663,25 +693,27 @@ impl Conn {
             id.destroy_qp();
         }
         this.flush_ops();
+        // The paths' registrations, one path at a time outside the lock;
+        // the lanes' paths go with them.
+        this.drop_paths();
         if let Some(res) = res {
-            let Resources {
-                local, grants, pd, ..
-            } = res;
+            let Resources { grants, pd, .. } = res;
             // Registrations before their domain.
-            drop(local);
             drop(grants);
             drop(pd);
         }
         if let Some(device) = device {
             device.remove_conn(this);
         }
-        let handed = match (id, in_handler) {
-            (Some(id), Some(h)) => id.into_cm(h),
-            (id, _) => {
-                drop(id);
-                0
+        // The id whose handler runs this (device removal, a refused
+        // request) goes back to the CM; the others are destroyed.
+        let mut handed = 0;
+        for id in ids.into_iter().flatten() {
+            match in_handler {
+                Some(h) if id.is_handled_by(h) => handed = id.into_cm(h),
+                _ => drop(id),
             }
-        };
+        }
         // Only the last teardown leaves the file (a close cannot turn a
         // reconnect's into the last: it waits for `Waiting` and closes
         // again).

@@ -157,6 +157,12 @@ impl Conn {
         if g.nonce != nonce || !g.peer.same_host(peer) || g.state.is_finished() {
             return false;
         }
+        // Its lanes stop too (a failure to is the teardown's to mend).
+        for lane in g.paths.iter().filter_map(|p| p.lane.as_ref()) {
+            if let Some(qp) = lane.qp() {
+                let _ = qp.stop();
+            }
+        }
         let stopped = g.id.as_ref().and_then(|id| id.qp()).map(|qp| qp.stop());
         if let Some(Err(e)) = stopped {
             // The teardown's drain still ends it; log why it was not at once.
@@ -194,7 +200,9 @@ impl Conn {
     pub(super) fn backoff(self: &Arc<Self>, g: &mut Inner) {
         g.ctrl.reset();
         g.imports.stale_all();
-        g.ops.reset(0, 0, 0);
+        if let Some(p) = g.paths.first_mut() {
+            p.slots.reset(0, 0, 0);
+        }
         g.keepalive.stop();
         g.version = 0;
         let Some(r) = g.reconnect.as_mut() else {
@@ -260,7 +268,7 @@ impl Conn {
         // the id's first event waits for the lock until it is published.
         let r = CmId::create(self, false).and_then(|id| {
             let r = id.resolve_addr(&addr, timeout_ms);
-            g.id = Some(id);
+            g.install_id(id);
             r
         });
         if let Err(e) = r {

@@ -75,7 +75,7 @@ impl Conn {
             // Held across the call: the id's first event waits until the id
             // is published. rdma_resolve_addr() takes no handler mutex.
             let r = id.resolve_addr(addr, timeout_ms);
-            g.id = Some(id);
+            g.install_id(id);
             r
         });
         if let Err(e) = started {
@@ -125,7 +125,7 @@ impl Conn {
         let peer_hello = Hello::decode(pdata)?;
         let version = wire::negotiate(peer_hello.version)?;
         if peer_hello.lane.is_some() {
-            // This build grants no lanes: no connection has one to join.
+            // The listener sends lanes to `join_lane`.
             return Err(ENOENT);
         }
         if let Some(nonce) = peer_hello.replaces {
@@ -148,16 +148,13 @@ impl Conn {
         // the teardown on failure.
         let id = CmId::adopt(h, &this);
         let mut g = this.inner.lock();
-        g.id = Some(id);
+        g.install_id(id);
         g.listener = Some(listener.clone());
         g.version = version;
         g.nonce = peer_hello.nonce;
-        // One queue pair, the connection's own: no lanes yet.
-        let hello = Hello {
-            qps: wire::grant_qps(peer_hello.qps, version, 1),
-            ..hello(version, ffi::random_u64(), None)
-        }
-        .encode();
+        let qps = wire::grant_qps(peer_hello.qps, version, ffi::queue_pairs());
+        g.lanes = qps - 1;
+        let hello = hello(version, qps, ffi::random_u64(), None).encode();
         let accepted = this.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
             Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
             None => Err(ENOTCONN),
@@ -213,6 +210,7 @@ impl Conn {
             why.errno()
         })?;
         let sizes = QpSizes {
+            lane: 0,
             send: q.ops + q.grant_regs,
             ops: q.ops,
             recv: q.recv,
@@ -233,13 +231,24 @@ impl Conn {
         id.create_qp(&pd, &sizes)
             .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.peer = id.peer();
-        g.ops.reset(q.ops, sizes.sinks, sizes.fence_sinks);
+        if let Some(p) = g.paths.first_mut() {
+            p.slots.reset(q.ops, sizes.sinks, sizes.fence_sinks);
+        }
         g.res = Some(Resources {
-            local: data::LocalRegs::new(),
             grants: grants::Grants::new(),
             pd,
             chunk_shift,
             grant_regs: q.grant_regs,
+            // A lane carries operations only: no export registrations and
+            // no control messages. Its one receive is a tripwire: the
+            // provider flushes it when the queue pair fails (a peer's bad
+            // key), which nothing else would tell (`lanes.rs`).
+            lane_sizes: QpSizes {
+                send: q.ops,
+                recv: 1,
+                ctrl_send: 0,
+                ..sizes
+            },
             iwarp,
         });
         Ok(())

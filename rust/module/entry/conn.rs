@@ -95,17 +95,31 @@ unsafe extern "C" fn rrdma_rust_conn_unplug(ctx: *mut c_void, from_schedule: boo
     Conn::unplugged(this, from_schedule);
 }
 
-/// A control-message receive failed (or was flushed) on a connection's
-/// queue pair, or could not be posted again.
+/// A receive failed (or was flushed) on queue pair `lane` of a connection
+/// (0: its own, whose control receive may also not have been posted
+/// again).
 ///
 /// # Safety
 ///
 /// `ctx` is the queue pair's owner (see [`conn`]).
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, wc_status: c_int) {
+unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, lane: u32, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Kind::Completion) };
-    this.wc_failed(wc_status, crate::conn::Wr::Receive);
+    this.recv_failed(lane as usize, wc_status);
+}
+
+/// A Send arrived on data lane `lane` (its receive is a tripwire: no
+/// Send belongs on a lane).
+///
+/// # Safety
+///
+/// As [`rrdma_rust_qp_error`].
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_lane_recv(ctx: *mut c_void, lane: u32) {
+    // SAFETY: by the function's safety requirements.
+    let this = unsafe { conn(ctx, Kind::CtrlRecv) };
+    this.lane_recv(lane as usize);
 }
 
 /// A grant's registration work request completed.
@@ -146,14 +160,15 @@ unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
     this.ctrl_sent(wc_status);
 }
 
-/// The signaled last request of the operation in slot `slot` completed.
+/// The signaled last request of the operation in slot `slot` of queue pair
+/// `lane` completed.
 ///
 /// # Safety
 ///
 /// As [`rrdma_rust_qp_error`].
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_op_done(ctx: *mut c_void, slot: u32, wc_status: c_int) {
+unsafe extern "C" fn rrdma_rust_op_done(ctx: *mut c_void, lane: u32, slot: u32, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Kind::Completion) };
-    this.slot_done(slot, wc_status as u32);
+    this.slot_done(lane as usize, slot, wc_status as u32);
 }

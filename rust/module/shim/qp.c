@@ -28,6 +28,25 @@ static_assert(IB_WC_SUCCESS == 0 && IB_WC_LOC_PROT_ERR == 4 &&
 	      IB_WC_REM_OP_ERR == 11 && IB_WC_RETRY_EXC_ERR == 12 &&
 	      IB_WC_RNR_RETRY_EXC_ERR == 13);
 
+static uint queue_pairs;
+module_param(queue_pairs, uint, 0644);
+MODULE_PARM_DESC(queue_pairs,
+		 "Queue pairs per connection, its own and its data lanes: 0 (default) one per online CPU, 1 no lanes; at most 16");
+
+/* Queue pairs a new connection offers or grants, at least 1. */
+u32 rrdma_shim_queue_pairs(void)
+{
+	u32 n = READ_ONCE(queue_pairs);
+
+	return n ? n : num_online_cpus();
+}
+
+/* The CPU an operation is submitted on (it picks that CPU's lane). */
+u32 rrdma_shim_this_cpu(void)
+{
+	return raw_smp_processor_id();
+}
+
 /* Bytes of a QP's write-fence sink: a fence READs one byte. */
 #define RRDMA_SHIM_FENCE_LEN	8
 
@@ -65,6 +84,10 @@ struct rrdma_shim_ctrl_slot {
  * @scq:	send CQ: data work requests and control sends
  * @rcq:	receive CQ: control messages
  * @owner:	the Rust Conn, passed to every callback
+ * @lane:	which of the connection's queue pairs this is (0: its own, which
+ *		carries the control messages; a data lane has one receive, whose
+ *		flush tells Rust that the QP failed, and no send buffer), passed
+ *		with every operation's completion
  * @lock:	protects @draining and @send_busy
  * @draining:	set before the drain: nothing is posted afterwards
  * @nrecv:	receive buffers, all posted while the QP lives
@@ -89,6 +112,7 @@ struct rrdma_shim_qp {
 	struct ib_cq *scq;
 	struct ib_cq *rcq;
 	void *owner;
+	u32 lane;
 	spinlock_t lock; /* protects draining and send_busy */
 	bool draining;
 	u32 nrecv;
@@ -146,7 +170,12 @@ static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	int ret;
 
 	if (wc->status != IB_WC_SUCCESS) {
-		rrdma_rust_qp_error(q->owner, wc->status);
+		rrdma_rust_qp_error(q->owner, q->lane, wc->status);
+		return;
+	}
+	if (q->lane) {
+		/* A lane's one receive is a tripwire: no Send belongs there. */
+		rrdma_rust_lane_recv(q->owner, q->lane);
 		return;
 	}
 	ib_dma_sync_single_for_cpu(dev, q->dma + off, q->msg_len,
@@ -160,7 +189,7 @@ static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		ret = 0;
 	spin_unlock_irqrestore(&q->lock, flags);
 	if (ret) {
-		rrdma_rust_qp_error(q->owner, IB_WC_GENERAL_ERR);
+		rrdma_rust_qp_error(q->owner, q->lane, IB_WC_GENERAL_ERR);
 		return;
 	}
 	rrdma_rust_ctrl_recv(q->owner, msg, len);
@@ -196,7 +225,7 @@ static void op_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct rrdma_shim_op_slot *s =
 		container_of(wc->wr_cqe, struct rrdma_shim_op_slot, cqe);
 
-	rrdma_rust_op_done(s->q->owner, s->index, wc->status);
+	rrdma_rust_op_done(s->q->owner, s->q->lane, s->index, wc->status);
 }
 
 static void free_sinks(struct rrdma_shim_qp *q)
@@ -246,7 +275,7 @@ static int alloc_sinks(struct rrdma_shim_qp *q, u32 nsinks, u32 ndata,
 }
 
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
-			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
+			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
 			 u32 sink_pages, struct rrdma_shim_qp **out)
 {
@@ -272,6 +301,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	q->id = id;
 	q->pd = pd;
 	q->owner = owner;
+	q->lane = lane;
 	q->nrecv = nrecv;
 	q->nsend = nsend;
 	q->msg_len = msg_len;
@@ -290,11 +320,14 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	ret = alloc_sinks(q, nsinks, data_sinks, sink_pages);
 	if (ret)
 		goto free;
-	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
-				   DMA_BIDIRECTIONAL);
-	if (ib_dma_mapping_error(dev, q->dma)) {
-		ret = -ENOMEM;
-		goto free;
+	/* A data lane has no control buffers: nothing to map. */
+	if (n) {
+		q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
+					   DMA_BIDIRECTIONAL);
+		if (ib_dma_mapping_error(dev, q->dma)) {
+			ret = -ENOMEM;
+			goto free;
+		}
 	}
 	q->fence_dma = ib_dma_map_single(dev, q->fence, RRDMA_SHIM_FENCE_LEN,
 					 DMA_FROM_DEVICE);
@@ -320,7 +353,8 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
 	attr.cap.max_send_wr = sq_depth + nsend;
-	attr.cap.max_recv_wr = nrecv;
+	/* A lane's one receive leaves room for the drain's own. */
+	attr.cap.max_recv_wr = lane ? nrecv + 1 : nrecv;
 	attr.cap.max_send_sge = 1;
 	attr.cap.max_recv_sge = 1;
 	ret = rdma_create_qp(id, pd, &attr);
@@ -345,8 +379,9 @@ unmap_fence:
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
 unmap:
-	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len,
-			    DMA_BIDIRECTIONAL);
+	if (n)
+		ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len,
+				    DMA_BIDIRECTIONAL);
 free:
 	free_sinks(q);
 	kfree(q->ops);
@@ -392,9 +427,10 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	free_sinks(q);
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
-	ib_dma_unmap_single(dev, q->dma,
-			    (size_t)(q->nrecv + q->nsend) * q->msg_len,
-			    DMA_BIDIRECTIONAL);
+	if (q->nrecv + q->nsend)
+		ib_dma_unmap_single(dev, q->dma,
+				    (size_t)(q->nrecv + q->nsend) * q->msg_len,
+				    DMA_BIDIRECTIONAL);
 	kfree(q->ops);
 	kfree(q->fence);
 	kfree(q->bufs);

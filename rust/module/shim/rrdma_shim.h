@@ -234,7 +234,7 @@ void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
 
 /* Queue pairs, control messages and posting (shim/qp.c). */
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
-			 u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
+			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
 			 u32 sink_pages, struct rrdma_shim_qp **out);
 int rrdma_shim_qp_stop(struct rrdma_shim_qp *q);
@@ -314,15 +314,18 @@ int rrdma_rust_listen_event(void *listener, struct rdma_cm_id *id, int event);
 int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
 			      const void *pdata, u8 len, u8 peer_initiator,
 			      u8 peer_responder, void **conn);
-void rrdma_rust_qp_error(void *conn, int wc_status);
+void rrdma_rust_qp_error(void *conn, u32 lane, int wc_status);
 void rrdma_rust_conn_timer(void *conn);
 void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
-void rrdma_rust_op_done(void *conn, u32 slot, int wc_status);
+void rrdma_rust_op_done(void *conn, u32 lane, u32 slot, int wc_status);
 void rrdma_rust_quiet_done(void *conn, int wc_status);
+void rrdma_rust_lane_recv(void *conn, u32 lane);
 void rrdma_rust_region_get(void *region);
 void rrdma_rust_region_put(void *region);
 struct page *rrdma_rust_region_page(void *region, unsigned long pgoff);
 u64 rrdma_shim_random_u64(void);
+u32 rrdma_shim_queue_pairs(void);
+u32 rrdma_shim_this_cpu(void);
 
 #endif /* RRDMA_SHIM_H */
