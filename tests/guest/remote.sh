@@ -5,7 +5,9 @@
 # "PROV,small": both guests emulate a small NIC (module limit_*
 # parameters): 48-entry queues (26 of them for control messages), 64-entry
 # completion queues, one SGE, 4-page registrations and 1024 registrations
-# per device.
+# per device.  "PROV,stress": the thread and write-fence checks run 20
+# rounds (RRDMA_ROUNDS), which the data lanes' cross-queue-pair ordering
+# needs more than one round of.
 . ./lib.sh
 
 prov=${RRDMA_ARG%%,*}
@@ -23,6 +25,9 @@ if [ "${RRDMA_ARG#*,}" = small ]; then
 	else
 		export RRDMA_MAX_OP_BLOCKS=16
 	fi
+fi
+if [ "${RRDMA_ARG#*,}" = stress ]; then
+	export RRDMA_ROUNDS=20
 fi
 # The bench's larger size: the largest operation the import allows.
 big=$((${RRDMA_MAX_OP_BLOCKS:-16} * 4096))

@@ -829,6 +829,60 @@ fn fence_visibility_checks(
     }
 }
 
+/// Data lanes each connection should have: the `queue_pairs` module
+/// parameter (0: one queue pair per online CPU), up to 16, less the
+/// connection's own queue pair.
+fn lanes_expected() -> u64 {
+    let param = std::fs::read_to_string("/sys/module/rrdma/parameters/queue_pairs")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let qps = if param == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+    } else {
+        param
+    };
+    qps.clamp(1, 16) - 1
+}
+
+/// The connection's data lanes come up (both guests load the module with
+/// the same `queue_pairs`, so the peer grants all that this side offers);
+/// returns how many are expected.
+fn lanes_up_checks(dev: &Rrdma, t: &mut Tap) -> u64 {
+    let want = lanes_expected();
+    let start = std::time::Instant::now();
+    let mut up = 0;
+    while start.elapsed() < std::time::Duration::from_secs(10) {
+        up = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+        if up >= want {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!(
+        "# data lanes: {up} up of {want} after {} ms",
+        start.elapsed().as_millis()
+    );
+    t.check(
+        &format!("the connection's {want} data lanes come up"),
+        ensure(up == want, format!("{up} up")),
+    );
+    want
+}
+
+/// Operations submitted from several CPUs went on the data lanes too.
+fn lane_ops_checks(dev: &Rrdma, t: &mut Tap, lanes: u64, before: u64) {
+    let ops = dev.fdinfo_value("rrdma-lane-ops").unwrap_or(0) - before;
+    println!("# operations posted on data lanes by the thread checks: {ops}");
+    if lanes == 0 {
+        return;
+    }
+    t.check(
+        "threads on several CPUs post on the data lanes",
+        ensure(ops > 0, "none"),
+    );
+}
+
 fn many_connections(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64) {
     let res = (|| -> Result<(), String> {
         let mut conns = Vec::new();
@@ -1026,6 +1080,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     );
     let (Ok(rw), Ok(ro)) = (rw, ro) else { return };
     println!("# rw import: max_op_blocks {}", rw.max_op_blocks());
+    let lanes = lanes_up_checks(dev, t);
     // A guest emulating a small NIC (module limit_* parameters) says what
     // its queues and page lists allow.
     if let Ok(want) = std::env::var("RRDMA_MAX_OP_BLOCKS") {
@@ -1042,8 +1097,18 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     bad_op_checks(dev, t, &rw, &ro);
     crate::uring::checks(dev, t, peer, &rw);
     export_checks(dev, t, &conn);
-    thread_checks(dev, t, &rw);
-    fence_visibility_checks(dev, t, peer, rw_token, &rw);
+    let lane_ops = dev.fdinfo_value("rrdma-lane-ops").unwrap_or(0);
+    // More rounds on request (`RRDMA_ROUNDS`): an ordering bug across
+    // queue pairs may show once in many.
+    let rounds = std::env::var("RRDMA_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse::<u32>().ok())
+        .unwrap_or(1);
+    for _ in 0..rounds {
+        thread_checks(dev, t, &rw);
+        fence_visibility_checks(dev, t, peer, rw_token, &rw);
+    }
+    lane_ops_checks(dev, t, lanes, lane_ops);
     many_connections(dev, t, peer, rw_token);
     close_in_flight(t, peer, rw_token);
     t.check("stale import handle after UNIMPORT: ENOENT", {
@@ -1065,8 +1130,9 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     drop(conn);
     drop(region);
     // Object counts, and event counts that must have stayed 0 (timeouts,
-    // reconnects); the work, fence and ping counts (`rrdma-work-*`,
-    // `rrdma-write-fences`, `rrdma-keepalive-pings`) only grow, pings on
+    // reconnects); the work, fence, lane-operation and ping counts
+    // (`rrdma-work-*`, `rrdma-write-fences`, `rrdma-lane-ops`,
+    // `rrdma-keepalive-pings`) only grow, pings on
     // any connection idle for the keepalive interval (15 s in the guests,
     // which the debug kernel's slow small-NIC run reaches).
     let counts: Vec<_> = dev
@@ -1076,6 +1142,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         .filter(|(k, _)| {
             !k.starts_with("rrdma-work-")
                 && k != "rrdma-write-fences"
+                && k != "rrdma-lane-ops"
                 && k != "rrdma-keepalive-pings"
         })
         .collect();

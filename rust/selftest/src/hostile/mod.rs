@@ -42,10 +42,15 @@ const WAIT: Duration = Duration::from_secs(20);
 /// A valid hello of this version from a connection `nonce`, replacing
 /// `replaces`, or joining as `lane`.
 fn hello_of(nonce: u64, replaces: Option<u64>, lane: Option<u16>) -> [u8; HELLO_LEN] {
+    hello_qps(nonce, 1, replaces, lane)
+}
+
+/// As [`hello_of`], offering `qps` queue pairs.
+fn hello_qps(nonce: u64, qps: u16, replaces: Option<u64>, lane: Option<u16>) -> [u8; HELLO_LEN] {
     Hello {
         version: wire::VERSION,
         ctrl_credits: CTRL_RECV_MIN,
-        qps: 1,
+        qps,
         nonce,
         replaces,
         lane,

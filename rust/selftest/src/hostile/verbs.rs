@@ -16,6 +16,7 @@ use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use rrdma::abi::errno::{Errno, ENOENT};
 use rrdma::abi::wire::{self, Ctrl};
 use rrdma::Rrdma;
 
@@ -93,6 +94,13 @@ fn wait_ms() -> i32 {
     WAIT.as_millis() as i32
 }
 
+/// How a connect went.
+enum Connected {
+    Yes(Verbs),
+    /// Rejected, with rrdma's errno (`None`: not an rrdma reject).
+    Refused(Option<Errno>),
+}
+
 /// A connection of the C side, destroyed (disconnected first) on drop.
 pub(super) struct Verbs {
     /// INVARIANT: a connection `vp_connect` returned, destroyed only by
@@ -123,6 +131,52 @@ impl Verbs {
         Verbs {
             v,
             peer: peer.to_string(),
+        }
+    }
+
+    /// Connects to the exporter at `peer` with hello `h`: the connection,
+    /// or the errno of the exporter's reject (`None`: not rrdma's).
+    fn connect_with(peer: &str, h: &[u8]) -> Result<Connected, String> {
+        let ip: Ipv4Addr = peer.parse().map_err(|e| format!("{peer}: {e}"))?;
+        let mut r = new_result();
+        // SAFETY: `h` and `r` are valid for the call; C copies what it
+        // keeps.
+        let v = unsafe {
+            vp_connect(
+                u32::from_ne_bytes(ip.octets()),
+                PORT.to_be(),
+                h.as_ptr(),
+                h.len() as u8,
+                wait_ms(),
+                &mut r,
+            )
+        };
+        if !v.is_null() {
+            // SAFETY: `vp_connect` returned it, to no other owner.
+            return Ok(Connected::Yes(unsafe { Verbs::own(v, peer) }));
+        }
+        let pd = &r.private_data[..usize::from(r.private_data_len)];
+        if r.event == EV_REJECTED {
+            return Ok(Connected::Refused(wire::decode_reject(pd)));
+        }
+        Err(format!(
+            "connect: {} (last event {}, status {})",
+            std::io::Error::from_raw_os_error(-r.err),
+            r.event,
+            r.status
+        ))
+    }
+
+    /// Whether a DISCONNECTED event comes within `d`.
+    fn disconnected_within(&self, d: Duration) -> Result<bool, String> {
+        // SAFETY: `v` is live.
+        match unsafe { vp_disconnected(self.v, d.as_millis() as i32) } {
+            1 => Ok(true),
+            0 => Ok(false),
+            e => Err(format!(
+                "waiting for the end: {}",
+                std::io::Error::from_raw_os_error(-e)
+            )),
         }
     }
 
@@ -230,39 +284,10 @@ impl Peer for Verbs {
     const NAME: &'static str = "RoCE";
 
     fn open(peer: &str, nonce: u64) -> Result<Self, String> {
-        let ip: Ipv4Addr = peer.parse().map_err(|e| format!("{peer}: {e}"))?;
-        let h = super::hello_of(nonce, None, None);
-        let mut r = new_result();
-        // SAFETY: `h` and `r` are valid for the call; C copies what it
-        // keeps.
-        let v = unsafe {
-            vp_connect(
-                u32::from_ne_bytes(ip.octets()),
-                PORT.to_be(),
-                h.as_ptr(),
-                h.len() as u8,
-                wait_ms(),
-                &mut r,
-            )
-        };
-        if !v.is_null() {
-            // SAFETY: `vp_connect` returned it, to no other owner.
-            return Ok(unsafe { Verbs::own(v, peer) });
+        match Verbs::connect_with(peer, &super::hello_of(nonce, None, None))? {
+            Connected::Yes(v) => Ok(v),
+            Connected::Refused(e) => Err(format!("rejected: errno {:?}", e.map(|e| e.get()))),
         }
-        let pd = &r.private_data[..usize::from(r.private_data_len)];
-        if r.event == EV_REJECTED {
-            return Err(format!(
-                "rejected (status {}): errno {:?}",
-                r.status,
-                wire::decode_reject(pd).map(|e| e.get())
-            ));
-        }
-        Err(format!(
-            "connect: {} (last event {}, status {})",
-            std::io::Error::from_raw_os_error(-r.err),
-            r.event,
-            r.status
-        ))
     }
 
     fn send(&mut self, payload: &[u8]) -> Result<(), String> {
@@ -534,6 +559,66 @@ fn granted_read_check(dev: &Rrdma, t: &mut Tap, peer: &str) {
     );
 }
 
+/// A hostile peer's data lanes (`conn/lanes.rs` on the exporter): a lane
+/// joins only a connection of its own address named by its nonce, only
+/// within the grant and only once; it shares its connection's domain, so
+/// a key granted on the connection reads through the lane, and a key of
+/// another connection fails the lane, which ends its connection.
+fn lane_checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    const NONCE: u64 = 0x1a9e_0001;
+    let res = (|| {
+        let mut main = match Verbs::connect_with(peer, &super::hello_qps(NONCE, 2, None, None))? {
+            Connected::Yes(v) => v,
+            Connected::Refused(e) => return Err(format!("connection: rejected, errno {e:?}")),
+        };
+        let g = main.import_real(peer)?;
+        let lane = super::hello_qps(NONCE, 2, None, Some(1));
+        let mut lane = match Verbs::connect_with(peer, &lane)? {
+            Connected::Yes(v) => v,
+            Connected::Refused(e) => return Err(format!("lane 1: rejected, errno {e:?}")),
+        };
+        let got = lane.read_back(g.rkeys[0], 0, 64)?;
+        let want = after::bytes_before(dev, peer, 64)?;
+        ensure(
+            got[56..] == want[..],
+            format!(
+                "read through the lane {:02x?}, the region holds {want:02x?}",
+                &got[56..]
+            ),
+        )?;
+        for (what, nonce, l) in [
+            ("lane 1 again", NONCE, 1),
+            ("lane 2, beyond the grant of 2 queue pairs", NONCE, 2),
+            ("lane 1 of a nonce no connection has", NONCE + 1, 1),
+        ] {
+            match Verbs::connect_with(peer, &super::hello_qps(nonce, 2, None, Some(l)))? {
+                Connected::Refused(Some(e)) if e == ENOENT => {}
+                Connected::Refused(e) => return Err(format!("{what}: rejected with {e:?}")),
+                Connected::Yes(_) => return Err(format!("{what}: accepted")),
+            }
+        }
+        let mut other = Verbs::open(peer, 0x1a9e_0002)?;
+        let g2 = other.import_real(peer)?;
+        let t0 = Instant::now();
+        lane.rdma_read(g2.rkeys[0], 0, 64)?;
+        if !main.disconnected_within(CLOSED_WITHIN)? {
+            return Err(format!(
+                "a key of another connection read through the lane: its connection lives after {CLOSED_WITHIN:?}"
+            ));
+        }
+        println!(
+            "# a key of another connection on a lane: its connection ended after {} ms",
+            t0.elapsed().as_millis()
+        );
+        other.alive(2)?;
+        other.close()
+    })();
+    t.check(
+        "hostile RoCE lanes: one joins its connection and reads with its keys; a duplicate, one beyond the grant and one of an unknown nonce are ENOENT; another connection's key ends the connection",
+        res,
+    );
+}
+
 /// The attacks after the handshake; `before`: the exporter's live
 /// connections before any attack, which it must be back to first.
 pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, before: u64) {
@@ -554,6 +639,7 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, before: u64) {
     }
     BASELINE.store(before, Ordering::Relaxed);
     granted_read_check(dev, t, peer);
+    lane_checks(dev, t, peer);
     for _ in 0..3 {
         hostile_exporter_check(dev, t);
     }
