@@ -20,16 +20,19 @@
 //! not signaled at all (its fence's completion completes it, one
 //! completion for the batch) but carries its slot for an error's. The
 //! context of an operation lives in its slot and its work requests are
-//! built in a scratch array of the connection, both allocated with the
-//! queue pair. An operation is planned and posted under one acquisition
-//! of the connection's lock, and so is each run of a `SUBMIT`'s operations
-//! on one connection, its fence's reservation and post included
+//! built in a scratch array, both of its queue pair's path (`Path`: the
+//! connection's own queue pair or a data lane, each with its own slots,
+//! sinks and registrations), allocated with the path. An operation goes
+//! on the submitting CPU's path (`Inner::pick_path`) and is planned and
+//! posted under one acquisition of the connection's lock, and so is each
+//! run of a `SUBMIT`'s operations on one connection (one path), its
+//! fence's reservation and post included
 //! (`Conn::post_ops`); only one that is the first to touch a chunk has its
 //! registration allocated outside the lock first (`Prep`), which is
 //! released around it.
 //! Posting is all or nothing: everything an operation needs (its slot,
 //! its work requests, its send-queue room, new registrations) is found or
-//! allocated first, and a registration enters the connection's cache only
+//! allocated first, and a registration enters its path's cache only
 //! once its work request is posted, so a refused operation (`EAGAIN`,
 //! `E2BIG`, `ENOMEM`) leaves nothing behind.
 //!

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Connections: one RC queue pair over rdma_cm between two rrdma kernels.
+//! Connections: an RC queue pair over rdma_cm between two rrdma kernels,
+//! with data lanes (more queue pairs for operations) beside it.
 //!
 //! One concern per file:
 //! - this file: the lifecycle — rdma_cm events, the state gate
@@ -11,7 +12,9 @@
 //! - `grants.rs`: the exporter side (registrations granted to the peer,
 //!   revocation);
 //! - `imports.rs`: the importer side (imports, revocations received);
-//! - `data.rs`: block operations (posting, operation slots, completions);
+//! - `data.rs`: block operations (posting, operation slots, completions),
+//!   one data path per queue pair;
+//! - `lanes.rs`: data lanes (their handshake, events and failures);
 //! - `keepalive.rs`: pings, and the end of a connection whose peer went
 //!   silent;
 //! - `reconnect.rs`: backoff, attempts and restored imports of a connection
@@ -39,14 +42,18 @@
 //! states) and drains the queue pair at once (no waiting for the peer's
 //! disconnect), so every posted operation completes exactly once: with its
 //! own status, with the provider's flush, or, for what the provider never
-//! completes, from the teardown itself. A connection that reconnects goes
+//! completes, from the teardown itself. Its lanes go with it: every queue
+//! pair is drained and destroyed before any path's registrations, and
+//! those before the domain. A connection that reconnects goes
 //! through the same teardown for each queue pair it loses; only the last
 //! leaves the file's registry.
 //!
 //! Locking (outer first):
-//! - rdma_cm's handler mutex (the CM holds it around our handlers)
-//!   → `Conn::inner` → `Shared::exports` (a grant re-checks its export)
-//!   → the shim queue pair's spinlock (posting, control sends).
+//! - rdma_cm's handler mutex (the CM holds it around our handlers; a
+//!   lane's id has its own, taken like the connection's)
+//!   → `Conn::inner` (which also covers the lanes) → `Shared::exports`
+//!   (a grant re-checks its export) → the shim queue pair's spinlock
+//!   (posting, control sends).
 //! - `Conn::inner` is never held across anything that waits for a handler
 //!   or a completion: destroying the id (`CmId` drop), the drain (`Qp`
 //!   drop), or a copy to or from user memory. `Shared::ring` is taken
