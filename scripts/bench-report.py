@@ -228,6 +228,8 @@ def build_setup(runs, extra):
         for q in QUEUES:
             a = by_round(runs, "write_q", size, "rrdma", BW_DEPTH, q)
             b = by_round(runs, "write_q", size, "perftest", BW_DEPTH, q)
+            lanes = by_round(runs, "write_q", size, "rrdma-lanes", BW_DEPTH, q)
+            one_qp = by_round(runs, "write_q", size, "rrdma-1qp", BW_DEPTH, q)
             if a or b:
                 P["queues"].append({"test": "write_q", "size": size, "depth": BW_DEPTH,
                                     "queues": q,
@@ -235,7 +237,13 @@ def build_setup(runs, extra):
                                     "perftest_mbps": spread([bw_mbps(r) for r in b.values()]),
                                     "ratio": ratio_row(a, b, bw_mbps),
                                     "rrdma_over_q1": ratio_row(a, one["rrdma"], bw_mbps),
-                                    "perftest_over_q1": ratio_row(b, one["perftest"], bw_mbps)})
+                                    "perftest_over_q1": ratio_row(b, one["perftest"], bw_mbps),
+                                    # q threads on one connection (io_uring):
+                                    # with its data lanes, and with one queue
+                                    # pair (queue_pairs=1).
+                                    "lanes_mbps": spread([bw_mbps(r) for r in lanes.values()]),
+                                    "one_qp_mbps": spread([bw_mbps(r) for r in one_qp.values()]),
+                                    "lanes_over_one_qp": ratio_row(lanes, one_qp, bw_mbps)})
     udp = {f["size"]: f.get("udp") for f in P["floor"]}
     for size in SIZES:
         a = by_round(runs, "read_lat", size, "rrdma")
@@ -363,6 +371,12 @@ def print_setup(report, S):
             print(f"{'write':<9} {r['size']:>8} {r['queues']:>2} {fmt(r['rrdma_mbps']):>11} "
                   f"{fmt(r['perftest_mbps']):>14} {fmt_range(r['ratio']):>26} "
                   f"{fmt_range(r['rrdma_over_q1']):>20} {fmt_range(r['perftest_over_q1']):>20}")
+        for r in S["queues"]:
+            if r.get("lanes_mbps") or r.get("one_qp_mbps"):
+                print(f"{'threads':<9} {r['size']:>8} {r['queues']:>2} one connection (io_uring): "
+                      f"lanes {fmt(r.get('lanes_mbps'))} MB/s, 1 queue pair "
+                      f"{fmt(r.get('one_qp_mbps'))} MB/s, lanes / 1 qp "
+                      f"{fmt_range(r.get('lanes_over_one_qp'))}")
     for r in S["latency"]:
         pt = fmt(r["perftest_p50_usec"]) if r["perftest_usable"] else "unusable"
         udp = ""
@@ -439,6 +453,7 @@ def ratio_rows():
             if q > 1:
                 yield f"write_q {s} q{q}/q1 rrdma", "queues", m, "rrdma_over_q1"
                 yield f"write_q {s} q{q}/q1 perftest", "queues", m, "perftest_over_q1"
+                yield f"write_q {s} {q} threads, lanes/1 qp", "queues", m, "lanes_over_one_qp"
     for s in SIZES:
         for key, name in LAT_KEYS:
             yield f"read_lat {s} {name}", "latency", {"size": s}, f"ratio_{key}"

@@ -31,7 +31,8 @@ DEPTH=16
 RATE_SIZES="512 4096"
 RATE_DEPTHS="1 16 128"
 # Aggregate WRITE bandwidth by queue pairs (perftest -q, rrdma bench
-# --queues: one connection and thread each), depth 16 per queue pair.
+# --queues: one connection and thread each), depth 16 per queue pair; at 2,
+# also 2 threads on one connection with and without its data lanes.
 QUEUE_SIZES="4096 65536"
 QUEUES="1 2"
 SECS=2
@@ -265,6 +266,25 @@ client() { # DEV
 		else
 			fails=$((fails + 1))
 			echo "rrdma bench $test $size $depth: $out"
+		fi
+		# C: two threads on one connection (io_uring), with its data
+		# lanes (a queue pair per CPU) and without (queue_pairs=1), in
+		# turn: what the lanes add.
+		if [ "$test" = write_q ] && [ "$queues" -gt 1 ]; then
+			for qp in 1 0; do
+				echo $qp >/sys/module/rrdma/parameters/queue_pairs
+				tool=rrdma-lanes
+				[ $qp = 1 ] && tool=rrdma-1qp
+				cpu_begin
+				if out=$($CLI rrdma bench $t --op write --size $size --depth $depth \
+					--duration $SECS --engine uring --threads $queues --json 2>&1); then
+					emit "{\"kind\":\"run\",\"tool\":\"$tool\",$tag,\"result\":$out,$(cpu_json)}"
+				else
+					fails=$((fails + 1))
+					echo "rrdma bench --threads $queues (queue_pairs=$qp): $out"
+				fi
+			done
+			echo 0 >/sys/module/rrdma/parameters/queue_pairs
 		fi
 		# C: the message rate again, through io_uring commands.
 		[ "$test" = rate ] || continue

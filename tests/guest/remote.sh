@@ -77,6 +77,13 @@ else
 	check "bench --queues 2 moves blocks through two connections" sh -c \
 		"grep -q '\"queues\":2,' /tmp/bench-q2.json &&
 		grep -q '\"iterations\":[1-9]' /tmp/bench-q2.json"
+	# Two threads on one connection (its data lanes), each with its own
+	# io_uring ring.
+	rrdma bench $tok/rw --op write --size 4096 --threads 2 --engine uring \
+		--duration 1 --json >/tmp/bench-t2.json 2>&1
+	check "bench --threads 2 moves blocks through one connection" sh -c \
+		"grep -q '\"threads\":2,' /tmp/bench-t2.json &&
+		grep -q '\"iterations\":[1-9]' /tmp/bench-t2.json"
 	# One-sided: during a timed bench the exporter's module runs no
 	# callback (work counts asked of serve before and after the run); the
 	# counts themselves do move (the imports' control messages).  The

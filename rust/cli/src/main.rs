@@ -203,6 +203,10 @@ enum Command {
         /// thread with `depth` operations in flight (perftest's `-q`).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
         queues: u32,
+        /// Threads sharing one connection, each with its own io_uring ring
+        /// (`--engine uring`): the connection's data lanes carry them.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+        threads: u32,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -384,6 +388,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
             latency,
             engine,
             queues,
+            threads,
             json,
         } => {
             let mut results = Vec::new();
@@ -397,6 +402,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
                     latency,
                     engine,
                     queues,
+                    threads,
                 };
                 let r = transfer::bench(cli.device.as_ref(), &dev, &target.target(), &a)?;
                 if !json {

@@ -350,6 +350,9 @@ pub struct BenchArgs {
     pub engine: Engine,
     /// Queue pairs (connections), each driven by its own thread.
     pub queues: u32,
+    /// Threads sharing one connection (its data lanes: a queue pair per
+    /// CPU), each with its own io_uring ring and local region.
+    pub threads: u32,
 }
 
 /// How `bench` hands operations to the kernel.
@@ -372,6 +375,8 @@ pub struct BenchResult {
     pub depth: u32,
     /// Queue pairs (connections) the operations went through.
     pub queues: u32,
+    /// Threads that shared one connection (1: one per queue).
+    pub threads: u32,
     pub seconds: f64,
     pub bw_peak_mbps: f64,
     pub bw_avg_mbps: f64,
@@ -401,6 +406,19 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
             "--latency runs one queue",
         ));
     }
+    if a.threads > 1 && (a.queues > 1 || a.engine != Engine::Uring) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--threads share one connection and file: one queue, --engine uring",
+        ));
+    }
+    // Threads that share one connection share its import too.
+    let shared = if a.threads > 1 {
+        Some(open(dev, t)?)
+    } else {
+        None
+    };
+    let shared = shared.as_ref().map(|(_, remote)| remote);
     // Read outside the timed run: each is a round trip to the exporter.
     // The import's registrations complete on the exporter a little after
     // its answer: start once its counts stood still for 100 ms (2 s at
@@ -408,18 +426,29 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
     // queue has finished, before any connection closes.
     let control = control_addr(&t.token);
     let queues = a.queues.max(1) as usize;
-    let gates = Gates::new(queues + 1);
+    let runners = if shared.is_some() {
+        a.threads as usize
+    } else {
+        queues
+    };
+    let gates = Gates::new(runners + 1);
     let (work, wall, runs) = std::thread::scope(|s| {
         let gates = &gates;
-        let threads: Vec<_> = (1..queues)
+        let threads: Vec<_> = (1..runners)
             .map(|_| {
-                s.spawn(move || match Rrdma::open_path(device) {
-                    Ok(dev) => run_queue(&dev, t, a, gates),
-                    Err(e) => gates.pass(Err(e)),
+                s.spawn(move || match shared {
+                    Some(remote) => run_shared(dev, remote, a, gates),
+                    None => match Rrdma::open_path(device) {
+                        Ok(dev) => run_queue(&dev, t, a, gates),
+                        Err(e) => gates.pass(Err(e)),
+                    },
                 })
             })
             .collect();
-        let first = s.spawn(move || run_queue(dev, t, a, gates));
+        let first = s.spawn(move || match shared {
+            Some(remote) => run_shared(dev, remote, a, gates),
+            None => run_queue(dev, t, a, gates),
+        });
         gates.ready.wait();
         let before = control.map(settled_work).transpose();
         let start = Instant::now();
@@ -459,7 +488,7 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
     let exporter_work = work?;
     // One queue: its own clock, which starts after the go; several: the
     // wall time of them all.
-    let secs = if queues == 1 { total.secs } else { wall };
+    let secs = if runners == 1 { total.secs } else { wall };
     let completed = total.completed;
     let avg = completed as f64 * a.size as f64 / secs.max(1e-9) / 1e6;
     Ok(BenchResult {
@@ -469,6 +498,7 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         iterations: completed,
         depth: total.depth as u32,
         queues: queues as u32,
+        threads: a.threads.max(1),
         seconds: secs,
         bw_peak_mbps: total.peak_mbps.max(avg),
         bw_avg_mbps: avg,
@@ -527,26 +557,51 @@ impl Gates {
 /// between the gates, and closes its connection once released. Passes
 /// every gate whatever happens, so that the others never wait forever.
 fn run_queue(dev: &Rrdma, t: &Target, a: &BenchArgs, gates: &Gates) -> io::Result<QueueRun> {
-    let set_up = match set_up_queue(dev, t, a) {
-        Ok(s) => s,
-        Err(e) => return gates.pass(Err(e)),
-    };
+    let set_up = open(dev, t).and_then(|(conn, remote)| {
+        let (local, depth) = local_for(dev, &remote, a)?;
+        Ok((conn, remote, local, depth))
+    });
+    match set_up {
+        Ok((_conn, remote, local, depth)) => {
+            gated(gates, || run_set_up(dev, a, &remote, &local, depth))
+        }
+        Err(e) => gates.pass(Err(e)),
+    }
+}
+
+/// One thread of `bench --threads` on the shared connection's `remote`:
+/// its own local region and io_uring ring, run between the gates.
+fn run_shared(
+    dev: &Rrdma,
+    remote: &RemoteRegion<'_>,
+    a: &BenchArgs,
+    gates: &Gates,
+) -> io::Result<QueueRun> {
+    match local_for(dev, remote, a) {
+        Ok((local, depth)) => gated(gates, || run_set_up(dev, a, remote, &local, depth)),
+        Err(e) => gates.pass(Err(e)),
+    }
+}
+
+/// Runs `run` between the gates, set up already.
+fn gated<T>(gates: &Gates, run: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
     gates.ready.wait();
     gates.go.wait();
-    let r = run_set_up(dev, a, &set_up);
+    let r = run();
     gates.done.wait();
     gates.release.wait();
     r
 }
 
-/// The timed run of one queue of `bench`.
+/// The timed run of one queue of `bench`, from `local` (`depth` slots) to
+/// or from `remote`.
 fn run_set_up(
     dev: &Rrdma,
     a: &BenchArgs,
-    set_up: &(Connection<'_>, RemoteRegion<'_>, Region<'_>, u64),
+    remote: &RemoteRegion<'_>,
+    local: &Region<'_>,
+    depth: u64,
 ) -> io::Result<QueueRun> {
-    let (_, remote, local, depth) = set_up;
-    let depth = *depth;
     let bs = u64::from(remote.block_size());
     let count = a.size / bs;
     let slots = remote.nblocks() / count;
@@ -636,13 +691,13 @@ fn run_set_up(
     })
 }
 
-/// A queue's connection, import, local region and depth.
-fn set_up_queue<'a>(
+/// A queue's local region for operations of `a.size` on `remote`, and its
+/// depth.
+fn local_for<'a>(
     dev: &'a Rrdma,
-    t: &Target,
+    remote: &RemoteRegion<'_>,
     a: &BenchArgs,
-) -> io::Result<(Connection<'a>, RemoteRegion<'a>, Region<'a>, u64)> {
-    let (conn, remote) = open(dev, t)?;
+) -> io::Result<(Region<'a>, u64)> {
     let bs = u64::from(remote.block_size());
     if a.size == 0 || !a.size.is_multiple_of(bs) || a.size / bs > remote.nblocks() {
         return Err(io::Error::new(
@@ -661,7 +716,7 @@ fn set_up_queue<'a>(
         u64::from(a.depth.max(1)).min(slots.max(1)).min(1024)
     };
     let local = dev.create_region(bs as u32, depth * count)?;
-    Ok((conn, remote, local, depth))
+    Ok((local, depth))
 }
 
 /// Where `bench` posts operations and reaps their completions.

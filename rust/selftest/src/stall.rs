@@ -11,7 +11,9 @@
 //! Then the exporter's guest drops every RDMA READ response it sends for
 //! three seconds (a `tc` filter on RoCE's BTH opcode), so the importer's
 //! READ waits out the transport's retry timer, and every control message
-//! the importer sends after it completes only after the READ does. The
+//! the importer sends after it completes only after the READ does (the
+//! connection has no data lanes here, `queue_pairs=1`: on a lane the READ
+//! would hold nothing of the control messages' queue pair). The
 //! importer imports until an import fails with `EAGAIN` (its 32 send
 //! buffers are all held), while both sides go on pinging each other every
 //! 100 ms and answering at once. The answers must wait for buffers (the
@@ -168,9 +170,36 @@ fn written_block<'a>(
     Ok((local, pattern))
 }
 
+/// This guest's `queue_pairs` module parameter set while it lives, then
+/// restored.
+struct QueuePairs(String);
+
+impl QueuePairs {
+    const PARAM: &'static str = "/sys/module/rrdma/parameters/queue_pairs";
+
+    fn set(n: u32) -> Result<Self, String> {
+        let was = std::fs::read_to_string(Self::PARAM).map_err(|e| format!("queue_pairs: {e}"))?;
+        std::fs::write(Self::PARAM, n.to_string()).map_err(|e| format!("queue_pairs: {e}"))?;
+        Ok(Self(was.trim().to_string()))
+    }
+}
+
+impl Drop for QueuePairs {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(Self::PARAM, &self.0) {
+            eprintln!("stall: cannot restore queue_pairs: {e}");
+        }
+    }
+}
+
 fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
     let tok = token(peer, "rw").map_err(|e| e.to_string())?;
+    // The READ must go on the queue pair of the control messages: on a
+    // data lane (`queue_pairs` above 1, the READ on the reader's CPU's
+    // lane), nothing would hold them.
+    let one_qp = QueuePairs::set(1)?;
     let conn = connect(dev, peer, INTERVAL_MS)?;
+    drop(one_qp);
     let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
     let (local, pattern) = written_block(dev, &rw, 7)?;
     let backlogged0 = dev.fdinfo_value("rrdma-ctrl-backlogged").unwrap_or(0);
