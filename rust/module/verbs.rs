@@ -80,8 +80,8 @@ impl Drop for Pd {
 #[derive(Clone, Copy)]
 pub(crate) struct QpSizes {
     /// Which of its connection's queue pairs this is (0: the connection's
-    /// own; a data lane has no control buffers), reported with every
-    /// operation's completion.
+    /// own; a data lane has one receive and no send buffer), reported with
+    /// every operation's completion.
     pub(crate) lane: u32,
     /// Send-queue entries for work requests other than control sends.
     pub(crate) send: u32,

@@ -74,7 +74,6 @@ impl Conn {
                 Ok(id) => id,
                 Err(e) => {
                     self.lane_failed(g, lane, e);
-                    g.lanes = (g.paths.len() - 1) as u16;
                     return;
                 }
             };
@@ -100,10 +99,17 @@ impl Conn {
         status: i32,
         pdata: &[u8],
     ) -> c_int {
+        let mut g = self.inner.lock();
+        let Some(path) = g.paths.get(lane).filter(|p| p.lane.is_some()) else {
+            // Torn down meanwhile: the teardown destroys the id (and a
+            // device removal of it is that teardown's, not a new one).
+            return 0;
+        };
         if event == cm_event::DEVICE_REMOVAL {
             // As for the connection's own id: everything goes now, and the
             // CM destroys the id handed back.
-            let action = Self::advance(&mut self.inner.lock(), Event::DeviceRemoval);
+            let action = Self::advance(&mut g, Event::DeviceRemoval);
+            drop(g);
             self.cv.notify_all();
             return if action == Action::Teardown {
                 Self::teardown(self, Some(h))
@@ -111,11 +117,6 @@ impl Conn {
                 0
             };
         }
-        let mut g = self.inner.lock();
-        let Some(path) = g.paths.get(lane).filter(|p| p.lane.is_some()) else {
-            // Torn down meanwhile: the teardown destroys the id.
-            return 0;
-        };
         let joined = path.joined;
         let r = match event {
             cm_event::ADDR_RESOLVED => {

@@ -324,14 +324,11 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	ret = alloc_sinks(q, nsinks, data_sinks, sink_pages);
 	if (ret)
 		goto free;
-	/* A data lane has no control buffers: nothing to map. */
-	if (n) {
-		q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
-					   DMA_BIDIRECTIONAL);
-		if (ib_dma_mapping_error(dev, q->dma)) {
-			ret = -ENOMEM;
-			goto free;
-		}
+	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
+				   DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(dev, q->dma)) {
+		ret = -ENOMEM;
+		goto free;
 	}
 	q->fence_dma = ib_dma_map_single(dev, q->fence, RRDMA_SHIM_FENCE_LEN,
 					 DMA_FROM_DEVICE);
@@ -383,9 +380,8 @@ unmap_fence:
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
 unmap:
-	if (n)
-		ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len,
-				    DMA_BIDIRECTIONAL);
+	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len,
+			    DMA_BIDIRECTIONAL);
 free:
 	free_sinks(q);
 	kfree(q->ops);
@@ -431,10 +427,9 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	free_sinks(q);
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
-	if (q->nrecv + q->nsend)
-		ib_dma_unmap_single(dev, q->dma,
-				    (size_t)(q->nrecv + q->nsend) * q->msg_len,
-				    DMA_BIDIRECTIONAL);
+	ib_dma_unmap_single(dev, q->dma,
+			    (size_t)(q->nrecv + q->nsend) * q->msg_len,
+			    DMA_BIDIRECTIONAL);
 	kfree(q->ops);
 	kfree(q->fence);
 	kfree(q->bufs);
