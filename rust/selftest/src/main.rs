@@ -46,6 +46,7 @@ mod faults;
 mod fuzz;
 mod hostile;
 mod keepalive;
+mod lossy;
 mod measure;
 mod reconnect;
 mod regions;
