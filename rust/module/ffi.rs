@@ -570,8 +570,7 @@ pub(crate) fn random_u64() -> u64 {
 }
 
 /// Queue pairs a new connection offers or grants: the `queue_pairs`
-/// module parameter (0: one per online CPU; 1, the default: no lanes),
-/// from 1 to `wire::QPS_MAX`.
+/// module parameter (0: one per online CPU), from 1 to `wire::QPS_MAX`.
 pub(crate) fn queue_pairs() -> u16 {
     // SAFETY: no preconditions.
     let n = unsafe { rrdma_shim_queue_pairs() };

@@ -20,8 +20,6 @@
 # schedule and writes one `RRDMA-BENCH {json}` line per measurement to the
 # results port, which scripts/bench-report.py reads.
 . ./lib.sh
-# The module's default (no data lanes), but in the lanes step.
-RRDMA_QUEUE_PAIRS=1
 
 prov=$RRDMA_ARG
 topo=$(sed -n 's/.*rrdma\.topology=\([a-z0-9-]*\).*/\1/p' /proc/cmdline)
@@ -286,7 +284,7 @@ client() { # DEV
 					echo "rrdma bench --threads $queues (queue_pairs=$qp): $out"
 				fi
 			done
-			echo 1 >/sys/module/rrdma/parameters/queue_pairs
+			echo 0 >/sys/module/rrdma/parameters/queue_pairs
 		fi
 		# C: the message rate again, through io_uring commands.
 		[ "$test" = rate ] || continue

@@ -65,9 +65,9 @@ quick_on_debug() {
 # operation of the suites.  The keepalive checks and the fuzzer set short
 # ones of their own.
 # $RRDMA_LIMITS: the device clamps (limit_*) of a test emulating a small NIC.
-# Data lanes on (queue_pairs=0: one queue pair per vCPU; the module's
-# default is 1), so that every suite runs them; $RRDMA_QUEUE_PAIRS changes
-# that.
+# Data lanes on (queue_pairs=0, the module's default: one queue pair per
+# vCPU), said here so that every suite runs them whatever the default;
+# $RRDMA_QUEUE_PAIRS changes that.
 rrdma_params() {
 	echo "keepalive_ms=15000 keepalive_misses=8 queue_pairs=${RRDMA_QUEUE_PAIRS:-0} ${RRDMA_LIMITS:-}"
 }

@@ -3,9 +3,7 @@
 //! Data lanes: queue pairs a connection adds to its own for operations.
 //!
 //! The connect request offers queue pairs (the `queue_pairs` module
-//! parameter: 0 for one per online CPU; 1, no lanes, by default until the
-//! failure of 1 MiB READs over lanes on 6.12's rxe is understood) and the
-//! accept grants at most
+//! parameter: one per online CPU by default) and the accept grants at most
 //! that many (`wire::grant_qps`). Once its connection is established, the
 //! active side connects each granted lane with an rdma_cm id of its own,
 //! whose hello names the connection (its nonce) and the lane's index. The

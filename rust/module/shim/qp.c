@@ -28,14 +28,10 @@ static_assert(IB_WC_SUCCESS == 0 && IB_WC_LOC_PROT_ERR == 4 &&
 	      IB_WC_REM_OP_ERR == 11 && IB_WC_RETRY_EXC_ERR == 12 &&
 	      IB_WC_RNR_RETRY_EXC_ERR == 13);
 
-/*
- * 1 until a connection with lanes carries 1 MiB READs at depth 16 on
- * 6.12's rxe (its queue pair fails; 7.3's rxe and siw are fine).
- */
-static uint queue_pairs = 1;
+static uint queue_pairs;
 module_param(queue_pairs, uint, 0644);
 MODULE_PARM_DESC(queue_pairs,
-		 "Queue pairs per connection, its own and its data lanes: 0 one per online CPU, 1 (default) no lanes; at most 16");
+		 "Queue pairs per connection, its own and its data lanes: 0 (default) one per online CPU, 1 no lanes; at most 16");
 
 /* Queue pairs a new connection offers or grants, at least 1. */
 u32 rrdma_shim_queue_pairs(void)
