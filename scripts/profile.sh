@@ -6,8 +6,8 @@
 # through SUBMIT ioctls and io_uring commands, each under `perf record -a`,
 # and prints perf's report of each (tests/guest/profile.sh): samples per
 # module and the hottest symbols.  PROFILE_KERNEL (default 7.3) and
-# PROFILE_PROVIDERS choose where; PROFILE_CASES the runs ("SIZE:DEPTH:ENGINE
-# ...").  Output in build/profile/profile-PROVIDER.txt.
+# PROFILE_PROVIDERS choose where; PROFILE_CASES the runs ("SIZE:DEPTH:ENGINE[:THREADS]
+# ...", threads on one connection, its data lanes).  Output in build/profile/profile-PROVIDER.txt.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -28,8 +28,8 @@ busy_pct() { # BEFORE AFTER: user nice system idle iowait irq softirq steal
 		printf "%.0f", t ? 100 * (t - d[4] - d[5]) / t : 0 }'
 }
 
-# Runs (size, depth, engine) cases; rrdma.profile_cases=A,B,... overrides
-# them (PROFILE_CASES of scripts/profile.sh).
+# Runs (size, depth, engine[, threads]) cases; rrdma.profile_cases=A,B,...
+# overrides them (PROFILE_CASES of scripts/profile.sh).
 CASES=$(sed -n 's/.*rrdma\.profile_cases=\([^ ]*\).*/\1/p' /proc/cmdline | tr , ' ')
 CASES=${CASES:-"512:1:ioctl 512:1:uring 512:16:ioctl 512:16:uring 4096:16:ioctl 4096:16:uring"}
 SECS=3
@@ -56,15 +56,21 @@ else
 		size=${c%%:*}
 		rest=${c#*:}
 		depth=${rest%%:*}
-		engine=${rest#*:}
+		rest=${rest#*:}
+		engine=${rest%%:*}
+		# An optional fourth field: threads on the one connection (its
+		# data lanes), each with its own io_uring ring.
+		threads=1
+		[ "$rest" = "$engine" ] || threads=${rest#*:}
 		t="--peer $RRDMA_PEER:7471 --token @$RRDMA_PEER:7470/rw"
 		[ "$size" = 512 ] && t="--peer $RRDMA_PEER:7472 --token @$RRDMA_PEER:7473/rw"
 		name="WRITE $size B depth $depth $engine"
+		[ "$threads" = 1 ] || name="$name, $threads threads"
 		c0=$(cpu_here)
 		p0=$(cpu_peer)
 		perf record -a -g -e cpu-clock -F 999 -o /tmp/perf.data -- \
 			rrdma bench $t --op write --size "$size" --depth "$depth" --duration $SECS \
-			--engine "$engine" >/tmp/bench.out 2>/tmp/perf.err
+			--engine "$engine" --threads "$threads" >/tmp/bench.out 2>/tmp/perf.err
 		rc=$?
 		if [ $rc != 0 ] || ! grep -q MsgRate /tmp/bench.out; then
 			fail "profile: $name" "rc $rc: $(tail -n 2 /tmp/perf.err /tmp/bench.out | tr '\n' ' ')"
