@@ -12,6 +12,7 @@
 //! successfully, with the bytes the peer holds, and netem did drop
 //! packets (else it proved nothing).
 
+use std::io;
 use std::time::Instant;
 
 use rrdma::abi::uapi::{Completion, Op, OP_READ};
@@ -46,23 +47,47 @@ impl Drop for Netem {
     }
 }
 
-/// Posts `ops` (in parts on a small NIC's queue) and reaps as many
-/// completions.
+/// Posts `ops` (in parts on a small NIC's queue: `SUBMIT` takes what
+/// fits, or says `EAGAIN`, and room comes back as operations complete)
+/// and reaps as many completions. Whatever was posted is reaped before
+/// it returns, an error too: no completion is left for the next check.
 fn submit_all(dev: &Rrdma, ops: &[Op]) -> Result<Vec<Completion>, String> {
     let mut comps = Vec::new();
     let mut posted = 0;
+    let mut err = None;
     while posted < ops.len() {
-        let n = dev
-            .submit(&ops[posted..])
-            .map_err(|e| format!("submit: {e}"))?;
-        posted += n;
+        match dev.submit(&ops[posted..]) {
+            Ok(n) => posted += n,
+            // (The library's error carries the operation's index: no raw errno.)
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && posted > comps.len() => {}
+            Err(e) => {
+                err = Some(format!("submit: {e} ({posted} of {} posted)", ops.len()));
+                break;
+            }
+        }
         if posted < ops.len() {
-            comps.extend(reap(dev, 1).map_err(|e| format!("reap: {e}"))?);
+            match reap(dev, 1) {
+                Ok(got) if !got.is_empty() => comps.extend(got),
+                Ok(_) => {
+                    err = Some(format!(
+                        "{posted} of {} posted, then nothing completed",
+                        ops.len()
+                    ));
+                    break;
+                }
+                Err(e) => {
+                    err = Some(format!("reap: {e}"));
+                    break;
+                }
+            }
         }
     }
-    let left = ops.len() - comps.len();
+    let left = posted.saturating_sub(comps.len());
     comps.extend(reap(dev, left).map_err(|e| format!("reap: {e}"))?);
-    Ok(comps)
+    match err {
+        Some(e) => Err(e),
+        None => Ok(comps),
+    }
 }
 
 /// One batch: `OPS` READs of `BLOCKS` blocks from remote block 0 on, each
