@@ -173,17 +173,9 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
             }
             set_keepalive(ms, misses)
         }
-        "netem off" | "drop-read-responses off" => {
-            tool("tc", &["qdisc", "del", "dev", "eth0", "root"])
-        }
+        "netem off" | "drop-read-responses off" => crate::faults::qdisc_here_reset(),
         "drop-read-responses" => drop_read_responses(),
-        cmd if cmd.starts_with("netem ") => {
-            // The kernel's request_module() may not find busybox's modprobe.
-            let _ = tool("modprobe", &["sch_netem"]);
-            let mut args = vec!["qdisc", "add", "dev", "eth0", "root", "netem"];
-            args.extend(cmd.split_whitespace().skip(1));
-            tool("tc", &args)
-        }
+        cmd if cmd.starts_with("netem ") => crate::faults::netem_here_on(&cmd["netem ".len()..]),
         // Refused while `rrdma serve` holds /dev/rrdma open: `ok` then.
         "rmmod" => match tool("rmmod", &["rrdma"]) {
             Ok(()) => Err("rmmod rrdma succeeded".into()),

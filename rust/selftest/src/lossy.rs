@@ -18,7 +18,7 @@ use std::time::Instant;
 use rrdma::abi::uapi::{Completion, Op, OP_READ};
 use rrdma::{Region, RemoteRegion, Rrdma};
 
-use crate::faults::{netem_counts, run_tool as run};
+use crate::faults::{netem_counts, netem_here_on, qdisc_here_reset};
 use crate::remote::{addr, pattern, reap, T};
 use crate::{ensure, Tap};
 
@@ -33,17 +33,14 @@ struct Netem;
 
 impl Netem {
     fn start(args: &str) -> Result<Self, String> {
-        let _ = run("modprobe", &["sch_netem"]);
-        let mut a = vec!["qdisc", "replace", "dev", "eth0", "root", "netem"];
-        a.extend(args.split_whitespace());
-        run("tc", &a)?;
+        netem_here_on(args)?;
         Ok(Netem)
     }
 }
 
 impl Drop for Netem {
     fn drop(&mut self) {
-        let _ = run("tc", &["qdisc", "del", "dev", "eth0", "root"]);
+        let _ = qdisc_here_reset();
     }
 }
 
@@ -51,7 +48,7 @@ impl Drop for Netem {
 /// fits, or says `EAGAIN`, and room comes back as operations complete)
 /// and reaps as many completions. Whatever was posted is reaped before
 /// it returns, an error too: no completion is left for the next check.
-fn submit_all(dev: &Rrdma, ops: &[Op]) -> Result<Vec<Completion>, String> {
+pub(crate) fn submit_all(dev: &Rrdma, ops: &[Op]) -> Result<Vec<Completion>, String> {
     let mut comps = Vec::new();
     let mut posted = 0;
     let mut err = None;
@@ -141,7 +138,6 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64) {
         let rw = conn
             .import(rw_token, T)
             .map_err(|e| format!("import: {e}"))?;
-        let rw = &rw;
         let mut src = dev
             .create_region(BLOCK as u32, nblocks)
             .map_err(|e| format!("create_region: {e}"))?;
@@ -151,7 +147,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64) {
         let start = Instant::now();
         let netem = Netem::start("loss 10%")?;
         for r in 0..ROUNDS {
-            round(dev, rw, &src, r)?;
+            round(dev, &rw, &src, r)?;
         }
         let (pkt, dropped) = netem_counts().unwrap_or((0, 0));
         drop(netem);

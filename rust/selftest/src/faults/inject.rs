@@ -123,16 +123,30 @@ pub(crate) fn pause(guest: char, d: Duration) -> Result<(), String> {
         .map_err(|e| format!("/dev/ttyS2: {e}"))
 }
 
-pub(crate) fn netem_on(peer: &str, args: &str) -> Result<(), String> {
+/// Puts netem with `args` (tc's words) on this guest's eth0, in place of
+/// its root qdisc.
+pub(crate) fn netem_here_on(args: &str) -> Result<(), String> {
+    // The kernel's request_module() may not find busybox's modprobe.
     let _ = run("modprobe", &["sch_netem"]);
-    let mut a = vec!["qdisc", "add", "dev", "eth0", "root", "netem"];
+    let mut a = vec!["qdisc", "replace", "dev", "eth0", "root", "netem"];
     a.extend(args.split_whitespace());
-    run("tc", &a)?;
+    run("tc", &a).map(|_| ())
+}
+
+/// Gives this guest's eth0 its default root qdisc back.
+pub(crate) fn qdisc_here_reset() -> Result<(), String> {
+    run("tc", &["qdisc", "del", "dev", "eth0", "root"]).map(|_| ())
+}
+
+/// netem with `args` on both guests' eth0 (the peer's through its agent).
+pub(crate) fn netem_on(peer: &str, args: &str) -> Result<(), String> {
+    netem_here_on(args)?;
     agent_cmd(peer, &format!("netem {args}"))
 }
 
+/// netem off on both guests.
 pub(crate) fn netem_off(peer: &str) -> Result<(), String> {
-    let here = run("tc", &["qdisc", "del", "dev", "eth0", "root"]).map(|_| ());
+    let here = qdisc_here_reset();
     let there = agent_cmd(peer, "netem off");
     here.and(there)
 }

@@ -38,7 +38,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-pub(crate) use inject::{netem_counts, run as run_tool};
+pub(crate) use inject::{netem_counts, netem_here_on, qdisc_here_reset};
 pub(crate) use load::{run as load, Load};
 
 use block::{judge, Verdict, BLOCK};
