@@ -119,6 +119,18 @@ pub(crate) struct ShimWr {
     pub(crate) mr: *mut ShimMr,
 }
 
+/// `struct rrdma_shim_done`: one operation completion of a batch (the
+/// slot its work request carried, the work completion's status).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct ShimDone {
+    pub(crate) slot: u32,
+    pub(crate) status: u32,
+}
+
+/// `RRDMA_SHIM_POLL_BATCH`: most completions in one batch.
+pub(crate) const POLL_BATCH: usize = 16;
+
 /// Room for the work requests of one operation, built and posted under
 /// the lock of the connection that owns it (allocated once: posting
 /// allocates nothing). [`WrScratch::start`] hands it out empty.

@@ -20,8 +20,9 @@ pub(crate) enum Kind {
     CmEvent,
     /// A control message received.
     CtrlRecv,
-    /// A completion of a work request the connection posted (operation,
-    /// registration, control send) or of a failed one.
+    /// A completion of a work request the connection posted (registration,
+    /// control send) or of a failed one, or a batch of its operations'
+    /// completions (one poll of a send CQ, see `shim/qp.c`).
     Completion,
 }
 

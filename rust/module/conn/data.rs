@@ -1114,9 +1114,51 @@ impl Conn {
         Ok(Attempt::Done(Posted::Yes))
     }
 
-    /// The completion of operation slot `slot` of path `p` (completion
-    /// context, or the teardown for what the provider never completed).
-    pub(crate) fn slot_done(self: &Arc<Self>, p: usize, slot: u32, wc_status: u32) {
+    /// The completions of path `p`'s operation slots in `done`, each
+    /// `(slot, work completion status)`: one poll of its send CQ, or the
+    /// teardown's flush of what the provider never completed. Each ends
+    /// its operation ([`Self::slot_done`]); their records reach the file's
+    /// ring under one acquisition of its lock per [`ffi::POLL_BATCH`], and
+    /// the file's readers and this connection's waiters are woken once
+    /// for them all, not once per operation.
+    pub(crate) fn slots_done(
+        self: &Arc<Self>,
+        p: usize,
+        done: impl IntoIterator<Item = (u32, u32)>,
+    ) {
+        let mut recs = [Completion::zeroed(); ffi::POLL_BATCH];
+        let (mut n, mut queued) = (0, false);
+        for (slot, status) in done {
+            let (rec, members) = self.slot_done(p, slot, status);
+            queued |= members;
+            if let Some(c) = rec {
+                if n == recs.len() {
+                    self.shared.complete(recs.iter().copied());
+                    n = 0;
+                }
+                recs[n] = c;
+                n += 1;
+            }
+        }
+        self.cv.notify_all();
+        self.shared.complete(recs[..n].iter().copied());
+        if queued && n == 0 {
+            self.shared.wake_readers();
+        }
+    }
+
+    /// The completion of operation slot `slot` of path `p`, one of a
+    /// batch ([`Self::slots_done`], which wakes whom it concerns): ends
+    /// the slot's operation, and returns its record for the file's ring if
+    /// it has one, and whether the records of writes its fence completed
+    /// went to the ring already (under the ring's lock, with this
+    /// connection's).
+    fn slot_done(
+        self: &Arc<Self>,
+        p: usize,
+        slot: u32,
+        wc_status: u32,
+    ) -> (Option<Completion>, bool) {
         let mut members = 0usize;
         let mut prune_more = false;
         let mut fence_err = None;
@@ -1131,7 +1173,7 @@ impl Conn {
                 ..
             } = inner;
             let Some(path) = paths.get_mut(p) else {
-                return;
+                return (None, false);
             };
             let Some(op) = path.slots.take(slot) else {
                 drop(g);
@@ -1141,7 +1183,7 @@ impl Conn {
                     p,
                     wc_status
                 );
-                return;
+                return (None, false);
             };
             let errno = match ops::wc_errno(wc_status) {
                 // Flushed: the connection ended under it.
@@ -1195,16 +1237,12 @@ impl Conn {
         if prune_more {
             self.prune_destroyed();
         }
-        self.cv.notify_all();
         if errno.is_some() {
             self.wc_failed(wc_status as c_int, super::Wr::Operation);
         }
         let status = errno.map_or(0, Errno::to_errno);
-        match op.finish(status) {
-            Some(c) if op.kind == Kind::User => self.shared.complete(Some(c)),
-            _ if members > 0 => self.shared.wake_readers(),
-            _ => {}
-        }
+        let rec = op.finish(status).filter(|_| op.kind == Kind::User);
+        (rec, members > 0)
     }
 
     /// Drops the cached registrations of destroyed regions that no
@@ -1429,9 +1467,7 @@ impl Conn {
     pub(super) fn flush_ops(self: &Arc<Self>) {
         let paths = self.inner.lock().paths.len();
         for p in 0..paths {
-            for slot in 0..SLOTS_MAX {
-                self.slot_done(p, slot, ops::wc::WR_FLUSH_ERR);
-            }
+            self.slots_done(p, (0..SLOTS_MAX).map(|slot| (slot, ops::wc::WR_FLUSH_ERR)));
         }
     }
 

@@ -17,7 +17,7 @@ use kernel::sync::Arc;
 use super::bytes;
 use crate::cm_id::InHandler;
 use crate::conn::Conn;
-use crate::ffi::RdmaCmId;
+use crate::ffi::{RdmaCmId, ShimDone};
 use crate::foreign;
 use crate::work::Kind;
 
@@ -160,15 +160,27 @@ unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
     this.ctrl_sent(wc_status);
 }
 
-/// The signaled last request of the operation in slot `slot` of queue pair
-/// `lane` completed.
+/// The operations of queue pair `lane` whose slots `done` names completed:
+/// the operation completions of one poll of its send CQ.
 ///
 /// # Safety
 ///
-/// As [`rrdma_rust_qp_error`].
+/// As [`rrdma_rust_qp_error`]; `done` is valid for `n` entries.
 #[no_mangle]
-unsafe extern "C" fn rrdma_rust_op_done(ctx: *mut c_void, lane: u32, slot: u32, wc_status: c_int) {
+unsafe extern "C" fn rrdma_rust_ops_done(
+    ctx: *mut c_void,
+    lane: u32,
+    done: *const ShimDone,
+    n: u32,
+) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Kind::Completion) };
-    this.slot_done(lane as usize, slot, wc_status as u32);
+    let done = if done.is_null() || n == 0 {
+        &[]
+    } else {
+        // SAFETY: by the function's safety requirements, `done` points to
+        // `n` initialized entries that C does not touch until this returns.
+        unsafe { core::slice::from_raw_parts(done, n as usize) }
+    };
+    this.slots_done(lane as usize, done.iter().map(|d| (d.slot, d.status)));
 }

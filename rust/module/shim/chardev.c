@@ -75,6 +75,19 @@ struct workqueue_struct *rrdma_shim_wq(void)
 	return rrdma_wq;
 }
 
+/*
+ * Polls of the queue pairs' send CQs (shim/qp.c), as the RDMA core's
+ * ib_comp_wq (not exported) does its own: per CPU, high priority, so a
+ * poll runs on the CPU its completion event came in on.  Destroyed after
+ * the ib_client: every queue pair is gone by then.
+ */
+static struct workqueue_struct *rrdma_comp_wq;
+
+struct workqueue_struct *rrdma_shim_comp_wq(void)
+{
+	return rrdma_comp_wq;
+}
+
 static struct ib_client rrdma_ib_client;
 
 static int rrdma_ib_add(struct ib_device *dev)
@@ -257,6 +270,11 @@ int rrdma_shim_register(void *core)
 		ret = -ENOMEM;
 		goto out_core;
 	}
+	rrdma_comp_wq = alloc_workqueue("rrdma_comp", WQ_HIGHPRI | WQ_PERCPU, 0);
+	if (!rrdma_comp_wq) {
+		ret = -ENOMEM;
+		goto out_wq;
+	}
 
 	/* Devices first: /dev/rrdma must not answer before they are known. */
 	ret = ib_register_client(&rrdma_ib_client);
@@ -274,6 +292,9 @@ int rrdma_shim_register(void *core)
 out_client:
 	ib_unregister_client(&rrdma_ib_client);
 out_wq:
+	if (rrdma_comp_wq)
+		destroy_workqueue(rrdma_comp_wq);
+	rrdma_comp_wq = NULL;
 	destroy_workqueue(rrdma_wq);
 	rrdma_wq = NULL;
 out_core:
@@ -287,6 +308,8 @@ void rrdma_shim_unregister(void)
 	misc_deregister(&rrdma_misc);
 	/* Calls rrdma_ib_remove() for every device, which waits for its users. */
 	ib_unregister_client(&rrdma_ib_client);
+	destroy_workqueue(rrdma_comp_wq);
+	rrdma_comp_wq = NULL;
 	destroy_workqueue(rrdma_wq);
 	rrdma_wq = NULL;
 	rrdma_core = NULL;

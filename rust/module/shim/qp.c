@@ -4,6 +4,13 @@
  * message buffers, the completion handlers that forward to Rust, and
  * work-request posting.
  *
+ * A send CQ is polled here, not by the RDMA core (ib_alloc_cq()'s
+ * ib_cq_poll_work): the RDMA core calls each completion's handler alone,
+ * where rrdma wants the end of a poll, to hand its operation completions
+ * to Rust as one batch (one acquisition of the file's completion ring and
+ * one wake-up of its readers per batch, not per operation).  A receive CQ
+ * (control messages) stays the RDMA core's.
+ *
  * Policy (what to post, which operation a completion ends) lives in Rust;
  * this file only builds verbs structures whose layout Rust cannot rely on
  * and calls the static-inline verbs.  Every path here is non-blocking
@@ -15,6 +22,7 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
@@ -81,7 +89,8 @@ struct rrdma_shim_ctrl_slot {
  * struct rrdma_shim_qp - an RC QP with its CQs and control buffers
  * @id:		the connection's cm_id (owns the QP)
  * @pd:		protection domain (the device's)
- * @scq:	send CQ: data work requests and control sends
+ * @scq:	send CQ: data work requests and control sends, polled by
+ *		@scq_work (scq_poll())
  * @rcq:	receive CQ: control messages
  * @owner:	the Rust Conn, passed to every callback
  * @lane:	which of the connection's queue pairs this is (0: its own, which
@@ -104,6 +113,11 @@ struct rrdma_shim_ctrl_slot {
  * @sinks:	the READ sinks
  * @sink_sg:	@sink_nsg entries that map a sink's bytes while it is being
  *		registered (under @lock: ib_map_mr_sg() copies them out)
+ * @scq_work:	polls @scq on rrdma_shim_comp_wq(), queued by its event
+ * @wc:		@scq_work's poll buffer
+ * @ndone:	operation completions of the current poll, in @done (only
+ *		@scq_work touches them: op_done() runs in its poll)
+ * @done:	the batch rrdma_rust_ops_done() gets
  * @slots:	one per buffer, receive buffers first
  */
 struct rrdma_shim_qp {
@@ -129,6 +143,10 @@ struct rrdma_shim_qp {
 	struct rrdma_shim_sink *sinks;
 	struct scatterlist *sink_sg;
 	u32 sink_nsg;
+	struct work_struct scq_work;
+	struct ib_wc wc[RRDMA_SHIM_POLL_BATCH];
+	u32 ndone;
+	struct rrdma_shim_done done[RRDMA_SHIM_POLL_BATCH];
 	struct rrdma_shim_ctrl_slot slots[];
 };
 
@@ -215,17 +233,120 @@ static void send_done(struct ib_cq *cq, struct ib_wc *wc)
  */
 static void quiet_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	rrdma_rust_quiet_done(cq->cq_context, wc->status);
+	struct rrdma_shim_qp *q = cq->cq_context;
+
+	rrdma_rust_quiet_done(q->owner, wc->status);
 }
 
 static struct ib_cqe quiet_cqe = { .done = quiet_done };
 
+/*
+ * An operation's completion joins its poll's batch; scq_poll() hands the
+ * batch to Rust once the poll's other handlers (control sends, quiet
+ * requests, the drain's) ran.  A poll takes at most RRDMA_SHIM_POLL_BATCH
+ * completions: the batch has room for all.
+ */
 static void op_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rrdma_shim_op_slot *s =
 		container_of(wc->wr_cqe, struct rrdma_shim_op_slot, cqe);
+	struct rrdma_shim_qp *q = s->q;
 
-	rrdma_rust_op_done(s->q->owner, s->q->lane, s->index, wc->status);
+	if (WARN_ON_ONCE(q->ndone >= RRDMA_SHIM_POLL_BATCH))
+		return;
+	q->done[q->ndone].slot = s->index;
+	q->done[q->ndone].status = wc->status;
+	q->ndone++;
+}
+
+/* Completions polled before scq_poll() lets other work run. */
+#define RRDMA_SHIM_POLL_BUDGET	(4 * RRDMA_SHIM_POLL_BATCH)
+
+/*
+ * Polls the send CQ as the RDMA core's ib_cq_poll_work() does (each
+ * completion's handler, up to a budget, then re-arms, and polls again if a
+ * completion came in between), and hands each poll's operation completions
+ * to Rust in one call.
+ */
+static void scq_poll(struct work_struct *work)
+{
+	struct rrdma_shim_qp *q =
+		container_of(work, struct rrdma_shim_qp, scq_work);
+	int n, i, total = 0;
+
+	while ((n = ib_poll_cq(q->scq, RRDMA_SHIM_POLL_BATCH, q->wc)) > 0) {
+		for (i = 0; i < n; i++) {
+			struct ib_wc *wc = &q->wc[i];
+
+			if (wc->wr_cqe)
+				wc->wr_cqe->done(q->scq, wc);
+			else
+				WARN_ON_ONCE(wc->status == IB_WC_SUCCESS);
+		}
+		if (q->ndone) {
+			rrdma_rust_ops_done(q->owner, q->lane, q->done,
+					    q->ndone);
+			q->ndone = 0;
+		}
+		total += n;
+		if (total >= RRDMA_SHIM_POLL_BUDGET) {
+			queue_work(rrdma_shim_comp_wq(), &q->scq_work);
+			return;
+		}
+	}
+	if (ib_req_notify_cq(q->scq, IB_CQ_NEXT_COMP |
+				     IB_CQ_REPORT_MISSED_EVENTS) > 0)
+		queue_work(rrdma_shim_comp_wq(), &q->scq_work);
+}
+
+/* The send CQ's completion event (any context): poll it. */
+static void scq_event(struct ib_cq *cq, void *ctx)
+{
+	struct rrdma_shim_qp *q = ctx;
+
+	queue_work(rrdma_shim_comp_wq(), &q->scq_work);
+}
+
+/*
+ * A completion vector per send CQ in turn, as ib_alloc_cq_any() picks
+ * them: the queue pairs of a connection (and the connections of a device)
+ * spread over the device's vectors.
+ */
+static int comp_vector(struct ib_device *dev)
+{
+	static atomic_t counter;
+
+	if (dev->num_comp_vectors <= 1)
+		return 0;
+	return atomic_inc_return(&counter) %
+	       min_t(int, dev->num_comp_vectors, num_online_cpus());
+}
+
+static struct ib_cq *scq_create(struct rrdma_shim_qp *q, u32 cqe)
+{
+	struct ib_cq_init_attr attr = {
+		.cqe = cqe,
+		.comp_vector = comp_vector(q->id->device),
+	};
+	struct ib_cq *cq;
+	int ret;
+
+	cq = ib_create_cq(q->id->device, scq_event, NULL, q, &attr);
+	if (IS_ERR(cq))
+		return cq;
+	ret = ib_req_notify_cq(cq, IB_CQ_NEXT_COMP);
+	if (ret < 0) {
+		ib_destroy_cq(cq);
+		return ERR_PTR(ret);
+	}
+	return cq;
+}
+
+/* After the QP: no completion, so no event, comes any more. */
+static void scq_destroy(struct rrdma_shim_qp *q)
+{
+	cancel_work_sync(&q->scq_work);
+	ib_destroy_cq(q->scq);
 }
 
 static void free_sinks(struct rrdma_shim_qp *q)
@@ -306,6 +427,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	q->nsend = nsend;
 	q->msg_len = msg_len;
 	spin_lock_init(&q->lock);
+	INIT_WORK(&q->scq_work, scq_poll);
 	for (i = 0; i < n; i++) {
 		q->slots[i].q = q;
 		q->slots[i].index = i;
@@ -333,8 +455,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		goto unmap;
 	}
 	/* Every send may complete (with an error) and the drain needs one. */
-	q->scq = ib_alloc_cq_any(dev, owner, sq_depth + nsend + 1,
-				 IB_POLL_WORKQUEUE);
+	q->scq = scq_create(q, sq_depth + nsend + 1);
 	if (IS_ERR(q->scq)) {
 		ret = PTR_ERR(q->scq);
 		goto unmap_fence;
@@ -371,7 +492,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 free_rcq:
 	ib_free_cq(q->rcq);
 free_scq:
-	ib_free_cq(q->scq);
+	scq_destroy(q);
 unmap_fence:
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
@@ -418,7 +539,7 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 
 	rdma_destroy_qp(q->id);
 	ib_free_cq(q->rcq);
-	ib_free_cq(q->scq);
+	scq_destroy(q);
 	/* After the QP: no READ can place into a sink any more. */
 	free_sinks(q);
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,

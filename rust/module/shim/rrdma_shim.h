@@ -23,9 +23,12 @@
  *    rdma_cm work queues, process context, with the id's handler mutex held:
  *    Rust must not call rdma_destroy_id() on that id from there, and must not
  *    hold its own locks across rdma_destroy_id() anywhere else;
- *  - completions (rrdma_rust_op_done, _quiet_done, _ctrl_recv, _ctrl_sent,
- *    _qp_error): the CQs are IB_POLL_WORKQUEUE, so process context on
- *    ib_comp_wq; never with rrdma_shim_qp's spinlock held;
+ *  - completions (rrdma_rust_ops_done, _quiet_done, _ctrl_recv, _ctrl_sent,
+ *    _qp_error): process context, never with rrdma_shim_qp's spinlock
+ *    held; a send CQ is polled by the shim on rrdma's completion work
+ *    queue (rrdma_shim_comp_wq()), which hands each poll's operation
+ *    completions to Rust as one batch, a receive CQ is IB_POLL_WORKQUEUE
+ *    (ib_comp_wq);
  *  - rrdma_rust_conn_timer: rrdma's work queue, process context;
  *  - rrdma_rust_conn_unplug: the submitting task, in io_uring's submission
  *    with its plug closing (process context), or with @from_schedule on
@@ -172,7 +175,7 @@ struct rrdma_shim_addr {
  * @opcode:	RRDMA_SHIM_WR_*
  * @signaled:	request a completion even on success
  * @slot:	operation slot whose completion this is (reported through
- *		rrdma_rust_op_done()), or RRDMA_SHIM_NO_SLOT: completions go to
+ *		rrdma_rust_ops_done()), or RRDMA_SHIM_NO_SLOT: completions go to
  *		rrdma_rust_quiet_done()
  * @sink:	SINK_REG/SINK_READ: index of the READ sink (below the QP's
  *		nsinks; those from data_sinks on map one page: fences), else
@@ -232,6 +235,18 @@ void rrdma_shim_cm_destroy_id(struct rdma_cm_id *id);
 struct ib_device *rrdma_shim_cm_device(struct rdma_cm_id *id);
 void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
 
+/*
+ * One operation completion of a batch (rrdma_rust_ops_done()): the slot its
+ * work request carried and the work completion's status.
+ */
+struct rrdma_shim_done {
+	__u32 slot;
+	__u32 status;
+};
+
+/* Most completions one poll of a send CQ takes, and so one batch holds. */
+#define RRDMA_SHIM_POLL_BATCH	16
+
 /* Queue pairs, control messages and posting (shim/qp.c). */
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
@@ -269,6 +284,7 @@ void rrdma_shim_file_wake(void *waitq);
 
 /* Registration of the ib_client and /dev/rrdma (shim/chardev.c). */
 struct workqueue_struct *rrdma_shim_wq(void);
+struct workqueue_struct *rrdma_shim_comp_wq(void);
 int rrdma_shim_register(void *core);
 void rrdma_shim_unregister(void);
 bool rrdma_shim_warn_ratelimit(void);
@@ -318,7 +334,8 @@ void rrdma_rust_qp_error(void *conn, u32 lane, int wc_status);
 void rrdma_rust_conn_timer(void *conn);
 void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
-void rrdma_rust_op_done(void *conn, u32 lane, u32 slot, int wc_status);
+void rrdma_rust_ops_done(void *conn, u32 lane,
+			 const struct rrdma_shim_done *done, u32 n);
 void rrdma_rust_quiet_done(void *conn, int wc_status);
 void rrdma_rust_lane_recv(void *conn, u32 lane);
 void rrdma_rust_region_get(void *region);
