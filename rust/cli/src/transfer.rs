@@ -385,6 +385,11 @@ pub struct BenchResult {
     /// iWARP write fences (one-byte READs that make the writes before
     /// them placed) posted during the run: how many writes share one.
     pub write_fences: u64,
+    /// Completion callbacks of the initiator's module during the run
+    /// (fdinfo `rrdma-work-completions`): a poll of a send CQ hands its
+    /// operations' completions over in one, so operations per callback
+    /// is the completion batch.
+    pub completion_callbacks: u64,
     /// How much the exporter's module counts grew during the timed run
     /// (by key, without `rrdma-work-`), when the token named its control
     /// endpoint. One-sided operations cost it nothing: expected all 0 but
@@ -432,7 +437,7 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         queues
     };
     let gates = Gates::new(runners + 1);
-    let (work, wall, runs) = std::thread::scope(|s| {
+    let (work, wall, shared_counts, runs) = std::thread::scope(|s| {
         let gates = &gates;
         let threads: Vec<_> = (1..runners)
             .map(|_| {
@@ -451,10 +456,15 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         });
         gates.ready.wait();
         let before = control.map(settled_work).transpose();
+        let counts0 = shared.map(|_| file_counts(dev));
         let start = Instant::now();
         gates.go.wait();
         gates.done.wait();
         let wall = start.elapsed().as_secs_f64().max(1e-9);
+        let shared_counts = counts0.map(|c0| {
+            let c = file_counts(dev);
+            (c.0.saturating_sub(c0.0), c.1.saturating_sub(c0.1))
+        });
         let work = match (control, before) {
             (Some(addr), Ok(Some(before))) => exporter_work(addr).map(|after| {
                 Some(
@@ -473,7 +483,7 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         gates.release.wait();
         let mut runs = vec![first.join()];
         runs.extend(threads.into_iter().map(|h| h.join()));
-        (work, wall, runs)
+        (work, wall, shared_counts, runs)
     });
     let mut total = QueueRun::default();
     for r in runs {
@@ -482,8 +492,13 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         total.peak_mbps += r.peak_mbps;
         total.samples.extend(r.samples);
         total.secs = total.secs.max(r.secs);
-        total.fences += r.fences;
+        total.counts.0 += r.counts.0;
+        total.counts.1 += r.counts.1;
         total.depth = r.depth;
+    }
+    if let Some(c) = shared_counts {
+        // The threads share one file: each saw all of its counts.
+        total.counts = c;
     }
     let exporter_work = work?;
     // One queue: its own clock, which starts after the go; several: the
@@ -504,7 +519,8 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         bw_avg_mbps: avg,
         msg_rate_mpps: completed as f64 / secs.max(1e-9) / 1e6,
         latency_usec: latency(&mut total.samples),
-        write_fences: total.fences,
+        write_fences: total.counts.0,
+        completion_callbacks: total.counts.1,
         exporter_work,
     })
 }
@@ -519,8 +535,17 @@ struct QueueRun {
     peak_mbps: f64,
     samples: Vec<f64>,
     depth: u64,
-    /// iWARP write fences its file posted during the run.
-    fences: u64,
+    /// Its file's write fences and completion callbacks during the run
+    /// ([`file_counts`]).
+    counts: (u64, u64),
+}
+
+/// A file's iWARP write fences and completion callbacks so far (fdinfo).
+fn file_counts(dev: &Rrdma) -> (u64, u64) {
+    (
+        dev.fdinfo_value("rrdma-write-fences").unwrap_or(0),
+        dev.fdinfo_value("rrdma-work-completions").unwrap_or(0),
+    )
 }
 
 /// Where the threads of `bench` wait for each other: every queue set up
@@ -621,8 +646,7 @@ fn run_set_up(
         None => start.elapsed() >= a.duration,
     };
     let mut samples = Vec::new();
-    let fences = || dev.fdinfo_value("rrdma-write-fences").unwrap_or(0);
-    let fences0 = fences();
+    let counts0 = file_counts(dev);
     let start = Instant::now();
     let mut completed: u64 = 0;
     let mut peak: f64 = 0.0;
@@ -687,7 +711,10 @@ fn run_set_up(
         peak_mbps: peak,
         samples,
         depth,
-        fences: fences().saturating_sub(fences0),
+        counts: {
+            let c = file_counts(dev);
+            (c.0.saturating_sub(counts0.0), c.1.saturating_sub(counts0.1))
+        },
     })
 }
 
@@ -800,6 +827,13 @@ pub fn print_bench(r: &BenchResult) {
             " write fences during the run: {} ({:.1} operations per fence)",
             r.write_fences,
             r.iterations as f64 / r.write_fences as f64
+        );
+    }
+    if r.completion_callbacks > 0 {
+        println!(
+            " completion callbacks during the run: {} ({:.1} operations per callback)",
+            r.completion_callbacks,
+            r.iterations as f64 / r.completion_callbacks as f64
         );
     }
     if let Some(w) = &r.exporter_work {
