@@ -281,6 +281,11 @@ def build_setup(runs, extra):
             per = [ops(r) / r["result"][0]["write_fences"] for r in rs.values()
                    if r["result"][0].get("write_fences")]
             row[f"{tool}_writes_per_fence"] = spread(per)
+            # Operations per completion call of the initiator's module
+            # (one per poll of a send CQ).
+            per = [ops(r) / r["result"][0]["completion_callbacks"] for r in rs.values()
+                   if r["result"][0].get("completion_callbacks")]
+            row[f"{tool}_ops_per_callback"] = spread(per)
         if u:
             for side in sides:
                 ru = {k: cpu_usec_per_op(v, side) for k, v in u.items()}
@@ -404,16 +409,19 @@ def print_setup(report, S):
     if urows:
         sides = S["cpu_sides"]
         print("io_uring: CPU us per WRITE and its ratio to the ioctl path's, median [min..max]; "
-              "writes per iWARP fence, ioctl and io_uring")
+              "writes per iWARP fence and operations per completion call, ioctl and io_uring")
         print(f"{'test':<9} {'size':>8} {'depth':>5}" + "".join(
             f" {'uring ' + sd[:3]:>10} {'/ioctl':>20}" for sd in sides)
-            + f" {'w/fence ioctl':>14} {'w/fence uring':>14}")
+            + f" {'w/fence ioctl':>14} {'w/fence uring':>14}"
+            + f" {'op/call ioctl':>14} {'op/call uring':>14}")
         for r in urows:
             print(f"{r['test']:<9} {r['size']:>8} {r['depth']:>5}" + "".join(
                 f" {fmt(r[f'uring_{sd}_usec']):>10} {fmt_range(r[f'uring_over_ioctl_{sd}']):>20}"
                 for sd in sides)
                 + f" {fmt(r.get('rrdma_writes_per_fence')):>14}"
-                f" {fmt(r.get('uring_writes_per_fence')):>14}")
+                f" {fmt(r.get('uring_writes_per_fence')):>14}"
+                f" {fmt(r.get('rrdma_ops_per_callback')):>14}"
+                f" {fmt(r.get('uring_ops_per_callback')):>14}")
     m = S["memory"] or {}
     if m:
         print(f"memory: region of {m['region_mib']} MiB costs {m['region_overhead_kib']} KiB "
