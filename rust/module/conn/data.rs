@@ -36,6 +36,12 @@
 //! once its work request is posted, so a refused operation (`EAGAIN`,
 //! `E2BIG`, `ENOMEM`) leaves nothing behind.
 //!
+//! Completions come in batches, one per poll of a queue pair's send CQ
+//! (`Conn::slots_done`): the operations of a batch that ended well end
+//! under one acquisition of the connection's lock, a failed one outside
+//! it (its failure may end the connection), and the file's readers are
+//! woken once per batch.
+//!
 //! Exactly once: a completion takes its slot's operation; a second
 //! completion of the same slot (siw's flush path can complete a READ
 //! twice) finds nothing. What the provider never completes, the teardown
@@ -707,6 +713,30 @@ enum Attempt {
     Failed(Errno, Option<OpCtx>),
 }
 
+/// How [`Conn::end_slot`] left an operation's end.
+enum Ended {
+    /// Done under the lock: the record for the file's ring, if the
+    /// operation has one, and whether writes its fence completed went to
+    /// the ring already (a second completion of a slot: nothing).
+    Done(Option<Completion>, bool),
+    /// To go on outside the lock ([`Conn::end_unlocked`]).
+    Unlock(Unlocked),
+}
+
+/// What is left of an operation's end outside the connection's lock.
+struct Unlocked {
+    op: OpCtx,
+    errno: Option<Errno>,
+    wc_status: u32,
+    /// The write fence its completion was to post could not be.
+    fence_err: Option<Errno>,
+    /// Its region's cached registration, unused and destroyed.
+    prune: Option<LocalReg>,
+    /// A write its fence completed was a destroyed region's last use.
+    prune_more: bool,
+    members: bool,
+}
+
 /// The connection's lock, held across the operations of a batch; `None`
 /// while released (around an allocation, or for good).
 type InnerGuard<'a> =
@@ -1116,11 +1146,14 @@ impl Conn {
 
     /// The completions of path `p`'s operation slots in `done`, each
     /// `(slot, work completion status)`: one poll of its send CQ, or the
-    /// teardown's flush of what the provider never completed. Each ends
-    /// its operation ([`Self::slot_done`]); their records reach the file's
-    /// ring under one acquisition of its lock per [`ffi::POLL_BATCH`], and
-    /// the file's readers and this connection's waiters are woken once
-    /// for them all, not once per operation.
+    /// teardown's flush of what the provider never completed. Operations
+    /// that ended well end under one acquisition of the connection's lock
+    /// for the batch ([`Self::end_slot`]); one that failed, or leaves a
+    /// registration to prune, ends outside it ([`Self::end_unlocked`]),
+    /// and the lock is taken again for the rest. Their records reach the
+    /// file's ring under one acquisition of its lock per
+    /// [`ffi::POLL_BATCH`], and the file's readers and this connection's
+    /// waiters are woken once for them all, not once per operation.
     pub(crate) fn slots_done(
         self: &Arc<Self>,
         p: usize,
@@ -1128,8 +1161,16 @@ impl Conn {
     ) {
         let mut recs = [Completion::zeroed(); ffi::POLL_BATCH];
         let (mut n, mut queued) = (0, false);
+        let mut g: InnerGuard<'_> = None;
         for (slot, status) in done {
-            let (rec, members) = self.slot_done(p, slot, status);
+            let inner = g.get_or_insert_with(|| self.inner.lock());
+            let (rec, members) = match self.end_slot(inner, p, slot, status) {
+                Ended::Done(rec, members) => (rec, members),
+                Ended::Unlock(u) => {
+                    g = None;
+                    self.end_unlocked(u)
+                }
+            };
             queued |= members;
             if let Some(c) = rec {
                 if n == recs.len() {
@@ -1140,6 +1181,7 @@ impl Conn {
                 n += 1;
             }
         }
+        drop(g);
         self.cv.notify_all();
         self.shared.complete(recs[..n].iter().copied());
         if queued && n == 0 {
@@ -1147,102 +1189,120 @@ impl Conn {
         }
     }
 
-    /// The completion of operation slot `slot` of path `p`, one of a
-    /// batch ([`Self::slots_done`], which wakes whom it concerns): ends
-    /// the slot's operation, and returns its record for the file's ring if
-    /// it has one, and whether the records of writes its fence completed
-    /// went to the ring already (under the ring's lock, with this
-    /// connection's).
-    fn slot_done(
-        self: &Arc<Self>,
-        p: usize,
-        slot: u32,
-        wc_status: u32,
-    ) -> (Option<Completion>, bool) {
+    /// Ends the operation in slot `slot` of path `p` (one of a batch,
+    /// [`Self::slots_done`], which wakes whom it concerns) under the
+    /// connection's lock, `inner`. One that ended well is reported here
+    /// (to its synchronous caller or io_uring command, or with the record
+    /// it returns for the file's ring); what needs the lock released (a
+    /// failure, which may end the connection; a registration to prune; a
+    /// destroyed region's last reference) is left to
+    /// [`Self::end_unlocked`].
+    fn end_slot(&self, inner: &mut super::Inner, p: usize, slot: u32, wc_status: u32) -> Ended {
         let mut members = 0usize;
         let mut prune_more = false;
         let mut fence_err = None;
-        let (mut op, errno, prune) = {
-            let mut g = self.inner.lock();
-            let inner = &mut *g;
-            let super::Inner {
-                paths,
-                imports,
-                keepalive,
-                state,
-                ..
-            } = inner;
-            let Some(path) = paths.get_mut(p) else {
-                return (None, false);
-            };
-            let Some(op) = path.slots.take(slot) else {
-                drop(g);
-                pr_debug!(
-                    "second completion of slot {} of path {} (status {}) ignored\n",
-                    slot,
-                    p,
-                    wc_status
-                );
-                return (None, false);
-            };
-            let errno = match ops::wc_errno(wc_status) {
-                // Flushed: the connection ended under it.
-                Some(crate::abi::errno::ECANCELED) => Some(state.flush_errno()),
-                e => e,
-            };
-            let status = errno.map_or(0, Errno::to_errno);
-            let mut prune = None;
-            if op.kind == Kind::User {
-                let k = key(&op.region);
-                if local_done(&mut path.local, k) {
-                    prune = path.local.tree.remove(&k);
-                }
-            }
-            if matches!(op.kind, Kind::User | Kind::Fence { posted: true, .. }) {
-                imports.op_done(op.entry);
-            }
-            if let Kind::Fence { id, .. } = op.kind {
-                // The writes this fence follows are placed (or failed with
-                // it): they complete with its status, in one trip through
-                // the file's ring. Their regions stay referenced by their
-                // cache entries, which a destroyed region's last use prunes
-                // below, outside this lock.
-                let (slots, local) = (&mut path.slots, &mut path.local);
-                let mut ring = self.shared.ring.lock();
-                slots.take_members(id, |mut w| {
-                    prune_more |= local_done(local, key(&w.region));
-                    imports.op_done(w.entry);
-                    if let Some(c) = w.finish(status) {
-                        ring.push(c);
-                        members += 1;
-                    }
-                });
-            }
-            if errno.is_none() {
-                // The peer's transport answered: a sign of life (our
-                // control messages may wait behind the data).
-                keepalive.answered();
-                if op.fenced {
-                    // The writes that waited for this fence get theirs.
-                    fence_err = self.post_open_group(inner, p).err();
-                }
-            }
-            ctrl::send_due_acks(inner, &self.shared.ctrl);
-            (op, errno, prune)
+        let super::Inner {
+            paths,
+            imports,
+            keepalive,
+            state,
+            ..
+        } = &mut *inner;
+        let Some(path) = paths.get_mut(p) else {
+            return Ended::Done(None, false);
         };
-        if let Some(e) = fence_err {
+        let Some(mut op) = path.slots.take(slot) else {
+            pr_debug!(
+                "second completion of slot {} of path {} (status {}) ignored\n",
+                slot,
+                p,
+                wc_status
+            );
+            return Ended::Done(None, false);
+        };
+        let errno = match ops::wc_errno(wc_status) {
+            // Flushed: the connection ended under it.
+            Some(crate::abi::errno::ECANCELED) => Some(state.flush_errno()),
+            e => e,
+        };
+        let status = errno.map_or(0, Errno::to_errno);
+        let mut prune = None;
+        if op.kind == Kind::User {
+            let k = key(&op.region);
+            if local_done(&mut path.local, k) {
+                prune = path.local.tree.remove(&k);
+            }
+        }
+        if matches!(op.kind, Kind::User | Kind::Fence { posted: true, .. }) {
+            imports.op_done(op.entry);
+        }
+        if let Kind::Fence { id, .. } = op.kind {
+            // The writes this fence follows are placed (or failed with
+            // it): they complete with its status, in one trip through
+            // the file's ring. Their regions stay referenced by their
+            // cache entries, which a destroyed region's last use prunes
+            // outside this lock.
+            let (slots, local) = (&mut path.slots, &mut path.local);
+            let mut ring = self.shared.ring.lock();
+            slots.take_members(id, |mut w| {
+                prune_more |= local_done(local, key(&w.region));
+                imports.op_done(w.entry);
+                if let Some(c) = w.finish(status) {
+                    ring.push(c);
+                    members += 1;
+                }
+            });
+        }
+        if errno.is_none() {
+            // The peer's transport answered: a sign of life (our
+            // control messages may wait behind the data).
+            keepalive.answered();
+            if op.fenced {
+                // The writes that waited for this fence get theirs.
+                fence_err = self.post_open_group(inner, p).err();
+            }
+        }
+        ctrl::send_due_acks(inner, &self.shared.ctrl);
+        let members = members > 0;
+        if errno.is_some()
+            || fence_err.is_some()
+            || prune.is_some()
+            || prune_more
+            || op.region.is_destroyed()
+        {
+            return Ended::Unlock(Unlocked {
+                op,
+                errno,
+                wc_status,
+                fence_err,
+                prune,
+                prune_more,
+                members,
+            });
+        }
+        // Its report takes only leaf locks (a synchronous caller's
+        // status; io_uring's task work), and its region lives on in the
+        // file: nothing here waits or frees.
+        let rec = op.finish(0).filter(|_| op.kind == Kind::User);
+        Ended::Done(rec, members)
+    }
+
+    /// The rest of an operation's end that [`Self::end_slot`] left for
+    /// outside the connection's lock; returns as [`Ended::Done`] holds.
+    fn end_unlocked(self: &Arc<Self>, mut u: Unlocked) -> (Option<Completion>, bool) {
+        if let Some(e) = u.fence_err {
             self.fail(Event::QpFatal, "cannot post a write fence", e);
         }
-        drop(prune);
-        if prune_more {
+        drop(u.prune.take());
+        if u.prune_more {
             self.prune_destroyed();
         }
-        if errno.is_some() {
-            self.wc_failed(wc_status as c_int, super::Wr::Operation);
+        if u.errno.is_some() {
+            self.wc_failed(u.wc_status as c_int, super::Wr::Operation);
         }
-        let status = errno.map_or(0, Errno::to_errno);
-        let rec = op.finish(status).filter(|_| op.kind == Kind::User);
-        (rec, members > 0)
+        let status = u.errno.map_or(0, Errno::to_errno);
+        let rec = u.op.finish(status).filter(|_| u.op.kind == Kind::User);
+        (rec, u.members)
     }
 
     /// Drops the cached registrations of destroyed regions that no

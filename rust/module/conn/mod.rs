@@ -59,7 +59,9 @@
 //!   drop), or a copy to or from user memory. `Shared::ring` is taken
 //!   alone or under `Conn::inner` (a batch fence's completion reports its
 //!   writes), and so is a synchronous operation's `SyncWait::status` (a
-//!   leaf); `Shared::conns` and `DeviceCtx::conns` are taken alone.
+//!   leaf), and io_uring's task work is queued for a completed command
+//!   (it takes only the scheduler's spinlocks); `Shared::conns` and
+//!   `DeviceCtx::conns` are taken alone.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
