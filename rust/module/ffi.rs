@@ -458,6 +458,18 @@ extern "C" {
     pub(crate) fn rrdma_shim_qp_drain(q: *mut ShimQp);
     /// Destroys a drained QP, its CQs and buffers.
     pub(crate) fn rrdma_shim_qp_destroy(q: *mut ShimQp);
+    /// Busy polling: polls the QP's send CQ once unless its work item is
+    /// polling; returns the completions handled. Needs a poll reference.
+    pub(crate) fn rrdma_shim_qp_poll(q: *mut ShimQp) -> c_int;
+    /// Takes a poll reference: the QP is not destroyed until it is put.
+    pub(crate) fn rrdma_shim_qp_poll_get(q: *mut ShimQp);
+    /// Puts a poll reference.
+    pub(crate) fn rrdma_shim_qp_poll_put(q: *mut ShimQp);
+    /// How long a synchronous operation polls (module parameter
+    /// `sync_poll_us`), in ns.
+    pub(crate) fn rrdma_shim_sync_poll_ns() -> u64;
+    /// The monotonic clock, in ns.
+    pub(crate) fn rrdma_shim_now_ns() -> u64;
     /// Sends one control message.
     pub(crate) fn rrdma_shim_ctrl_send(q: *mut ShimQp, msg: *const c_void, len: u32) -> c_int;
     /// Allocates and maps an MR over `npages` pages at I/O address `iova`.
@@ -587,6 +599,19 @@ pub(crate) fn queue_pairs() -> u16 {
     // SAFETY: no preconditions.
     let n = unsafe { rrdma_shim_queue_pairs() };
     n.clamp(1, u32::from(crate::abi::wire::QPS_MAX)) as u16
+}
+
+/// How long a synchronous operation busy-polls for its completion before
+/// it sleeps, in ns (module parameter `sync_poll_us`; 0: it does not).
+pub(crate) fn sync_poll_ns() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_sync_poll_ns() }
+}
+
+/// The monotonic clock, in ns.
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_now_ns() }
 }
 
 /// The CPU the caller runs on (it may move right after: a hint).

@@ -208,7 +208,51 @@ impl Qp {
     }
 }
 
+/// A poll reference of a queue pair, for busy polling its send CQ
+/// ([`Qp::poll_ref`]).
+///
+/// # Invariants
+///
+/// Holds one of the shim's poll references on `raw`, which keeps the
+/// queue pair from being destroyed (`rrdma_shim_qp_destroy` waits for
+/// none to be left); put on drop.
+pub(crate) struct PollRef {
+    raw: NonNull<ShimQp>,
+}
+
+// SAFETY: the shim's poll is serialized by its own lock, and a reference
+// may be put from any thread.
+unsafe impl Send for PollRef {}
+
+impl PollRef {
+    /// Polls the send CQ once (its completions are handled as the CQ's
+    /// work item would, here); none if the work item is polling. Calls
+    /// the connection's completion handlers: never with a lock they take.
+    pub(crate) fn poll(&self) -> u32 {
+        // SAFETY: the queue pair is live (type invariant).
+        let n = unsafe { ffi::rrdma_shim_qp_poll(self.raw.as_ptr()) };
+        n.max(0) as u32
+    }
+}
+
+impl Drop for PollRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference taken in `Qp::poll_ref` (type invariant).
+        unsafe { ffi::rrdma_shim_qp_poll_put(self.raw.as_ptr()) };
+    }
+}
+
 impl Qp {
+    /// A poll reference: until it is dropped, the queue pair outlives
+    /// this borrow (its teardown waits). Hold it only while polling: the
+    /// teardown waits for it.
+    pub(crate) fn poll_ref(&self) -> PollRef {
+        // SAFETY: the queue pair is live (type invariant, and `&self`).
+        unsafe { ffi::rrdma_shim_qp_poll_get(self.raw.as_ptr()) };
+        // INVARIANT: the reference was just taken.
+        PollRef { raw: self.raw }
+    }
+
     /// Moves the queue pair to the error state now, without waiting for
     /// the drain (which `drop` still does): from the return, nothing the
     /// peer sends on it is placed in our memory, and nothing is posted.

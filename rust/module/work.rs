@@ -38,6 +38,10 @@ pub(crate) struct Work {
     lanes_up: AtomicU64,
     /// Operations posted on a data lane (`rrdma-lane-ops`: only grows).
     lane_ops: AtomicU64,
+    /// Completions a synchronous operation's busy polling handled
+    /// (`rrdma-work-sync-polled`: only grows; module parameter
+    /// `sync_poll_us`).
+    sync_polled: AtomicU64,
 }
 
 impl Work {
@@ -49,7 +53,13 @@ impl Work {
             fences: AtomicU64::new(0),
             lanes_up: AtomicU64::new(0),
             lane_ops: AtomicU64::new(0),
+            sync_polled: AtomicU64::new(0),
         }
+    }
+
+    /// Counts `n` completions handled by busy polling.
+    pub(crate) fn sync_polled(&self, n: u32) {
+        self.sync_polled.fetch_add(u64::from(n), Ordering::Relaxed);
     }
 
     /// Counts a data lane established.
@@ -83,7 +93,7 @@ impl Work {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 6] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 7] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -100,6 +110,10 @@ impl Work {
             (b"rrdma-write-fences\0", self.fences.load(Ordering::Relaxed)),
             (b"rrdma-lanes-up\0", self.lanes_up.load(Ordering::Relaxed)),
             (b"rrdma-lane-ops\0", self.lane_ops.load(Ordering::Relaxed)),
+            (
+                b"rrdma-work-sync-polled\0",
+                self.sync_polled.load(Ordering::Relaxed),
+            ),
         ]
     }
 }

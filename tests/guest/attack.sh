@@ -3,7 +3,8 @@
 # the test argument (siw or rxe): guest a serves a 96 MiB region and an
 # agent that removes and re-adds its RDMA device on request; guest b runs
 # `rrdma-selftest attack`: exporter-side revoke and device loss under load,
-# refused calls, stalled user copies, concurrency, restricted exports.
+# refused calls, stalled user copies, concurrency, restricted exports, with
+# synchronous operations busy-polling (module parameter sync_poll_us).
 # "PROVIDER,hostile" or "PROVIDER,stall" runs that part alone.
 . ./lib.sh
 
@@ -29,6 +30,9 @@ else
 	wait_peer
 	wait_tokens
 	quick=$(quick_on_debug)
+	# Synchronous operations busy-poll here (sync_poll_us): the attacks
+	# on teardown meet tasks that hold poll references on queue pairs.
+	echo 200 >/sys/module/rrdma/parameters/sync_poll_us
 	case $part in
 	attack) tap "attack $prov" rrdma-selftest attack $RRDMA_PEER $RRDMA_SELF $prov $quick ;;
 	*) tap "$part $prov" rrdma-selftest $part $RRDMA_PEER $prov ;;

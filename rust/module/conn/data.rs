@@ -1607,12 +1607,50 @@ impl Conn {
             sync: Some(w.clone()),
             uring: None,
         };
-        while let Posted::Full = self.post_op(import, region, c, &mut to)? {
-            self.wait_room()?;
-        }
+        let p = loop {
+            let mut g = Some(self.inner.lock());
+            let p = g.as_ref().map_or(0, |i| i.pick_path());
+            match self.post_locked(&mut g, p, import, region, c, &mut to, None)? {
+                Posted::Yes => break p,
+                Posted::Full => {
+                    drop(g);
+                    self.wait_room()?;
+                }
+            }
+        };
+        self.busy_poll(p, &w);
         let mut s = w.status.lock();
         let mut left = None;
         wait_until(&w.cv, &mut s, &mut left, |s| s.is_some())?;
         Ok(s.unwrap_or(0))
+    }
+
+    /// Busy polling (module parameter `sync_poll_us`, 0 by default): polls
+    /// path `p`'s send CQ here until `w` has its status or the time is up,
+    /// so that a short synchronous operation's end wakes nobody (neither
+    /// the CQ's work item nor this task). Completions of others that it
+    /// finds are handled here too. The queue pair's teardown waits for the
+    /// poll reference, which goes before this returns.
+    fn busy_poll(&self, p: usize, w: &SyncWait) {
+        let ns = ffi::sync_poll_ns();
+        if ns == 0 {
+            return;
+        }
+        let r = {
+            let g = self.inner.lock();
+            g.paths
+                .get(p)
+                .and_then(|x| path_qp(p, &g.id, &x.lane))
+                .map(crate::verbs::Qp::poll_ref)
+        };
+        let Some(r) = r else {
+            return;
+        };
+        let until = ffi::now_ns().saturating_add(ns);
+        let mut polled = 0;
+        while w.status.lock().is_none() && ffi::now_ns() < until {
+            polled += r.poll();
+        }
+        self.shared.work.sync_polled(polled);
     }
 }

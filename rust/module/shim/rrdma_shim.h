@@ -255,6 +255,11 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 int rrdma_shim_qp_stop(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
+int rrdma_shim_qp_poll(struct rrdma_shim_qp *q);
+void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q);
+void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q);
+u64 rrdma_shim_sync_poll_ns(void);
+u64 rrdma_shim_now_ns(void);
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len);
 int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 		    u32 n, u32 *posted);

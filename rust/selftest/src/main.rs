@@ -52,6 +52,7 @@ mod reconnect;
 mod regions;
 mod remote;
 mod stall;
+mod sync_poll;
 mod uffd;
 mod uring;
 
