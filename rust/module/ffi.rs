@@ -128,6 +128,8 @@ pub(crate) struct ShimDone {
     pub(crate) status: u32,
 }
 
+const _: () = assert!(core::mem::size_of::<ShimDone>() == 8);
+
 /// `RRDMA_SHIM_POLL_BATCH`: most completions in one batch.
 pub(crate) const POLL_BATCH: usize = 16;
 

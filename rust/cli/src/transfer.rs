@@ -461,10 +461,7 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         gates.go.wait();
         gates.done.wait();
         let wall = start.elapsed().as_secs_f64().max(1e-9);
-        let shared_counts = counts0.map(|c0| {
-            let c = file_counts(dev);
-            (c.0.saturating_sub(c0.0), c.1.saturating_sub(c0.1))
-        });
+        let shared_counts = counts0.map(|c0| file_counts_since(dev, c0));
         let work = match (control, before) {
             (Some(addr), Ok(Some(before))) => exporter_work(addr).map(|after| {
                 Some(
@@ -546,6 +543,12 @@ fn file_counts(dev: &Rrdma) -> (u64, u64) {
         dev.fdinfo_value("rrdma-write-fences").unwrap_or(0),
         dev.fdinfo_value("rrdma-work-completions").unwrap_or(0),
     )
+}
+
+/// How much a file's [`file_counts`] grew since `then`.
+fn file_counts_since(dev: &Rrdma, then: (u64, u64)) -> (u64, u64) {
+    let now = file_counts(dev);
+    (now.0.saturating_sub(then.0), now.1.saturating_sub(then.1))
 }
 
 /// Where the threads of `bench` wait for each other: every queue set up
@@ -711,10 +714,7 @@ fn run_set_up(
         peak_mbps: peak,
         samples,
         depth,
-        counts: {
-            let c = file_counts(dev);
-            (c.0.saturating_sub(counts0.0), c.1.saturating_sub(counts0.1))
-        },
+        counts: file_counts_since(dev, counts0),
     })
 }
 

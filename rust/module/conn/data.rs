@@ -744,7 +744,8 @@ type InnerGuard<'a> =
 
 impl Conn {
     /// Posts one checked operation on `import` from or to `region`, which
-    /// reports to `to`. One lock acquisition when the operation's
+    /// reports to `to`, on the submitting CPU's path; returns the outcome
+    /// and that path. One lock acquisition when the operation's
     /// registrations are cached; otherwise they are allocated outside the
     /// lock, which is taken again.
     pub(crate) fn post_op(
@@ -753,10 +754,11 @@ impl Conn {
         region: &Arc<Region>,
         c: &Checked,
         to: &mut ReportTo,
-    ) -> Result<Posted, Errno> {
+    ) -> Result<(Posted, usize), Errno> {
         let mut g = Some(self.inner.lock());
         let p = g.as_ref().map_or(0, |i| i.pick_path());
-        self.post_locked(&mut g, p, import, region, c, to, None)
+        let posted = self.post_locked(&mut g, p, import, region, c, to, None)?;
+        Ok((posted, p))
     }
 
     /// Posts the operations `ops` gives, all on this connection, under one
@@ -1183,8 +1185,9 @@ impl Conn {
         }
         drop(g);
         self.cv.notify_all();
-        self.shared.complete(recs[..n].iter().copied());
-        if queued && n == 0 {
+        if n > 0 {
+            self.shared.complete(recs[..n].iter().copied());
+        } else if queued {
             self.shared.wake_readers();
         }
     }
@@ -1608,14 +1611,9 @@ impl Conn {
             uring: None,
         };
         let p = loop {
-            let mut g = Some(self.inner.lock());
-            let p = g.as_ref().map_or(0, |i| i.pick_path());
-            match self.post_locked(&mut g, p, import, region, c, &mut to, None)? {
-                Posted::Yes => break p,
-                Posted::Full => {
-                    drop(g);
-                    self.wait_room()?;
-                }
+            match self.post_op(import, region, c, &mut to)? {
+                (Posted::Yes, p) => break p,
+                (Posted::Full, _) => self.wait_room()?,
             }
         };
         self.busy_poll(p, &w);

@@ -364,7 +364,7 @@ impl FileState {
             uring: Some(cmd),
         };
         loop {
-            match imp.conn.post_op(&imp, &region, &c, &mut to)? {
+            match imp.conn.post_op(&imp, &region, &c, &mut to)?.0 {
                 Posted::Yes => return Ok(()),
                 Posted::Full if nonblock => return Err(EAGAIN),
                 // A worker's wait: a signal ends the command with EINTR

@@ -360,14 +360,14 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
 		mutex_unlock(&q->poll_lock);
 	}
 	/*
-	 * Nothing (or the work item polls): whatever else can run here goes first.  A soft
-	 * provider's transmit thread may need this CPU to send the very
-	 * request this task polls for (siw_tx of the QP's CPU), and its
-	 * wake-up does not preempt a task that spins, so cond_resched() does
-	 * not run it: spinning held a 4 KiB READ back for the whole window
-	 * (p50 1.2 ms with a 1 ms window against 0.2 ms unpolled).  A nap
-	 * (usleep_range()) cost as much as it saved.  yield() is what lets
-	 * it run, and returns at once when nothing else is runnable.
+	 * Nothing (or the work item polls): whatever else can run here goes
+	 * first.  A soft provider's transmit thread may need this CPU to send
+	 * the very request this task polls for (siw_tx of the QP's CPU), and
+	 * its wake-up does not preempt a task that spins, so cond_resched()
+	 * does not run it: spinning held a 4 KiB READ back for the whole
+	 * window (p50 1.2 ms with a 1 ms window against 0.2 ms unpolled).  A
+	 * nap (usleep_range()) cost as much as it saved.  yield() lets it
+	 * run, and returns at once when nothing else is runnable.
 	 */
 	if (!n)
 		yield();
@@ -638,6 +638,7 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	rdma_destroy_qp(q->id);
 	ib_free_cq(q->rcq);
 	scq_destroy(q);
+	mutex_destroy(&q->poll_lock);
 	/* After the QP: no READ can place into a sink any more. */
 	free_sinks(q);
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
