@@ -39,9 +39,11 @@
 #define RRDMA_FEATURE_RECONNECT	(1ULL << 3)
 /* io_uring commands: RRDMA_URING_CMD_OP (kernels with CONFIG_IO_URING) */
 #define RRDMA_FEATURE_URING	(1ULL << 4)
+/* io_uring commands on an IORING_SETUP_IOPOLL ring complete by polling */
+#define RRDMA_FEATURE_URING_IOPOLL	(1ULL << 5)
 #define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
 				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT | \
-				 RRDMA_FEATURE_URING)
+				 RRDMA_FEATURE_URING | RRDMA_FEATURE_URING_IOPOLL)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -505,9 +507,14 @@ struct rrdma_completion {
  * user_data is ignored: the CQE carries the SQE's).  The operation gets
  * the checks of one operation of RRDMA_IOCTL_SUBMIT; the CQE's res is the
  * bytes moved, or -errno (the errnos of SUBMIT and of a completion).  A
- * ring without SQE128 gets -EINVAL, another cmd_op -ENOTTY.  There is no
- * polled completion: on an IOPOLL ring 6.12's io_uring refuses the
- * command (-EOPNOTSUPP), later kernels issue it unpolled.  When the queues
+ * ring without SQE128 gets -EINVAL, another cmd_op -ENOTTY.  On a ring set
+ * up with IORING_SETUP_IOPOLL (RRDMA_FEATURE_URING_IOPOLL) the command
+ * completes by polling: io_uring_enter(IORING_ENTER_GETEVENTS) polls the
+ * completion queue of the queue pair its operation went to, and posts the
+ * CQEs it finds there without a wake-up; it returns once min_complete CQEs
+ * are ready, or earlier when the task should reschedule (an IOPOLL ring
+ * ignores IORING_ENTER_EXT_ARG's timeout), so a caller waits by asking
+ * again.  When the queues
  * are full, io_uring issues the command again from a worker thread, which
  * waits for room (a signal ends it with -EINTR).  Its completion does not
  * go through read(2).

@@ -328,8 +328,13 @@ extern "C" {
     pub(crate) fn rrdma_shim_jiffies() -> c_ulong;
     /// Whether the kernel has io_uring.
     pub(crate) fn rrdma_shim_uring_supported() -> bool;
-    /// Posts the CQE of queued command `cmd` with `res` (from task work).
-    pub(crate) fn rrdma_shim_uring_complete(cmd: *mut IoUringCmd, res: i32);
+    /// Posts the CQE of queued command `cmd` with `res` (from task work,
+    /// or in place by its IOPOLL poller: then true).
+    pub(crate) fn rrdma_shim_uring_complete(cmd: *mut IoUringCmd, res: i32) -> bool;
+    /// Tells command `cmd`, being issued, the queue pair its operation is
+    /// about to be posted on (an IOPOLL ring's command polls its send CQ;
+    /// nothing otherwise).
+    pub(crate) fn rrdma_shim_uring_poll_on(cmd: *mut IoUringCmd, q: *mut ShimQp);
     /// Registers `owner`'s unplug callback on the current task's block
     /// plug: 0 without a plug, 1 registered already, 2 registered now
     /// (the callback then holds a reference of `owner`).
@@ -522,11 +527,22 @@ impl UringCmd {
         Self(cmd)
     }
 
-    /// Posts its CQE with `res` (bytes moved, or -errno).
-    pub(crate) fn complete(self, res: i32) {
+    /// Posts its CQE with `res` (bytes moved, or -errno); whether its
+    /// IOPOLL poller did it in place (`rrdma-work-uring-polled`).
+    pub(crate) fn complete(self, res: i32) -> bool {
         // SAFETY: by the type's invariant, queued and not completed yet
         // (this consumes the only value).
-        unsafe { rrdma_shim_uring_complete(self.0.as_ptr(), res) };
+        unsafe { rrdma_shim_uring_complete(self.0.as_ptr(), res) }
+    }
+
+    /// Tells the command the queue pair its operation is about to be
+    /// posted on, `q`. Once per issue; the shim forgets it if the issue
+    /// fails.
+    pub(crate) fn poll_on(&self, q: &crate::verbs::Qp) {
+        // SAFETY: the command is being issued (type invariant: not yet
+        // completed); `q` is live for the borrow, and the shim takes its
+        // own reference of it.
+        unsafe { rrdma_shim_uring_poll_on(self.0.as_ptr(), q.raw()) };
     }
 }
 

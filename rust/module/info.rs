@@ -9,7 +9,10 @@ use crate::abi::{
     self,
     info::validate_request,
     ioctl::Decoded,
-    uapi::{DeviceInfo, Info, ABI_VERSION, DEVICE_F_USABLE, FEATURES_ALL, FEATURE_URING},
+    uapi::{
+        DeviceInfo, Info, ABI_VERSION, DEVICE_F_USABLE, FEATURES_ALL, FEATURE_URING,
+        FEATURE_URING_IOPOLL,
+    },
 };
 use crate::compat::user_slice;
 use crate::context::Context;
@@ -70,7 +73,7 @@ pub(crate) fn get_info(context: &Context, arg: u64, d: &Decoded) -> Result {
     info.features = if crate::ffi::uring_supported() {
         FEATURES_ALL
     } else {
-        FEATURES_ALL & !FEATURE_URING
+        FEATURES_ALL & !(FEATURE_URING | FEATURE_URING_IOPOLL)
     };
     info.device_count = count;
     uarg::write(arg, d, &info.encode())

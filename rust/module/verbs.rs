@@ -243,6 +243,12 @@ impl Drop for PollRef {
 }
 
 impl Qp {
+    /// The shim's queue pair, for an io_uring command that polls it
+    /// ([`ffi::UringCmd::poll_on`]).
+    pub(crate) fn raw(&self) -> *mut ffi::ShimQp {
+        self.raw.as_ptr()
+    }
+
     /// A poll reference: until it is dropped, the queue pair outlives
     /// this borrow (its teardown waits). Hold it only while polling: the
     /// teardown waits for it.

@@ -42,6 +42,9 @@ pub(crate) struct Work {
     /// (`rrdma-work-sync-polled`: only grows; module parameter
     /// `sync_poll_us`).
     sync_polled: AtomicU64,
+    /// io_uring commands whose IOPOLL poller found their completion
+    /// (`rrdma-work-uring-polled`: only grows).
+    uring_polled: AtomicU64,
 }
 
 impl Work {
@@ -54,12 +57,18 @@ impl Work {
             lanes_up: AtomicU64::new(0),
             lane_ops: AtomicU64::new(0),
             sync_polled: AtomicU64::new(0),
+            uring_polled: AtomicU64::new(0),
         }
     }
 
     /// Counts `n` completions handled by busy polling.
     pub(crate) fn sync_polled(&self, n: u32) {
         self.sync_polled.fetch_add(u64::from(n), Ordering::Relaxed);
+    }
+
+    /// Counts an io_uring command completed by its IOPOLL poller.
+    pub(crate) fn uring_polled(&self) {
+        self.uring_polled.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a data lane established.
@@ -93,7 +102,7 @@ impl Work {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 7] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 8] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -113,6 +122,10 @@ impl Work {
             (
                 b"rrdma-work-sync-polled\0",
                 self.sync_polled.load(Ordering::Relaxed),
+            ),
+            (
+                b"rrdma-work-uring-polled\0",
+                self.uring_polled.load(Ordering::Relaxed),
             ),
         ]
     }

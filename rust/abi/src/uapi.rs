@@ -23,9 +23,16 @@ pub const FEATURE_RECONNECT: u64 = 1 << 3;
 /// `RRDMA_FEATURE_URING`: io_uring commands ([`URING_CMD_OP`]), on
 /// kernels with io_uring.
 pub const FEATURE_URING: u64 = 1 << 4;
+/// `RRDMA_FEATURE_URING_IOPOLL`: io_uring commands on an
+/// `IORING_SETUP_IOPOLL` ring complete by polling.
+pub const FEATURE_URING_IOPOLL: u64 = 1 << 5;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
-pub const FEATURES_ALL: u64 =
-    FEATURE_REGIONS | FEATURE_REMOTE | FEATURE_KEEPALIVE | FEATURE_RECONNECT | FEATURE_URING;
+pub const FEATURES_ALL: u64 = FEATURE_REGIONS
+    | FEATURE_REMOTE
+    | FEATURE_KEEPALIVE
+    | FEATURE_RECONNECT
+    | FEATURE_URING
+    | FEATURE_URING_IOPOLL;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).

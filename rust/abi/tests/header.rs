@@ -48,6 +48,7 @@ int main(void)
 	printf("RRDMA_CONNECT_RECONNECT %u\n", (unsigned)RRDMA_CONNECT_RECONNECT);
 	printf("RRDMA_FEATURE_RECONNECT %llu\n", (unsigned long long)RRDMA_FEATURE_RECONNECT);
 	printf("RRDMA_FEATURE_URING %llu\n", (unsigned long long)RRDMA_FEATURE_URING);
+	printf("RRDMA_FEATURE_URING_IOPOLL %llu\n", (unsigned long long)RRDMA_FEATURE_URING_IOPOLL);
 	printf("RRDMA_URING_CMD_OP %u\n", (unsigned)RRDMA_URING_CMD_OP);
 	printf("RRDMA_FEATURES_ALL %llu\n", (unsigned long long)RRDMA_FEATURES_ALL);
 	printf("RRDMA_IOCTL_GET_INFO %u\n", (unsigned)RRDMA_IOCTL_GET_INFO);
@@ -173,6 +174,10 @@ fn c_header_matches_rust_mirror() {
     );
     assert_eq!(got["RRDMA_FEATURE_RECONNECT"], uapi::FEATURE_RECONNECT);
     assert_eq!(got["RRDMA_FEATURE_URING"], uapi::FEATURE_URING);
+    assert_eq!(
+        got["RRDMA_FEATURE_URING_IOPOLL"],
+        uapi::FEATURE_URING_IOPOLL
+    );
     assert_eq!(got["RRDMA_URING_CMD_OP"], u64::from(uapi::URING_CMD_OP));
     assert_eq!(got["RRDMA_FEATURES_ALL"], uapi::FEATURES_ALL);
     assert_eq!(got["RRDMA_IOCTL_GET_INFO"], u64::from(uapi::IOCTL_GET_INFO));

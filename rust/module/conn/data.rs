@@ -67,6 +67,7 @@ use crate::ffi::{self, ShimWr};
 use crate::foreign;
 use crate::mr::{Chunks, Mr};
 use crate::region::Region;
+use crate::work::Work;
 
 /// Most operation slots of a connection (its queue pair may have fewer:
 /// `abi::limits::queue_sizes`).
@@ -126,12 +127,15 @@ impl OpCtx {
     }
 
     /// Reports its end with `status` to its synchronous caller or its
-    /// io_uring command; otherwise returns the record for the file's ring.
-    fn finish(&mut self, status: i32) -> Option<Completion> {
+    /// io_uring command (counted in `work` if its IOPOLL poller took it);
+    /// otherwise returns the record for the file's ring.
+    fn finish(&mut self, status: i32, work: &Work) -> Option<Completion> {
         if let Some(s) = self.sync.take() {
             s.set(status);
         } else if let Some(u) = self.uring.take() {
-            u.complete(self.uring_res(status));
+            if u.complete(self.uring_res(status)) {
+                work.uring_polled();
+            }
         } else {
             return Some(self.completion(status));
         }
@@ -1077,6 +1081,9 @@ impl Conn {
         // Where it reports: taken from `to` only now, past every refusal.
         op.sync = to.sync.take();
         op.uring = to.uring.take();
+        if let Some(u) = op.uring.as_ref() {
+            u.poll_on(qp);
+        }
         // What it gives back to the send queue when it completes: what
         // was built (a chunk registered since the plan takes one less).
         op.wrs = n;
@@ -1250,7 +1257,7 @@ impl Conn {
             slots.take_members(id, |mut w| {
                 prune_more |= local_done(local, key(&w.region));
                 imports.op_done(w.entry);
-                if let Some(c) = w.finish(status) {
+                if let Some(c) = w.finish(status, &self.shared.work) {
                     ring.push(c);
                     members += 1;
                 }
@@ -1284,9 +1291,12 @@ impl Conn {
             });
         }
         // Its report takes only leaf locks (a synchronous caller's
-        // status; io_uring's task work), and its region lives on in the
-        // file: nothing here waits or frees.
-        let rec = op.finish(0).filter(|_| op.kind == Kind::User);
+        // status; io_uring's task work, or the CQE an IOPOLL poller posts
+        // in place under the ring's lock, which it holds already), and its
+        // region lives on in the file: nothing here waits or frees.
+        let rec = op
+            .finish(0, &self.shared.work)
+            .filter(|_| op.kind == Kind::User);
         Ended::Done(rec, members)
     }
 
@@ -1304,7 +1314,9 @@ impl Conn {
             self.wc_failed(u.wc_status as c_int, super::Wr::Operation);
         }
         let status = u.errno.map_or(0, Errno::to_errno);
-        let rec = u.op.finish(status).filter(|_| u.op.kind == Kind::User);
+        let rec =
+            u.op.finish(status, &self.shared.work)
+                .filter(|_| u.op.kind == Kind::User);
         (rec, u.members)
     }
 

@@ -226,6 +226,7 @@ static const struct file_operations rrdma_fops = {
 	.read = rrdma_read,
 	.poll = rrdma_poll,
 	.uring_cmd = rrdma_uring_cmd,
+	.uring_cmd_iopoll = rrdma_shim_uring_iopoll,
 	.llseek = noop_llseek,
 };
 

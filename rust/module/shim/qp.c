@@ -22,6 +22,8 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/mutex.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
 #include <linux/sched.h>
 #include <linux/string.h>
 #include <linux/timekeeping.h>
@@ -137,8 +139,17 @@ struct rrdma_shim_ctrl_slot {
  * @scq_work:	polls @scq on rrdma_shim_comp_wq(), queued by its event
  * @poll_lock:	held by whoever polls @scq: @scq_work, or a task busy
  *		polling for its synchronous operation (rrdma_shim_qp_poll())
- * @pollers:	poll references (rrdma_shim_qp_poll_get()): destroying the
- *		QP waits for none to be left
+ * @pollers:	poll references (rrdma_shim_qp_poll_get(), _tryget()):
+ *		destroying the QP waits for none to be left, then makes it
+ *		negative so that no more can be taken
+ * @iopoller:	the task polling @scq for an IOPOLL ring, @iopoll_ring, in
+ *		rrdma_shim_qp_iopoll() (set and cleared under @poll_lock)
+ * @iopoll_ring: see @iopoller
+ * @refs:	the QP's own reference, dropped by rrdma_shim_qp_destroy(), and
+ *		one per IOPOLL io_uring command that may poll it (shim/uring.c):
+ *		the last frees this struct, after an RCU grace period, since an
+ *		IOPOLL callback may still read a command's pointer to it
+ * @rcu:	frees this struct once no RCU reader sees it
  * @wc:		the poll buffer (under @poll_lock)
  * @ndone:	operation completions of the current poll, in @done (under
  *		@poll_lock: op_done() runs in a poll)
@@ -171,6 +182,10 @@ struct rrdma_shim_qp {
 	struct work_struct scq_work;
 	struct mutex poll_lock; /* serializes the polls of scq */
 	atomic_t pollers;
+	struct task_struct *iopoller;
+	const void *iopoll_ring;
+	refcount_t refs;
+	struct rcu_head rcu;
 	struct ib_wc wc[RRDMA_SHIM_POLL_BATCH];
 	u32 ndone;
 	struct rrdma_shim_done done[RRDMA_SHIM_POLL_BATCH];
@@ -344,19 +359,22 @@ static void scq_poll(struct work_struct *work)
 }
 
 /*
- * Busy polling, for a task that waits for its synchronous operation on @q:
- * one poll of the send CQ, its completions handled here as the work item
- * would (the CQ stays armed: an event that comes anyway finds nothing).
- * Returns the completions polled; 0 if the work item is polling (it
- * handles them).  Process context, no rrdma lock held, a poll reference
- * held (rrdma_shim_qp_poll_get()).
+ * One poll of the send CQ by a task, its completions handled here as the
+ * work item would (the CQ stays armed: an event that comes anyway finds
+ * nothing).  @ring: the IOPOLL ring the task polls for (rrdma_shim_qp_
+ * iopolled() tells its commands' completions apart), or NULL.  Returns the
+ * completions polled; 0 if the work item or another task is polling (which
+ * handles them).
  */
-int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
+static int qp_task_poll(struct rrdma_shim_qp *q, const void *ring)
 {
 	int n = 0;
 
 	if (mutex_trylock(&q->poll_lock)) {
+		WRITE_ONCE(q->iopoll_ring, ring);
+		WRITE_ONCE(q->iopoller, ring ? current : NULL);
 		n = max(scq_poll_once(q), 0);
+		WRITE_ONCE(q->iopoller, NULL);
 		mutex_unlock(&q->poll_lock);
 	}
 	/*
@@ -377,6 +395,37 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
 }
 
 /*
+ * Busy polling, for a task that waits for its synchronous operation on @q
+ * (qp_task_poll()).  Process context, no rrdma lock held, a poll reference
+ * held (rrdma_shim_qp_poll_get()).
+ */
+int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
+{
+	return qp_task_poll(q, NULL);
+}
+
+/*
+ * IOPOLL: the task that holds @ring's lock polls @q for one of the ring's
+ * commands (qp_task_poll()).  A poll reference held (_tryget()).
+ */
+int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring)
+{
+	return qp_task_poll(q, ring);
+}
+
+/*
+ * Whether the current task is polling @q for @ring in rrdma_shim_qp_iopoll()
+ * (then it holds @ring's lock, and a command of @ring may be completed
+ * without task work).  Racy reads are fine: only the poller itself sees
+ * itself.
+ */
+bool rrdma_shim_qp_iopolled(struct rrdma_shim_qp *q, const void *ring)
+{
+	return READ_ONCE(q->iopoller) == current &&
+	       READ_ONCE(q->iopoll_ring) == ring;
+}
+
+/*
  * A poll reference: @q is not destroyed until it is put.  The caller keeps
  * @q alive while it takes one (the connection's lock, under which the
  * teardown takes the QP away).
@@ -386,11 +435,32 @@ void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q)
 	atomic_inc(&q->pollers);
 }
 
+/*
+ * A poll reference unless @q is being destroyed: for a caller that sees @q
+ * only through an RCU-protected pointer (an IOPOLL command's).
+ */
+bool rrdma_shim_qp_poll_tryget(struct rrdma_shim_qp *q)
+{
+	return atomic_inc_unless_negative(&q->pollers);
+}
+
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q)
 {
 	/* wake_up_var() only hashes the address: @q may be gone already. */
 	if (atomic_dec_and_test(&q->pollers))
 		wake_up_var(&q->pollers);
+}
+
+/* References of the struct itself (@refs): see struct rrdma_shim_qp. */
+void rrdma_shim_qp_ref(struct rrdma_shim_qp *q)
+{
+	refcount_inc(&q->refs);
+}
+
+void rrdma_shim_qp_unref(struct rrdma_shim_qp *q)
+{
+	if (refcount_dec_and_test(&q->refs))
+		kfree_rcu(q, rcu);
 }
 
 /* The send CQ's completion event (any context): poll it. */
@@ -524,6 +594,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	INIT_WORK(&q->scq_work, scq_poll);
 	mutex_init(&q->poll_lock);
 	atomic_set(&q->pollers, 0);
+	refcount_set(&q->refs, 1);
 	for (i = 0; i < n; i++) {
 		q->slots[i].q = q;
 		q->slots[i].index = i;
@@ -633,8 +704,12 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 {
 	struct ib_device *dev = q->id->device;
 
-	/* Busy pollers poll no longer than a synchronous operation waits. */
-	wait_var_event(&q->pollers, !atomic_read(&q->pollers));
+	/*
+	 * Busy pollers poll no longer than a synchronous operation waits, an
+	 * IOPOLL poller for one poll.  Once none is left, none can come.
+	 */
+	wait_var_event(&q->pollers,
+		       atomic_cmpxchg(&q->pollers, 0, INT_MIN) == 0);
 	rdma_destroy_qp(q->id);
 	ib_free_cq(q->rcq);
 	scq_destroy(q);
@@ -650,7 +725,7 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	kfree(q->fence);
 	kfree(q->bufs);
 	bitmap_free(q->send_busy);
-	kfree(q);
+	rrdma_shim_qp_unref(q);
 }
 
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len)

@@ -52,6 +52,7 @@ struct rrdma_shim_mr;
 struct rrdma_shim_timer;
 struct workqueue_struct;
 struct io_uring_cmd;
+struct io_comp_batch;
 struct rrdma_op;
 
 #define RRDMA_SHIM_NAME_MAX 64
@@ -258,6 +259,12 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_poll(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q);
+/* For shim/uring.c's IOPOLL (C only): see shim/qp.c. */
+int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring);
+bool rrdma_shim_qp_iopolled(struct rrdma_shim_qp *q, const void *ring);
+bool rrdma_shim_qp_poll_tryget(struct rrdma_shim_qp *q);
+void rrdma_shim_qp_ref(struct rrdma_shim_qp *q);
+void rrdma_shim_qp_unref(struct rrdma_shim_qp *q);
 u64 rrdma_shim_sync_poll_ns(void);
 u64 rrdma_shim_now_ns(void);
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len);
@@ -298,13 +305,22 @@ unsigned long rrdma_shim_jiffies(void);
 /*
  * io_uring commands (shim/uring.c): whether the kernel has io_uring; the
  * file's ->uring_cmd (0 or -errno from Rust becomes -EIOCBQUEUED or the
- * CQE's -errno); the CQE of a queued command, @res the bytes moved or
- * -errno, callable from any context, once per queued command.
+ * CQE's -errno) and ->uring_cmd_iopoll; the QP a queued command's
+ * operation is posted on, told by Rust before it posts (an IOPOLL ring's
+ * command polls that QP's send CQ); the CQE of a queued command, @res the
+ * bytes moved or -errno, callable from any process context, once per
+ * queued command, returning whether its IOPOLL poller completed it in
+ * place (no task work).
  */
 bool rrdma_shim_uring_supported(void);
 int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
 			   unsigned int issue_flags);
-void rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res);
+int rrdma_shim_uring_iopoll(struct io_uring_cmd *cmd,
+			    struct io_comp_batch *iob,
+			    unsigned int poll_flags);
+void rrdma_shim_uring_poll_on(struct io_uring_cmd *cmd,
+			      struct rrdma_shim_qp *q);
+bool rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res);
 /*
  * The current task's block plug (io_uring's submission of several SQEs):
  * registers @owner's unplug callback, rrdma_rust_conn_unplug(), on it.

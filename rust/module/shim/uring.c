@@ -9,6 +9,18 @@
  * back through rrdma_shim_uring_complete(), which posts the CQE from the
  * submitting task's task work, as nvme's passthrough does.
  *
+ * IOPOLL: on a ring set up with IORING_SETUP_IOPOLL the command's pdu holds
+ * the QP its operation is posted on (Rust tells it before it posts, under
+ * the connection's lock), and ->uring_cmd_iopoll polls that QP's send CQ
+ * in the reaping task (rrdma_shim_qp_iopoll()).  A completion that this
+ * poll finds posts the CQE in place; one that the CQ's work item finds
+ * goes through task work as on any ring (and the reaping task runs it).
+ * The pointer's lifetime: the command holds a reference of the QP struct
+ * (rrdma_shim_qp_ref()) and drops it when it completes, after clearing the
+ * pointer; the struct is freed after an RCU grace period, so a poller that
+ * read the pointer under rcu_read_lock() may still take a poll reference,
+ * which fails once the QP is destroyed.
+ *
  * The completion API differs between the kernels rrdma supports: 6.12's
  * task-work callback takes (cmd, issue_flags) and io_uring_cmd_done() a
  * res2; 6.13+ (verified on 7.3) take an io_tw_req and no res2.  Kbuild
@@ -17,6 +29,7 @@
  */
 #include <linux/blkdev.h>
 #include <linux/io_uring/cmd.h>
+#include <linux/rcupdate.h>
 #include <linux/slab.h>
 
 #include <uapi/rrdma.h>
@@ -24,7 +37,9 @@
 
 /* Per-command state, in the io_uring_cmd's pdu. */
 struct rrdma_uring_pdu {
+	struct rrdma_shim_qp *qp; /* IOPOLL: polled for it (RCU) */
 	s32 res;
+	bool iopoll;
 };
 
 static struct rrdma_uring_pdu *rrdma_uring_pdu(struct io_uring_cmd *cmd)
@@ -40,33 +55,81 @@ bool rrdma_shim_uring_supported(void)
 int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
 			   unsigned int issue_flags)
 {
+	struct rrdma_uring_pdu *pdu = rrdma_uring_pdu(cmd);
 	struct rrdma_op op;
 	int ret;
 
 	/* The operation needs the 80-byte command area of a 128-byte SQE. */
 	if (!(issue_flags & IO_URING_F_SQE128))
 		return -EINVAL;
-	/*
-	 * No IO_URING_F_IOPOLL here: without ->uring_cmd_iopoll, io_uring
-	 * refuses the command on an IOPOLL ring (6.12) or issues it unpolled.
-	 */
 	if (cmd->cmd_op != RRDMA_URING_CMD_OP)
 		return -ENOTTY;
 	BUILD_BUG_ON(sizeof(op) > 2 * sizeof(struct io_uring_sqe) -
 				  offsetof(struct io_uring_sqe, cmd));
+	BUILD_BUG_ON(sizeof(struct rrdma_uring_pdu) >
+		     sizeof_field(struct io_uring_cmd, pdu));
 	memcpy(&op, cmd->sqe->cmd, sizeof(op));
+	pdu->qp = NULL;
+	pdu->iopoll = issue_flags & IO_URING_F_IOPOLL;
 	ret = rrdma_rust_file_uring_op(state, cmd, &op,
 				       !!(issue_flags & IO_URING_F_NONBLOCK));
-	return ret ? ret : -EIOCBQUEUED;
+	if (!ret)
+		return -EIOCBQUEUED;
+	/*
+	 * Not posted (a refused post may have told its QP already).  Not on
+	 * io_uring's poll list yet: no poller reads the pointer.
+	 */
+	if (pdu->qp) {
+		struct rrdma_shim_qp *q = pdu->qp;
+
+		WRITE_ONCE(pdu->qp, NULL);
+		rrdma_shim_qp_unref(q);
+	}
+	return ret;
+}
+
+void rrdma_shim_uring_poll_on(struct io_uring_cmd *cmd,
+			      struct rrdma_shim_qp *q)
+{
+	struct rrdma_uring_pdu *pdu = rrdma_uring_pdu(cmd);
+
+	if (!pdu->iopoll || WARN_ON_ONCE(pdu->qp))
+		return;
+	rrdma_shim_qp_ref(q);
+	WRITE_ONCE(pdu->qp, q);
+}
+
+int rrdma_shim_uring_iopoll(struct io_uring_cmd *cmd,
+			    struct io_comp_batch *iob, unsigned int poll_flags)
+{
+	struct rrdma_uring_pdu *pdu = rrdma_uring_pdu(cmd);
+	struct rrdma_shim_qp *q;
+	int n;
+
+	rcu_read_lock();
+	q = READ_ONCE(pdu->qp);
+	if (q && !rrdma_shim_qp_poll_tryget(q))
+		q = NULL;
+	rcu_read_unlock();
+	if (!q)
+		return 0;
+	n = rrdma_shim_qp_iopoll(q, cmd_to_io_kiocb(cmd)->ctx);
+	rrdma_shim_qp_poll_put(q);
+	return n;
 }
 
 #ifdef RRDMA_COMPAT_K6_12
+#define rrdma_uring_cmd_done(cmd, res, flags) \
+	io_uring_cmd_done(cmd, res, 0, flags)
+
 static void rrdma_uring_task_cb(struct io_uring_cmd *cmd,
 				unsigned int issue_flags)
 {
 	io_uring_cmd_done(cmd, rrdma_uring_pdu(cmd)->res, 0, issue_flags);
 }
 #else
+#define rrdma_uring_cmd_done(cmd, res, flags) io_uring_cmd_done(cmd, res, flags)
+
 static void rrdma_uring_task_cb(struct io_tw_req tw_req, io_tw_token_t tw)
 {
 	struct io_uring_cmd *cmd = io_uring_cmd_from_tw(tw_req);
@@ -76,10 +139,30 @@ static void rrdma_uring_task_cb(struct io_tw_req tw_req, io_tw_token_t tw)
 }
 #endif
 
-void rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res)
+bool rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res)
 {
-	rrdma_uring_pdu(cmd)->res = res;
+	struct rrdma_uring_pdu *pdu = rrdma_uring_pdu(cmd);
+	struct rrdma_shim_qp *q = pdu->qp;
+	bool polled = false;
+
+	if (q) {
+		/*
+		 * Found by this task's IOPOLL poll of the command's own ring,
+		 * which holds the ring's lock: the CQE is posted in place, as
+		 * io_uring_cmd_iopoll_done() does.  The poller's reference
+		 * keeps @q until it returns.
+		 */
+		polled = rrdma_shim_qp_iopolled(q, cmd_to_io_kiocb(cmd)->ctx);
+		WRITE_ONCE(pdu->qp, NULL);
+		rrdma_shim_qp_unref(q);
+	}
+	if (polled) {
+		rrdma_uring_cmd_done(cmd, res, 0);
+		return true;
+	}
+	pdu->res = res;
 	io_uring_cmd_do_in_task_lazy(cmd, rrdma_uring_task_cb);
+	return false;
 }
 
 /*
