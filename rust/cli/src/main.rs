@@ -192,11 +192,12 @@ enum Command {
         /// Operations per size instead of a duration.
         #[arg(long)]
         iters: Option<u64>,
-        /// Latency: one synchronous operation at a time, each timed.
+        /// Latency: one operation at a time, each timed (synchronous,
+        /// RW_SYNC, with `--engine ioctl`; else one io_uring command).
         #[arg(long)]
         latency: bool,
         /// How operations reach the kernel: SUBMIT ioctls and read(2), or
-        /// io_uring commands.
+        /// io_uring commands (`uring-iopoll`: on a polled ring).
         #[arg(long, value_enum, default_value = "ioctl")]
         engine: transfer::Engine,
         /// Queue pairs: that many connections, each driven by its own
@@ -204,7 +205,7 @@ enum Command {
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
         queues: u32,
         /// Threads sharing one connection, each with its own io_uring ring
-        /// (`--engine uring`): the connection's data lanes carry them.
+        /// (an io_uring engine): the connection's data lanes carry them.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
         threads: u32,
         /// Print JSON.
@@ -221,6 +222,7 @@ fn feature_names(features: u64) -> String {
         (rrdma::abi::uapi::FEATURE_KEEPALIVE, "keepalive"),
         (rrdma::abi::uapi::FEATURE_RECONNECT, "reconnect"),
         (rrdma::abi::uapi::FEATURE_URING, "io_uring"),
+        (rrdma::abi::uapi::FEATURE_URING_IOPOLL, "io_uring-iopoll"),
     ];
     let mut names: Vec<String> = known
         .iter()

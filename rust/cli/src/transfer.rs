@@ -363,6 +363,10 @@ pub enum Engine {
     Ioctl,
     /// io_uring commands on a ring of 128-byte SQEs.
     Uring,
+    /// io_uring commands on a ring set up with `IORING_SETUP_IOPOLL`:
+    /// waiting for completions polls for them.
+    #[serde(rename = "uring-iopoll")]
+    UringIopoll,
 }
 
 /// One `bench` result, in perftest's terms.
@@ -400,7 +404,8 @@ pub struct BenchResult {
 
 /// `bench`: operations of `size` bytes, `depth` in flight, for a duration
 /// or a number of iterations, timed with CLOCK_MONOTONIC (`Instant`).
-/// With `latency`, one synchronous operation at a time, each timed. With
+/// With `latency`, one operation at a time, each timed (`RW_SYNC`, or one
+/// io_uring command with an io_uring engine). With
 /// `queues` above 1, that many threads run at once, each with its own
 /// file of `device`, connection and local region (one queue pair each,
 /// as perftest's `-q`); the figures are their sum over the wall time.
@@ -411,10 +416,10 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
             "--latency runs one queue",
         ));
     }
-    if a.threads > 1 && (a.queues > 1 || a.engine != Engine::Uring) {
+    if a.threads > 1 && (a.queues > 1 || a.engine == Engine::Ioctl) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "--threads share one connection and file: one queue, --engine uring",
+            "--threads share one connection and file: one queue, an io_uring engine",
         ));
     }
     // Threads that share one connection share its import too.
@@ -654,11 +659,29 @@ fn run_set_up(
     let mut completed: u64 = 0;
     let mut peak: f64 = 0.0;
     let mut window = (Instant::now(), 0u64);
-    if a.latency {
+    if a.latency && a.engine == Engine::Ioctl {
         while !done_when(completed, start) {
             let t0 = Instant::now();
             dev.rw_sync(&mk(completed))?;
             samples.push(t0.elapsed().as_secs_f64() * 1e6);
+            completed += 1;
+        }
+    } else if a.latency {
+        // One io_uring command at a time, submitted and waited for in one
+        // io_uring_enter (an IOPOLL ring polls for it).
+        let mut queue = Queue::new(dev, a.engine, 1)?;
+        let mut done = Vec::with_capacity(1);
+        while !done_when(completed, start) {
+            let t0 = Instant::now();
+            if queue.post(dev, &[mk(completed)], 0)? != 1 {
+                return Err(io::Error::other("io_uring submission queue full"));
+            }
+            done.clear();
+            queue.reap(dev, &mut done)?;
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+            if let Some(&(_, status)) = done.iter().find(|d| d.1 < 0) {
+                return Err(io::Error::from_raw_os_error(-status));
+            }
             completed += 1;
         }
     } else {
@@ -759,6 +782,10 @@ impl Queue {
         Ok(match engine {
             Engine::Ioctl => Queue::Ioctl(vec![Completion::zeroed(); depth as usize]),
             Engine::Uring => Queue::Uring(Box::new(UringEngine::new(
+                dev,
+                depth.next_power_of_two() as u32,
+            )?)),
+            Engine::UringIopoll => Queue::Uring(Box::new(UringEngine::with_iopoll(
                 dev,
                 depth.next_power_of_two() as u32,
             )?)),

@@ -4,10 +4,13 @@
 //! (`RRDMA_URING_CMD_OP`) on a ring of 128-byte SQEs, completed by CQEs
 //! whose `res` is the bytes moved or `-errno` (see the UAPI header). No
 //! system call per operation: one `io_uring_enter` submits a batch and
-//! reaps what completed.
+//! reaps what completed. [`UringEngine::with_iopoll`] sets the ring up with
+//! `IORING_SETUP_IOPOLL` (`RRDMA_FEATURE_URING_IOPOLL`): waiting for CQEs
+//! then polls the queue pairs' completion queues in the kernel instead of
+//! sleeping until a wake-up.
 
 use std::io;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
@@ -27,6 +30,7 @@ pub struct UringCompletion {
 pub struct UringEngine {
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
     fd: i32,
+    iopoll: bool,
 }
 
 impl UringEngine {
@@ -35,7 +39,24 @@ impl UringEngine {
         Ok(Self {
             ring: IoUring::builder().build(entries)?,
             fd: dev.raw_fd(),
+            iopoll: false,
         })
+    }
+
+    /// A ring of `entries` SQEs for `dev`'s file, set up with
+    /// `IORING_SETUP_IOPOLL`: [`Self::submit`] busy-polls for completions
+    /// (one CPU spins while it waits).
+    pub fn with_iopoll(dev: &Rrdma, entries: u32) -> io::Result<Self> {
+        Ok(Self {
+            ring: IoUring::builder().setup_iopoll().build(entries)?,
+            fd: dev.raw_fd(),
+            iopoll: true,
+        })
+    }
+
+    /// Whether the ring polls (`IORING_SETUP_IOPOLL`).
+    pub fn iopoll(&self) -> bool {
+        self.iopoll
     }
 
     /// The SQE carrying `op`, with `op.user_data` as the SQE's.
@@ -69,6 +90,9 @@ impl UringEngine {
     /// ready, or `timeout` passed (then `Ok` all the same: [`Self::reap`]
     /// tells what came); returns how many SQEs the kernel took.
     pub fn submit(&mut self, want: usize, timeout: Duration) -> io::Result<usize> {
+        if self.iopoll {
+            return self.submit_polled(want, timeout);
+        }
         let ts = types::Timespec::from(timeout);
         let args = types::SubmitArgs::new().timespec(&ts);
         loop {
@@ -76,6 +100,25 @@ impl UringEngine {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
                 Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(0),
                 r => return r,
+            }
+        }
+    }
+
+    /// [`Self::submit`] on an IOPOLL ring. Its `io_uring_enter` polls until
+    /// `want` CQEs are ready but returns early when the task should
+    /// reschedule, and ignores a timeout: ask again until they are there
+    /// or `timeout` passed.
+    fn submit_polled(&mut self, want: usize, timeout: Duration) -> io::Result<usize> {
+        let start = Instant::now();
+        let mut taken = 0;
+        loop {
+            match self.ring.submitter().submit_and_wait(want) {
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
+                Err(e) => return Err(e),
+                Ok(n) => taken += n,
+            }
+            if self.ring.completion().len() >= want || start.elapsed() >= timeout {
+                return Ok(taken);
             }
         }
     }
