@@ -122,13 +122,24 @@ fn write_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Dura
     t
 }
 
-/// `write_load` through io_uring commands: batches of 16 one-block writes
-/// (at most 128 in flight) until `stop` or a failed `io_uring_enter`;
-/// `posted` counts the SQEs the kernel took, each of which must end in
-/// exactly one CQE.
-fn uring_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Duration) -> Tally {
+/// `write_load` through io_uring commands (on an IOPOLL ring if
+/// `iopoll`): batches of 16 one-block writes (at most 128 in flight)
+/// until `stop` or a failed `io_uring_enter`; `posted` counts the SQEs the
+/// kernel took, each of which must end in exactly one CQE.
+fn uring_load(
+    dev: &Rrdma,
+    rw: &RemoteRegion<'_>,
+    stop: &AtomicBool,
+    drain: Duration,
+    iopoll: bool,
+) -> Tally {
     let mut t = Tally::default();
-    let mut eng = match rrdma::UringEngine::new(dev, 256) {
+    let eng = if iopoll {
+        rrdma::UringEngine::with_iopoll(dev, 256)
+    } else {
+        rrdma::UringEngine::new(dev, 256)
+    };
+    let mut eng = match eng {
         Ok(e) => e,
         Err(e) => {
             t.refused = Some(e.raw_os_error().unwrap_or(-1));
@@ -239,9 +250,10 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
         Err(e) => return t.check("exporter device removal: import", Err(e)),
     };
     let stop = AtomicBool::new(false);
-    let (tally, uring, agent) = std::thread::scope(|s| {
+    let (tally, uring, polled, agent) = std::thread::scope(|s| {
         let h = s.spawn(|| write_load(dev, &rw, &stop, Duration::from_secs(30)));
-        let u = s.spawn(|| uring_load(dev, &rw, &stop, Duration::from_secs(30)));
+        let u = s.spawn(|| uring_load(dev, &rw, &stop, Duration::from_secs(30), false));
+        let p = s.spawn(|| uring_load(dev, &rw, &stop, Duration::from_secs(30), true));
         std::thread::sleep(Duration::from_millis(1500));
         let agent = agent_cmd(peer, "linkdel");
         // The load goes on until SUBMIT is refused (or 10 s pass).
@@ -253,6 +265,7 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
         (
             h.join().unwrap_or_default(),
             u.join().unwrap_or_default(),
+            p.join().unwrap_or_default(),
             agent,
         )
     });
@@ -278,6 +291,14 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
     t.check(
         "... and the loss is reported in CQEs",
         ensure(uring.errors > 0, "no CQE failed"),
+    );
+    t.check(
+        "exporter's device removed under IOPOLL io_uring write load: every SQE taken gets exactly one CQE",
+        exactly_once(&polled),
+    );
+    t.check(
+        "... and the loss is reported in its CQEs",
+        ensure(polled.errors > 0, "no CQE failed"),
     );
     drop(rw);
     drop(conn);

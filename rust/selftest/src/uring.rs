@@ -4,17 +4,18 @@
 //! through io_uring land in the peer's memory and read back bit-exact;
 //! on iWARP they share write fences; every bad operation gets the errno
 //! SUBMIT gives it, in the CQE; a ring of 64-byte SQEs and another
-//! `cmd_op` are refused, an IOPOLL ring too on 6.12 (served unpolled on
-//! later kernels); a ring closed with operations in flight leaves the
-//! connection working.
+//! `cmd_op` are refused; on an IOPOLL ring they move the same bytes,
+//! complete once each, and the poll finds completions itself (fdinfo
+//! `rrdma-work-uring-polled`); a ring closed with operations in flight,
+//! polled or not, leaves the connection working.
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
-use rrdma::abi::errno::{EINVAL, ENOTTY, EOPNOTSUPP};
-use rrdma::abi::uapi::{Op, FEATURE_URING, OP_READ, OP_WRITE, URING_CMD_OP};
-use rrdma::{RemoteRegion, Rrdma, UringCompletion, UringEngine};
+use rrdma::abi::errno::{EINVAL, ENOTTY};
+use rrdma::abi::uapi::{Op, FEATURE_URING, FEATURE_URING_IOPOLL, OP_READ, OP_WRITE, URING_CMD_OP};
+use rrdma::{Region, RemoteRegion, Rrdma, UringCompletion, UringEngine};
 
 use crate::remote::{control, fnv, iwarp, pattern, write_fences};
 use crate::{ensure, expect_ok, Tap};
@@ -161,24 +162,103 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
             -ENOTTY.get(),
         ),
     );
-    // rrdma has no ->uring_cmd_iopoll: 6.12's io_uring refuses the command
-    // on an IOPOLL ring, later kernels issue it without polling.
     t.check(
-        "io_uring: an IOPOLL ring: EOPNOTSUPP (6.12) or served unpolled",
+        "io_uring: an IOPOLL ring's command completes",
         raw(
             IoUring::<squeue::Entry128, cqueue::Entry>::builder()
                 .setup_iopoll()
                 .build(4),
             UringEngine::entry(fd, &good),
         )
-        .and_then(|r| ensure(r == -EOPNOTSUPP.get() || r == 4096, format!("res {r}"))),
+        .and_then(|r| ensure(r == 4096, format!("res {r}"))),
     );
-    // A ring closed with 64 operations in flight: io_uring waits for their
-    // completions; the connection goes on.
+    iopoll_checks(dev, t, peer, rw, &mut out);
+    // A ring closed with 64 operations in flight (polled or not): io_uring
+    // waits for their completions; the connection goes on.
+    for iopoll in [false, true] {
+        closed_in_flight(dev, t, rw, &out, &mut eng, iopoll);
+    }
+}
+
+/// Blocks through an IOPOLL ring: 16 writes, then 16 reads back, one
+/// submission each, waited for by polling.
+fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, out: &mut Region) {
+    let features = dev.info().map(|i| i.features).unwrap_or(0);
+    t.check(
+        "GET_INFO reports polled io_uring commands (IOPOLL)",
+        ensure(
+            features & FEATURE_URING_IOPOLL != 0,
+            format!("features {features:#x}"),
+        ),
+    );
+    let mut eng = match UringEngine::with_iopoll(dev, 64) {
+        Ok(e) => e,
+        Err(e) => return t.check("io_uring: an IOPOLL ring", Err(e.to_string())),
+    };
+    let back = expect_ok(dev.create_region(4096, 16)).expect("region");
+    pattern(out.as_mut_slice(), 0x1bad);
+    let writes: Vec<Op> = (0..16)
+        .map(|i| rw.op(OP_WRITE, out, i, 232 + i, 1, 3000 + i))
+        .collect();
+    let reads: Vec<Op> = (0..16)
+        .map(|i| rw.op(OP_READ, &back, i, 232 + i, 1, 4000 + i))
+        .collect();
+    let polled0 = uring_polled(dev);
     let res = (|| {
-        let mut doomed = UringEngine::new(dev, 64).map_err(|e| e.to_string())?;
+        for (ops, base) in [(&writes, 3000), (&reads, 4000)] {
+            let cs = run(&mut eng, ops)?;
+            let ids: HashSet<u64> = cs.iter().map(|c| c.user_data).collect();
+            ensure(
+                cs.len() == 16
+                    && ids == (base..base + 16).collect()
+                    && cs.iter().all(|c| c.res == 4096),
+                format!("{cs:?}"),
+            )?;
+        }
+        ensure(out.as_slice() == back.as_slice(), "read back differs")?;
+        let theirs = control(peer, "checksum 232 16").map_err(|e| e.to_string())?;
+        let ours = format!("{:#x}", fnv(out.as_slice()));
+        ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))
+    })();
+    t.check(
+        "io_uring IOPOLL: 16 writes and 16 reads complete once each, bytes intact on both ends",
+        res,
+    );
+    // The poll finds completions itself (the CQ's work item may take some
+    // first: its event still comes): at least one of the 32 here.
+    let polled = uring_polled(dev) - polled0;
+    t.check(
+        &format!("io_uring IOPOLL: the poll completed {polled} of 32 commands in place"),
+        ensure(polled > 0, "none"),
+    );
+}
+
+/// Commands completed in place by their IOPOLL poller.
+fn uring_polled(dev: &Rrdma) -> u64 {
+    dev.fdinfo_value("rrdma-work-uring-polled").unwrap_or(0)
+}
+
+/// A ring (an IOPOLL one if `iopoll`) closed with 64 operations in flight;
+/// the next operation on the connection works.
+fn closed_in_flight(
+    dev: &Rrdma,
+    t: &mut Tap,
+    rw: &RemoteRegion<'_>,
+    out: &Region,
+    eng: &mut UringEngine,
+    iopoll: bool,
+) {
+    let back = expect_ok(dev.create_region(4096, 1)).expect("region");
+    let good = rw.op(OP_READ, &back, 0, 0, 1, 7);
+    let res = (|| {
+        let mut doomed = if iopoll {
+            UringEngine::with_iopoll(dev, 64)
+        } else {
+            UringEngine::new(dev, 64)
+        }
+        .map_err(|e| e.to_string())?;
         let ops: Vec<Op> = (0..64)
-            .map(|i| rw.op(OP_WRITE, &out, i % 16, i, 1, i))
+            .map(|i| rw.op(OP_WRITE, out, i % 16, i, 1, i))
             .collect();
         let n = doomed.push(&ops);
         doomed
@@ -186,11 +266,12 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
             .map_err(|e| e.to_string())?;
         drop(doomed);
         ensure(n == 64, format!("{n} queued"))?;
-        let r = one(&mut eng, &good)?;
+        let r = one(eng, &good)?;
         ensure(r == 4096, format!("next read: res {r}"))
     })();
+    let ring = if iopoll { "an IOPOLL ring" } else { "a ring" };
     t.check(
-        "io_uring: a ring closed with 64 operations in flight; the next works",
+        &format!("io_uring: {ring} closed with 64 operations in flight; the next works"),
         res,
     );
 }
