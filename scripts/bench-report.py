@@ -214,6 +214,7 @@ def build_setup(runs, extra):
             a = by_round(runs, "rate", size, "rrdma", depth)
             b = by_round(runs, "rate", size, "perftest", depth)
             u = by_round(runs, "rate", size, "rrdma-uring", depth)
+            ip = by_round(runs, "rate", size, "rrdma-iopoll", depth)
             if a or b:
                 P["rate"].append({"test": "rate", "size": size, "depth": depth,
                                   "rrdma_kops": spread([kops(r) for r in a.values()]),
@@ -221,7 +222,10 @@ def build_setup(runs, extra):
                                   "ratio": ratio_row(a, b, kops),
                                   "uring_kops": spread([kops(r) for r in u.values()]),
                                   "uring_ratio": ratio_row(u, b, kops),
-                                  "uring_over_ioctl": ratio_row(u, a, kops)})
+                                  "uring_over_ioctl": ratio_row(u, a, kops),
+                                  "iopoll_kops": spread([kops(r) for r in ip.values()]),
+                                  "iopoll_ratio": ratio_row(ip, b, kops),
+                                  "iopoll_over_ioctl": ratio_row(ip, a, kops)})
     P["queues"] = []
     for size in QUEUE_SIZES:
         one = {t: by_round(runs, "write_q", size, t, BW_DEPTH) for t in ("rrdma", "perftest")}
@@ -248,6 +252,7 @@ def build_setup(runs, extra):
     for size in SIZES:
         a = by_round(runs, "read_lat", size, "rrdma")
         b = by_round(runs, "read_lat", size, "perftest")
+        ip = by_round(runs, "read_lat", size, "rrdma-iopoll")
         if not a and not b:
             continue
         row = {"test": "read_lat", "size": size,
@@ -256,6 +261,8 @@ def build_setup(runs, extra):
             row[f"rrdma_{key}_usec"] = spread([lat(r, key) for r in a.values()])
             row[f"perftest_{key}_usec"] = spread([lat(r, key) for r in b.values()])
             row[f"ratio_{key}"] = ratio_row(a, b, lambda r, k=key: lat(r, k))
+            row[f"iopoll_{key}_usec"] = spread([lat(r, key) for r in ip.values()])
+            row[f"iopoll_ratio_{key}"] = ratio_row(ip, b, lambda r, k=key: lat(r, k))
         if udp.get(size):
             for tool in ("rrdma", "perftest"):
                 p50 = row[f"{tool}_p50_usec"]
@@ -362,13 +369,17 @@ def print_setup(report, S):
     if S["rate"]:
         print(f"{'rate':<9} {'size':>8} {'depth':>5} {'rrdma kop/s':>12} {'perftest kop/s':>15} "
               f"{'ratio median [min..max]':>26} {'io_uring kop/s':>15} "
-              f"{'/perftest':>20} {'/ioctl':>20}")
+              f"{'/perftest':>20} {'/ioctl':>20} {'IOPOLL kop/s':>13} {'/perftest':>20} "
+              f"{'/ioctl':>20}")
         for r in S["rate"]:
             print(f"{'write':<9} {r['size']:>8} {r['depth']:>5} {fmt(r['rrdma_kops'], digits=2):>12} "
                   f"{fmt(r['perftest_kops'], digits=2):>15} {fmt_range(r['ratio']):>26} "
                   f"{fmt(r.get('uring_kops'), digits=2):>15} "
                   f"{fmt_range(r.get('uring_ratio')):>20} "
-                  f"{fmt_range(r.get('uring_over_ioctl')):>20}")
+                  f"{fmt_range(r.get('uring_over_ioctl')):>20} "
+                  f"{fmt(r.get('iopoll_kops'), digits=2):>13} "
+                  f"{fmt_range(r.get('iopoll_ratio')):>20} "
+                  f"{fmt_range(r.get('iopoll_over_ioctl')):>20}")
     if S.get("queues"):
         print(f"{'queues':<9} {'size':>8} {'q':>2} {'rrdma MB/s':>11} {'perftest MB/s':>14} "
               f"{'ratio median [min..max]':>26} {'rrdma /q1':>20} {'perftest /q1':>20}")
@@ -394,6 +405,10 @@ def print_setup(report, S):
         for key, name in LAT_KEYS[1:]:
             print(f"{'':<9} {'':>8} {name:<5} {fmt(r[f'rrdma_{key}_usec']):>7} us "
                   f"perftest {fmt(r[f'perftest_{key}_usec']):>9} us  ratio {fmt_range(r[f'ratio_{key}'])}")
+        if r.get("iopoll_p50_usec"):
+            print(f"{'':<9} {'':>8} IOPOLL io_uring: " + "; ".join(
+                f"{name} {fmt(r[f'iopoll_{key}_usec'])} us, ratio "
+                f"{fmt_range(r[f'iopoll_ratio_{key}'])}" for key, name in LAT_KEYS))
     if S["cpu"]:
         sides = S["cpu_sides"]
         what = ("the one guest's busy time (both sides)" if sides == ["guest"] else
@@ -454,6 +469,9 @@ def ratio_rows():
             yield f"rate {s} d{d} io_uring", "rate", {"size": s, "depth": d}, "uring_ratio"
             yield (f"rate {s} d{d} io_uring/ioctl", "rate", {"size": s, "depth": d},
                    "uring_over_ioctl")
+            yield f"rate {s} d{d} IOPOLL", "rate", {"size": s, "depth": d}, "iopoll_ratio"
+            yield (f"rate {s} d{d} IOPOLL/ioctl", "rate", {"size": s, "depth": d},
+                   "iopoll_over_ioctl")
     for s in QUEUE_SIZES:
         for q in QUEUES:
             m = {"size": s, "queues": q}
@@ -465,6 +483,7 @@ def ratio_rows():
     for s in SIZES:
         for key, name in LAT_KEYS:
             yield f"read_lat {s} {name}", "latency", {"size": s}, f"ratio_{key}"
+            yield f"read_lat {s} {name} IOPOLL", "latency", {"size": s}, f"iopoll_ratio_{key}"
     for t, s, d in cpu_keys():
         yield f"cpu {t} {s} d{d or 1}", "cpu", {"test": t, "size": s, "depth": d or 1}, None
 

@@ -286,6 +286,20 @@ client() { # DEV
 			done
 			echo 0 >/sys/module/rrdma/parameters/queue_pairs
 		fi
+		# D: the message rate and the READ latency through an IOPOLL
+		# ring (the waiting task polls the completion queue, as perftest
+		# does).
+		case $test in
+		rate | read_lat)
+			cpu_begin
+			if out=$($CLI rrdma bench $t $args --engine uring-iopoll --json 2>&1); then
+				emit "{\"kind\":\"run\",\"tool\":\"rrdma-iopoll\",$tag,\"result\":$out,$(cpu_json)}"
+			else
+				fails=$((fails + 1))
+				echo "rrdma bench --engine uring-iopoll $test $size $depth: $out"
+			fi
+			;;
+		esac
 		# C: the message rate again, through io_uring commands.
 		[ "$test" = rate ] || continue
 		cpu_begin
