@@ -71,15 +71,28 @@ fn want_res(res: Result<i32, String>, want: i32) -> Result<(), String> {
     ensure(res == want, format!("res {res}, want {want}"))
 }
 
-pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
+/// Checks that GET_INFO reports feature bit `bit`.
+fn feature(dev: &Rrdma, t: &mut Tap, name: &str, bit: u64) {
     let features = dev.info().map(|i| i.features).unwrap_or(0);
     t.check(
-        "GET_INFO reports io_uring commands",
-        ensure(
-            features & FEATURE_URING != 0,
-            format!("features {features:#x}"),
-        ),
+        &format!("GET_INFO reports {name}"),
+        ensure(features & bit != 0, format!("features {features:#x}")),
     );
+}
+
+/// The 16 CQEs of operations with user_data `base..base + 16`, each with
+/// res 4096, once each.
+fn all_done(cs: Result<Vec<UringCompletion>, String>, base: u64) -> Result<(), String> {
+    let cs = cs?;
+    let ids: HashSet<u64> = cs.iter().map(|c| c.user_data).collect();
+    ensure(
+        cs.len() == 16 && ids == (base..base + 16).collect() && cs.iter().all(|c| c.res == 4096),
+        format!("{cs:?}"),
+    )
+}
+
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
+    feature(dev, t, "io_uring commands", FEATURE_URING);
     let mut eng = match UringEngine::new(dev, 64) {
         Ok(e) => e,
         Err(e) => return t.check("io_uring ring of 128-byte SQEs", Err(e.to_string())),
@@ -94,16 +107,6 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
     let reads: Vec<Op> = (0..16)
         .map(|i| rw.op(OP_READ, &back, i, 200 + i, 1, 2000 + i))
         .collect();
-    let all_done = |cs: Result<Vec<UringCompletion>, String>, base: u64| {
-        let cs = cs?;
-        let ids: HashSet<u64> = cs.iter().map(|c| c.user_data).collect();
-        ensure(
-            cs.len() == 16
-                && ids == (base..base + 16).collect()
-                && cs.iter().all(|c| c.res == 4096),
-            format!("{cs:?}"),
-        )
-    };
     let fences0 = write_fences(dev);
     t.check(
         "io_uring: 16 writes complete once each with res 4096 and their user_data",
@@ -183,13 +186,11 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
 /// Blocks through an IOPOLL ring: 16 writes, then 16 reads back, one
 /// submission each, waited for by polling.
 fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, out: &mut Region) {
-    let features = dev.info().map(|i| i.features).unwrap_or(0);
-    t.check(
-        "GET_INFO reports polled io_uring commands (IOPOLL)",
-        ensure(
-            features & FEATURE_URING_IOPOLL != 0,
-            format!("features {features:#x}"),
-        ),
+    feature(
+        dev,
+        t,
+        "polled io_uring commands (IOPOLL)",
+        FEATURE_URING_IOPOLL,
     );
     let mut eng = match UringEngine::with_iopoll(dev, 64) {
         Ok(e) => e,
@@ -206,14 +207,7 @@ fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, ou
     let polled0 = uring_polled(dev);
     let res = (|| {
         for (ops, base) in [(&writes, 3000), (&reads, 4000)] {
-            let cs = run(&mut eng, ops)?;
-            let ids: HashSet<u64> = cs.iter().map(|c| c.user_data).collect();
-            ensure(
-                cs.len() == 16
-                    && ids == (base..base + 16).collect()
-                    && cs.iter().all(|c| c.res == 4096),
-                format!("{cs:?}"),
-            )?;
+            all_done(run(&mut eng, ops), base)?;
         }
         ensure(out.as_slice() == back.as_slice(), "read back differs")?;
         let theirs = control(peer, "checksum 232 16").map_err(|e| e.to_string())?;
