@@ -263,6 +263,9 @@ pub fn max_op_blocks(
 pub mod wc {
     /// `IB_WC_SUCCESS`.
     pub const SUCCESS: u32 = 0;
+    /// `IB_WC_LOC_QP_OP_ERR`: siw reports every transmit failure so (a
+    /// socket the peer reset, its link gone) and drops the connection.
+    pub const LOC_QP_OP_ERR: u32 = 2;
     /// `IB_WC_LOC_PROT_ERR`.
     pub const LOC_PROT_ERR: u32 = 4;
     /// `IB_WC_WR_FLUSH_ERR`.
@@ -322,7 +325,11 @@ pub fn wc_errno(status: u32) -> Option<Errno> {
         wc::SUCCESS => return None,
         wc::REM_ACCESS_ERR | wc::REM_INV_REQ_ERR | wc::LOC_PROT_ERR => EACCES,
         wc::WR_FLUSH_ERR => ECANCELED,
-        wc::RETRY_EXC_ERR | wc::RNR_RETRY_EXC_ERR | wc::BAD_RESP_ERR => ECONNRESET,
+        // siw's transmit failure (its socket broke) is a local QP
+        // operation error: the connection failed under the operation.
+        wc::RETRY_EXC_ERR | wc::RNR_RETRY_EXC_ERR | wc::BAD_RESP_ERR | wc::LOC_QP_OP_ERR => {
+            ECONNRESET
+        }
         wc::REM_OP_ERR => ECONNABORTED,
         _ => EIO,
     })
@@ -520,6 +527,11 @@ mod tests {
         assert_eq!(wc_errno(wc::WR_FLUSH_ERR), Some(ECANCELED));
         assert_eq!(wc_errno(wc::RETRY_EXC_ERR), Some(ECONNRESET));
         assert_eq!(wc_errno(wc::BAD_RESP_ERR), Some(ECONNRESET));
+        assert_eq!(wc_errno(wc::LOC_QP_OP_ERR), Some(ECONNRESET));
+        assert_eq!(
+            wc_status_name(wc::LOC_QP_OP_ERR),
+            "local QP operation error"
+        );
         assert_eq!(wc_errno(99), Some(EIO));
     }
 
