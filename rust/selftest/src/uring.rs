@@ -218,12 +218,20 @@ fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, ou
         "io_uring IOPOLL: 16 writes and 16 reads complete once each, bytes intact on both ends",
         res,
     );
-    // The poll finds completions itself (the CQ's work item may take some
-    // first: its event still comes): at least one of the 32 here.
+    // The poll finds completions itself, though the CQ's work item may
+    // take some first (its event still comes): 4 to 32 of 32 in make
+    // check. None yet: up to 3 more rounds of 16 reads, so that a slow
+    // guest's chance does not fail the check.
+    let mut total = 32;
+    let mut res = Ok(());
+    while uring_polled(dev) == polled0 && total < 128 && res.is_ok() {
+        res = all_done(run(&mut eng, &reads), 4000);
+        total += 16;
+    }
     let polled = uring_polled(dev) - polled0;
     t.check(
-        &format!("io_uring IOPOLL: the poll completed {polled} of 32 commands in place"),
-        ensure(polled > 0, "none"),
+        &format!("io_uring IOPOLL: the poll completed {polled} of {total} commands in place"),
+        res.and_then(|()| ensure(polled > 0, "none")),
     );
 }
 
