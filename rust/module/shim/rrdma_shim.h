@@ -260,7 +260,8 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q);
 /* For shim/uring.c's IOPOLL (C only): see shim/qp.c. */
-int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring);
+int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring,
+			 bool oneshot);
 bool rrdma_shim_qp_iopolled(struct rrdma_shim_qp *q, const void *ring);
 bool rrdma_shim_qp_poll_tryget(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_ref(struct rrdma_shim_qp *q);

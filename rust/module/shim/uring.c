@@ -113,7 +113,8 @@ int rrdma_shim_uring_iopoll(struct io_uring_cmd *cmd,
 	rcu_read_unlock();
 	if (!q)
 		return 0;
-	n = rrdma_shim_qp_iopoll(q, cmd_to_io_kiocb(cmd)->ctx);
+	n = rrdma_shim_qp_iopoll(q, cmd_to_io_kiocb(cmd)->ctx,
+				 poll_flags & BLK_POLL_ONESHOT);
 	rrdma_shim_qp_poll_put(q);
 	return n;
 }
