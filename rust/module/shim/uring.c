@@ -47,6 +47,18 @@ static struct rrdma_uring_pdu *rrdma_uring_pdu(struct io_uring_cmd *cmd)
 	return io_uring_cmd_to_pdu(cmd, struct rrdma_uring_pdu);
 }
 
+/*
+ * The command no longer polls its QP: the pointer is cleared before the
+ * reference goes, so a poller that reads it later finds NULL.
+ */
+static void rrdma_uring_unbind(struct rrdma_uring_pdu *pdu)
+{
+	struct rrdma_shim_qp *q = pdu->qp;
+
+	WRITE_ONCE(pdu->qp, NULL);
+	rrdma_shim_qp_unref(q);
+}
+
 bool rrdma_shim_uring_supported(void)
 {
 	return IS_ENABLED(CONFIG_IO_URING);
@@ -79,12 +91,8 @@ int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
 	 * Not posted (a refused post may have told its QP already).  Not on
 	 * io_uring's poll list yet: no poller reads the pointer.
 	 */
-	if (pdu->qp) {
-		struct rrdma_shim_qp *q = pdu->qp;
-
-		WRITE_ONCE(pdu->qp, NULL);
-		rrdma_shim_qp_unref(q);
-	}
+	if (pdu->qp)
+		rrdma_uring_unbind(pdu);
 	return ret;
 }
 
@@ -154,8 +162,7 @@ bool rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res)
 		 * keeps @q until it returns.
 		 */
 		polled = rrdma_shim_qp_iopolled(q, cmd_to_io_kiocb(cmd)->ctx);
-		WRITE_ONCE(pdu->qp, NULL);
-		rrdma_shim_qp_unref(q);
+		rrdma_uring_unbind(pdu);
 	}
 	if (polled) {
 		rrdma_uring_cmd_done(cmd, res, 0);
