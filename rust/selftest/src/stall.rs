@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use rrdma::{Keepalive, Rrdma};
 
 use crate::attack::agent_cmd;
+use crate::param::ModParam;
 use crate::remote::{addr, control, peer_count, token, T};
 use crate::{ensure, Tap};
 
@@ -170,34 +171,12 @@ fn written_block<'a>(
     Ok((local, pattern))
 }
 
-/// This guest's `queue_pairs` module parameter set while it lives, then
-/// restored.
-struct QueuePairs(String);
-
-impl QueuePairs {
-    const PARAM: &'static str = "/sys/module/rrdma/parameters/queue_pairs";
-
-    fn set(n: u32) -> Result<Self, String> {
-        let was = std::fs::read_to_string(Self::PARAM).map_err(|e| format!("queue_pairs: {e}"))?;
-        std::fs::write(Self::PARAM, n.to_string()).map_err(|e| format!("queue_pairs: {e}"))?;
-        Ok(Self(was.trim().to_string()))
-    }
-}
-
-impl Drop for QueuePairs {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::write(Self::PARAM, &self.0) {
-            eprintln!("stall: cannot restore queue_pairs: {e}");
-        }
-    }
-}
-
 fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
     let tok = token(peer, "rw").map_err(|e| e.to_string())?;
     // The READ must go on the queue pair of the control messages: on a
     // data lane (`queue_pairs` above 1, the READ on the reader's CPU's
     // lane), nothing would hold them.
-    let one_qp = QueuePairs::set(1)?;
+    let one_qp = ModParam::set("queue_pairs", "1")?;
     let conn = connect(dev, peer, INTERVAL_MS)?;
     drop(one_qp);
     let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;

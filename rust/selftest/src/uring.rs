@@ -17,6 +17,7 @@ use rrdma::abi::errno::{EINVAL, ENOTTY};
 use rrdma::abi::uapi::{Op, FEATURE_URING, FEATURE_URING_IOPOLL, OP_READ, OP_WRITE, URING_CMD_OP};
 use rrdma::{Region, RemoteRegion, Rrdma, UringCompletion, UringEngine};
 
+use crate::param::ModParam;
 use crate::remote::{control, fnv, iwarp, pattern, write_fences};
 use crate::{ensure, expect_ok, Tap};
 
@@ -197,42 +198,55 @@ fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, ou
         Err(e) => return t.check("io_uring: an IOPOLL ring", Err(e.to_string())),
     };
     let back = expect_ok(dev.create_region(4096, 16)).expect("region");
-    pattern(out.as_mut_slice(), 0x1bad);
-    let writes: Vec<Op> = (0..16)
-        .map(|i| rw.op(OP_WRITE, out, i, 232 + i, 1, 3000 + i))
-        .collect();
-    let reads: Vec<Op> = (0..16)
-        .map(|i| rw.op(OP_READ, &back, i, 232 + i, 1, 4000 + i))
-        .collect();
-    let polled0 = uring_polled(dev);
-    let res = (|| {
-        for (ops, base) in [(&writes, 3000), (&reads, 4000)] {
-            all_done(run(&mut eng, ops), base)?;
-        }
-        ensure(out.as_slice() == back.as_slice(), "read back differs")?;
-        let theirs = control(peer, "checksum 232 16").map_err(|e| e.to_string())?;
-        let ours = format!("{:#x}", fnv(out.as_slice()));
-        ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))
-    })();
-    t.check(
-        "io_uring IOPOLL: 16 writes and 16 reads complete once each, bytes intact on both ends",
-        res,
-    );
-    // The poll finds completions itself, though the CQ's work item may
-    // take some first (its event still comes): 4 to 32 of 32 in make
-    // check. None yet: up to 3 more rounds of 16 reads, so that a slow
-    // guest's chance does not fail the check.
-    let mut total = 32;
-    let mut res = Ok(());
-    while uring_polled(dev) == polled0 && total < 128 && res.is_ok() {
-        res = all_done(run(&mut eng, &reads), 4000);
-        total += 16;
+    // A poll that finds nothing for `iopoll_spin_us` sleeps until the CQ
+    // has something: 0 sleeps at once, 1 s spins as classic IOPOLL does.
+    // Both move the same blocks; the second also completes in place.
+    for (spin, seed) in [("0", 0x1bad), ("1000000", 0x2bad)] {
+        let polled0 = uring_polled(dev);
+        let res = (|| {
+            let _spin = ModParam::set("iopoll_spin_us", spin)?;
+            pattern(out.as_mut_slice(), seed);
+            let writes: Vec<Op> = (0..16)
+                .map(|i| rw.op(OP_WRITE, out, i, 232 + i, 1, 3000 + i))
+                .collect();
+            let reads: Vec<Op> = (0..16)
+                .map(|i| rw.op(OP_READ, &back, i, 232 + i, 1, 4000 + i))
+                .collect();
+            for (ops, base) in [(&writes, 3000), (&reads, 4000)] {
+                all_done(run(&mut eng, ops), base)?;
+            }
+            ensure(out.as_slice() == back.as_slice(), "read back differs")?;
+            let theirs = control(peer, "checksum 232 16").map_err(|e| e.to_string())?;
+            let ours = format!("{:#x}", fnv(out.as_slice()));
+            ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))?;
+            if spin == "0" {
+                return Ok(());
+            }
+            // The poll finds completions itself, though the CQ's work item
+            // may take some first (its event still comes): 4 to 32 of 32
+            // in make check. None yet: up to 3 more rounds of 16 reads, so
+            // that a slow guest's chance does not fail the check.
+            let mut total = 32;
+            while uring_polled(dev) == polled0 && total < 128 {
+                all_done(run(&mut eng, &reads), 4000)?;
+                total += 16;
+            }
+            let polled = uring_polled(dev) - polled0;
+            println!("# io_uring IOPOLL: the poll completed {polled} of {total} commands in place");
+            ensure(polled > 0, format!("none of {total} completed in place"))
+        })();
+        let what = if spin == "0" {
+            "io_uring IOPOLL, sleeping at once (iopoll_spin_us=0)"
+        } else {
+            "io_uring IOPOLL, spinning, some completed in place"
+        };
+        t.check(
+            &format!(
+                "{what}: 16 writes and 16 reads complete once each, bytes intact on both ends"
+            ),
+            res,
+        );
     }
-    let polled = uring_polled(dev) - polled0;
-    t.check(
-        &format!("io_uring IOPOLL: the poll completed {polled} of {total} commands in place"),
-        res.and_then(|()| ensure(polled > 0, "none")),
-    );
 }
 
 /// Commands completed in place by their IOPOLL poller.
