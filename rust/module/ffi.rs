@@ -463,8 +463,14 @@ extern "C" {
     pub(crate) fn rrdma_shim_qp_stop(q: *mut ShimQp) -> c_int;
     /// Stops posting and drains the QP (flushes everything outstanding).
     pub(crate) fn rrdma_shim_qp_drain(q: *mut ShimQp);
-    /// Destroys a drained QP, its CQs and buffers.
-    pub(crate) fn rrdma_shim_qp_destroy(q: *mut ShimQp);
+    /// Destroys a drained QP, its CQs, buffers and sinks; returns how many
+    /// sinks it had.
+    pub(crate) fn rrdma_shim_qp_destroy(q: *mut ShimQp) -> u32;
+    /// Allocates the QP's READ and fence sinks once (may sleep; needs a
+    /// poll reference): 1 if allocated now, 0 if they were, or -errno.
+    pub(crate) fn rrdma_shim_qp_sinks_alloc(q: *mut ShimQp) -> c_int;
+    /// Whether the QP's sinks are allocated (or it has none).
+    pub(crate) fn rrdma_shim_qp_has_sinks(q: *mut ShimQp) -> bool;
     /// Busy polling: polls the QP's send CQ once unless its work item is
     /// polling; returns the completions handled. Needs a poll reference.
     pub(crate) fn rrdma_shim_qp_poll(q: *mut ShimQp) -> c_int;

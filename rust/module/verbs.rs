@@ -94,7 +94,9 @@ pub(crate) struct QpSizes {
     /// Bytes per control buffer.
     pub(crate) msg_len: u32,
     /// READ sinks (iWARP; 0 elsewhere), each counted against the device's
-    /// `max_mr` for as long as the queue pair lives.
+    /// `max_mr` from their allocation, at the queue pair's first operation
+    /// that needs one ([`Qp::sink_alloc`]), for as long as the queue pair
+    /// lives.
     pub(crate) sinks: u32,
     /// Pages a READ sink maps (a chunk's).
     pub(crate) sink_pages: u32,
@@ -110,9 +112,9 @@ pub(crate) struct QpSizes {
 /// `raw` was created by `rrdma_shim_qp_create` on a cm_id that outlives it
 /// (the owner drops the queue pair before the id), with completion callbacks
 /// whose owner pointer stays valid until `drop` returns; it is drained and
-/// destroyed only by `drop`. `_pd` is the domain it was created in; `sinks`
-/// of its device's registrations are counted for its READ sinks until
-/// `drop`.
+/// destroyed only by `drop`. `_pd` is the domain it was created in; the
+/// `sinks` READ and fence sinks the shim allocates for it (once,
+/// [`SinkAlloc`]) are counted on its device until `drop`.
 pub(crate) struct Qp {
     raw: NonNull<ShimQp>,
     _pd: Arc<Pd>,
@@ -142,7 +144,6 @@ impl Qp {
     ) -> Result<Self, Errno> {
         let mut raw = ptr::null_mut();
         let sinks = sizes.sinks + sizes.fence_sinks;
-        pd.device().take_mrs(sinks)?;
         // SAFETY: by the function's safety requirements; `pd` is live.
         let ret = unsafe {
             ffi::rrdma_shim_qp_create(
@@ -162,11 +163,10 @@ impl Qp {
             )
         };
         let Some(raw) = NonNull::new(raw).filter(|_| ret == 0) else {
-            pd.device().put_mrs(sinks);
             return Err(Errno::new(-ret).unwrap_or(ENOMEM));
         };
         // INVARIANT: created just above, by the function's safety
-        // requirements, with its sinks counted.
+        // requirements, with no sinks yet.
         Ok(Self {
             raw,
             _pd: pd.clone(),
@@ -259,12 +259,56 @@ impl Qp {
         PollRef { raw: self.raw }
     }
 
+    /// Whether the queue pair's READ and fence sinks are allocated (or it
+    /// has none).
+    pub(crate) fn has_sinks(&self) -> bool {
+        // SAFETY: the queue pair is live (type invariant).
+        unsafe { ffi::rrdma_shim_qp_has_sinks(self.raw.as_ptr()) }
+    }
+
+    /// What allocates the queue pair's sinks outside the caller's lock
+    /// ([`SinkAlloc::run`]); it holds a poll reference, so the teardown
+    /// waits for it.
+    pub(crate) fn sink_alloc(&self) -> SinkAlloc {
+        SinkAlloc {
+            r: self.poll_ref(),
+            pd: self._pd.clone(),
+            sinks: self.sinks,
+        }
+    }
+
     /// Moves the queue pair to the error state now, without waiting for
     /// the drain (which `drop` still does): from the return, nothing the
     /// peer sends on it is placed in our memory, and nothing is posted.
     pub(crate) fn stop(&self) -> Result<(), Errno> {
         // SAFETY: the queue pair is live (type invariant).
         crate::abi::to_result(unsafe { ffi::rrdma_shim_qp_stop(self.raw.as_ptr()) })
+    }
+}
+
+/// The allocation of a queue pair's READ and fence sinks (iWARP), at its
+/// first operation that needs one ([`Qp::sink_alloc`]).
+pub(crate) struct SinkAlloc {
+    r: PollRef,
+    pd: Arc<Pd>,
+    sinks: u32,
+}
+
+impl SinkAlloc {
+    /// Allocates the sinks unless they are (may sleep: no lock held that
+    /// completions take), counted on the device (`ENOMEM` when its
+    /// registrations are all taken). The queue pair gives the count back
+    /// when it is destroyed.
+    pub(crate) fn run(self) -> Result<(), Errno> {
+        let dev = self.pd.device();
+        dev.take_mrs(self.sinks)?;
+        // SAFETY: the poll reference keeps the queue pair from being
+        // destroyed (`PollRef`'s invariant).
+        let ret = unsafe { ffi::rrdma_shim_qp_sinks_alloc(self.r.raw.as_ptr()) };
+        if ret != 1 {
+            dev.put_mrs(self.sinks);
+        }
+        crate::abi::to_result(ret.min(0))
     }
 }
 
@@ -277,7 +321,8 @@ impl Drop for Qp {
         // SAFETY: the queue pair is live (type invariant).
         unsafe { ffi::rrdma_shim_qp_drain(self.raw.as_ptr()) };
         // SAFETY: drained; its id is still alive (type invariant).
-        unsafe { ffi::rrdma_shim_qp_destroy(self.raw.as_ptr()) };
-        self._pd.device().put_mrs(self.sinks);
+        let sinks = unsafe { ffi::rrdma_shim_qp_destroy(self.raw.as_ptr()) };
+        // What `SinkAlloc::run` counted, if it allocated them.
+        self._pd.device().put_mrs(sinks);
     }
 }

@@ -45,6 +45,9 @@ pub(crate) struct Work {
     /// io_uring commands whose IOPOLL poller found their completion
     /// (`rrdma-work-uring-polled`: only grows).
     uring_polled: AtomicU64,
+    /// Queue pairs that allocated their READ and fence sinks (iWARP), at
+    /// their first operation (`rrdma-sink-allocs`: only grows).
+    sink_allocs: AtomicU64,
 }
 
 impl Work {
@@ -58,7 +61,13 @@ impl Work {
             lane_ops: AtomicU64::new(0),
             sync_polled: AtomicU64::new(0),
             uring_polled: AtomicU64::new(0),
+            sink_allocs: AtomicU64::new(0),
         }
+    }
+
+    /// Counts a queue pair that allocated its sinks.
+    pub(crate) fn sink_alloc(&self) {
+        self.sink_allocs.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts `n` completions handled by busy polling.
@@ -102,7 +111,7 @@ impl Work {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 8] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 9] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -126,6 +135,10 @@ impl Work {
             (
                 b"rrdma-work-uring-polled\0",
                 self.uring_polled.load(Ordering::Relaxed),
+            ),
+            (
+                b"rrdma-sink-allocs\0",
+                self.sink_allocs.load(Ordering::Relaxed),
             ),
         ]
     }

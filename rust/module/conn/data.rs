@@ -230,6 +230,12 @@ pub(super) struct Slots {
     sinks: u32,
     /// The queue pair's fence sinks no operation holds (iWARP).
     fences_free: KVec<u32>,
+    /// The queue pair's fence sinks (indices from `sinks`).
+    fences: u32,
+    /// Whether the free lists hold the queue pair's sinks: they are
+    /// allocated at its first operation ([`Conn::ready_sinks`]), so until
+    /// then an iWARP queue pair's lists are empty. True without sinks.
+    sinks_ready: bool,
     /// Per sink, the next sink its operation holds ([`NO_SINK`]: none).
     sink_next: KVec<u32>,
     /// Write fences posted and not yet completed (iWARP).
@@ -252,6 +258,8 @@ impl Slots {
             sinks_free: KVec::with_capacity(SINKS_MAX as usize, GFP_KERNEL)?,
             sinks: 0,
             fences_free: KVec::with_capacity(SLOTS_MAX as usize / 2, GFP_KERNEL)?,
+            fences: 0,
+            sinks_ready: true,
             sink_next: {
                 let n = (SINKS_MAX + SLOTS_MAX / 2) as usize;
                 let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
@@ -267,9 +275,9 @@ impl Slots {
 
     /// A new queue pair with `depth` operation entries (at most
     /// [`SLOTS_MAX`]), `sinks` READ sinks (at most [`SINKS_MAX`]) and
-    /// `fences` fence sinks (at most half of [`SLOTS_MAX`]), or none (0).
-    /// Every slot is empty: nothing was posted yet, or the teardown
-    /// flushed it.
+    /// `fences` fence sinks (at most half of [`SLOTS_MAX`]), or none (0),
+    /// not allocated yet ([`Self::fill_sinks`] once they are). Every slot
+    /// is empty: nothing was posted yet, or the teardown flushed it.
     pub(super) fn reset(&mut self, depth: u32, sinks: u32, fences: u32) {
         let depth = depth.min(SLOTS_MAX);
         while crate::compat::vec_pop(&mut self.free).is_some() {}
@@ -278,21 +286,30 @@ impl Slots {
             let _ = self.free.push(i, GFP_KERNEL);
         }
         while crate::compat::vec_pop(&mut self.sinks_free).is_some() {}
-        let sinks = sinks.min(SINKS_MAX);
-        for i in (0..sinks).rev() {
-            // Within capacity: cannot fail.
-            let _ = self.sinks_free.push(i, GFP_KERNEL);
-        }
-        self.sinks = sinks;
         while crate::compat::vec_pop(&mut self.fences_free).is_some() {}
-        for i in (0..fences.min(SLOTS_MAX / 2)).rev() {
-            // Within capacity: cannot fail.
-            let _ = self.fences_free.push(sinks + i, GFP_KERNEL);
-        }
+        self.sinks = sinks.min(SINKS_MAX);
+        self.fences = fences.min(SLOTS_MAX / 2);
+        self.sinks_ready = self.sinks == 0 && self.fences == 0;
         self.depth = depth;
         self.sq_free = depth;
         self.fences_posted = 0;
         self.open = None;
+    }
+
+    /// The queue pair's sinks are allocated: every one is free.
+    fn fill_sinks(&mut self) {
+        if self.sinks_ready {
+            return;
+        }
+        for i in (0..self.sinks).rev() {
+            // Within capacity: cannot fail.
+            let _ = self.sinks_free.push(i, GFP_KERNEL);
+        }
+        for i in (0..self.fences).rev() {
+            // Within capacity: cannot fail.
+            let _ = self.fences_free.push(self.sinks + i, GFP_KERNEL);
+        }
+        self.sinks_ready = true;
     }
 
     /// The work requests one operation may take (`abi::ops::max_wrs`'s
@@ -709,6 +726,9 @@ enum Attempt {
     Done(Posted),
     /// It needs registrations allocated outside the lock first.
     Prepare(Plan, Arc<crate::verbs::Pd>),
+    /// It needs the queue pair's sinks allocated outside the lock first
+    /// ([`Conn::ready_sinks`]).
+    Sinks,
     /// The connection's cache changed under it: try again.
     Again,
     /// The queue pair refused the work requests: the connection fails
@@ -780,6 +800,12 @@ impl Conn {
         let mut g = Some(self.inner.lock());
         // The whole run goes on one queue pair: its writes share a fence.
         let p = g.as_ref().map_or(0, |i| i.pick_path());
+        // The fence's sink is reserved before the first write.
+        if fence.is_some() {
+            if let Err(e) = self.ready_sinks(&mut g, p) {
+                return (0, Some(e));
+            }
+        }
         let mut batch = match (fence, g.as_mut()) {
             (Some(region), Some(inner)) => Self::batch_begin_locked(inner, p, region),
             _ => None,
@@ -851,6 +877,7 @@ impl Conn {
                     prep = Prep::new(&plan, pd, region)?;
                 }
                 Attempt::Again => prep = Prep::default(),
+                Attempt::Sinks => self.ready_sinks(g, p)?,
                 Attempt::Failed(e, op) => {
                     drop(op);
                     self.fail(Event::QpFatal, "cannot post an operation", e);
@@ -859,6 +886,40 @@ impl Conn {
             }
         }
         Ok(Posted::Full)
+    }
+
+    /// Allocates path `p`'s READ and fence sinks (iWARP) unless they are,
+    /// at its queue pair's first operation: outside the lock (`g` is
+    /// released and taken again), under a poll reference that the queue
+    /// pair's teardown waits for. `ENOMEM` when the device's registrations
+    /// are all taken. A queue pair that replaced this one meanwhile (a
+    /// reconnect) gets its own at its first operation.
+    fn ready_sinks<'g>(&'g self, g: &mut InnerGuard<'g>, p: usize) -> Result<(), Errno> {
+        let alloc = {
+            let inner = g.get_or_insert_with(|| self.inner.lock());
+            let Some(x) = inner.paths.get(p) else {
+                return Err(ENOTCONN);
+            };
+            if x.slots.sinks_ready {
+                return Ok(());
+            }
+            let Some(qp) = path_qp(p, &inner.id, &x.lane) else {
+                return Err(ENOTCONN);
+            };
+            qp.sink_alloc()
+        };
+        *g = None;
+        // The poll reference goes before the lock is taken again.
+        alloc.run()?;
+        let inner = g.get_or_insert_with(|| self.inner.lock());
+        let super::Inner { paths, id, .. } = &mut **inner;
+        if let Some(x) = paths.get_mut(p) {
+            if path_qp(p, id, &x.lane).is_some_and(|q| q.has_sinks()) {
+                x.slots.fill_sinks();
+                self.shared.work.sink_alloc();
+            }
+        }
+        Ok(())
     }
 
     /// Plans and posts under the lock (`inner`) with what `prep`
@@ -912,6 +973,9 @@ impl Conn {
         let Some(res) = res.as_mut() else {
             return Err(ENOTCONN);
         };
+        if !o.sinks_ready {
+            return Ok(Attempt::Sinks);
+        }
         if plan.wrs + if new_group { 2 } else { 0 } > o.sq_free
             || o.free.len() < 1 + usize::from(new_group)
             || (plan.sinks as usize) > o.sinks_free.len()

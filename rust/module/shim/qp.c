@@ -137,10 +137,17 @@ struct rrdma_shim_ctrl_slot {
  *		(kmalloc rounds a size up to one: 64 buffers plus one took 64 KiB)
  * @nops:	operation slots
  * @ops:	completion contexts of the operation slots
- * @nsinks:	READ sinks (iWARP only; Rust tells which are free)
+ * @nsinks:	READ sinks allocated (iWARP only; Rust tells which are free),
+ *		0 until the first operation that needs one allocates them
+ *		(rrdma_shim_qp_sinks_alloc(); set with @sinks under @lock)
  * @sinks:	the READ sinks
  * @sink_sg:	@sink_nsg entries that map a sink's bytes while it is being
  *		registered (under @lock: ib_map_mr_sg() copies them out)
+ * @sinks_max:	READ sinks the QP has once they are allocated
+ * @data_sinks:	how many of them map up to @sink_pages pages (the others, fence
+ *		sinks, one)
+ * @sink_pages:	see @data_sinks
+ * @sinks_lock:	serializes the allocation of the sinks
  * @scq_work:	polls @scq on rrdma_shim_comp_wq(), queued by its event
  * @poll_lock:	held by whoever polls @scq: @scq_work, or a task busy
  *		polling for its synchronous operation (rrdma_shim_qp_poll())
@@ -189,6 +196,10 @@ struct rrdma_shim_qp {
 	struct rrdma_shim_sink *sinks;
 	struct scatterlist *sink_sg;
 	u32 sink_nsg;
+	u32 sinks_max;
+	u32 data_sinks;
+	u32 sink_pages;
+	struct mutex sinks_lock; /* serializes rrdma_shim_qp_sinks_alloc() */
 	struct work_struct scq_work;
 	struct mutex poll_lock; /* serializes the polls of scq */
 	atomic_t pollers;
@@ -596,50 +607,91 @@ static void scq_destroy(struct rrdma_shim_qp *q)
 	ib_destroy_cq(q->scq);
 }
 
-static void free_sinks(struct rrdma_shim_qp *q)
+/* Frees @n sinks of @sinks (NULL: none) and @sg. */
+static void free_sink_array(struct rrdma_shim_sink *sinks, u32 n,
+			    struct scatterlist *sg)
 {
 	u32 i;
 
-	for (i = 0; q->sinks && i < q->nsinks; i++) {
-		if (!IS_ERR_OR_NULL(q->sinks[i].mr))
-			ib_dereg_mr(q->sinks[i].mr);
+	for (i = 0; sinks && i < n; i++) {
+		if (!IS_ERR_OR_NULL(sinks[i].mr))
+			ib_dereg_mr(sinks[i].mr);
 	}
-	kfree(q->sinks);
+	kfree(sinks);
+	kfree(sg);
+}
+
+/* Frees the QP's sinks; returns how many there were. */
+static u32 free_sinks(struct rrdma_shim_qp *q)
+{
+	u32 n = q->nsinks;
+
+	free_sink_array(q->sinks, n, q->sink_sg);
 	q->sinks = NULL;
-	kfree(q->sink_sg);
 	q->sink_sg = NULL;
+	q->nsinks = 0;
+	return n;
 }
 
 /*
- * @nsinks READ sinks: the first @ndata of up to @pages pages each (over
- * region memory), the others of one page (over the scratch buffer, for
- * fences).
+ * The QP's READ sinks (iWARP), as rrdma_shim_qp_create() sized them: the
+ * first @data_sinks of up to @sink_pages pages each (over region memory),
+ * the others of one page (over the scratch buffer, for fences).  They are
+ * allocated at the first operation that needs one, not with the QP: a
+ * connection that only exports (or a lane that carries nothing) holds
+ * none of the device's registrations for them.  Process context, may
+ * sleep; the caller keeps @q from being destroyed (a poll reference).
+ * Returns 1 if they were allocated now, 0 if they were already (or the QP
+ * has none), or -errno.
  */
-static int alloc_sinks(struct rrdma_shim_qp *q, u32 nsinks, u32 ndata,
-		       u32 pages)
+int rrdma_shim_qp_sinks_alloc(struct rrdma_shim_qp *q)
 {
-	u32 i;
+	u32 i, n = q->sinks_max, pages = q->sink_pages;
+	struct rrdma_shim_sink *sinks;
+	struct scatterlist *sg;
+	int ret = 0;
 
-	q->nsinks = nsinks;
-	if (!nsinks)
-		return 0;
-	q->sinks = kcalloc(nsinks, sizeof(*q->sinks), GFP_KERNEL);
-	q->sink_sg = kcalloc(pages, sizeof(*q->sink_sg), GFP_KERNEL);
-	if (!q->sinks || !q->sink_sg)
-		return -ENOMEM;
-	sg_init_table(q->sink_sg, pages);
-	q->sink_nsg = pages;
-	for (i = 0; i < nsinks; i++) {
-		struct rrdma_shim_sink *k = &q->sinks[i];
+	mutex_lock(&q->sinks_lock);
+	if (q->nsinks || !n)
+		goto out;
+	sinks = kcalloc(n, sizeof(*sinks), GFP_KERNEL);
+	sg = kcalloc(pages, sizeof(*sg), GFP_KERNEL);
+	if (!sinks || !sg) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	sg_init_table(sg, pages);
+	for (i = 0; i < n; i++) {
 		struct ib_mr *mr;
 
 		mr = ib_alloc_mr(q->pd, IB_MR_TYPE_MEM_REG,
-				 i < ndata ? pages : 1);
-		if (IS_ERR(mr))
-			return PTR_ERR(mr);
-		k->mr = mr;
+				 i < q->data_sinks ? pages : 1);
+		if (IS_ERR(mr)) {
+			ret = PTR_ERR(mr);
+			goto fail;
+		}
+		sinks[i].mr = mr;
 	}
-	return 0;
+	/* Posting reads them under @lock. */
+	spin_lock_irq(&q->lock);
+	q->sinks = sinks;
+	q->sink_sg = sg;
+	q->sink_nsg = pages;
+	q->nsinks = n;
+	spin_unlock_irq(&q->lock);
+	ret = 1;
+	goto out;
+fail:
+	free_sink_array(sinks, n, sg);
+out:
+	mutex_unlock(&q->sinks_lock);
+	return ret;
+}
+
+/* Whether the QP's sinks are allocated (or it has none). */
+bool rrdma_shim_qp_has_sinks(struct rrdma_shim_qp *q)
+{
+	return READ_ONCE(q->nsinks) || !q->sinks_max;
 }
 
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
@@ -691,9 +743,10 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		q->ops[i].index = i;
 		q->ops[i].cqe.done = op_done;
 	}
-	ret = alloc_sinks(q, nsinks, data_sinks, sink_pages);
-	if (ret)
-		goto free;
+	q->sinks_max = nsinks;
+	q->data_sinks = data_sinks;
+	q->sink_pages = sink_pages;
+	mutex_init(&q->sinks_lock);
 	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
 				   DMA_BIDIRECTIONAL);
 	if (ib_dma_mapping_error(dev, q->dma)) {
@@ -785,9 +838,15 @@ void rrdma_shim_qp_drain(struct rrdma_shim_qp *q)
 	ib_drain_qp(q->id->qp);
 }
 
-void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
+/*
+ * Destroys the QP (drained).  Returns how many sinks it freed, for Rust's
+ * count of the device's registrations: a sink allocation under a poll
+ * reference is over once the wait below is.
+ */
+u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 {
 	struct ib_device *dev = q->id->device;
+	u32 sinks;
 
 	/*
 	 * Busy pollers poll no longer than a synchronous operation waits, an
@@ -801,7 +860,8 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	scq_destroy(q);
 	mutex_destroy(&q->poll_lock);
 	/* After the QP: no READ can place into a sink any more. */
-	free_sinks(q);
+	sinks = free_sinks(q);
+	mutex_destroy(&q->sinks_lock);
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
 	ib_dma_unmap_single(dev, q->dma,
@@ -812,6 +872,7 @@ void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	kfree(q->bufs);
 	bitmap_free(q->send_busy);
 	rrdma_shim_qp_unref(q);
+	return sinks;
 }
 
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len)

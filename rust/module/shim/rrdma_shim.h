@@ -255,7 +255,9 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 sink_pages, struct rrdma_shim_qp **out);
 int rrdma_shim_qp_stop(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
-void rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
+u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
+int rrdma_shim_qp_sinks_alloc(struct rrdma_shim_qp *q);
+bool rrdma_shim_qp_has_sinks(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_poll(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q);
