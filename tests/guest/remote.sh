@@ -110,6 +110,10 @@ else
 	done
 	check "the exporter's work counts move on control messages" sh -c \
 		"echo fdinfo | nc $RRDMA_PEER 7470 | grep -q 'rrdma-work-ctrl-recv=[1-9]'"
+	# iWARP sinks come with a queue pair's first operation: the exporter's
+	# connections post none, so they hold none of the device's MRs.
+	check "the exporter's queue pairs allocated no READ or fence sinks" sh -c \
+		"echo fdinfo | nc $RRDMA_PEER 7470 | grep -q 'rrdma-sink-allocs=0'"
 
 	# Device removal under load: operations fail, nothing hangs, and a new
 	# connection works once the device is back.

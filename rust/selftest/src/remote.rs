@@ -424,6 +424,16 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
             format!("{sent} fences for {submits} SUBMITs (iWARP: {iwarp})"),
         ),
     );
+    // iWARP: a queue pair's READ and fence sinks come with its first
+    // operation (these writes'); elsewhere there are none.
+    let allocs = dev.fdinfo_value("rrdma-sink-allocs").unwrap_or(0);
+    t.check(
+        &format!("queue pairs allocate their sinks at their first operation ({allocs} did)"),
+        ensure(
+            if iwarp { allocs >= 1 } else { allocs == 0 },
+            format!("{allocs} (iWARP: {iwarp})"),
+        ),
+    );
     // poll(2) readiness, then a read of exactly one record.
     let _ = dev.submit(&[op(rw, &local, OP_READ, 0, 0, 1, 7)]);
     let mut pfd = libc::pollfd {
@@ -951,10 +961,11 @@ fn many_connections(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64) {
 
 /// On a small NIC (limit_mr=1024 on both guests): imports of the 256-block
 /// export, each on a connection of its own, take 64 of the exporter's
-/// registrations each (and its queue pair, on iWARP, 16 for its sinks)
-/// until the device has none left: that import fails with ENOMEM, or that
-/// connection is refused (ECONNREFUSED: the exporter could not build its
-/// queue pair); once the connections are closed the registrations are back.
+/// registrations each (its queue pairs post nothing, so on iWARP they hold
+/// no sinks) until the device has none left: that import fails with
+/// ENOMEM, or that connection is refused (ECONNREFUSED: the exporter could
+/// not build its queue pair); once the connections are closed the
+/// registrations are back.
 fn mr_limit_checks(t: &mut Tap, peer: &str, rw_token: u64) {
     let res = (|| -> Result<usize, String> {
         let dev = Rrdma::open().map_err(|e| e.to_string())?;
@@ -1158,9 +1169,9 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     drop(conn);
     drop(region);
     // Object counts, and event counts that must have stayed 0 (timeouts,
-    // reconnects); the work, fence, lane-operation and ping counts
+    // reconnects); the work, fence, lane-operation, sink and ping counts
     // (`rrdma-work-*`, `rrdma-write-fences`, `rrdma-lane-ops`,
-    // `rrdma-keepalive-pings`) only grow, pings on
+    // `rrdma-sink-allocs`, `rrdma-keepalive-pings`) only grow, pings on
     // any connection idle for the keepalive interval (15 s in the guests,
     // which the debug kernel's slow small-NIC run reaches).
     let counts: Vec<_> = dev
@@ -1171,6 +1182,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
             !k.starts_with("rrdma-work-")
                 && k != "rrdma-write-fences"
                 && k != "rrdma-lane-ops"
+                && k != "rrdma-sink-allocs"
                 && k != "rrdma-keepalive-pings"
         })
         .collect();
