@@ -147,7 +147,8 @@ struct rrdma_shim_ctrl_slot {
  * @data_sinks:	how many of them map up to @sink_pages pages (the others, fence
  *		sinks, one)
  * @sink_pages:	see @data_sinks
- * @sinks_lock:	serializes the allocation of the sinks
+ * @sinks_lock:	serializes the allocation of the sinks; taken with no rrdma
+ *		lock held, @lock nests inside
  * @scq_work:	polls @scq on rrdma_shim_comp_wq(), queued by its event
  * @poll_lock:	held by whoever polls @scq: @scq_work, or a task busy
  *		polling for its synchronous operation (rrdma_shim_qp_poll())
