@@ -914,7 +914,9 @@ impl Conn {
         let inner = g.get_or_insert_with(|| self.inner.lock());
         let super::Inner { paths, id, .. } = &mut **inner;
         if let Some(x) = paths.get_mut(p) {
-            if path_qp(p, id, &x.lane).is_some_and(|q| q.has_sinks()) {
+            // Two first operations of a path may both get here; the one
+            // that finds the lists not yet ready fills and counts them.
+            if !x.slots.sinks_ready && path_qp(p, id, &x.lane).is_some_and(|q| q.has_sinks()) {
                 x.slots.fill_sinks();
                 self.shared.work.sink_alloc();
             }
