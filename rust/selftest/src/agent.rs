@@ -20,6 +20,8 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::param::ModParam;
+
 fn rdma(args: &[&str]) -> Result<String, String> {
     let out = Command::new("rdma")
         .args(args)
@@ -96,19 +98,12 @@ static COUNTERS: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Ve
 /// The keepalive parameters as the first `keepalive` command found them.
 static SAVED: std::sync::Mutex<Option<(String, String)>> = std::sync::Mutex::new(None);
 
-fn param(name: &str) -> Result<String, String> {
-    std::fs::read_to_string(format!("/sys/module/rrdma/parameters/{name}"))
-        .map(|v| v.trim().to_string())
-        .map_err(|e| format!("{name}: {e}"))
-}
-
 fn set_keepalive(ms: &str, misses: &str) -> Result<(), String> {
     for (name, value) in [("keepalive_ms", ms), ("keepalive_misses", misses)] {
         value
             .parse::<u32>()
             .map_err(|_| format!("bad {name} '{value}'"))?;
-        std::fs::write(format!("/sys/module/rrdma/parameters/{name}"), value)
-            .map_err(|e| format!("{name}: {e}"))?;
+        ModParam::write(name, value)?;
     }
     Ok(())
 }
@@ -169,7 +164,10 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
             };
             let mut saved = SAVED.lock().map_err(|e| e.to_string())?;
             if saved.is_none() {
-                *saved = Some((param("keepalive_ms")?, param("keepalive_misses")?));
+                *saved = Some((
+                    ModParam::get("keepalive_ms")?,
+                    ModParam::get("keepalive_misses")?,
+                ));
             }
             set_keepalive(ms, misses)
         }

@@ -30,6 +30,7 @@ use rrdma::{ConnectOptions, Keepalive, RemoteRegion, Rrdma};
 use crate::attack::agent_cmd;
 use crate::ensure;
 use crate::keepalive::{wait_for, Cut, EXPORTER_MISSES, MISSES};
+use crate::param::ModParam;
 use crate::remote::{addr, control, quiet, reap, token, T};
 use crate::Tap;
 
@@ -51,17 +52,6 @@ fn errno(r: &std::io::Result<()>) -> i32 {
 }
 
 /// A sysfs module parameter of this guest's rrdma.
-fn param(name: &str) -> String {
-    std::fs::read_to_string(format!("/sys/module/rrdma/parameters/{name}"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-fn set_param(name: &str, v: &str) -> Result<(), String> {
-    std::fs::write(format!("/sys/module/rrdma/parameters/{name}"), v)
-        .map_err(|e| format!("{name}={v}: {e}"))
-}
-
 /// TCP's SYN retries while the checks run: siw connects with a blocking
 /// TCP connect in `rdma_connect()`, so an attempt toward a cut link lasts
 /// until TCP gives up (72 s measured with the default 6 retries, whatever
@@ -332,12 +322,12 @@ fn fenced(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
 }
 
 fn budget_runs_out(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
-    let saved = (param("reconnect_attempts"), param("reconnect_delay_ms"));
-    let set =
-        set_param("reconnect_attempts", "2").and_then(|()| set_param("reconnect_delay_ms", "100"));
-    if let Err(e) = set {
-        return t.check("reconnect: a budget of 2 attempts", Err(e));
-    }
+    let set = ModParam::set("reconnect_attempts", "2")
+        .and_then(|a| ModParam::set("reconnect_delay_ms", "100").map(|d| (a, d)));
+    let (attempts, delay) = match set {
+        Ok(s) => s,
+        Err(e) => return t.check("reconnect: a budget of 2 attempts", Err(e)),
+    };
     let gave_up0 = dev.fdinfo_value("rrdma-reconnect-gave-up").unwrap_or(0);
     // Each attempt is bounded by the connection's timeout.
     let timeout = Duration::from_millis(1000);
@@ -387,8 +377,7 @@ fn budget_runs_out(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
         "reconnect: when the attempts are spent, the connection ends with the last errno",
         r,
     );
-    let restored = set_param("reconnect_attempts", &saved.0)
-        .and_then(|()| set_param("reconnect_delay_ms", &saved.1));
+    let restored = attempts.restore().and(delay.restore());
     t.check("reconnect: this guest's parameters come back", restored);
 }
 

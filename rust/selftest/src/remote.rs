@@ -23,6 +23,7 @@ use rrdma::abi::uapi::{
 };
 use rrdma::{errno, to_addr, Access, Connection, Region, RemoteRegion, Rrdma};
 
+use crate::param::ModParam;
 use crate::{ensure, expect_errno, expect_ok, map_anon, Tap};
 
 pub(crate) const T: Duration = Duration::from_secs(10);
@@ -869,9 +870,9 @@ fn fence_visibility_checks(
 /// parameter (0: one queue pair per online CPU), up to 16, less the
 /// connection's own queue pair.
 fn lanes_expected() -> u64 {
-    let param = std::fs::read_to_string("/sys/module/rrdma/parameters/queue_pairs")
+    let param = ModParam::get("queue_pairs")
         .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
+        .and_then(|s| s.parse::<u64>().ok())
         .unwrap_or(0);
     let qps = if param == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get() as u64)

@@ -20,20 +20,17 @@ use std::time::Instant;
 use rrdma::abi::uapi::{OP_READ, OP_WRITE};
 use rrdma::{Region, RemoteRegion, Rrdma};
 
+use crate::param::ModParam;
 use crate::remote::pattern;
 use crate::{ensure, Tap};
 
-const PARAM: &str = "/sys/module/rrdma/parameters/sync_poll_us";
+const PARAM: &str = "sync_poll_us";
 /// Operations (a WRITE and its READ) per round, and rounds per setting.
 const OPS: u64 = 32;
 const ROUNDS: u64 = 2;
 const BLOCK: u32 = 4096;
 /// The polling time of the rounds with polling on (the most it takes).
 const POLL_US: u32 = 1000;
-
-fn set(us: u32) -> Result<(), String> {
-    std::fs::write(PARAM, us.to_string()).map_err(|e| format!("{PARAM}: {e}"))
-}
 
 fn polled(dev: &Rrdma) -> u64 {
     dev.fdinfo_value("rrdma-work-sync-polled").unwrap_or(0)
@@ -50,7 +47,7 @@ fn round(
     us: u32,
     seed: u64,
 ) -> Result<(f64, u64), String> {
-    set(us)?;
+    ModParam::write(PARAM, &us.to_string())?;
     pattern(src.as_mut_slice(), seed);
     let polled0 = polled(dev);
     let mut lat = Vec::with_capacity(OPS as usize);
@@ -72,9 +69,10 @@ fn round(
 }
 
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
-    let saved = std::fs::read_to_string(PARAM)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "0".into());
+    let saved = match ModParam::set(PARAM, "0") {
+        Ok(p) => p,
+        Err(e) => return t.check("sync_poll_us can be set", Err(e)),
+    };
     let res = (|| -> Result<(), String> {
         let mut src = dev
             .create_region(BLOCK, OPS)
@@ -103,7 +101,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
             format!("polling off: {} completions polled", off.1),
         )
     })();
-    let restored = std::fs::write(PARAM, &saved).map_err(|e| format!("{PARAM}: {e}"));
+    let restored = saved.restore();
     t.check(
         "synchronous operations with busy polling on and off move the right bytes; with it off the task polls nothing",
         res.and(restored),
