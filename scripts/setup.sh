@@ -24,7 +24,7 @@ DEB_PKGS=(
 	linux-source-6.12
 	debootstrap rsync patch
 	python3-matplotlib linux-perf
-	libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev
+	libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev liburing-dev
 )
 
 missing=()

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+/*
+ * The io_uring example of Documentation/rrdma.rst, in C with liburing, as a
+ * user of the UAPI header would write it: one operation per SQE, submitted
+ * and waited for one at a time.  The selftest runs it on a plain ring, an
+ * IOPOLL ring, a hybrid IOPOLL ring (IORING_SETUP_HYBRID_IOPOLL, 6.13 and
+ * later, which the Rust library's io-uring crate cannot set up) and SQPOLL
+ * rings, whose commands the kernel's SQ thread issues (and, with IOPOLL,
+ * polls for).
+ */
+#include <errno.h>
+#include <liburing.h>
+#include <string.h>
+#include <time.h>
+
+#include "rrdma.h"
+
+#ifndef IORING_SETUP_HYBRID_IOPOLL
+#define IORING_SETUP_HYBRID_IOPOLL (1U << 17)
+#endif
+
+/* Setup flags the caller may ask for, beyond IORING_SETUP_SQE128. */
+#define UX_FLAGS (IORING_SETUP_IOPOLL | IORING_SETUP_HYBRID_IOPOLL | IORING_SETUP_SQPOLL)
+
+/* An SQ thread goes to sleep after this long without work (ms). */
+#define UX_SQ_IDLE_MS 10
+
+static unsigned long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/**
+ * ux_run - run operations through a fresh io_uring, one at a time
+ * @fd:		an open /dev/rrdma
+ * @flags:	0, or IORING_SETUP_IOPOLL (alone, with
+ *		IORING_SETUP_HYBRID_IOPOLL, or with IORING_SETUP_SQPOLL), or
+ *		IORING_SETUP_SQPOLL
+ * @ops:	@n struct rrdma_op, as the selftest encoded them
+ * @n:		number of operations
+ * @res:	out: each operation's cqe->res
+ * @ns:		out: each operation's time from submission to its CQE
+ *
+ * Return: 0; -EPROTO when a CQE's user_data is not its SQE's; the -errno
+ * of io_uring_queue_init(), io_uring_submit() or io_uring_wait_cqe().
+ */
+int ux_run(int fd, unsigned int flags, const struct rrdma_op *ops, unsigned int n,
+	   int *res, unsigned long long *ns)
+{
+	struct io_uring_params p = {
+		.flags = IORING_SETUP_SQE128 | flags,
+		.sq_thread_idle = UX_SQ_IDLE_MS,
+	};
+	struct io_uring ring;
+	unsigned int i;
+	int ret;
+
+	if (flags & ~UX_FLAGS)
+		return -EINVAL;
+	ret = io_uring_queue_init_params(8, &ring, &p);
+	if (ret < 0)
+		return ret;
+	for (i = 0; i < n; i++) {
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+		struct io_uring_cqe *cqe;
+		unsigned long long t0 = now_ns();
+
+		io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
+		sqe->cmd_op = RRDMA_URING_CMD_OP;
+		memcpy(sqe->cmd, &ops[i], sizeof(ops[i]));
+		sqe->user_data = ops[i].user_data;
+		ret = io_uring_submit(&ring);
+		if (ret < 0)
+			break;
+		ret = io_uring_wait_cqe(&ring, &cqe);
+		if (ret < 0)
+			break;
+		ns[i] = now_ns() - t0;
+		res[i] = cqe->res;
+		if (cqe->user_data != ops[i].user_data)
+			ret = -EPROTO;
+		io_uring_cqe_seen(&ring, cqe);
+		if (ret < 0)
+			break;
+	}
+	io_uring_queue_exit(&ring);
+	return ret < 0 ? ret : 0;
+}
