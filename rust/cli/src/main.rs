@@ -197,7 +197,8 @@ enum Command {
         #[arg(long)]
         latency: bool,
         /// How operations reach the kernel: SUBMIT ioctls and read(2), or
-        /// io_uring commands (`uring-iopoll`: on a polled ring).
+        /// io_uring commands (`uring-iopoll`: on a polled ring;
+        /// `uring-sqpoll`: issued by the kernel's SQ thread).
         #[arg(long, value_enum, default_value = "ioctl")]
         engine: transfer::Engine,
         /// Queue pairs: that many connections, each driven by its own

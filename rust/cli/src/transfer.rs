@@ -367,6 +367,10 @@ pub enum Engine {
     /// waiting for completions polls for them.
     #[serde(rename = "uring-iopoll")]
     UringIopoll,
+    /// io_uring commands on a ring set up with `IORING_SETUP_SQPOLL`: the
+    /// kernel's SQ thread issues them.
+    #[serde(rename = "uring-sqpoll")]
+    UringSqpoll,
 }
 
 /// One `bench` result, in perftest's terms.
@@ -769,6 +773,10 @@ fn local_for<'a>(
     Ok((local, depth))
 }
 
+/// How long the SQ thread of `--engine uring-sqpoll` stays awake without
+/// SQEs (it spins meanwhile): long enough for the gaps of one run.
+const SQPOLL_IDLE: Duration = Duration::from_millis(100);
+
 /// Where `bench` posts operations and reaps their completions.
 enum Queue {
     /// `SUBMIT`, and completions by read(2).
@@ -788,6 +796,11 @@ impl Queue {
             Engine::UringIopoll => Queue::Uring(Box::new(UringEngine::with_iopoll(
                 dev,
                 depth.next_power_of_two() as u32,
+            )?)),
+            Engine::UringSqpoll => Queue::Uring(Box::new(UringEngine::with_sqpoll(
+                dev,
+                depth.next_power_of_two() as u32,
+                SQPOLL_IDLE,
             )?)),
         })
     }

@@ -7,7 +7,9 @@
 //! reaps what completed. [`UringEngine::with_iopoll`] sets the ring up with
 //! `IORING_SETUP_IOPOLL` (`RRDMA_FEATURE_URING_IOPOLL`): waiting for CQEs
 //! then polls the queue pairs' completion queues in the kernel instead of
-//! sleeping until a wake-up.
+//! sleeping until a wake-up. [`UringEngine::with_sqpoll`] sets it up with
+//! `IORING_SETUP_SQPOLL`: a kernel thread takes the SQEs from the ring, so
+//! submitting needs no system call while that thread is awake.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -31,6 +33,9 @@ pub struct UringEngine {
     ring: IoUring<squeue::Entry128, cqueue::Entry>,
     fd: i32,
     iopoll: bool,
+    /// SQEs pushed since the last [`Self::submit`], on an SQPOLL ring
+    /// (whose SQ thread takes every one): what that submit reports.
+    sq_pushed: Option<usize>,
 }
 
 impl UringEngine {
@@ -40,6 +45,7 @@ impl UringEngine {
             ring: IoUring::builder().build(entries)?,
             fd: dev.raw_fd(),
             iopoll: false,
+            sq_pushed: None,
         })
     }
 
@@ -51,12 +57,32 @@ impl UringEngine {
             ring: IoUring::builder().setup_iopoll().build(entries)?,
             fd: dev.raw_fd(),
             iopoll: true,
+            sq_pushed: None,
+        })
+    }
+
+    /// A ring of `entries` SQEs for `dev`'s file, set up with
+    /// `IORING_SETUP_SQPOLL`: the process's SQ thread issues the commands,
+    /// and goes to sleep after `idle` without any (one CPU spins while it
+    /// is awake).
+    pub fn with_sqpoll(dev: &Rrdma, entries: u32, idle: Duration) -> io::Result<Self> {
+        let idle_ms = u32::try_from(idle.as_millis()).unwrap_or(u32::MAX);
+        Ok(Self {
+            ring: IoUring::builder().setup_sqpoll(idle_ms).build(entries)?,
+            fd: dev.raw_fd(),
+            iopoll: false,
+            sq_pushed: Some(0),
         })
     }
 
     /// Whether the ring polls (`IORING_SETUP_IOPOLL`).
     pub fn iopoll(&self) -> bool {
         self.iopoll
+    }
+
+    /// Whether a kernel thread takes the SQEs (`IORING_SETUP_SQPOLL`).
+    pub fn sqpoll(&self) -> bool {
+        self.sq_pushed.is_some()
     }
 
     /// The SQE carrying `op`, with `op.user_data` as the SQE's.
@@ -83,6 +109,9 @@ impl UringEngine {
             }
             n += 1;
         }
+        if let Some(p) = self.sq_pushed.as_mut() {
+            *p += n;
+        }
         n
     }
 
@@ -95,13 +124,17 @@ impl UringEngine {
         }
         let ts = types::Timespec::from(timeout);
         let args = types::SubmitArgs::new().timespec(&ts);
-        loop {
+        let taken = loop {
             match self.ring.submitter().submit_with_args(want, &args) {
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) if e.raw_os_error() == Some(libc::ETIME) => return Ok(0),
-                r => return r,
+                Err(e) if e.raw_os_error() == Some(libc::ETIME) => break 0,
+                r => break r?,
             }
-        }
+        };
+        // On an SQPOLL ring `io_uring_enter` reports the SQEs waiting in
+        // the ring, which the SQ thread may not have taken yet (and which
+        // the next call would report again): count each pushed SQE once.
+        Ok(self.sq_pushed.as_mut().map_or(taken, core::mem::take))
     }
 
     /// [`Self::submit`] on an IOPOLL ring. Its `io_uring_enter` polls until
