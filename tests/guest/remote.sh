@@ -71,6 +71,9 @@ else
 	check "bench --engine uring runs (writes and reads)" sh -c \
 		"rrdma bench $tok/rw --engine uring --op write --size 4096 --size $big --duration 1 &&
 		rrdma bench $tok/rw --engine uring --op read --size 4096 --duration 1"
+	check "bench --engine uring-sqpoll runs (writes and reads)" sh -c \
+		"rrdma bench $tok/rw --engine uring-sqpoll --op write --size 4096 --duration 1 &&
+		rrdma bench $tok/rw --engine uring-sqpoll --op read --size 4096 --latency --iters 200"
 	# Two queue pairs: two connections, each with its own thread and file.
 	rrdma bench $tok/rw --op write --size 4096 --queues 2 --duration 1 --json \
 		>/tmp/bench-q2.json 2>&1

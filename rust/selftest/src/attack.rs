@@ -25,6 +25,7 @@ use rrdma::{Connection, RemoteRegion, Rrdma};
 
 use crate::remote::{addr, control, expect_errno_any, fnv, pattern, quiet, reap, token, T};
 use crate::uffd::Stalled;
+use crate::uring::Ring;
 use crate::{ensure, expect_errno, expect_ok, Tap};
 
 const BS: u64 = 4096;
@@ -122,8 +123,8 @@ fn write_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Dura
     t
 }
 
-/// `write_load` through io_uring commands (on an IOPOLL ring if
-/// `iopoll`): batches of 16 one-block writes (at most 128 in flight)
+/// `write_load` through io_uring commands on a ring of kind `ring`:
+/// batches of 16 one-block writes (at most 128 in flight)
 /// until `stop` or a failed `io_uring_enter`; `posted` counts the SQEs the
 /// kernel took, each of which must end in exactly one CQE.
 fn uring_load(
@@ -131,15 +132,10 @@ fn uring_load(
     rw: &RemoteRegion<'_>,
     stop: &AtomicBool,
     drain: Duration,
-    iopoll: bool,
+    ring: Ring,
 ) -> Tally {
     let mut t = Tally::default();
-    let eng = if iopoll {
-        rrdma::UringEngine::with_iopoll(dev, 256)
-    } else {
-        rrdma::UringEngine::new(dev, 256)
-    };
-    let mut eng = match eng {
+    let mut eng = match ring.engine(dev, 256) {
         Ok(e) => e,
         Err(e) => {
             t.refused = Some(e.raw_os_error().unwrap_or(-1));
@@ -250,10 +246,18 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
         Err(e) => return t.check("exporter device removal: import", Err(e)),
     };
     let stop = AtomicBool::new(false);
-    let (tally, uring, polled, agent) = std::thread::scope(|s| {
+    let (tally, rings, agent) = std::thread::scope(|s| {
         let h = s.spawn(|| write_load(dev, &rw, &stop, Duration::from_secs(30)));
-        let u = s.spawn(|| uring_load(dev, &rw, &stop, Duration::from_secs(30), false));
-        let p = s.spawn(|| uring_load(dev, &rw, &stop, Duration::from_secs(30), true));
+        let rings: Vec<_> = [Ring::Plain, Ring::Iopoll, Ring::Sqpoll]
+            .into_iter()
+            .map(|ring| {
+                let (rw, stop) = (&rw, &stop);
+                (
+                    ring,
+                    s.spawn(move || uring_load(dev, rw, stop, Duration::from_secs(30), ring)),
+                )
+            })
+            .collect();
         std::thread::sleep(Duration::from_millis(1500));
         let agent = agent_cmd(peer, "linkdel");
         // The load goes on until SUBMIT is refused (or 10 s pass).
@@ -262,12 +266,11 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
             std::thread::sleep(Duration::from_millis(100));
         }
         stop.store(true, Ordering::Relaxed);
-        (
-            h.join().unwrap_or_default(),
-            u.join().unwrap_or_default(),
-            p.join().unwrap_or_default(),
-            agent,
-        )
+        let rings: Vec<_> = rings
+            .into_iter()
+            .map(|(ring, u)| (ring, u.join().unwrap_or_default()))
+            .collect();
+        (h.join().unwrap_or_default(), rings, agent)
     });
     t.check(
         "the peer removes its RDMA device under this side's write load",
@@ -284,22 +287,19 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
             "nothing failed",
         ),
     );
-    t.check(
-        "exporter's device removed under io_uring write load: every SQE taken gets exactly one CQE",
-        exactly_once(&uring),
-    );
-    t.check(
-        "... and the loss is reported in CQEs",
-        ensure(uring.errors > 0, "no CQE failed"),
-    );
-    t.check(
-        "exporter's device removed under IOPOLL io_uring write load: every SQE taken gets exactly one CQE",
-        exactly_once(&polled),
-    );
-    t.check(
-        "... and the loss is reported in its CQEs",
-        ensure(polled.errors > 0, "no CQE failed"),
-    );
+    for (ring, uring) in &rings {
+        t.check(
+            &format!(
+                "exporter's device removed under io_uring write load on {}: every SQE taken gets exactly one CQE",
+                ring.name()
+            ),
+            exactly_once(uring),
+        );
+        t.check(
+            "... and the loss is reported in its CQEs",
+            ensure(uring.errors > 0, "no CQE failed"),
+        );
+    }
     drop(rw);
     drop(conn);
     t.check("the peer re-adds its device", agent_cmd(peer, "linkadd"));

@@ -24,6 +24,36 @@ use crate::param::ModParam;
 use crate::remote::{control, fnv, iwarp, pattern, write_fences};
 use crate::{ensure, expect_ok, Tap};
 
+/// The kinds of ring the checks drive operations through.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ring {
+    Plain,
+    /// `IORING_SETUP_IOPOLL`: waiting for CQEs polls.
+    Iopoll,
+    /// `IORING_SETUP_SQPOLL`: the kernel's SQ thread issues the commands.
+    Sqpoll,
+}
+
+impl Ring {
+    /// A ring of this kind with `entries` SQEs for `dev`'s file.
+    pub(crate) fn engine(self, dev: &Rrdma, entries: u32) -> std::io::Result<UringEngine> {
+        match self {
+            Ring::Plain => UringEngine::new(dev, entries),
+            Ring::Iopoll => UringEngine::with_iopoll(dev, entries),
+            // The SQ thread sleeps after 10 ms without SQEs.
+            Ring::Sqpoll => UringEngine::with_sqpoll(dev, entries, Duration::from_millis(10)),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Ring::Plain => "a ring",
+            Ring::Iopoll => "an IOPOLL ring",
+            Ring::Sqpoll => "an SQPOLL ring",
+        }
+    }
+}
+
 /// Runs `ops` through `eng` and waits for all their CQEs (10 s at most).
 pub(crate) fn run(eng: &mut UringEngine, ops: &[Op]) -> Result<Vec<UringCompletion>, String> {
     let mut out = Vec::new();
@@ -183,8 +213,8 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
     liburing_checks(dev, t, peer, rw, &mut out);
     // A ring closed with 64 operations in flight (polled or not): io_uring
     // waits for their completions; the connection goes on.
-    for iopoll in [false, true] {
-        closed_in_flight(dev, t, rw, &out, &mut eng, iopoll);
+    for ring in [Ring::Plain, Ring::Iopoll, Ring::Sqpoll] {
+        closed_in_flight(dev, t, rw, &out, &mut eng, ring);
     }
 }
 
@@ -266,17 +296,12 @@ fn closed_in_flight(
     rw: &RemoteRegion<'_>,
     out: &Region,
     eng: &mut UringEngine,
-    iopoll: bool,
+    ring: Ring,
 ) {
     let back = expect_ok(dev.create_region(4096, 1)).expect("region");
     let good = rw.op(OP_READ, &back, 0, 0, 1, 7);
     let res = (|| {
-        let mut doomed = if iopoll {
-            UringEngine::with_iopoll(dev, 64)
-        } else {
-            UringEngine::new(dev, 64)
-        }
-        .map_err(|e| e.to_string())?;
+        let mut doomed = ring.engine(dev, 64).map_err(|e| e.to_string())?;
         let ops: Vec<Op> = (0..64)
             .map(|i| rw.op(OP_WRITE, out, i % 16, i, 1, i))
             .collect();
@@ -289,9 +314,11 @@ fn closed_in_flight(
         let r = one(eng, &good)?;
         ensure(r == 4096, format!("next read: res {r}"))
     })();
-    let ring = if iopoll { "an IOPOLL ring" } else { "a ring" };
     t.check(
-        &format!("io_uring: {ring} closed with 64 operations in flight; the next works"),
+        &format!(
+            "io_uring: {} closed with 64 operations in flight; the next works",
+            ring.name()
+        ),
         res,
     );
 }
