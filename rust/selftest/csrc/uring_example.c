@@ -6,7 +6,7 @@
  * IOPOLL ring, a hybrid IOPOLL ring (IORING_SETUP_HYBRID_IOPOLL, 6.13 and
  * later, which the Rust library's io-uring crate cannot set up) and SQPOLL
  * rings, whose commands the kernel's SQ thread issues (and, with IOPOLL,
- * polls for).
+ * polls for), and closes such rings with commands in flight.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -33,6 +33,26 @@ static unsigned long long now_ns(void)
 	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
 }
 
+static int ux_init(struct io_uring *ring, unsigned int entries, unsigned int flags)
+{
+	struct io_uring_params p = {
+		.flags = IORING_SETUP_SQE128 | flags,
+		.sq_thread_idle = UX_SQ_IDLE_MS,
+	};
+
+	if (flags & ~UX_FLAGS)
+		return -EINVAL;
+	return io_uring_queue_init_params(entries, ring, &p);
+}
+
+static void ux_prep(struct io_uring_sqe *sqe, int fd, const struct rrdma_op *op)
+{
+	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
+	sqe->cmd_op = RRDMA_URING_CMD_OP;
+	memcpy(sqe->cmd, op, sizeof(*op));
+	sqe->user_data = op->user_data;
+}
+
 /**
  * ux_run - run operations through a fresh io_uring, one at a time
  * @fd:		an open /dev/rrdma
@@ -45,22 +65,17 @@ static unsigned long long now_ns(void)
  * @ns:		out: each operation's time from submission to its CQE
  *
  * Return: 0; -EPROTO when a CQE's user_data is not its SQE's; the -errno
- * of io_uring_queue_init(), io_uring_submit() or io_uring_wait_cqe().
+ * of io_uring_queue_init_params(), io_uring_submit() or
+ * io_uring_wait_cqe().
  */
 int ux_run(int fd, unsigned int flags, const struct rrdma_op *ops, unsigned int n,
 	   int *res, unsigned long long *ns)
 {
-	struct io_uring_params p = {
-		.flags = IORING_SETUP_SQE128 | flags,
-		.sq_thread_idle = UX_SQ_IDLE_MS,
-	};
 	struct io_uring ring;
 	unsigned int i;
 	int ret;
 
-	if (flags & ~UX_FLAGS)
-		return -EINVAL;
-	ret = io_uring_queue_init_params(8, &ring, &p);
+	ret = ux_init(&ring, 8, flags);
 	if (ret < 0)
 		return ret;
 	for (i = 0; i < n; i++) {
@@ -68,10 +83,7 @@ int ux_run(int fd, unsigned int flags, const struct rrdma_op *ops, unsigned int 
 		struct io_uring_cqe *cqe;
 		unsigned long long t0 = now_ns();
 
-		io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
-		sqe->cmd_op = RRDMA_URING_CMD_OP;
-		memcpy(sqe->cmd, &ops[i], sizeof(ops[i]));
-		sqe->user_data = ops[i].user_data;
+		ux_prep(sqe, fd, &ops[i]);
 		ret = io_uring_submit(&ring);
 		if (ret < 0)
 			break;
@@ -88,4 +100,36 @@ int ux_run(int fd, unsigned int flags, const struct rrdma_op *ops, unsigned int 
 	}
 	io_uring_queue_exit(&ring);
 	return ret < 0 ? ret : 0;
+}
+
+/**
+ * ux_close_in_flight - submit operations and close the ring at once
+ * @fd:		an open /dev/rrdma
+ * @flags:	as for ux_run()
+ * @ops:	@n struct rrdma_op
+ * @n:		number of operations, at most 64
+ *
+ * io_uring's teardown of the ring waits for the commands in flight (on
+ * an IOPOLL ring by polling them from its exit work).
+ *
+ * Return: the number of SQEs submitted, or the -errno of
+ * io_uring_queue_init_params() or io_uring_submit().
+ */
+int ux_close_in_flight(int fd, unsigned int flags, const struct rrdma_op *ops,
+		       unsigned int n)
+{
+	struct io_uring ring;
+	unsigned int i;
+	int ret;
+
+	if (n > 64)
+		return -EINVAL;
+	ret = ux_init(&ring, 64, flags);
+	if (ret < 0)
+		return ret;
+	for (i = 0; i < n; i++)
+		ux_prep(io_uring_get_sqe(&ring), fd, &ops[i]);
+	ret = io_uring_submit(&ring);
+	io_uring_queue_exit(&ring);
+	return ret;
 }

@@ -7,9 +7,9 @@
 //! `cmd_op` are refused; on an IOPOLL ring they move the same bytes,
 //! complete once each, and the poll finds completions itself (fdinfo
 //! `rrdma-work-uring-polled`); the documentation's liburing example (C)
-//! moves them on a plain, an IOPOLL, a hybrid IOPOLL and SQPOLL rings; a ring
-//! closed with operations in flight, polled or not, leaves the
-//! connection working.
+//! moves them on plain, IOPOLL, hybrid IOPOLL and SQPOLL rings; a ring
+//! of any kind closed with operations in flight leaves the connection
+//! working.
 
 use std::collections::HashSet;
 use std::ffi::{c_int, c_uint};
@@ -337,6 +337,8 @@ extern "C" {
         res: *mut c_int,
         ns: *mut u64,
     ) -> c_int;
+    /// Submits `n` operations on a fresh ring and closes it at once.
+    fn ux_close_in_flight(fd: c_int, flags: c_uint, ops: *const RawOp, n: c_uint) -> c_int;
 }
 
 const IORING_SETUP_IOPOLL: u32 = 1;
@@ -368,6 +370,17 @@ fn liburing(dev: &Rrdma, flags: u32, ops: &[Op]) -> Result<Vec<(i32, f64)>, i32>
         .into_iter()
         .zip(ns.into_iter().map(|n| n as f64 / 1000.0))
         .collect())
+}
+
+/// Submits `ops` (at most 64) through the C example on a ring set up with
+/// `flags` and closes the ring at once: how many it submitted, or the
+/// -errno.
+fn liburing_close(dev: &Rrdma, flags: u32, ops: &[Op]) -> Result<usize, i32> {
+    let raw: Vec<RawOp> = ops.iter().map(|o| RawOp(o.encode())).collect();
+    // SAFETY: `raw` holds `ops.len()` operations laid out as the header's
+    // `struct rrdma_op`, which the C side only reads before it returns.
+    let ret = unsafe { ux_close_in_flight(dev.raw_fd(), flags, raw.as_ptr(), ops.len() as c_uint) };
+    usize::try_from(ret).map_err(|_| ret)
 }
 
 /// Whether this kernel has `IORING_SETUP_HYBRID_IOPOLL` (6.13 and later).
@@ -441,6 +454,38 @@ fn liburing_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, 
             &format!(
                 "liburing example: on {what}, 16 writes and 16 reads one at a time, res 4096 and their user_data, bytes intact on both ends"
             ),
+            res,
+        );
+    }
+    // The rings the library cannot build, closed with 64 writes in
+    // flight: io_uring's teardown polls them (its exit work, or the SQ
+    // thread) until each completed; the connection goes on.
+    let closed = [
+        (
+            "a hybrid IOPOLL ring",
+            IORING_SETUP_IOPOLL | IORING_SETUP_HYBRID_IOPOLL,
+        ),
+        (
+            "an SQPOLL IOPOLL ring",
+            IORING_SETUP_SQPOLL | IORING_SETUP_IOPOLL,
+        ),
+    ];
+    for (what, flags) in closed {
+        if flags & IORING_SETUP_HYBRID_IOPOLL != 0 && !has_hybrid_iopoll() {
+            continue;
+        }
+        let res = (|| {
+            let ops: Vec<Op> = (0..64)
+                .map(|i| rw.op(OP_WRITE, out, i % 16, i, 1, 7000 + i))
+                .collect();
+            let n = liburing_close(dev, flags, &ops).map_err(|e| format!("errno {}", -e))?;
+            ensure(n == 64, format!("{n} submitted"))?;
+            let next = liburing(dev, 0, &[rw.op(OP_READ, &back, 0, 0, 1, 7100)])
+                .map_err(|e| format!("next read: errno {}", -e))?;
+            ensure(next[0].0 == 4096, format!("next read: res {}", next[0].0))
+        })();
+        t.check(
+            &format!("liburing example: {what} closed with 64 writes in flight; the next works"),
             res,
         );
     }
