@@ -533,8 +533,9 @@ impl UringCmd {
         Self(cmd)
     }
 
-    /// Posts its CQE with `res` (bytes moved, or -errno); whether its
-    /// IOPOLL poller did it in place (`rrdma-work-uring-polled`).
+    /// Ends it with `res` (bytes moved, or -errno): its CQE is posted by
+    /// task work, or on an IOPOLL ring by its poll; whether its IOPOLL
+    /// poller did it in place (`rrdma-work-uring-polled`).
     pub(crate) fn complete(self, res: i32) -> bool {
         // SAFETY: by the type's invariant, queued and not completed yet
         // (this consumes the only value).

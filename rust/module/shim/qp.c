@@ -357,10 +357,11 @@ static int scq_poll_once(struct rrdma_shim_qp *q)
 }
 
 /*
- * The send CQ has something: IOPOLL pollers of @q that sleep
- * (rrdma_shim_qp_iopoll()) wake.  Any context.
+ * The send CQ has something, or a command's operation ended outside its
+ * poll: IOPOLL pollers of @q that sleep (rrdma_shim_qp_iopoll()) wake.
+ * Any context.
  */
-static void iopoll_wake(struct rrdma_shim_qp *q)
+void rrdma_shim_qp_iopoll_wake(struct rrdma_shim_qp *q)
 {
 	atomic_inc(&q->cq_events);
 	/* Orders the increment before the check, as the sleeper's mb does. */
@@ -385,7 +386,7 @@ static void scq_poll(struct work_struct *work)
 		total += n;
 		if (total >= RRDMA_SHIM_POLL_BUDGET) {
 			mutex_unlock(&q->poll_lock);
-			iopoll_wake(q);
+			rrdma_shim_qp_iopoll_wake(q);
 			queue_work(rrdma_shim_comp_wq(), &q->scq_work);
 			return;
 		}
@@ -393,9 +394,9 @@ static void scq_poll(struct work_struct *work)
 	again = ib_req_notify_cq(q->scq, IB_CQ_NEXT_COMP |
 				 IB_CQ_REPORT_MISSED_EVENTS) > 0;
 	mutex_unlock(&q->poll_lock);
-	/* Their task work is queued: a sleeping IOPOLL poller runs it. */
+	/* Their commands ended: a sleeping IOPOLL poller posts their CQEs. */
 	if (total)
-		iopoll_wake(q);
+		rrdma_shim_qp_iopoll_wake(q);
 	if (again)
 		queue_work(rrdma_shim_comp_wq(), &q->scq_work);
 }
@@ -466,9 +467,9 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
  * guests of 2 vCPUs on 2 host cores ran 0.30-1.05x the ioctl path's rate
  * with a poll that spun until it found something.  So polls that have
  * found nothing for iopoll_spin_us sleep until the send CQ has something
- * (its event, or its work item's poll: iopoll_wake()), task work or a
- * signal comes (io_uring runs it when this returns), or 1 ms passed.  A
- * poll that finds something starts the spin again.  @oneshot
+ * (its event, or its work item's poll: rrdma_shim_qp_iopoll_wake()), task
+ * work or a signal comes (io_uring runs it when this returns), or 1 ms
+ * passed.  A poll that finds something starts the spin again.  @oneshot
  * (BLK_POLL_ONESHOT): io_uring has completions already, or does not
  * wait: never sleep.
  */
@@ -562,7 +563,7 @@ static void scq_event(struct ib_cq *cq, void *ctx)
 {
 	struct rrdma_shim_qp *q = ctx;
 
-	iopoll_wake(q);
+	rrdma_shim_qp_iopoll_wake(q);
 	queue_work(rrdma_shim_comp_wq(), &q->scq_work);
 }
 

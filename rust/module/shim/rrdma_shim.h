@@ -262,6 +262,7 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q);
 /* For shim/uring.c's IOPOLL (C only): see shim/qp.c. */
+void rrdma_shim_qp_iopoll_wake(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring,
 			 bool oneshot);
 bool rrdma_shim_qp_iopolled(struct rrdma_shim_qp *q, const void *ring);
@@ -313,7 +314,7 @@ unsigned long rrdma_shim_jiffies(void);
  * command polls that QP's send CQ); the CQE of a queued command, @res the
  * bytes moved or -errno, callable from any process context, once per
  * queued command, returning whether its IOPOLL poller completed it in
- * place (no task work).
+ * place (else task work posts it, or on an IOPOLL ring its next poll).
  */
 bool rrdma_shim_uring_supported(void);
 int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,

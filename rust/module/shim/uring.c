@@ -13,8 +13,13 @@
  * the QP its operation is posted on (Rust tells it before it posts, under
  * the connection's lock), and ->uring_cmd_iopoll polls that QP's send CQ
  * in the reaping task (rrdma_shim_qp_iopoll()).  A completion that this
- * poll finds posts the CQE in place; one that the CQ's work item finds
- * goes through task work as on any ring (and the reaping task runs it).
+ * poll finds posts the CQE in place; one found elsewhere (the CQ's work
+ * item, a synchronous caller's poll, the teardown) is left in the pdu
+ * (@done) for the command's next poll to post, as nvme's polled requests
+ * are completed only by polls.  io_uring reaps an IOPOLL ring's commands
+ * only by polling them, its teardown of a closed ring too, which on 6.12
+ * runs none of a DEFER_TASKRUN ring's task work meanwhile: a CQE that
+ * waited there for task work never came, and the teardown spun.
  * The pointer's lifetime: the command holds a reference of the QP struct
  * (rrdma_shim_qp_ref()) and drops it when it completes, after clearing the
  * pointer; the struct is freed after an RCU grace period, so a poller that
@@ -40,6 +45,7 @@ struct rrdma_uring_pdu {
 	struct rrdma_shim_qp *qp; /* IOPOLL: polled for it (RCU) */
 	s32 res;
 	bool iopoll;
+	bool done; /* IOPOLL: @res is in, for the next poll to post */
 };
 
 static struct rrdma_uring_pdu *rrdma_uring_pdu(struct io_uring_cmd *cmd)
@@ -83,6 +89,7 @@ int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
 	memcpy(&op, cmd->sqe->cmd, sizeof(op));
 	pdu->qp = NULL;
 	pdu->iopoll = issue_flags & IO_URING_F_IOPOLL;
+	pdu->done = false;
 	ret = rrdma_rust_file_uring_op(state, cmd, &op,
 				       !!(issue_flags & IO_URING_F_NONBLOCK));
 	if (!ret)
@@ -107,26 +114,6 @@ void rrdma_shim_uring_poll_on(struct io_uring_cmd *cmd,
 	WRITE_ONCE(pdu->qp, q);
 }
 
-int rrdma_shim_uring_iopoll(struct io_uring_cmd *cmd,
-			    struct io_comp_batch *iob, unsigned int poll_flags)
-{
-	struct rrdma_uring_pdu *pdu = rrdma_uring_pdu(cmd);
-	struct rrdma_shim_qp *q;
-	int n;
-
-	rcu_read_lock();
-	q = READ_ONCE(pdu->qp);
-	if (q && !rrdma_shim_qp_poll_tryget(q))
-		q = NULL;
-	rcu_read_unlock();
-	if (!q)
-		return 0;
-	n = rrdma_shim_qp_iopoll(q, cmd_to_io_kiocb(cmd)->ctx,
-				 poll_flags & BLK_POLL_ONESHOT);
-	rrdma_shim_qp_poll_put(q);
-	return n;
-}
-
 #ifdef RRDMA_COMPAT_K6_12
 #define rrdma_uring_cmd_done(cmd, res, flags) \
 	io_uring_cmd_done(cmd, res, 0, flags)
@@ -148,28 +135,67 @@ static void rrdma_uring_task_cb(struct io_tw_req tw_req, io_tw_token_t tw)
 }
 #endif
 
+int rrdma_shim_uring_iopoll(struct io_uring_cmd *cmd,
+			    struct io_comp_batch *iob, unsigned int poll_flags)
+{
+	struct rrdma_uring_pdu *pdu = rrdma_uring_pdu(cmd);
+	struct rrdma_shim_qp *q;
+	int n;
+
+	/*
+	 * Completed elsewhere (rrdma_shim_uring_complete()): this poll,
+	 * under the ring's lock, posts it.  Acquire: @res is read after.
+	 */
+	if (smp_load_acquire(&pdu->done)) {
+		rrdma_uring_cmd_done(cmd, pdu->res, 0);
+		return 1;
+	}
+	rcu_read_lock();
+	q = READ_ONCE(pdu->qp);
+	if (q && !rrdma_shim_qp_poll_tryget(q))
+		q = NULL;
+	rcu_read_unlock();
+	if (!q)
+		return 0;
+	n = rrdma_shim_qp_iopoll(q, cmd_to_io_kiocb(cmd)->ctx,
+				 poll_flags & BLK_POLL_ONESHOT);
+	rrdma_shim_qp_poll_put(q);
+	return n;
+}
+
 bool rrdma_shim_uring_complete(struct io_uring_cmd *cmd, s32 res)
 {
 	struct rrdma_uring_pdu *pdu = rrdma_uring_pdu(cmd);
 	struct rrdma_shim_qp *q = pdu->qp;
-	bool polled = false;
 
-	if (q) {
+	if (!pdu->iopoll) {
+		pdu->res = res;
+		io_uring_cmd_do_in_task_lazy(cmd, rrdma_uring_task_cb);
+		return false;
+	}
+	if (q && rrdma_shim_qp_iopolled(q, cmd_to_io_kiocb(cmd)->ctx)) {
 		/*
 		 * Found by this task's IOPOLL poll of the command's own ring,
 		 * which holds the ring's lock: the CQE is posted in place, as
 		 * io_uring_cmd_iopoll_done() does.  The poller's reference
 		 * keeps @q until it returns.
 		 */
-		polled = rrdma_shim_qp_iopolled(q, cmd_to_io_kiocb(cmd)->ctx);
 		rrdma_uring_unbind(pdu);
-	}
-	if (polled) {
 		rrdma_uring_cmd_done(cmd, res, 0);
 		return true;
 	}
+	/*
+	 * Found elsewhere: the command's next poll posts it.  Once @done is
+	 * set, that poll may end @cmd at any time: the pdu is left alone.
+	 */
+	WRITE_ONCE(pdu->qp, NULL);
 	pdu->res = res;
-	io_uring_cmd_do_in_task_lazy(cmd, rrdma_uring_task_cb);
+	/* Pairs with the poll's smp_load_acquire(): @res is in first. */
+	smp_store_release(&pdu->done, true);
+	if (q) {
+		rrdma_shim_qp_iopoll_wake(q);
+		rrdma_shim_qp_unref(q);
+	}
 	return false;
 }
 
