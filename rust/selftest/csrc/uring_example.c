@@ -4,9 +4,11 @@
  * user of the UAPI header would write it: one operation per SQE, submitted
  * and waited for one at a time.  The selftest runs it on a plain ring, an
  * IOPOLL ring, a hybrid IOPOLL ring (IORING_SETUP_HYBRID_IOPOLL, 6.13 and
- * later, which the Rust library's io-uring crate cannot set up) and SQPOLL
+ * later, which the Rust library's io-uring crate cannot set up), SQPOLL
  * rings, whose commands the kernel's SQ thread issues (and, with IOPOLL,
- * polls for), and closes such rings with commands in flight.
+ * polls for), and DEFER_TASKRUN rings, whose completions' task work runs
+ * only when the task waits for CQEs; and closes such rings with commands
+ * in flight.
  */
 #include <errno.h>
 #include <liburing.h>
@@ -20,7 +22,8 @@
 #endif
 
 /* Setup flags the caller may ask for, beyond IORING_SETUP_SQE128. */
-#define UX_FLAGS (IORING_SETUP_IOPOLL | IORING_SETUP_HYBRID_IOPOLL | IORING_SETUP_SQPOLL)
+#define UX_FLAGS (IORING_SETUP_IOPOLL | IORING_SETUP_HYBRID_IOPOLL | IORING_SETUP_SQPOLL | \
+		  IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN)
 
 /* An SQ thread goes to sleep after this long without work (ms). */
 #define UX_SQ_IDLE_MS 10
@@ -58,7 +61,8 @@ static void ux_prep(struct io_uring_sqe *sqe, int fd, const struct rrdma_op *op)
  * @fd:		an open /dev/rrdma
  * @flags:	0, or IORING_SETUP_IOPOLL (alone, with
  *		IORING_SETUP_HYBRID_IOPOLL, or with IORING_SETUP_SQPOLL), or
- *		IORING_SETUP_SQPOLL
+ *		IORING_SETUP_SQPOLL; IORING_SETUP_SINGLE_ISSUER and
+ *		IORING_SETUP_DEFER_TASKRUN with any but SQPOLL
  * @ops:	@n struct rrdma_op, as the selftest encoded them
  * @n:		number of operations
  * @res:	out: each operation's cqe->res

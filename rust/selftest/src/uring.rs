@@ -7,9 +7,9 @@
 //! `cmd_op` are refused; on an IOPOLL ring they move the same bytes,
 //! complete once each, and the poll finds completions itself (fdinfo
 //! `rrdma-work-uring-polled`); the documentation's liburing example (C)
-//! moves them on plain, IOPOLL, hybrid IOPOLL and SQPOLL rings; a ring
-//! of any kind closed with operations in flight leaves the connection
-//! working.
+//! moves them on plain, IOPOLL, hybrid IOPOLL, SQPOLL and DEFER_TASKRUN
+//! rings; a ring of any kind closed with operations in flight leaves the
+//! connection working.
 
 use std::collections::HashSet;
 use std::ffi::{c_int, c_uint};
@@ -343,7 +343,11 @@ extern "C" {
 
 const IORING_SETUP_IOPOLL: u32 = 1;
 const IORING_SETUP_SQPOLL: u32 = 1 << 1;
+const IORING_SETUP_SINGLE_ISSUER: u32 = 1 << 12;
+const IORING_SETUP_DEFER_TASKRUN: u32 = 1 << 13;
 const IORING_SETUP_HYBRID_IOPOLL: u32 = 1 << 17;
+/// Completions' task work runs only when the task waits for CQEs.
+const DEFER: u32 = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
 
 /// Runs `ops` one at a time through the C example on a ring set up with
 /// `flags`: each one's CQE res and time to its CQE (us), or the -errno.
@@ -393,8 +397,9 @@ fn has_hybrid_iopoll() -> bool {
 }
 
 /// The documentation's liburing example, on a plain ring, an IOPOLL ring,
-/// a hybrid IOPOLL ring and SQPOLL rings (the kernel's SQ thread issues
-/// the commands and, with IOPOLL, polls for them): 16 writes, then 16
+/// a hybrid IOPOLL ring, SQPOLL rings (the kernel's SQ thread issues the
+/// commands and, with IOPOLL, polls for them) and DEFER_TASKRUN rings
+/// (completions wait for the task to ask for CQEs): 16 writes, then 16
 /// reads back, one at a time; a kernel before 6.13 refuses the hybrid
 /// ring with EINVAL.
 fn liburing_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, out: &mut Region) {
@@ -412,6 +417,12 @@ fn liburing_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, 
             "an SQPOLL IOPOLL ring",
             IORING_SETUP_SQPOLL | IORING_SETUP_IOPOLL,
             0x7bad,
+        ),
+        ("a DEFER_TASKRUN ring", DEFER, 0x8bad),
+        (
+            "a DEFER_TASKRUN IOPOLL ring",
+            DEFER | IORING_SETUP_IOPOLL,
+            0x9bad,
         ),
     ];
     for (what, flags, seed) in rings {
@@ -458,8 +469,9 @@ fn liburing_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, 
         );
     }
     // The rings the library cannot build, closed with 64 writes in
-    // flight: io_uring's teardown polls them (its exit work, or the SQ
-    // thread) until each completed; the connection goes on.
+    // flight: io_uring's teardown waits for them (polls them from its
+    // exit work or the SQ thread; runs deferred task work in its
+    // fallback) until each completed; the connection goes on.
     let closed = [
         (
             "a hybrid IOPOLL ring",
@@ -469,6 +481,8 @@ fn liburing_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, 
             "an SQPOLL IOPOLL ring",
             IORING_SETUP_SQPOLL | IORING_SETUP_IOPOLL,
         ),
+        ("a DEFER_TASKRUN ring", DEFER),
+        ("a DEFER_TASKRUN IOPOLL ring", DEFER | IORING_SETUP_IOPOLL),
     ];
     for (what, flags) in closed {
         if flags & IORING_SETUP_HYBRID_IOPOLL != 0 && !has_hybrid_iopoll() {
