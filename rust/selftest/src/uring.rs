@@ -125,6 +125,34 @@ fn all_done(cs: Result<Vec<UringCompletion>, String>, base: u64) -> Result<(), S
     )
 }
 
+/// 16 one-block writes of `out`'s blocks to remote blocks `first..first +
+/// 16` (user_data from `id`) and the 16 reads of them back into `back`'s
+/// (user_data from `id + 1000`).
+fn round_trip(
+    rw: &RemoteRegion<'_>,
+    out: &Region,
+    back: &Region,
+    first: u64,
+    id: u64,
+) -> (Vec<Op>, Vec<Op>) {
+    let writes = (0..16)
+        .map(|i| rw.op(OP_WRITE, out, i, first + i, 1, id + i))
+        .collect();
+    let reads = (0..16)
+        .map(|i| rw.op(OP_READ, back, i, first + i, 1, id + 1000 + i))
+        .collect();
+    (writes, reads)
+}
+
+/// What [`round_trip`]'s reads brought back is what its writes sent, and
+/// the peer's checksum of remote blocks `first..first + 16` agrees.
+fn intact(peer: &str, out: &Region, back: &Region, first: u64) -> Result<(), String> {
+    ensure(out.as_slice() == back.as_slice(), "read back differs")?;
+    let theirs = control(peer, &format!("checksum {first} 16")).map_err(|e| e.to_string())?;
+    let ours = format!("{:#x}", fnv(out.as_slice()));
+    ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))
+}
+
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
     feature(dev, t, "io_uring commands", FEATURE_URING);
     let mut eng = match UringEngine::new(dev, 64) {
@@ -135,12 +163,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
     let mut out = expect_ok(dev.create_region(4096, 16)).expect("region");
     let back = expect_ok(dev.create_region(4096, 16)).expect("region");
     pattern(out.as_mut_slice(), 0xfeed);
-    let writes: Vec<Op> = (0..16)
-        .map(|i| rw.op(OP_WRITE, &out, i, 200 + i, 1, 1000 + i))
-        .collect();
-    let reads: Vec<Op> = (0..16)
-        .map(|i| rw.op(OP_READ, &back, i, 200 + i, 1, 2000 + i))
-        .collect();
+    let (writes, reads) = round_trip(rw, &out, &back, 200, 1000);
     let fences0 = write_fences(dev);
     t.check(
         "io_uring: 16 writes complete once each with res 4096 and their user_data",
@@ -170,12 +193,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
     );
     t.check(
         "io_uring: read-back and the peer's memory match what was written",
-        (|| {
-            ensure(out.as_slice() == back.as_slice(), "read back differs")?;
-            let theirs = control(peer, "checksum 200 16").map_err(|e| e.to_string())?;
-            let ours = format!("{:#x}", fnv(out.as_slice()));
-            ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))
-        })(),
+        intact(peer, &out, &back, 200),
     );
     let fd = dev.raw_fd();
     let good = rw.op(OP_READ, &back, 0, 0, 1, 7);
@@ -240,19 +258,11 @@ fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, ou
         let res = (|| {
             let _spin = ModParam::set("iopoll_spin_us", spin)?;
             pattern(out.as_mut_slice(), seed);
-            let writes: Vec<Op> = (0..16)
-                .map(|i| rw.op(OP_WRITE, out, i, 232 + i, 1, 3000 + i))
-                .collect();
-            let reads: Vec<Op> = (0..16)
-                .map(|i| rw.op(OP_READ, &back, i, 232 + i, 1, 4000 + i))
-                .collect();
+            let (writes, reads) = round_trip(rw, out, &back, 232, 3000);
             for (ops, base) in [(&writes, 3000), (&reads, 4000)] {
                 all_done(run(&mut eng, ops), base)?;
             }
-            ensure(out.as_slice() == back.as_slice(), "read back differs")?;
-            let theirs = control(peer, "checksum 232 16").map_err(|e| e.to_string())?;
-            let ours = format!("{:#x}", fnv(out.as_slice()));
-            ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))?;
+            intact(peer, out, &back, 232)?;
             if !in_place {
                 return Ok(());
             }
@@ -436,12 +446,7 @@ fn liburing_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, 
         }
         let res = (|| {
             pattern(out.as_mut_slice(), seed);
-            let writes: Vec<Op> = (0..16)
-                .map(|i| rw.op(OP_WRITE, out, i, 216 + i, 1, 5000 + i))
-                .collect();
-            let reads: Vec<Op> = (0..16)
-                .map(|i| rw.op(OP_READ, &back, i, 216 + i, 1, 6000 + i))
-                .collect();
+            let (writes, reads) = round_trip(rw, out, &back, 216, 5000);
             let mut p50 = Vec::new();
             for ops in [&writes, &reads] {
                 let mut done = liburing(dev, flags, ops).map_err(|e| format!("errno {}", -e))?;
@@ -456,10 +461,7 @@ fn liburing_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, 
                 "# liburing example on {what}: 4 KiB WRITE p50 {:.0} us, READ p50 {:.0} us",
                 p50[0], p50[1]
             );
-            ensure(out.as_slice() == back.as_slice(), "read back differs")?;
-            let theirs = control(peer, "checksum 216 16").map_err(|e| e.to_string())?;
-            let ours = format!("{:#x}", fnv(out.as_slice()));
-            ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))
+            intact(peer, out, &back, 216)
         })();
         t.check(
             &format!(
