@@ -44,3 +44,65 @@ pub(crate) fn vec_remove_arc<T>(
     let i = v.iter().position(|x| core::ptr::eq::<T>(&**x, item))?;
     vec_swap_remove(v, i)
 }
+
+/// A spinlock that keeps softirqs off on its CPU while held
+/// (`spin_lock_bh()`), for state a completion handles in softirq: taken
+/// with plain `spin_lock()` in process context, a softirq on the holder's
+/// CPU would spin on it forever. Neither kernel's crate has one (7.x has
+/// an irq-disabling lock only); the backend calls the shim
+/// (`shim/lock.c`). Nothing may sleep under it.
+pub(crate) type BhLock<T> = kernel::sync::lock::Lock<T, BhBackend>;
+
+/// The guard of a [`BhLock`].
+pub(crate) type BhGuard<'a, T> = kernel::sync::lock::Guard<'a, T, BhBackend>;
+
+/// Creates a [`BhLock`] initialiser named `$name`, with a lock class of
+/// its own (one per call site, as `new_spinlock!` has).
+macro_rules! new_bh_lock {
+    ($inner:expr, $name:literal $(,)?) => {
+        $crate::compat::BhLock::new($inner, kernel::c_str!($name), kernel::static_lock_class!())
+    };
+}
+pub(crate) use new_bh_lock;
+
+/// The backend of [`BhLock`].
+pub(crate) struct BhBackend;
+
+// SAFETY: `spin_lock_bh()` ensures mutual exclusion, and `relock` (the
+// default) locks the same way as `lock`.
+unsafe impl kernel::sync::lock::Backend for BhBackend {
+    type State = kernel::bindings::spinlock_t;
+    type GuardState = ();
+
+    unsafe fn init(
+        ptr: *mut Self::State,
+        name: *const kernel::ffi::c_char,
+        key: *mut kernel::bindings::lock_class_key,
+    ) {
+        // SAFETY: the caller ensures `ptr` is valid for writes, and `name`
+        // and `key` valid for reads for good.
+        unsafe { kernel::bindings::__spin_lock_init(ptr, name, key) }
+    }
+
+    unsafe fn lock(ptr: *mut Self::State) -> Self::GuardState {
+        // SAFETY: the caller ensures `ptr` is a lock `init` initialised.
+        unsafe { crate::ffi::rrdma_shim_spin_lock_bh(ptr) }
+    }
+
+    unsafe fn unlock(ptr: *mut Self::State, _guard_state: &Self::GuardState) {
+        // SAFETY: the caller owns the lock at `ptr`.
+        unsafe { crate::ffi::rrdma_shim_spin_unlock_bh(ptr) }
+    }
+
+    #[cfg(not(rrdma_compat = "k6_12"))]
+    unsafe fn try_lock(ptr: *mut Self::State) -> Option<Self::GuardState> {
+        // SAFETY: the caller ensures `ptr` is a lock `init` initialised.
+        unsafe { crate::ffi::rrdma_shim_spin_trylock_bh(ptr) }.then_some(())
+    }
+
+    #[cfg(not(rrdma_compat = "k6_12"))]
+    unsafe fn assert_is_held(ptr: *mut Self::State) {
+        // SAFETY: the caller ensures `ptr` is a lock `init` initialised.
+        unsafe { crate::ffi::rrdma_shim_spin_assert_held(ptr) }
+    }
+}

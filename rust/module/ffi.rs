@@ -397,6 +397,16 @@ extern "C" {
     pub(crate) fn rrdma_shim_queue_pairs() -> u32;
     /// `raw_smp_processor_id()`.
     pub(crate) fn rrdma_shim_this_cpu() -> u32;
+    /// `spin_lock_bh()` (`compat::BhLock`).
+    pub(crate) fn rrdma_shim_spin_lock_bh(lock: *mut kernel::bindings::spinlock_t);
+    /// `spin_unlock_bh()`.
+    pub(crate) fn rrdma_shim_spin_unlock_bh(lock: *mut kernel::bindings::spinlock_t);
+    /// `spin_trylock_bh()`.
+    #[cfg_attr(rrdma_compat = "k6_12", allow(dead_code))]
+    pub(crate) fn rrdma_shim_spin_trylock_bh(lock: *mut kernel::bindings::spinlock_t) -> bool;
+    /// `lockdep_assert_held()`.
+    #[cfg_attr(rrdma_compat = "k6_12", allow(dead_code))]
+    pub(crate) fn rrdma_shim_spin_assert_held(lock: *mut kernel::bindings::spinlock_t);
     /// Wakes read(2)/poll(2) sleepers of a file.
     pub(crate) fn rrdma_shim_file_wake(waitq: *mut c_void);
     /// The module's work queue (connection teardowns).

@@ -9,8 +9,10 @@
 //! that release, revocation and region destruction can reach them all,
 //! including those a listener accepted but userspace has not yet taken.
 //!
-//! Locking: `Shared::ring` and `Shared::conns` are taken alone (nothing is
-//! locked under them, and no user memory is touched under them);
+//! Locking: nothing is locked under `Shared::ring` and `Shared::conns`, and
+//! no user memory is touched under them. `Shared::conns` is taken alone;
+//! `Shared::ring`, a softirq-safe spinlock, alone or under a connection's
+//! path lock (a completion in softirq reports a batch fence's writes).
 //! `Shared::exports` nests inside `FileState::objects` and `Conn::inner`.
 
 use kernel::prelude::*;
@@ -19,6 +21,7 @@ use kernel::sync::{new_mutex, Arc, Mutex};
 use crate::abi::errno::{Errno, ENOMEM};
 use crate::abi::uapi::Completion;
 use crate::abi::Result;
+use crate::compat::{new_bh_lock, BhLock};
 use crate::conn::{Conn, CtrlCounts, KeepaliveCounts, ReconnectCounts};
 use crate::context::Context;
 use crate::export::Exports;
@@ -33,9 +36,10 @@ pub(crate) struct Shared {
     pub(crate) context: Arc<Context>,
     /// The file's wait queue, woken for each completion.
     waitq: FileWaitq,
-    /// Completions of asynchronous operations.
+    /// Completions of asynchronous operations (a softirq-safe spinlock:
+    /// completions push into it where they are handled).
     #[pin]
-    pub(crate) ring: Mutex<Ring>,
+    pub(crate) ring: BhLock<Ring>,
     /// Exports, by token.
     #[pin]
     pub(crate) exports: Mutex<Exports>,
@@ -62,7 +66,7 @@ impl Shared {
             pin_init!(Self {
                 context,
                 waitq,
-                ring <- new_mutex!(ring, "Shared::ring"),
+                ring <- new_bh_lock!(ring, "Shared::ring"),
                 exports <- new_mutex!(Exports::new(), "Shared::exports"),
                 conns <- new_mutex!(KVec::new(), "Shared::conns"),
                 work: Work::new(),

@@ -10,6 +10,7 @@
 //! reference on their domain, and the domain holds its device context, so
 //! the domain goes after its last registration and before its device.
 
+use core::marker::PhantomData;
 use core::ptr::{self, NonNull};
 
 use kernel::ffi::c_void;
@@ -182,6 +183,65 @@ impl Qp {
     /// Every registration the requests name stays registered until the
     /// requests completed (or were flushed).
     pub(crate) unsafe fn post(&self, wrs: &[ShimWr]) -> (u32, Result<(), Errno>) {
+        // SAFETY: by the function's safety requirements.
+        unsafe { self.as_ref().post(wrs) }
+    }
+
+    /// A borrowed handle, for posting.
+    pub(crate) fn as_ref(&self) -> QpRef<'_> {
+        // INVARIANT: the queue pair lives as long as `self` is borrowed.
+        QpRef {
+            raw: self.raw,
+            _live: PhantomData,
+        }
+    }
+
+    /// Sends one control message (never blocks; `EAGAIN` when every
+    /// control send buffer is in flight, `ENOTCONN` once draining).
+    pub(crate) fn ctrl_send(&self, msg: &[u8]) -> Result<(), Errno> {
+        // SAFETY: the queue pair is live (type invariant); `msg` is valid
+        // for its length and copied before the call returns.
+        let ret = unsafe {
+            ffi::rrdma_shim_ctrl_send(self.raw.as_ptr(), msg.as_ptr().cast(), msg.len() as u32)
+        };
+        crate::abi::to_result(ret)
+    }
+}
+
+/// A queue pair borrowed for posting: the owner's ([`Qp::as_ref`]), or the
+/// one whose completion is being handled ([`QpRef::from_raw`]).
+///
+/// # Invariants
+///
+/// `raw` is a live queue pair, not destroyed for `'a`.
+#[derive(Clone, Copy)]
+pub(crate) struct QpRef<'a> {
+    raw: NonNull<ShimQp>,
+    _live: PhantomData<&'a Qp>,
+}
+
+impl QpRef<'_> {
+    /// The queue pair `raw` (`None` for null).
+    ///
+    /// # Safety
+    ///
+    /// A non-null `raw` is a live queue pair, not destroyed for `'a`: its
+    /// completion callback runs (the queue pair's destruction waits for
+    /// its callbacks).
+    pub(crate) unsafe fn from_raw<'a>(raw: *mut ShimQp) -> Option<QpRef<'a>> {
+        // INVARIANT: by the function's safety requirements.
+        NonNull::new(raw).map(|raw| QpRef {
+            raw,
+            _live: PhantomData,
+        })
+    }
+
+    /// Posts `wrs` in order, as [`Qp::post`] does.
+    ///
+    /// # Safety
+    ///
+    /// As [`Qp::post`].
+    pub(crate) unsafe fn post(&self, wrs: &[ShimWr]) -> (u32, Result<(), Errno>) {
         let mut posted = 0;
         // SAFETY: the queue pair is live (type invariant); by the function's
         // safety requirements the registrations stay valid.
@@ -194,17 +254,6 @@ impl Qp {
             )
         };
         (posted, crate::abi::to_result(ret))
-    }
-
-    /// Sends one control message (never blocks; `EAGAIN` when every
-    /// control send buffer is in flight, `ENOTCONN` once draining).
-    pub(crate) fn ctrl_send(&self, msg: &[u8]) -> Result<(), Errno> {
-        // SAFETY: the queue pair is live (type invariant); `msg` is valid
-        // for its length and copied before the call returns.
-        let ret = unsafe {
-            ffi::rrdma_shim_ctrl_send(self.raw.as_ptr(), msg.as_ptr().cast(), msg.len() as u32)
-        };
-        crate::abi::to_result(ret)
     }
 }
 

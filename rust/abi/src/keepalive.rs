@@ -162,6 +162,15 @@ impl Clock {
         self.last_answer = now;
     }
 
+    /// The peer's transport answered at `at` (a data operation's
+    /// completion, recorded where it was handled and read at the tick):
+    /// counts as an answer unless an answer after it is known already.
+    pub fn heard(&mut self, at: u64) {
+        if (at.wrapping_sub(self.last_answer) as i64) > 0 {
+            self.last_answer = at;
+        }
+    }
+
     /// The peer answered ping `seq`: `EPROTO` if that is not the ping
     /// outstanding.
     pub fn pong(&mut self, seq: u64, now: u64) -> Result<(), Errno> {
@@ -262,6 +271,31 @@ mod tests {
         c.answered(20);
         assert_eq!(c.tick(29), Tick::Wait { next: 5 });
         assert_eq!(c.tick(30), Tick::Ping { seq: 2, next: 5 });
+    }
+
+    #[test]
+    fn heard_only_moves_forward() {
+        let base = Clock::new(10, 2, 100);
+        // Older than what is known: nothing changes.
+        let mut older = base;
+        older.heard(90);
+        assert_eq!(older.tick(125), base.clone().tick(125));
+        // Newer: as an answer then.
+        let (mut newer, mut answered) = (base, base);
+        newer.heard(115);
+        answered.answered(115);
+        assert_eq!(newer.tick(125), answered.tick(125));
+        assert_ne!(newer.tick(125), base.clone().tick(125));
+        // Across the clock's wrap.
+        let (mut w, mut a) = (
+            Clock::new(10, 2, u64::MAX - 2),
+            Clock::new(10, 2, u64::MAX - 2),
+        );
+        w.heard(3);
+        a.answered(3);
+        assert_eq!(w.tick(20), a.tick(20));
+        w.heard(u64::MAX - 1);
+        assert_eq!(w.tick(21), a.tick(21));
     }
 
     #[test]

@@ -20,16 +20,16 @@
 //! not signaled at all (its fence's completion completes it, one
 //! completion for the batch) but carries its slot for an error's. The
 //! context of an operation lives in its slot and its work requests are
-//! built in a scratch array, both of its queue pair's path (`Path`: the
-//! connection's own queue pair or a data lane, each with its own slots,
-//! sinks and registrations), allocated with the path. An operation goes
-//! on the submitting CPU's path (`Inner::pick_path`) and is planned and
-//! posted under one acquisition of the connection's lock, and so is each
-//! run of a `SUBMIT`'s operations on one connection (one path), its
-//! fence's reservation and post included
-//! (`Conn::post_ops`); only one that is the first to touch a chunk has its
-//! registration allocated outside the lock first (`Prep`), which is
-//! released around it.
+//! built in a scratch array, both of its queue pair's path (`PathData`:
+//! the connection's own queue pair or a data lane, each with its own
+//! slots, sinks and registrations, under a lock of its own), allocated
+//! with the path. An operation goes on the submitting CPU's path
+//! (`Inner::pick_path`) and is planned and posted under one acquisition
+//! of the connection's lock and one of its path's, and so is each run of a
+//! `SUBMIT`'s operations on one connection (one path), its fence's
+//! reservation and post included (`Conn::post_ops`); only one that is the
+//! first to touch a chunk has its registration allocated outside the
+//! locks first (`Prep`), which are released around it.
 //! Posting is all or nothing: everything an operation needs (its slot,
 //! its work requests, its send-queue room, new registrations) is found or
 //! allocated first, and a registration enters its path's cache only
@@ -37,22 +37,31 @@
 //! `E2BIG`, `ENOMEM`) leaves nothing behind.
 //!
 //! Completions come in batches, one per poll of a queue pair's send CQ
-//! (`Conn::slots_done`): the operations of a batch that ended well end
-//! under one acquisition of the connection's lock, a failed one outside
-//! it (its failure may end the connection), and the file's readers are
-//! woken once per batch.
+//! (`Conn::slots_done`): the operations of a batch end under one
+//! acquisition of their path's lock (a softirq-safe spinlock), not the
+//! connection's, so a completion needs nothing that sleeps and no lock a
+//! submitter holds long. What does need the connection's lock (a failed
+//! write fence's failure, pruning a destroyed region's registrations,
+//! acknowledging a revoke once its import is idle, waking a task that
+//! waits for send-queue room) is left to the connection's follow-up work
+//! (`Followups`). A failed operation ends the connection before it is
+//! reported, outside the path's lock: failed completions come only in
+//! process context. The file's readers are woken once per batch.
 //!
 //! Exactly once: a completion takes its slot's operation; a second
 //! completion of the same slot (siw's flush path can complete a READ
 //! twice) finds nothing. What the provider never completes, the teardown
 //! completes, once, after the queue pair is destroyed.
 
+use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
-use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, Mutex};
+use kernel::sync::{new_condvar, Arc, CondVar};
 use kernel::workqueue::{impl_has_work, WorkItem};
 
+use super::imports::Uses;
 use super::{ctrl, wait_until, Conn, Import};
 use crate::abi::Result;
 use crate::abi::{
@@ -61,12 +70,15 @@ use crate::abi::{
     limits,
     ops::{self, Checked, Dir},
     uapi::Completion,
+    wire,
 };
 use crate::cm_id::CmId;
+use crate::compat::{new_bh_lock, BhGuard, BhLock};
 use crate::ffi::{self, ShimWr};
 use crate::foreign;
 use crate::mr::{Chunks, Mr};
 use crate::region::Region;
+use crate::verbs::QpRef;
 use crate::work::Work;
 
 /// Most operation slots of a connection (its queue pair may have fewer:
@@ -87,9 +99,14 @@ const CHUNKS_MAX: usize = SLOTS_MAX as usize;
 
 /// An operation in flight.
 struct OpCtx {
-    region: Arc<Region>,
-    /// The import's entry in the connection's table.
-    entry: u64,
+    /// Its region's key in its path's registration cache (0: none, a
+    /// fence): the cache entry keeps the region and its registrations
+    /// while the operation is in flight, so that ending one never frees
+    /// them (which cannot be done in softirq).
+    reg: usize,
+    /// The in-flight count of its import (a fence's: its last write's,
+    /// once posted).
+    uses: Option<Arc<Uses>>,
     user_data: u64,
     opcode: u32,
     wrs: u32,
@@ -172,9 +189,9 @@ enum Kind {
 struct BatchFence {
     slot: u32,
     id: u64,
-    /// The last write posted without a fence: its import entry, the
+    /// The last write posted without a fence: its import's count, the
     /// remote address of its last byte and that byte's key.
-    last: Option<(u64, u64, u32)>,
+    last: Option<(Arc<Uses>, u64, u32)>,
 }
 
 /// The open group of a queue pair (iWARP): while a write fence is in
@@ -185,14 +202,13 @@ struct BatchFence {
 /// not: the end of the submission (its plug) posts the fence if none is in
 /// flight. A write with no fence in flight and no plug has its own, so a
 /// lone write waits for one round trip.
-#[derive(Clone, Copy)]
 struct OpenGroup {
     /// The group fence's slot, reserved with its send entries and sink.
     slot: u32,
     id: u64,
-    /// The last write of the group: its import entry, the remote address
-    /// of its last byte and that byte's key.
-    last: Option<(u64, u64, u32)>,
+    /// The last write of the group: its import's count, the remote
+    /// address of its last byte and that byte's key.
+    last: Option<(Arc<Uses>, u64, u32)>,
 }
 
 impl_has_work! {
@@ -210,7 +226,7 @@ impl WorkItem<2> for Conn {
 }
 
 /// Ids of batch fences.
-static FENCE_IDS: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+static FENCE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// Operation slots (one completion context each in the shim) and the send
 /// queue's room, for the queue pair's `depth` operation entries.
@@ -344,8 +360,8 @@ impl Slots {
     }
 
     /// Reserves a slot, its two send entries and a fence sink for write
-    /// fence `id`, to be posted after writes of `region` (`None`: no room).
-    fn reserve_fence(&mut self, region: &Arc<Region>, id: u64) -> Option<u32> {
+    /// fence `id` (`None`: no room).
+    fn reserve_fence(&mut self, id: u64) -> Option<u32> {
         if self.sq_free < 2 || self.fences_free.is_empty() {
             return None;
         }
@@ -353,8 +369,8 @@ impl Slots {
         let sinks = self.hold_sink(true, NO_SINK);
         self.sq_free -= 2;
         self.ops[slot as usize] = Some(OpCtx {
-            region: region.clone(),
-            entry: 0,
+            reg: 0,
+            uses: None,
             user_data: 0,
             opcode: 0,
             wrs: 2,
@@ -446,19 +462,10 @@ impl LocalRegs {
     }
 }
 
-/// The data state of one of a connection's queue pairs (a path): path 0
-/// is the connection's own queue pair, the others are its data lanes
-/// (`lanes.rs`). Each has its own operation slots, work-request scratch
-/// and local registrations: a registration's work request orders only the
-/// requests of its own queue pair after it, so a registration made on one
-/// path is not used on another.
+/// A path of a connection: path 0 is the connection's own queue pair,
+/// the others are its data lanes (`lanes.rs`), under the connection's
+/// lock. Its data state is under a lock of its own ([`PathData`]).
 pub(super) struct Path {
-    pub(super) slots: KBox<Slots>,
-    /// Where an operation's work requests are built, under the
-    /// connection's lock (room for [`WRS_MAX`]: posting allocates
-    /// nothing).
-    wr_scratch: ffi::WrScratch,
-    pub(super) local: LocalRegs,
     /// A lane's id with its queue pair (`None` for path 0, whose are the
     /// connection's, and for a lane being torn down).
     pub(super) lane: Option<CmId<Conn>>,
@@ -472,18 +479,59 @@ pub(super) struct Path {
 
 impl Path {
     /// A path without a queue pair yet.
-    pub(super) fn new() -> Result<Self> {
-        Ok(Self {
-            // Boxed: its vectors and open group would grow the caller's
-            // stack frame.
-            slots: KBox::new(Slots::new()?, GFP_KERNEL)?,
-            wr_scratch: ffi::WrScratch::new(WRS_MAX)?,
-            local: LocalRegs::new(),
+    pub(super) fn new() -> Self {
+        Self {
             lane: None,
             up: false,
             joined: false,
-        })
+        }
     }
+}
+
+/// The data state of one path: its operation slots, work-request scratch
+/// and local registrations. A registration's work request orders only the
+/// requests of its own queue pair after it, so a registration made on one
+/// path is not used on another. Under the path's lock ([`PathLock`]),
+/// which posting takes under the connection's and a completion alone.
+pub(super) struct PathData {
+    slots: Slots,
+    /// Where an operation's work requests are built, under the path's
+    /// lock (room for [`WRS_MAX`]: posting allocates nothing).
+    wr_scratch: ffi::WrScratch,
+    local: LocalRegs,
+}
+
+impl PathData {
+    fn new() -> Result<KBox<Self>> {
+        Ok(KBox::new(
+            Self {
+                slots: Slots::new()?,
+                wr_scratch: ffi::WrScratch::new(WRS_MAX)?,
+                local: LocalRegs::new(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+}
+
+/// The lock of a path's data state (softirq-safe: completions take it where
+/// the send CQ is polled); `None` until the path's first queue pair and
+/// after the teardown dropped a lane's.
+pub(super) type PathLock = BhLock<Option<KBox<PathData>>>;
+
+/// The locks of a connection's paths, one for each queue pair it may have
+/// ([`wire::QPS_MAX`]), path 0's with its data state.
+pub(super) fn path_locks() -> Result<KVec<Pin<KBox<PathLock>>>> {
+    let n = usize::from(wire::QPS_MAX);
+    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    for p in 0..n {
+        let d = if p == 0 { Some(PathData::new()?) } else { None };
+        v.push(
+            KBox::pin_init(new_bh_lock!(d, "Conn::paths"), GFP_KERNEL)?,
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(v)
 }
 
 impl super::Inner {
@@ -500,11 +548,6 @@ impl super::Inner {
         } else {
             0
         }
-    }
-
-    /// Free send-queue entries over all paths (a wait for room).
-    fn sq_free(&self) -> u64 {
-        self.paths.iter().map(|x| u64::from(x.slots.sq_free)).sum()
     }
 }
 
@@ -524,7 +567,8 @@ fn key(region: &Arc<Region>) -> usize {
 }
 
 /// An operation on the region of key `k` ended: whether that was the last
-/// use of a destroyed region's registrations (to prune outside the lock).
+/// use of a destroyed region's registrations (to prune in process
+/// context, outside the path's lock).
 fn local_done(local: &mut LocalRegs, k: usize) -> bool {
     match local.tree.get_mut(&k) {
         Some(r) => {
@@ -548,8 +592,9 @@ pub(crate) struct ReportTo {
 /// Where a synchronous operation's status lands.
 #[pin_data]
 pub(crate) struct SyncWait {
+    /// Set where the operation completes (softirq-safe).
     #[pin]
-    status: Mutex<Option<i32>>,
+    status: BhLock<Option<i32>>,
     #[pin]
     cv: CondVar,
 }
@@ -558,7 +603,7 @@ impl SyncWait {
     fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                status <- new_mutex!(None, "SyncWait::status"),
+                status <- new_bh_lock!(None, "SyncWait::status"),
                 cv <- new_condvar!("SyncWait::cv"),
             }),
             GFP_KERNEL,
@@ -611,10 +656,11 @@ pub(crate) enum Posted {
 
 impl Plan {
     /// Checks an operation against the connection (under its lock) and
-    /// plans what it needs.
+    /// its path's data state `path` (under the path's), and plans what it
+    /// needs.
     fn new(
         g: &super::Inner,
-        p: usize,
+        path: &PathData,
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
@@ -625,7 +671,6 @@ impl Plan {
         }
         g.imports.check(import.entry())?;
         let res = g.res.as_ref().ok_or(ENOTCONN)?;
-        let path = g.paths.get(p).ok_or(ENOTCONN)?;
         let lshift = res.chunk_shift;
         let first = c.local_off >> lshift;
         let last = (c.local_off + c.len - 1) >> lshift;
@@ -739,26 +784,66 @@ enum Attempt {
 
 /// How [`Conn::end_slot`] left an operation's end.
 enum Ended {
-    /// Done under the lock: the record for the file's ring, if the
+    /// Done under the path's lock: the record for the file's ring, if the
     /// operation has one, and whether writes its fence completed went to
     /// the ring already (a second completion of a slot: nothing).
     Done(Option<Completion>, bool),
-    /// To go on outside the lock ([`Conn::end_unlocked`]).
-    Unlock(Unlocked),
+    /// It failed: the connection ends, and then the operation is reported
+    /// (outside the path's lock; process context), with its errno and
+    /// work completion status, and whether writes its fence completed went
+    /// to the ring already.
+    Failed(OpCtx, Errno, u32, bool),
 }
 
-/// What is left of an operation's end outside the connection's lock.
-struct Unlocked {
-    op: OpCtx,
-    errno: Option<Errno>,
-    wc_status: u32,
-    /// The write fence its completion was to post could not be.
+/// What completions handled without the connection's lock leave for the
+/// connection's follow-up work ([`Conn::run_followups`]): flags in `due`.
+pub(super) struct Followups {
+    due: AtomicU32,
+    /// The errno of the first write fence a completion could not post.
+    fence_errno: AtomicI32,
+    /// Tasks in [`Conn::wait_room`].
+    room_waiters: AtomicU32,
+}
+
+impl Followups {
+    /// A destroyed region's cached registrations lost their last operation.
+    const PRUNE: u32 = 1 << 0;
+    /// An import's count reached zero while a revoke's acknowledgement or
+    /// the removal of its entry waited for that (`imports::Uses`).
+    const SETTLE: u32 = 1 << 1;
+    /// A write fence could not be posted: the connection fails.
+    const FENCE_FAILED: u32 = 1 << 2;
+    /// Send-queue room came while a task waits for it.
+    const ROOM: u32 = 1 << 3;
+
+    pub(super) const fn new() -> Self {
+        Self {
+            due: AtomicU32::new(0),
+            fence_errno: AtomicI32::new(0),
+            room_waiters: AtomicU32::new(0),
+        }
+    }
+}
+
+/// What one batch of completions leaves for the follow-up work.
+#[derive(Default)]
+struct Due {
+    flags: u32,
     fence_err: Option<Errno>,
-    /// Its region's cached registration, unused and destroyed.
-    prune: Option<LocalReg>,
-    /// A write its fence completed was a destroyed region's last use.
-    prune_more: bool,
-    members: bool,
+}
+
+impl_has_work! {
+    impl HasWork<Self, 3> for Conn { self.followup_work }
+}
+
+/// The follow-up work of completions handled without the connection's lock
+/// ([`Followups`]).
+impl WorkItem<3> for Conn {
+    type Pointer = Arc<Conn>;
+
+    fn run(this: Arc<Conn>) {
+        this.run_followups();
+    }
 }
 
 /// The connection's lock, held across the operations of a batch; `None`
@@ -766,12 +851,67 @@ struct Unlocked {
 type InnerGuard<'a> =
     Option<kernel::sync::lock::Guard<'a, super::Inner, kernel::sync::lock::mutex::MutexBackend>>;
 
+/// A path's lock, held.
+type PathGuard<'a> = BhGuard<'a, Option<KBox<PathData>>>;
+
 impl Conn {
+    /// Path `p`'s lock (`None` past [`wire::QPS_MAX`]).
+    fn path(&self, p: usize) -> Option<&PathLock> {
+        self.path_data.get(p).map(|l| &**l)
+    }
+
+    /// Gives path `p` a new queue pair's `depth` operation entries,
+    /// `sinks` READ sinks and `fences` fence sinks (none: 0), allocating
+    /// its data state at its first queue pair (under the connection's
+    /// lock, which keeps paths from being set up twice at once).
+    pub(super) fn reset_path(
+        &self,
+        p: usize,
+        depth: u32,
+        sinks: u32,
+        fences: u32,
+    ) -> Result<(), Errno> {
+        let lock = self.path(p).ok_or(ENOTCONN)?;
+        if lock.lock().is_none() {
+            let d = PathData::new().map_err(|_| ENOMEM)?;
+            let spare = lock.lock().replace(d);
+            drop(spare);
+        }
+        if let Some(d) = lock.lock().as_deref_mut() {
+            d.slots.reset(depth, sinks, fences);
+        }
+        Ok(())
+    }
+
+    /// The work requests one operation may take on path `p` (0 without a
+    /// queue pair).
+    pub(super) fn op_budget(&self, p: usize) -> u32 {
+        self.path(p)
+            .and_then(|l| l.lock().as_ref().map(|d| d.slots.op_budget()))
+            .unwrap_or(0)
+    }
+
+    /// Free and total send-queue operation entries over the first `n`
+    /// paths (a wait for room).
+    fn sq_room(&self, n: usize) -> (u64, u64) {
+        self.path_data
+            .iter()
+            .take(n)
+            .fold((0, 0), |(free, all), l| match l.lock().as_ref() {
+                Some(d) => (
+                    free + u64::from(d.slots.sq_free),
+                    all + u64::from(d.slots.depth),
+                ),
+                None => (free, all),
+            })
+    }
+
     /// Posts one checked operation on `import` from or to `region`, which
     /// reports to `to`, on the submitting CPU's path; returns the outcome
-    /// and that path. One lock acquisition when the operation's
-    /// registrations are cached; otherwise they are allocated outside the
-    /// lock, which is taken again.
+    /// and that path. One acquisition of the connection's lock, and one of
+    /// the path's, when the operation's registrations are cached;
+    /// otherwise they are allocated outside the locks, which are taken
+    /// again.
     pub(crate) fn post_op(
         self: &Arc<Self>,
         import: &Import,
@@ -806,8 +946,8 @@ impl Conn {
                 return (0, Some(e));
             }
         }
-        let mut batch = match (fence, g.as_mut()) {
-            (Some(region), Some(inner)) => Self::batch_begin_locked(inner, p, region),
+        let mut batch = match (fence, g.as_ref()) {
+            (Some(_), Some(inner)) => self.batch_begin(inner, p),
             _ => None,
         };
         let mut posted = 0;
@@ -824,7 +964,7 @@ impl Conn {
         }
         if let Some(b) = batch {
             let inner = g.get_or_insert_with(|| self.inner.lock());
-            let r = self.batch_end_locked(inner, p, b);
+            let r = self.batch_end(inner, p, b);
             drop(g);
             match r {
                 Ok(op) => drop(op),
@@ -895,14 +1035,15 @@ impl Conn {
     /// are all taken. A queue pair that replaced this one meanwhile (a
     /// reconnect) gets its own at its first operation.
     fn ready_sinks<'g>(&'g self, g: &mut InnerGuard<'g>, p: usize) -> Result<(), Errno> {
+        let lock = self.path(p).ok_or(ENOTCONN)?;
         let alloc = {
             let inner = g.get_or_insert_with(|| self.inner.lock());
+            if lock.lock().as_ref().ok_or(ENOTCONN)?.slots.sinks_ready {
+                return Ok(());
+            }
             let Some(x) = inner.paths.get(p) else {
                 return Err(ENOTCONN);
             };
-            if x.slots.sinks_ready {
-                return Ok(());
-            }
             let Some(qp) = path_qp(p, &inner.id, &x.lane) else {
                 return Err(ENOTCONN);
             };
@@ -912,21 +1053,28 @@ impl Conn {
         // The poll reference goes before the lock is taken again.
         alloc.run()?;
         let inner = g.get_or_insert_with(|| self.inner.lock());
-        let super::Inner { paths, id, .. } = &mut **inner;
-        if let Some(x) = paths.get_mut(p) {
-            // Two first operations of a path may both get here; the one
-            // that finds the lists not yet ready fills and counts them.
-            if !x.slots.sinks_ready && path_qp(p, id, &x.lane).is_some_and(|q| q.has_sinks()) {
-                x.slots.fill_sinks();
-                self.shared.work.sink_alloc();
+        let ready = inner
+            .paths
+            .get(p)
+            .and_then(|x| path_qp(p, &inner.id, &x.lane))
+            .is_some_and(|q| q.has_sinks());
+        if ready {
+            if let Some(d) = lock.lock().as_deref_mut() {
+                // Two first operations of a path may both get here; the
+                // one that finds the lists not yet ready fills and counts
+                // them.
+                if !d.slots.sinks_ready {
+                    d.slots.fill_sinks();
+                    self.shared.work.sink_alloc();
+                }
             }
         }
         Ok(())
     }
 
-    /// Plans and posts under the lock (`inner`) with what `prep`
-    /// allocated; what is left of `prep` is for the caller to free once
-    /// the lock is released.
+    /// Plans and posts under the connection's lock (`inner`) and path
+    /// `p`'s with what `prep` allocated; what is left of `prep` is for the
+    /// caller to free once the locks are released.
     #[allow(clippy::too_many_arguments)]
     fn try_post(
         self: &Arc<Self>,
@@ -939,17 +1087,20 @@ impl Conn {
         batch: Option<&mut BatchFence>,
         prep: &mut Prep,
     ) -> Result<Attempt, Errno> {
+        let mut pg = self.path(p).ok_or(ENOTCONN)?.lock();
+        let d = pg.as_deref_mut().ok_or(ENOTCONN)?;
         // A write outside a batch joins the open group while a fence is in
         // flight (`OpenGroup`), and so does an iWARP write of an io_uring
         // submission under a plug, whose end posts the group's fence.
-        let fences_posted = inner.paths.get(p).map_or(0, |x| x.slots.fences_posted);
+        // Decided under the path's lock: a fence completion that posts the
+        // open group takes it too.
         let join = batch.is_none()
-            && (fences_posted > 0
+            && (d.slots.fences_posted > 0
                 || (to.uring.is_some()
                     && c.dir == Dir::Write
                     && inner.res.as_ref().is_some_and(|r| r.iwarp)
                     && self.plugged()));
-        let plan = Plan::new(inner, p, import, region, c, batch.is_some() || join)?;
+        let plan = Plan::new(inner, d, import, region, c, batch.is_some() || join)?;
         let super::Inner {
             paths,
             id,
@@ -957,16 +1108,14 @@ impl Conn {
             res,
             ..
         } = inner;
-        let Some(Path {
+        let Some(Path { lane, .. }) = paths.get(p) else {
+            return Err(ENOTCONN);
+        };
+        let PathData {
             slots: o,
             wr_scratch,
             local,
-            lane,
-            ..
-        }) = paths.get_mut(p)
-        else {
-            return Err(ENOTCONN);
-        };
+        } = d;
         // The group's fence is reserved by its first write.
         let new_group = plan.unfenced && batch.is_none() && o.open.is_none();
         let Some(qp) = path_qp(p, id, lane) else {
@@ -988,6 +1137,7 @@ impl Conn {
         if !plan.covered_by(prep, &res.pd) {
             return Ok(Attempt::Prepare(plan, res.pd.clone()));
         }
+        let uses = imports.uses(import.entry()).ok_or(ENOTCONN)?;
         let (mrs, spare) = (&mut prep.mrs, &mut prep.spare);
         let wrs = wr_scratch.start();
         if plan.wrs as usize > wrs.capacity() {
@@ -1102,8 +1252,8 @@ impl Conn {
         // batch's fence must still be waiting in its slot (a reconnect
         // flushed it); the fence will read the last byte this write places.
         let mut op = OpCtx {
-            region: region.clone(),
-            entry: import.entry(),
+            reg: rk,
+            uses: Some(uses.clone()),
             user_data: to.user_data,
             opcode: to.opcode,
             wrs: 0,
@@ -1123,8 +1273,8 @@ impl Conn {
                 (None, Some(o)) => o.id,
                 (None, None) => {
                     // Room checked above (`new_group`).
-                    let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-                    let Some(slot) = o.reserve_fence(region, id) else {
+                    let id = FENCE_IDS.fetch_add(1, Ordering::Relaxed);
+                    let Some(slot) = o.reserve_fence(id) else {
                         return Ok(Attempt::Done(Posted::Full));
                     };
                     o.open = Some(OpenGroup {
@@ -1168,11 +1318,14 @@ impl Conn {
             last.slot = slot;
         }
         o.ops[slot as usize] = Some(op);
+        // Counted before the post: its completion (under this path's lock,
+        // which is held) counts it down.
+        uses.started();
         // SAFETY: every registration the requests name is in the cache (or
         // installed below once posted) and stays there while an operation
         // uses it; the remote keys belong to the peer's registrations.
         let (posted, r) = unsafe { qp.post(&wrs[..]) };
-        // Install what was posted; free the rest after the lock.
+        // Install what was posted; free the rest after the locks.
         while let Some((chunk, mr, at)) = crate::compat::vec_pop(mrs) {
             let kept = if at < posted {
                 reg.chunks.set(chunk, mr)
@@ -1194,6 +1347,7 @@ impl Conn {
             if let Some(op) = op.as_ref() {
                 o.put_sinks(op.sinks);
             }
+            uses.done();
             o.sq_free -= posted;
             let e = r.err().unwrap_or(crate::abi::errno::EIO);
             return Ok(Attempt::Failed(e, op));
@@ -1203,13 +1357,12 @@ impl Conn {
         if p != 0 {
             self.shared.work.lane_op();
         }
-        imports.op_started(import.entry());
         if plan.fence {
             o.fences_posted += 1;
             self.shared.work.fence();
         }
         if let Some((addr, rkey)) = unfenced_last {
-            let last = Some((import.entry(), addr, rkey));
+            let last = Some((uses, addr, rkey));
             match (batch, o.open.as_mut()) {
                 (Some(b), _) => b.last = last,
                 (None, Some(o)) => o.last = last,
@@ -1220,30 +1373,50 @@ impl Conn {
     }
 
     /// The completions of path `p`'s operation slots in `done`, each
-    /// `(slot, work completion status)`: one poll of its send CQ, or the
-    /// teardown's flush of what the provider never completed. Operations
-    /// that ended well end under one acquisition of the connection's lock
-    /// for the batch ([`Self::end_slot`]); one that failed, or leaves a
-    /// registration to prune, ends outside it ([`Self::end_unlocked`]),
-    /// and the lock is taken again for the rest. Their records reach the
-    /// file's ring under one acquisition of its lock per
-    /// [`ffi::POLL_BATCH`], and the file's readers and this connection's
-    /// waiters are woken once for them all, not once per operation.
+    /// `(slot, work completion status)`: one poll of its send CQ `qp`
+    /// (softirq, or a task that polls), or the teardown's flush of what the
+    /// provider never completed (`qp` gone). They end under one
+    /// acquisition of the path's lock, not the connection's: their records
+    /// reach the file's ring under one acquisition of its lock per
+    /// [`ffi::POLL_BATCH`], and the file's readers are woken once for them
+    /// all. What needs the connection's lock is left to its follow-up work
+    /// ([`Followups`]), except a failed operation's end, which comes only
+    /// in process context (the shim hands failed completions to its work
+    /// item): the connection ends first (outside the path's lock), then
+    /// the operation is reported.
     pub(crate) fn slots_done(
         self: &Arc<Self>,
         p: usize,
-        done: impl IntoIterator<Item = (u32, u32)>,
+        qp: Option<QpRef<'_>>,
+        done: impl Iterator<Item = (u32, u32)> + Clone,
     ) {
+        let Some(lock) = self.path(p) else {
+            return;
+        };
+        // The status of a flushed operation says why the connection ended.
+        let flush = if done.clone().any(|(_, s)| s != ops::wc::SUCCESS) {
+            self.inner.lock().state.flush_errno()
+        } else {
+            ECONNRESET
+        };
         let mut recs = [Completion::zeroed(); ffi::POLL_BATCH];
         let (mut n, mut queued) = (0, false);
-        let mut g: InnerGuard<'_> = None;
+        let mut due = Due::default();
+        let mut g: Option<PathGuard<'_>> = None;
         for (slot, status) in done {
-            let inner = g.get_or_insert_with(|| self.inner.lock());
-            let (rec, members) = match self.end_slot(inner, p, slot, status) {
+            let pg = g.get_or_insert_with(|| lock.lock());
+            let Some(d) = pg.as_deref_mut() else {
+                break;
+            };
+            let (rec, members) = match self.end_slot(d, slot, status, flush, qp, &mut due) {
                 Ended::Done(rec, members) => (rec, members),
-                Ended::Unlock(u) => {
+                Ended::Failed(mut op, errno, wc_status, members) => {
                     g = None;
-                    self.end_unlocked(u)
+                    self.wc_failed(wc_status as c_int, super::Wr::Operation);
+                    let rec = op
+                        .finish(errno.to_errno(), &self.shared.work)
+                        .filter(|_| op.kind == Kind::User);
+                    (rec, members)
                 }
             };
             queued |= members;
@@ -1257,196 +1430,220 @@ impl Conn {
             }
         }
         drop(g);
-        self.cv.notify_all();
         if n > 0 {
             self.shared.complete(recs[..n].iter().copied());
         } else if queued {
             self.shared.wake_readers();
         }
+        if self.followups.room_waiters.load(Ordering::SeqCst) > 0 {
+            due.flags |= Followups::ROOM;
+        }
+        self.ask_followups(due);
     }
 
-    /// Ends the operation in slot `slot` of path `p` (one of a batch,
+    /// Ends the operation in slot `slot` of path data `d` (one of a batch,
     /// [`Self::slots_done`], which wakes whom it concerns) under the
-    /// connection's lock, `inner`. One that ended well is reported here
-    /// (to its synchronous caller or io_uring command, or with the record
-    /// it returns for the file's ring); what needs the lock released (a
-    /// failure, which may end the connection; a registration to prune; a
-    /// destroyed region's last reference) is left to
-    /// [`Self::end_unlocked`].
-    fn end_slot(&self, inner: &mut super::Inner, p: usize, slot: u32, wc_status: u32) -> Ended {
+    /// path's lock: `wc_status` is its work completion's, `flush` the
+    /// errno of a flushed one, `qp` its queue pair (`None`: gone). One that
+    /// ended well is reported here (to its synchronous caller or io_uring
+    /// command, or with the record it returns for the file's ring); what
+    /// needs the connection's lock goes into `due`.
+    fn end_slot(
+        &self,
+        d: &mut PathData,
+        slot: u32,
+        wc_status: u32,
+        flush: Errno,
+        qp: Option<QpRef<'_>>,
+        due: &mut Due,
+    ) -> Ended {
         let mut members = 0usize;
-        let mut prune_more = false;
-        let mut fence_err = None;
-        let super::Inner {
-            paths,
-            imports,
-            keepalive,
-            state,
-            ..
-        } = &mut *inner;
-        let Some(path) = paths.get_mut(p) else {
-            return Ended::Done(None, false);
-        };
-        let Some(mut op) = path.slots.take(slot) else {
+        let Some(mut op) = d.slots.take(slot) else {
             pr_debug!(
-                "second completion of slot {} of path {} (status {}) ignored\n",
+                "second completion of slot {} (status {}) ignored\n",
                 slot,
-                p,
                 wc_status
             );
             return Ended::Done(None, false);
         };
         let errno = match ops::wc_errno(wc_status) {
             // Flushed: the connection ended under it.
-            Some(crate::abi::errno::ECANCELED) => Some(state.flush_errno()),
+            Some(crate::abi::errno::ECANCELED) => Some(flush),
             e => e,
         };
         let status = errno.map_or(0, Errno::to_errno);
-        let mut prune = None;
-        if op.kind == Kind::User {
-            let k = key(&op.region);
-            if local_done(&mut path.local, k) {
-                prune = path.local.tree.remove(&k);
-            }
+        if op.kind == Kind::User && local_done(&mut d.local, op.reg) {
+            due.flags |= Followups::PRUNE;
         }
-        if matches!(op.kind, Kind::User | Kind::Fence { posted: true, .. }) {
-            imports.op_done(op.entry);
+        if op.uses.take().is_some_and(|u| u.done()) {
+            due.flags |= Followups::SETTLE;
         }
         if let Kind::Fence { id, .. } = op.kind {
             // The writes this fence follows are placed (or failed with
             // it): they complete with its status, in one trip through
             // the file's ring. Their regions stay referenced by their
-            // cache entries, which a destroyed region's last use prunes
-            // outside this lock.
-            let (slots, local) = (&mut path.slots, &mut path.local);
+            // cache entries, which a destroyed region's last use leaves
+            // to the follow-up work to prune.
+            let (slots, local) = (&mut d.slots, &mut d.local);
             let mut ring = self.shared.ring.lock();
             slots.take_members(id, |mut w| {
-                prune_more |= local_done(local, key(&w.region));
-                imports.op_done(w.entry);
+                if local_done(local, w.reg) {
+                    due.flags |= Followups::PRUNE;
+                }
+                if w.uses.take().is_some_and(|u| u.done()) {
+                    due.flags |= Followups::SETTLE;
+                }
                 if let Some(c) = w.finish(status, &self.shared.work) {
                     ring.push(c);
                     members += 1;
                 }
             });
         }
-        if errno.is_none() {
-            // The peer's transport answered: a sign of life (our
-            // control messages may wait behind the data).
-            keepalive.answered();
-            if op.fenced {
-                // The writes that waited for this fence get theirs.
-                fence_err = self.post_open_group(inner, p).err();
-            }
-        }
-        ctrl::send_due_acks(inner, &self.shared.ctrl);
         let members = members > 0;
-        if errno.is_some()
-            || fence_err.is_some()
-            || prune.is_some()
-            || prune_more
-            || op.region.is_destroyed()
-        {
-            return Ended::Unlock(Unlocked {
-                op,
-                errno,
-                wc_status,
-                fence_err,
-                prune,
-                prune_more,
-                members,
-            });
+        if let Some(e) = errno {
+            return Ended::Failed(op, e, wc_status, members);
+        }
+        // The peer's transport answered: a sign of life (our control
+        // messages may wait behind the data).
+        self.heard();
+        if op.fenced {
+            // The writes that waited for this fence get theirs.
+            if let Some(qp) = qp {
+                if let Err(e) = self.post_open_group(d, qp) {
+                    due.fence_err.get_or_insert(e);
+                }
+            }
         }
         // Its report takes only leaf locks (a synchronous caller's
         // status; io_uring's task work, or the CQE an IOPOLL poller posts
-        // in place under the ring's lock, which it holds already), and its
-        // region lives on in the file: nothing here waits or frees.
+        // in place under the ring's lock, which it holds already), and
+        // nothing it drops frees what must be freed in process context.
         let rec = op
             .finish(0, &self.shared.work)
             .filter(|_| op.kind == Kind::User);
         Ended::Done(rec, members)
     }
 
-    /// The rest of an operation's end that [`Self::end_slot`] left for
-    /// outside the connection's lock; returns as [`Ended::Done`] holds.
-    fn end_unlocked(self: &Arc<Self>, mut u: Unlocked) -> (Option<Completion>, bool) {
-        if let Some(e) = u.fence_err {
+    /// Hands what `due` holds to the follow-up work (any context).
+    fn ask_followups(self: &Arc<Self>, due: Due) {
+        let mut flags = due.flags;
+        if let Some(e) = due.fence_err {
+            let _ = self.followups.fence_errno.compare_exchange(
+                0,
+                e.to_errno(),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+            flags |= Followups::FENCE_FAILED;
+        }
+        if flags == 0 {
+            return;
+        }
+        self.followups.due.fetch_or(flags, Ordering::AcqRel);
+        // Queued already: that run sees the flags (it takes them first).
+        // The clone is not the last reference: the caller's covers it.
+        let _ = ffi::wq().enqueue::<Arc<Conn>, 3>(self.clone());
+    }
+
+    /// The follow-up work: what completions handled without the
+    /// connection's lock left for it (process context).
+    fn run_followups(self: &Arc<Self>) {
+        let due = self.followups.due.swap(0, Ordering::AcqRel);
+        if due & Followups::FENCE_FAILED != 0 {
+            let e = self.followups.fence_errno.swap(0, Ordering::AcqRel);
+            let e = Errno::from_status(e).unwrap_or(crate::abi::errno::EIO);
             self.fail(Event::QpFatal, "cannot post a write fence", e);
         }
-        drop(u.prune.take());
-        if u.prune_more {
+        if due & Followups::PRUNE != 0 {
             self.prune_destroyed();
         }
-        if u.errno.is_some() {
-            self.wc_failed(u.wc_status as c_int, super::Wr::Operation);
+        if due & (Followups::SETTLE | Followups::ROOM) != 0 {
+            let mut g = self.inner.lock();
+            if due & Followups::SETTLE != 0 {
+                g.imports.settle();
+                ctrl::send_due_acks(&mut g, &self.shared.ctrl);
+            }
+            // A task that waits for room checked it under this lock: it is
+            // waiting on the condition variable by now.
+            drop(g);
+            self.cv.notify_all();
         }
-        let status = u.errno.map_or(0, Errno::to_errno);
-        let rec =
-            u.op.finish(status, &self.shared.work)
-                .filter(|_| u.op.kind == Kind::User);
-        (rec, u.members)
     }
 
     /// Drops the cached registrations of destroyed regions that no
-    /// operation uses any more, one at a time, each outside the lock.
+    /// operation uses any more, one at a time, each outside the path's
+    /// lock.
     fn prune_destroyed(&self) {
-        loop {
-            let gone = {
-                let mut g = self.inner.lock();
-                let found = g.paths.iter().enumerate().find_map(|(p, x)| {
-                    x.local
+        for lock in self.path_data.iter() {
+            loop {
+                let gone = {
+                    let mut pg = lock.lock();
+                    let Some(d) = pg.as_deref_mut() else {
+                        break;
+                    };
+                    let found = d
+                        .local
                         .tree
                         .iter()
                         .find(|(_, r)| r.inflight == 0 && r.region.is_destroyed())
-                        .map(|(k, _)| (p, *k))
-                });
-                match found {
-                    Some((p, k)) => g.paths.get_mut(p).and_then(|x| x.local.tree.remove(&k)),
-                    None => return,
-                }
-            };
-            drop(gone);
+                        .map(|(k, _)| *k);
+                    match found {
+                        Some(k) => d.local.tree.remove(&k),
+                        None => break,
+                    }
+                };
+                drop(gone);
+            }
         }
     }
 
     /// Logs (rate-limited) why `what` could post nothing on this connection
     /// with nothing of its caller in flight, with `e` the errno it returns.
     pub(crate) fn warn_no_room(&self, what: &str, e: Errno) {
-        let g = self.inner.lock();
-        let Some(o) = g.paths.first().map(|x| &x.slots) else {
+        let Some(lock) = self.path(0) else {
             return;
         };
-        crate::ffi::warn_user!(
-            "{}: nothing posted (errno {}): {} of {} send entries, {} slots, {} READ sinks, {} fence sinks free\n",
-            what,
-            e.get(),
+        let pg = lock.lock();
+        let Some(o) = pg.as_ref().map(|d| &d.slots) else {
+            return;
+        };
+        let (sq_free, depth, free, sinks, fences) = (
             o.sq_free,
             o.depth,
             o.free.len(),
             o.sinks_free.len(),
-            o.fences_free.len()
+            o.fences_free.len(),
+        );
+        drop(pg);
+        crate::ffi::warn_user!(
+            "{}: nothing posted (errno {}): {} of {} send entries, {} slots, {} READ sinks, {} fence sinks free\n",
+            what,
+            e.get(),
+            sq_free,
+            depth,
+            free,
+            sinks,
+            fences
         );
     }
 
-    /// Begins a batch of writes on this connection that share one fence:
-    /// on iWARP, with room for the fence now and no fence in flight;
-    /// `None` otherwise (the writes then join the open group, or fence
-    /// themselves). Every [`BatchFence`] goes to `batch_end_locked`.
-    fn batch_begin_locked(
-        inner: &mut super::Inner,
-        p: usize,
-        region: &Arc<Region>,
-    ) -> Option<BatchFence> {
+    /// Begins a batch of writes on path `p` of this connection that share
+    /// one fence: on iWARP, with room for the fence now and no fence in
+    /// flight; `None` otherwise (the writes then join the open group, or
+    /// fence themselves). Every [`BatchFence`] goes to `batch_end`.
+    fn batch_begin(&self, inner: &super::Inner, p: usize) -> Option<BatchFence> {
         if !inner.state.is_connected() || !inner.res.as_ref().is_some_and(|r| r.iwarp) {
             return None;
         }
-        let slots = &mut inner.paths.get_mut(p)?.slots;
+        let mut pg = self.path(p)?.lock();
+        let slots = &mut pg.as_deref_mut()?.slots;
         // With a fence in flight, the batch's writes join the open group
         // (`OpenGroup`): one fence for them and the group's.
         if slots.fences_posted > 0 {
             return None;
         }
-        let id = FENCE_IDS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        let slot = slots.reserve_fence(region, id)?;
+        let id = FENCE_IDS.fetch_add(1, Ordering::Relaxed);
+        let slot = slots.reserve_fence(id)?;
         Some(BatchFence {
             slot,
             id,
@@ -1454,46 +1651,64 @@ impl Conn {
         })
     }
 
-    /// Ends a batch: posts its fence after its last write, or takes its
-    /// reservation back (to drop outside the lock) if every write fenced
-    /// itself or none was posted. An error: the fence could not be posted
-    /// (the connection is to fail).
-    fn batch_end_locked(
+    /// Ends a batch (under the connection's lock, `inner`): posts its
+    /// fence after its last write, or takes its reservation back (to drop
+    /// outside the locks) if every write fenced itself or none was posted.
+    /// An error: the fence could not be posted (the connection is to
+    /// fail).
+    fn batch_end(
         &self,
-        inner: &mut super::Inner,
+        inner: &super::Inner,
         p: usize,
         b: BatchFence,
     ) -> Result<Option<OpCtx>, Errno> {
-        let Some(path) = inner.paths.get_mut(p) else {
+        let Some(lock) = self.path(p) else {
             return Ok(None);
         };
-        if !path.slots.holds_fence(b.slot, b.id) {
+        let mut pg = lock.lock();
+        let Some(d) = pg.as_deref_mut() else {
+            return Ok(None);
+        };
+        if !d.slots.holds_fence(b.slot, b.id) {
             // A teardown flushed it, and its writes with it.
             return Ok(None);
         }
         match b.last {
-            Some(last) => self.post_fence(inner, p, b.slot, b.id, last).map(|()| None),
-            None => Ok(path.slots.take(b.slot)),
+            Some(last) => {
+                let qp = inner
+                    .paths
+                    .get(p)
+                    .and_then(|x| path_qp(p, &inner.id, &x.lane));
+                match qp {
+                    Some(qp) => self
+                        .post_fence(d, qp.as_ref(), b.slot, b.id, last)
+                        .map(|()| None),
+                    // Going: the teardown completes the fence and its
+                    // writes.
+                    None => Ok(None),
+                }
+            }
+            None => Ok(d.slots.take(b.slot)),
         }
     }
 
-    /// Posts the open group's fence after its writes (a fence completed).
-    /// A group whose first write was refused stays reserved, empty, for
-    /// the next write or the teardown.
-    fn post_open_group(&self, inner: &mut super::Inner, p: usize) -> Result<(), Errno> {
-        let Some(slots) = inner.paths.get_mut(p).map(|x| &mut x.slots) else {
+    /// Posts the open group's fence after its writes (a fence completed,
+    /// or a plug closed) on `qp`, the path's queue pair. A group whose
+    /// first write was refused stays reserved, empty, for the next write
+    /// or the teardown.
+    fn post_open_group(&self, d: &mut PathData, qp: QpRef<'_>) -> Result<(), Errno> {
+        if !matches!(d.slots.open, Some(OpenGroup { last: Some(_), .. })) {
             return Ok(());
-        };
+        }
         let Some(OpenGroup {
             slot,
             id,
             last: Some(last),
-        }) = slots.open
+        }) = d.slots.open.take()
         else {
             return Ok(());
         };
-        slots.open = None;
-        self.post_fence(inner, p, slot, id, last)
+        self.post_fence(d, qp, slot, id, last)
     }
 
     /// Whether the current task submits under a plug (io_uring's, around a
@@ -1530,11 +1745,15 @@ impl Conn {
     /// that path will (its completion posts it, group commit).
     fn post_deferred(self: &Arc<Self>) {
         let r = {
-            let mut g = self.inner.lock();
+            let g = self.inner.lock();
             let mut r = Ok(());
-            for p in 0..g.paths.len() {
-                if g.paths.get(p).is_some_and(|x| x.slots.fences_posted == 0) {
-                    r = r.and(self.post_open_group(&mut g, p));
+            for (p, x) in g.paths.iter().enumerate() {
+                let (Some(lock), Some(qp)) = (self.path(p), path_qp(p, &g.id, &x.lane)) else {
+                    continue;
+                };
+                let mut pg = lock.lock();
+                if let Some(d) = pg.as_deref_mut().filter(|d| d.slots.fences_posted == 0) {
+                    r = r.and(self.post_open_group(d, qp.as_ref()));
                 }
             }
             r
@@ -1544,37 +1763,20 @@ impl Conn {
         }
     }
 
-    /// Posts the write fence reserved in `slot` (batch or group `id`): a
-    /// one-byte READ of `last` (import entry, remote address, key: the last
-    /// byte its writes placed) into the fence's sink. Its completion
-    /// completes its writes.
+    /// Posts the write fence reserved in `slot` of `d` (batch or group
+    /// `id`) on `qp`: a one-byte READ of `last` (the import's count, the
+    /// remote address and key of the last byte its writes placed) into the
+    /// fence's sink. Its completion completes its writes.
     fn post_fence(
         &self,
-        inner: &mut super::Inner,
-        p: usize,
+        d: &mut PathData,
+        qp: QpRef<'_>,
         slot: u32,
         id: u64,
-        last: (u64, u64, u32),
+        last: (Arc<Uses>, u64, u32),
     ) -> Result<(), Errno> {
-        let (entry, addr, rkey) = last;
-        let super::Inner {
-            paths,
-            id: conn_id,
-            imports,
-            ..
-        } = inner;
-        let Some(Path {
-            slots,
-            lane: lane_id,
-            ..
-        }) = paths.get_mut(p)
-        else {
-            return Ok(());
-        };
-        let Some(qp) = path_qp(p, conn_id, lane_id) else {
-            // Going: the teardown completes the fence and its writes.
-            return Ok(());
-        };
+        let (uses, addr, rkey) = last;
+        let slots = &mut d.slots;
         let Some(Some(fence)) = slots.ops.get_mut(slot as usize) else {
             return Ok(());
         };
@@ -1588,17 +1790,19 @@ impl Conn {
         ];
         wrs[1].signaled = 1;
         wrs[1].slot = slot;
+        // Counted before the post, as an operation is.
+        uses.started();
         // SAFETY: the sink maps the queue pair's scratch buffer; the remote
         // key belongs to the peer's registration the last write used.
         let (posted, r) = unsafe { qp.post(&wrs) };
         if posted < 2 {
+            uses.done();
             return Err(r.err().unwrap_or(crate::abi::errno::EIO));
         }
         fence.kind = Kind::Fence { id, posted: true };
-        fence.entry = entry;
+        fence.uses = Some(uses);
         fence.fenced = true;
         slots.fences_posted += 1;
-        imports.op_started(entry);
         self.shared.work.fence();
         Ok(())
     }
@@ -1608,28 +1812,36 @@ impl Conn {
     pub(super) fn flush_ops(self: &Arc<Self>) {
         let paths = self.inner.lock().paths.len();
         for p in 0..paths {
-            self.slots_done(p, (0..SLOTS_MAX).map(|slot| (slot, ops::wc::WR_FLUSH_ERR)));
+            self.slots_done(
+                p,
+                None,
+                (0..SLOTS_MAX).map(|slot| (slot, ops::wc::WR_FLUSH_ERR)),
+            );
         }
     }
 
     /// Drops every path's registrations, and the lanes' paths, one path at
-    /// a time outside the lock (the teardown, once every queue pair is
+    /// a time outside the locks (the teardown, once every queue pair is
     /// destroyed and every operation completed).
     pub(super) fn drop_paths(&self) {
         loop {
-            let (local, lane) = {
+            let (local, lane, data) = {
                 let mut g = self.inner.lock();
-                if g.paths.len() > 1 {
-                    (None, crate::compat::vec_pop(&mut g.paths))
+                let n = g.paths.len();
+                if n > 1 {
+                    let data = self.path(n - 1).and_then(|l| l.lock().take());
+                    (None, crate::compat::vec_pop(&mut g.paths), data)
                 } else {
-                    let local = g
-                        .paths
-                        .first_mut()
-                        .map(|x| core::mem::replace(&mut x.local, LocalRegs::new()));
-                    (local, None)
+                    let local = self.path(0).and_then(|l| {
+                        l.lock()
+                            .as_deref_mut()
+                            .map(|d| core::mem::replace(&mut d.local, LocalRegs::new()))
+                    });
+                    (local, None, None)
                 }
             };
             let done = local.is_some() || lane.is_none();
+            drop(data);
             drop(lane);
             drop(local);
             if done {
@@ -1642,34 +1854,39 @@ impl Conn {
     /// (region destroyed); those in use go when their last operation does.
     pub(crate) fn forget_region(&self, region: &Arc<Region>) {
         let k = key(region);
-        let mut p = 0;
-        loop {
-            // One path at a time, each entry dropped outside the lock.
+        // One path at a time, each entry dropped outside its lock.
+        for lock in self.path_data.iter() {
             let gone = {
-                let mut g = self.inner.lock();
-                let Some(x) = g.paths.get_mut(p) else {
-                    return;
-                };
-                if x.local.tree.get(&k).is_some_and(|r| r.inflight == 0) {
-                    x.local.tree.remove(&k)
-                } else {
-                    None
+                let mut pg = lock.lock();
+                match pg.as_deref_mut() {
+                    Some(d) if d.local.tree.get(&k).is_some_and(|r| r.inflight == 0) => {
+                        d.local.tree.remove(&k)
+                    }
+                    _ => None,
                 }
             };
             drop(gone);
-            p += 1;
         }
     }
 
     /// Waits (interruptibly) until a completion frees room on the send
-    /// queue, or the connection ends.
+    /// queue, nothing is in flight any more, or the connection ends.
     pub(crate) fn wait_room(&self) -> Result<(), Errno> {
-        let mut g = self.inner.lock();
-        let before = g.sq_free();
-        let mut left = None;
-        wait_until(&self.cv, &mut g, &mut left, |i| {
-            i.sq_free() > before || !i.state.is_connected()
-        })
+        let waiters = &self.followups.room_waiters;
+        // Before the first look at the room: a completion that frees some
+        // after it asks the follow-up work to wake us (`Followups::ROOM`).
+        waiters.fetch_add(1, Ordering::SeqCst);
+        let r = {
+            let mut g = self.inner.lock();
+            let (before, _) = self.sq_room(g.paths.len());
+            let mut left = None;
+            wait_until(&self.cv, &mut g, &mut left, |i| {
+                let (free, all) = self.sq_room(i.paths.len());
+                free > before || free == all || !i.state.is_connected()
+            })
+        };
+        waiters.fetch_sub(1, Ordering::SeqCst);
+        r
     }
 
     /// Runs a synchronous operation: posts it (waiting for room) and waits
@@ -1704,7 +1921,7 @@ impl Conn {
     /// Busy polling (module parameter `sync_poll_us`, 0 by default): polls
     /// path `p`'s send CQ here until `w` has its status or the time is up,
     /// so that a short synchronous operation's end wakes nobody (neither
-    /// the CQ's work item nor this task). Completions of others that it
+    /// the CQ's softirq nor this task). Completions of others that it
     /// finds are handled here too. The queue pair's teardown waits for the
     /// poll reference, which goes before this returns.
     fn busy_poll(&self, p: usize, w: &SyncWait) {

@@ -12,10 +12,18 @@
 //! when its import does (or, if operations are still in flight, when the
 //! last completes), so a peer's revokes cannot grow it.
 //!
+//! An entry's in-flight count (`Uses`) is atomic and shared with the
+//! operations on it, which end where their completions are handled
+//! (softirq, `data.rs`) without the connection's lock: a count that drops
+//! to zero while a revoke's acknowledgement or the entry's removal waits
+//! for it asks the connection's follow-up work to act (`Conn::followup`).
+//!
 //! The entry holds the peer's keys, so that a reconnect (`reconnect.rs`)
 //! can replace them: it marks every entry stale (operations fail with
 //! `EAGAIN`) and restores each with the keys of a grant of the same shape,
 //! or revokes it.
+
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
@@ -61,6 +69,55 @@ pub(super) struct Fetched {
     rkeys: KVVec<u32>,
 }
 
+/// The operations in flight on one import, counted where they are posted
+/// (under the connection's lock) and where they end (under their path's
+/// lock only); with a flag ([`Uses::WAITED`]) that asks the operation
+/// that ends the last one to say so ([`Uses::done`]).
+pub(super) struct Uses {
+    n: AtomicU32,
+}
+
+impl Uses {
+    /// Set while something waits for the count to reach zero.
+    const WAITED: u32 = 1 << 31;
+
+    fn new() -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                n: AtomicU32::new(0),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// An operation was posted.
+    pub(super) fn started(&self) {
+        self.n.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// An operation ended: whether it was the last and something waits
+    /// for that (the caller then asks the follow-up work to look).
+    pub(super) fn done(&self) -> bool {
+        self.n.fetch_sub(1, Ordering::AcqRel) == Self::WAITED | 1
+    }
+
+    /// Operations in flight; with `wait`, also asks the operation that
+    /// ends the last one to say so (see [`Self::done`]).
+    fn count(&self, wait: bool) -> u32 {
+        let n = if wait {
+            self.n.fetch_or(Self::WAITED, Ordering::AcqRel)
+        } else {
+            self.n.load(Ordering::Acquire)
+        };
+        n & !Self::WAITED
+    }
+
+    /// Nothing waits any more (the follow-up work looks again).
+    fn unwait(&self) {
+        self.n.fetch_and(!Self::WAITED, Ordering::AcqRel);
+    }
+}
+
 /// One import, as the connection tracks it.
 struct Entry {
     token: u64,
@@ -68,7 +125,8 @@ struct Entry {
     /// Its keys belong to a queue pair gone (reconnect): not usable until
     /// restored.
     stale: bool,
-    inflight: u32,
+    /// Operations in flight on it.
+    uses: Arc<Uses>,
     /// Its import is gone; the entry goes with its last operation.
     orphan: bool,
     /// What the grant promised (`None` while the import starts).
@@ -91,13 +149,36 @@ impl Table {
         }
     }
 
-    /// Operations in flight on imports of `token`.
+    /// Operations in flight on imports of `token`; if some are, the one
+    /// that ends the last asks the follow-up work to look again.
     pub(super) fn inflight(&self, token: u64) -> u32 {
         self.tree
             .values()
             .filter(|e| e.token == token)
-            .map(|e| e.inflight)
+            .map(|e| e.uses.count(true))
             .sum()
+    }
+
+    /// The in-flight count of import `id`, for an operation to be posted.
+    pub(super) fn uses(&self, id: u64) -> Option<Arc<Uses>> {
+        self.tree.get(&id).map(|e| e.uses.clone())
+    }
+
+    /// The follow-up work runs: nothing waits for counts to reach zero
+    /// until what it runs asks again (the revokes' acknowledgements), and
+    /// every orphan whose operations all ended goes.
+    pub(super) fn settle(&mut self) {
+        for e in self.tree.values() {
+            e.uses.unwait();
+        }
+        while let Some(id) = self
+            .tree
+            .iter()
+            .find(|(_, e)| e.orphan && e.uses.count(true) == 0)
+            .map(|(&id, _)| id)
+        {
+            self.tree.remove(&id);
+        }
     }
 
     /// The peer revoked `token`: its imports refuse new operations.
@@ -159,27 +240,6 @@ impl Table {
             e.revoked = true;
         }
     }
-
-    /// An operation on import `id` was posted.
-    pub(super) fn op_started(&mut self, id: u64) {
-        if let Some(e) = self.tree.get_mut(&id) {
-            e.inflight += 1;
-        }
-    }
-
-    /// An operation on import `id` completed.
-    pub(super) fn op_done(&mut self, id: u64) {
-        let gone = match self.tree.get_mut(&id) {
-            Some(e) => {
-                e.inflight = e.inflight.saturating_sub(1);
-                e.orphan && e.inflight == 0
-            }
-            None => false,
-        };
-        if gone {
-            self.tree.remove(&id);
-        }
-    }
 }
 
 /// A remote region imported over a connection (a handle's object).
@@ -223,6 +283,7 @@ impl Conn {
     pub(crate) fn import(self: &Arc<Self>, token: u64, timeout_ms: u32) -> Result<Import, Errno> {
         // The entry exists before the first request goes out.
         let node = RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| ENOMEM)?;
+        let uses = Uses::new().map_err(|_| ENOMEM)?;
         let entry = {
             let mut g = self.inner.lock();
             let id = g.imports.next;
@@ -233,7 +294,7 @@ impl Conn {
                     token,
                     revoked: false,
                     stale: false,
-                    inflight: 0,
+                    uses,
                     orphan: false,
                     shape: None,
                     rkeys: KVVec::new(),
@@ -268,7 +329,7 @@ impl Conn {
             e.rkeys = rkeys;
             (
                 shift,
-                g.paths.first().map_or(0, |p| p.slots.op_budget()),
+                self.op_budget(0),
                 g.res.as_ref().is_some_and(|r| r.iwarp),
             )
         };
@@ -344,7 +405,9 @@ impl Conn {
     fn forget_import(&self, entry: u64) {
         let mut g = self.inner.lock();
         match g.imports.tree.get_mut(&entry) {
-            Some(e) if e.inflight > 0 => e.orphan = true,
+            // The operation that ends the last asks the follow-up work to
+            // remove it.
+            Some(e) if e.uses.count(true) > 0 => e.orphan = true,
             Some(_) => {
                 g.imports.tree.remove(&entry);
             }

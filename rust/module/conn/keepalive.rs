@@ -9,6 +9,10 @@
 //! the state has left `Connected` no run is queued again, and the
 //! teardown's cancel is final. The timer starts when the connection is
 //! established and both sides speak protocol version 3 or newer.
+//!
+//! A data operation that ends well is an answer of the peer's transport
+//! too. Its completion, handled without the connection's lock (softirq),
+//! records when in `Conn::heard`, which the tick reads.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -115,6 +119,13 @@ impl Conn {
         self.timer.arm(self, interval, true);
     }
 
+    /// A data operation ended well: the peer's transport answered now
+    /// (any context, no lock).
+    pub(super) fn heard(&self) {
+        // 0 means nothing new; a tick later is no harm.
+        self.heard.store(ffi::jiffies().max(1), Ordering::Relaxed);
+    }
+
     /// The timer's run while established: pings a quiet peer, ends the
     /// connection with a silent one, and re-arms while established.
     pub(super) fn keepalive_tick(self: &Arc<Self>) {
@@ -125,6 +136,10 @@ impl Conn {
         let Some(clock) = g.keepalive.clock.as_mut() else {
             return;
         };
+        let heard = self.heard.swap(0, Ordering::Relaxed);
+        if heard != 0 {
+            clock.heard(heard);
+        }
         match clock.tick(ffi::jiffies()) {
             Tick::Dead { silent } => {
                 let limit = g.keepalive.settings.map_or(0, |s| s.limit_ms());

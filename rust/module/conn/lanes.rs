@@ -64,9 +64,10 @@ impl Conn {
     /// unused.
     pub(super) fn open_lanes(self: &Arc<Self>, g: &mut Inner) {
         for lane in 1..=usize::from(g.lanes) {
-            let r = Path::new()
+            let r = g
+                .paths
+                .push(Path::new(), GFP_KERNEL)
                 .map_err(|_| ENOMEM)
-                .and_then(|p| g.paths.push(p, GFP_KERNEL).map_err(|_| ENOMEM))
                 .and_then(|()| CmId::create(self, false));
             let id = match r {
                 Ok(id) => id,
@@ -251,8 +252,7 @@ impl Conn {
         let path = g.paths.get_mut(lane).ok_or(ENOTCONN)?;
         let id = path.lane.as_mut().ok_or(ENOTCONN)?;
         id.create_qp(&pd, &sizes)?;
-        path.slots.reset(sizes.ops, sizes.sinks, sizes.fence_sinks);
-        Ok(())
+        self.reset_path(lane, sizes.ops, sizes.sinks, sizes.fence_sinks)
     }
 
     /// Lane `lane` failed with `e`: one that joined its connection ends it;
@@ -357,8 +357,7 @@ impl Conn {
             return Err(ENOENT);
         }
         while g.paths.len() <= l {
-            let p = Path::new().map_err(|_| ENOMEM)?;
-            g.paths.push(p, GFP_KERNEL).map_err(|_| ENOMEM)?;
+            g.paths.push(Path::new(), GFP_KERNEL).map_err(|_| ENOMEM)?;
         }
         let id = CmId::adopt(h, self);
         let ctx = id.context();
@@ -384,8 +383,8 @@ impl Conn {
             if let Some(id) = g.paths.get_mut(l).and_then(|p| p.lane.take()) {
                 let _ = id.into_cm(h);
             }
+            let _ = self.reset_path(l, 0, 0, 0);
             if let Some(p) = g.paths.get_mut(l) {
-                p.slots.reset(0, 0, 0);
                 p.joined = false;
             }
             return Err(e);

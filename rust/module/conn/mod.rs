@@ -52,15 +52,19 @@
 //! - rdma_cm's handler mutex (the CM holds it around our handlers; a
 //!   lane's id has its own, taken like the connection's)
 //!   → `Conn::inner` (which also covers the lanes) → `Shared::exports`
-//!   (a grant re-checks its export) → the shim queue pair's spinlock
-//!   (posting, control sends).
+//!   (a grant re-checks its export) → a path's lock (`Conn::path_data`,
+//!   one per queue pair, never two at once) → `Shared::ring` → the shim
+//!   queue pair's spinlock (posting, control sends).
+//! - A path's lock and `Shared::ring` are softirq-safe spinlocks
+//!   (`compat::BhLock`): an operation's completion takes its path's lock
+//!   alone (`data.rs`), and reports under it to `Shared::ring` (a batch
+//!   fence's writes), a synchronous operation's `SyncWait::status` (a
+//!   leaf, softirq-safe too) or io_uring (task work, or the CQE an IOPOLL
+//!   poller posts, under io_uring's lock it holds already). Nothing sleeps
+//!   under them.
 //! - `Conn::inner` is never held across anything that waits for a handler
 //!   or a completion: destroying the id (`CmId` drop), the drain (`Qp`
-//!   drop), or a copy to or from user memory. `Shared::ring` is taken
-//!   alone or under `Conn::inner` (a batch fence's completion reports its
-//!   writes), and so is a synchronous operation's `SyncWait::status` (a
-//!   leaf), and io_uring's task work is queued for a completed command
-//!   (it takes only the scheduler's spinlocks); `Shared::conns` and
+//!   drop), or a copy to or from user memory. `Shared::conns` and
 //!   `DeviceCtx::conns` are taken alone.
 
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -191,8 +195,9 @@ struct Inner {
     listener: Option<Arc<Listener>>,
     ctrl: ctrl::Channel,
     imports: imports::Table,
-    /// The data state of each queue pair: `[0]` the connection's own, then
-    /// its data lanes (`lanes.rs`), at most `wire::QPS_MAX`.
+    /// Each queue pair's path: `[0]` the connection's own, then its data
+    /// lanes (`lanes.rs`), at most `wire::QPS_MAX`; their data state is
+    /// in `Conn::path_data`.
     paths: KVec<data::Path>,
     keepalive: keepalive::State,
     /// Set on a CONNECT with `RRDMA_CONNECT_RECONNECT`.
@@ -250,6 +255,17 @@ pub(crate) struct Conn {
     /// closed where nothing may sleep (`data.rs`).
     #[pin]
     unplug_work: Work<Conn, 2>,
+    /// Each path's data state under its own lock (`data.rs`): what posting
+    /// (under `inner` too) and completions (alone) touch.
+    path_data: KVec<Pin<KBox<data::PathLock>>>,
+    /// What completions handled without `inner` leave for it (`data.rs`).
+    followups: data::Followups,
+    /// Runs [`Self::followups`].
+    #[pin]
+    followup_work: Work<Conn, 3>,
+    /// When a data operation last ended well (jiffies; 0: not since the
+    /// last keepalive tick), for keepalive (`keepalive.rs`).
+    heard: AtomicU64,
     /// Keepalive while established; backoff and attempt deadline while
     /// reconnecting.
     timer: crate::timer::Timer,
@@ -327,7 +343,8 @@ impl Conn {
         reconnect: Option<ShimAddr>,
     ) -> Result<Arc<Self>> {
         let mut paths = KVec::with_capacity(usize::from(wire::QPS_MAX), GFP_KERNEL)?;
-        paths.push(data::Path::new()?, GFP_KERNEL)?;
+        paths.push(data::Path::new(), GFP_KERNEL)?;
+        let path_data = data::path_locks()?;
         let buffers = ctrl::Channel::buffers()?;
         let timer = crate::timer::Timer::new()?;
         Arc::pin_init(
@@ -359,6 +376,10 @@ impl Conn {
                 teardown_work <- new_work!("Conn::teardown_work"),
                 restore_work <- new_work!("Conn::restore_work"),
                 unplug_work <- new_work!("Conn::unplug_work"),
+                path_data,
+                followups: data::Followups::new(),
+                followup_work <- new_work!("Conn::followup_work"),
+                heard: AtomicU64::new(0),
                 timer,
             }),
             GFP_KERNEL,

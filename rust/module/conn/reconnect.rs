@@ -200,9 +200,7 @@ impl Conn {
     pub(super) fn backoff(self: &Arc<Self>, g: &mut Inner) {
         g.ctrl.reset();
         g.imports.stale_all();
-        if let Some(p) = g.paths.first_mut() {
-            p.slots.reset(0, 0, 0);
-        }
+        let _ = self.reset_path(0, 0, 0, 0);
         g.keepalive.stop();
         g.version = 0;
         let Some(r) = g.reconnect.as_mut() else {

@@ -17,8 +17,9 @@ use kernel::sync::Arc;
 use super::bytes;
 use crate::cm_id::InHandler;
 use crate::conn::Conn;
-use crate::ffi::{RdmaCmId, ShimDone};
+use crate::ffi::{RdmaCmId, ShimDone, ShimQp};
 use crate::foreign;
+use crate::verbs::QpRef;
 use crate::work::Kind;
 
 /// Borrows a connection from a callback's context pointer and counts the
@@ -160,16 +161,19 @@ unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
     this.ctrl_sent(wc_status);
 }
 
-/// The operations of queue pair `lane` whose slots `done` names completed:
-/// the operation completions of one poll of its send CQ.
+/// The operations of queue pair `lane` (`qp`) whose slots `done` names
+/// completed: the operation completions of one poll of its send CQ, in
+/// softirq or by a task that polls it.
 ///
 /// # Safety
 ///
-/// As [`rrdma_rust_qp_error`]; `done` is valid for `n` entries.
+/// As [`rrdma_rust_qp_error`]; `qp` is that queue pair, live for the
+/// call; `done` is valid for `n` entries.
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_ops_done(
     ctx: *mut c_void,
     lane: u32,
+    qp: *mut ShimQp,
     done: *const ShimDone,
     n: u32,
 ) {
@@ -182,5 +186,7 @@ unsafe extern "C" fn rrdma_rust_ops_done(
         // `n` initialized entries that C does not touch until this returns.
         unsafe { core::slice::from_raw_parts(done, n as usize) }
     };
-    this.slots_done(lane as usize, done.iter().map(|d| (d.slot, d.status)));
+    // SAFETY: by the function's safety requirements.
+    let qp = unsafe { QpRef::from_raw(qp) };
+    this.slots_done(lane as usize, qp, done.iter().map(|d| (d.slot, d.status)));
 }

@@ -350,7 +350,7 @@ static int scq_poll_once(struct rrdma_shim_qp *q)
 			WARN_ON_ONCE(wc->status == IB_WC_SUCCESS);
 	}
 	if (q->ndone) {
-		rrdma_rust_ops_done(q->owner, q->lane, q->done, q->ndone);
+		rrdma_rust_ops_done(q->owner, q->lane, q, q->done, q->ndone);
 		q->ndone = 0;
 	}
 	return n;

@@ -50,6 +50,7 @@ struct rdma_cm_id;
 struct rrdma_shim_qp;
 struct rrdma_shim_mr;
 struct rrdma_shim_timer;
+struct spinlock;
 struct workqueue_struct;
 struct io_uring_cmd;
 struct io_comp_batch;
@@ -359,7 +360,7 @@ void rrdma_rust_qp_error(void *conn, u32 lane, int wc_status);
 void rrdma_rust_conn_timer(void *conn);
 void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
-void rrdma_rust_ops_done(void *conn, u32 lane,
+void rrdma_rust_ops_done(void *conn, u32 lane, struct rrdma_shim_qp *q,
 			 const struct rrdma_shim_done *done, u32 n);
 void rrdma_rust_quiet_done(void *conn, int wc_status);
 void rrdma_rust_lane_recv(void *conn, u32 lane);
@@ -369,5 +370,11 @@ struct page *rrdma_rust_region_page(void *region, unsigned long pgoff);
 u64 rrdma_shim_random_u64(void);
 u32 rrdma_shim_queue_pairs(void);
 u32 rrdma_shim_this_cpu(void);
+
+/* lock.c: softirq-safe spinlocks for Rust. */
+void rrdma_shim_spin_lock_bh(struct spinlock *lock);
+void rrdma_shim_spin_unlock_bh(struct spinlock *lock);
+bool rrdma_shim_spin_trylock_bh(struct spinlock *lock);
+void rrdma_shim_spin_assert_held(struct spinlock *lock);
 
 #endif /* RRDMA_SHIM_H */
