@@ -397,6 +397,8 @@ extern "C" {
     pub(crate) fn rrdma_shim_queue_pairs() -> u32;
     /// `raw_smp_processor_id()`.
     pub(crate) fn rrdma_shim_this_cpu() -> u32;
+    /// `in_serving_softirq()`.
+    pub(crate) fn rrdma_shim_in_softirq() -> bool;
     /// `spin_lock_bh()` (`compat::BhLock`).
     pub(crate) fn rrdma_shim_spin_lock_bh(lock: *mut kernel::bindings::spinlock_t);
     /// `spin_unlock_bh()`.
@@ -647,6 +649,12 @@ pub(crate) fn sync_poll_ns() -> u64 {
 pub(crate) fn now_ns() -> u64 {
     // SAFETY: no preconditions.
     unsafe { rrdma_shim_now_ns() }
+}
+
+/// Whether a softirq runs the caller (a send CQ's poll).
+pub(crate) fn in_softirq() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_in_softirq() }
 }
 
 /// The CPU the caller runs on (it may move right after: a hint).

@@ -48,6 +48,10 @@ pub(crate) struct Work {
     /// Queue pairs that allocated their READ and fence sinks (iWARP), at
     /// their first operation (`rrdma-sink-allocs`: only grows).
     sink_allocs: AtomicU64,
+    /// Batches of operation completions handled in softirq, of those
+    /// `completions` counts (`rrdma-work-softirq`: only grows; module
+    /// parameter `cq_softirq`).
+    softirq: AtomicU64,
 }
 
 impl Work {
@@ -62,7 +66,13 @@ impl Work {
             sync_polled: AtomicU64::new(0),
             uring_polled: AtomicU64::new(0),
             sink_allocs: AtomicU64::new(0),
+            softirq: AtomicU64::new(0),
         }
+    }
+
+    /// Counts a batch of operation completions handled in softirq.
+    pub(crate) fn softirq(&self) {
+        self.softirq.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a queue pair that allocated its sinks.
@@ -111,7 +121,7 @@ impl Work {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 9] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 10] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -139,6 +149,10 @@ impl Work {
             (
                 b"rrdma-sink-allocs\0",
                 self.sink_allocs.load(Ordering::Relaxed),
+            ),
+            (
+                b"rrdma-work-softirq\0",
+                self.softirq.load(Ordering::Relaxed),
             ),
         ]
     }

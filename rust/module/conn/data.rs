@@ -1393,6 +1393,9 @@ impl Conn {
         let Some(lock) = self.path(p) else {
             return;
         };
+        if ffi::in_softirq() {
+            self.shared.work.softirq();
+        }
         // The status of a flushed operation says why the connection ended.
         let flush = if done.clone().any(|(_, s)| s != ops::wc::SUCCESS) {
             self.inner.lock().state.flush_errno()

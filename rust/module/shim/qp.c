@@ -5,11 +5,15 @@
  * work-request posting.
  *
  * A send CQ is polled here, not by the RDMA core (ib_alloc_cq()'s
- * ib_cq_poll_work): the RDMA core calls each completion's handler alone,
+ * ib_poll_handler): the RDMA core calls each completion's handler alone,
  * where rrdma wants the end of a poll, to hand its operation completions
  * to Rust as one batch (one acquisition of the file's completion ring and
- * one wake-up of its readers per batch, not per operation).  A receive CQ
- * (control messages) stays the RDMA core's.
+ * one wake-up of its readers per batch, not per operation).  It is polled
+ * in softirq, as IB_POLL_SOFTIRQ CQs are (irq_poll), and by the tasks that
+ * poll for their own operations; completions that need process context
+ * (a failed one, a control send's, a registration's, the drain's) hand
+ * the CQ to a work item until it is empty again (see scq_poll_atomic()).
+ * A receive CQ (control messages) stays the RDMA core's.
  *
  * Policy (what to post, which operation a completion ends) lives in Rust;
  * this file only builds verbs structures whose layout Rust cannot rely on
@@ -18,6 +22,7 @@
  * outside its locks, and rrdma_shim_qp_stop(), which may sleep.
  */
 #include <linux/dma-mapping.h>
+#include <linux/irq_poll.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -66,6 +71,11 @@ u64 rrdma_shim_sync_poll_ns(void)
 	return (u64)min_t(uint, READ_ONCE(sync_poll_us), 1000) * NSEC_PER_USEC;
 }
 
+static bool cq_softirq = true;
+module_param(cq_softirq, bool, 0644);
+MODULE_PARM_DESC(cq_softirq,
+		 "Poll queue pairs' send completions in softirq (default Y); N: on the rrdma_comp work queue, as before 2026-11-27 (for comparison)");
+
 static uint iopoll_spin_us = 50;
 module_param(iopoll_spin_us, uint, 0644);
 MODULE_PARM_DESC(iopoll_spin_us,
@@ -75,6 +85,12 @@ MODULE_PARM_DESC(iopoll_spin_us,
 u64 rrdma_shim_now_ns(void)
 {
 	return ktime_get_ns();
+}
+
+/* Whether a softirq runs this (a send CQ's poll: Rust counts it). */
+bool rrdma_shim_in_softirq(void)
+{
+	return in_serving_softirq();
 }
 
 /* The CPU an operation is submitted on (it picks that CPU's lane). */
@@ -118,7 +134,7 @@ struct rrdma_shim_ctrl_slot {
  * @id:		the connection's cm_id (owns the QP)
  * @pd:		protection domain (the device's)
  * @scq:	send CQ: data work requests and control sends, polled by
- *		@scq_work (scq_poll())
+ *		@iop in softirq (scq_iop_poll()) or @scq_work
  * @rcq:	receive CQ: control messages
  * @owner:	the Rust Conn, passed to every callback
  * @lane:	which of the connection's queue pairs this is (0: its own, which
@@ -149,9 +165,18 @@ struct rrdma_shim_ctrl_slot {
  * @sink_pages:	see @data_sinks
  * @sinks_lock:	serializes the allocation of the sinks; taken with no rrdma
  *		lock held, @lock nests inside
- * @scq_work:	polls @scq on rrdma_shim_comp_wq(), queued by its event
- * @poll_lock:	held by whoever polls @scq: @scq_work, or a task busy
- *		polling for its synchronous operation (rrdma_shim_qp_poll())
+ * @iop:	polls @scq in softirq, scheduled by its event (cq_softirq)
+ * @scq_work:	polls @scq on rrdma_shim_comp_wq() while @work_owns: queued
+ *		by a poll that found a completion only process context may
+ *		handle (left in @carry), or by the event (cq_softirq off)
+ * @poll_lock:	held (softirqs off) by whoever polls @scq in atomic context:
+ *		@iop, or a task polling for its own operations
+ *		(rrdma_shim_qp_poll(), _iopoll()); @work_owns is set and
+ *		cleared under it
+ * @work_owns:	@scq_work polls @scq (in process context, without
+ *		@poll_lock): the others do not, and its event queues the work
+ * @ncarry:	completions a poll left to @scq_work, in @carry
+ * @carry:	see @ncarry
  * @pollers:	poll references (rrdma_shim_qp_poll_get(), _tryget()):
  *		destroying the QP waits for none to be left, then makes it
  *		negative so that no more can be taken
@@ -168,9 +193,10 @@ struct rrdma_shim_ctrl_slot {
  *		the last frees this struct, after an RCU grace period, since an
  *		IOPOLL callback may still read a command's pointer to it
  * @rcu:	frees this struct once no RCU reader sees it
- * @wc:		the poll buffer (under @poll_lock)
- * @ndone:	operation completions of the current poll, in @done (under
- *		@poll_lock: op_done() runs in a poll)
+ * @wc:		the poll buffer (of whoever polls: under @poll_lock, or
+ *		@scq_work's while @work_owns)
+ * @ndone:	operation completions of the current poll, in @done (as @wc:
+ *		op_done() runs in a poll)
  * @done:	the batch rrdma_rust_ops_done() gets
  * @slots:	one per buffer, receive buffers first
  */
@@ -201,8 +227,12 @@ struct rrdma_shim_qp {
 	u32 data_sinks;
 	u32 sink_pages;
 	struct mutex sinks_lock; /* serializes rrdma_shim_qp_sinks_alloc() */
+	struct irq_poll iop;
 	struct work_struct scq_work;
-	struct mutex poll_lock; /* serializes the polls of scq */
+	spinlock_t poll_lock; /* serializes the polls of scq, see above */
+	bool work_owns;
+	u32 ncarry;
+	struct ib_wc carry[RRDMA_SHIM_POLL_BATCH];
 	atomic_t pollers;
 	struct task_struct *iopoller;
 	const void *iopoll_ring;
@@ -309,10 +339,9 @@ static void quiet_done(struct ib_cq *cq, struct ib_wc *wc)
 static struct ib_cqe quiet_cqe = { .done = quiet_done };
 
 /*
- * An operation's completion joins its poll's batch; scq_poll() hands the
- * batch to Rust once the poll's other handlers (control sends, quiet
- * requests, the drain's) ran.  A poll takes at most RRDMA_SHIM_POLL_BATCH
- * completions: the batch has room for all.
+ * An operation's completion joins its poll's batch, which goes to Rust at
+ * the end of the poll (scq_hand_ops()).  A poll takes at most
+ * RRDMA_SHIM_POLL_BATCH completions: the batch has room for all.
  */
 static void op_done(struct ib_cq *cq, struct ib_wc *wc)
 {
@@ -327,15 +356,39 @@ static void op_done(struct ib_cq *cq, struct ib_wc *wc)
 	q->ndone++;
 }
 
-/* Completions polled before scq_poll() lets other work run. */
+/* The poll's operation completions to Rust, in one call. */
+static void scq_hand_ops(struct rrdma_shim_qp *q)
+{
+	if (q->ndone) {
+		rrdma_rust_ops_done(q->owner, q->lane, q, q->done, q->ndone);
+		q->ndone = 0;
+	}
+}
+
+/* Calls @wc's handler (process context: any handler may run). */
+static void scq_handle(struct rrdma_shim_qp *q, struct ib_wc *wc)
+{
+	if (wc->wr_cqe)
+		wc->wr_cqe->done(q->scq, wc);
+	else
+		WARN_ON_ONCE(wc->status == IB_WC_SUCCESS);
+}
+
+/* Completions polled before a poller lets other work run. */
 #define RRDMA_SHIM_POLL_BUDGET	(4 * RRDMA_SHIM_POLL_BATCH)
 
 /*
- * One poll of the send CQ: each completion's handler, then the poll's
- * operation completions to Rust in one call.  Returns the completions
- * polled (negative: the provider's error).
+ * One poll of the send CQ in atomic context (softirq, or a task with
+ * @poll_lock held): the operations that ended well go to Rust in one
+ * batch (Rust ends them under their path's lock only).  Any other
+ * completion needs process context: a failed operation ends its
+ * connection first, a control send's and a registration's take the
+ * connection's mutex, and the drain's must come after every operation's.
+ * The first such completion and every one after it (in order) are left to
+ * @scq_work, which then owns the CQ until it is empty (@work_owns).
+ * Returns the completions polled (negative: the provider's error).
  */
-static int scq_poll_once(struct rrdma_shim_qp *q)
+static int scq_poll_atomic(struct rrdma_shim_qp *q)
 {
 	int n, i;
 
@@ -344,15 +397,20 @@ static int scq_poll_once(struct rrdma_shim_qp *q)
 	for (i = 0; i < n; i++) {
 		struct ib_wc *wc = &q->wc[i];
 
-		if (wc->wr_cqe)
-			wc->wr_cqe->done(q->scq, wc);
-		else
-			WARN_ON_ONCE(wc->status == IB_WC_SUCCESS);
+		if (!wc->wr_cqe || wc->wr_cqe->done != op_done ||
+		    wc->status != IB_WC_SUCCESS)
+			break;
+		op_done(q->scq, wc);
 	}
-	if (q->ndone) {
-		rrdma_rust_ops_done(q->owner, q->lane, q, q->done, q->ndone);
-		q->ndone = 0;
+	if (i < n) {
+		memcpy(q->carry, &q->wc[i], (n - i) * sizeof(*q->wc));
+		q->ncarry = n - i;
+		q->work_owns = true;
 	}
+	/* Those before it first: completions are reported in order. */
+	scq_hand_ops(q);
+	if (i < n)
+		queue_work(rrdma_shim_comp_wq(), &q->scq_work);
 	return n;
 }
 
@@ -370,55 +428,104 @@ void rrdma_shim_qp_iopoll_wake(struct rrdma_shim_qp *q)
 }
 
 /*
- * Polls the send CQ as the RDMA core's ib_cq_poll_work() does (up to a
- * budget, then re-arms, and polls again if a completion came in between),
- * a batch at a time (scq_poll_once()).
+ * The softirq poll (irq_poll), as the RDMA core's ib_poll_handler() does:
+ * up to @budget completions, a batch at a time; then, if the CQ looks
+ * empty, re-arms it and polls again if a completion came in between.  A
+ * poll that handed the CQ to @scq_work stops: the work re-arms it.
+ */
+static int scq_iop_poll(struct irq_poll *iop, int budget)
+{
+	struct rrdma_shim_qp *q = container_of(iop, struct rrdma_shim_qp, iop);
+	int n = 0, total = 0;
+	bool owned;
+
+	spin_lock(&q->poll_lock);
+	while (!q->work_owns && total < budget &&
+	       (n = scq_poll_atomic(q)) > 0)
+		total += n;
+	owned = q->work_owns;
+	spin_unlock(&q->poll_lock);
+	/* Their commands ended: a sleeping IOPOLL poller posts their CQEs. */
+	if (total)
+		rrdma_shim_qp_iopoll_wake(q);
+	if (total < budget) {
+		irq_poll_complete(iop);
+		if (!owned && ib_req_notify_cq(q->scq, IB_CQ_NEXT_COMP |
+					       IB_CQ_REPORT_MISSED_EVENTS) > 0)
+			irq_poll_sched(iop);
+	}
+	return min(total, budget);
+}
+
+/*
+ * Polls the send CQ in process context (handlers run as they come) while
+ * it owns it (@work_owns): first what an atomic poll left it (@carry),
+ * then the CQ itself as the RDMA core's ib_cq_poll_work() does (up to a
+ * budget, then re-arms, and polls again if a completion came in between).
+ * Once the CQ is empty and armed, the atomic pollers have it again.
  */
 static void scq_poll(struct work_struct *work)
 {
 	struct rrdma_shim_qp *q =
 		container_of(work, struct rrdma_shim_qp, scq_work);
-	int n, total = 0;
-	bool again;
+	int n, i, total = 0;
 
-	mutex_lock(&q->poll_lock);
-	while ((n = scq_poll_once(q)) > 0) {
-		total += n;
+	/* Queued by the event (cq_softirq off), it takes the CQ over. */
+	spin_lock_bh(&q->poll_lock);
+	q->work_owns = true;
+	spin_unlock_bh(&q->poll_lock);
+	for (i = 0; i < q->ncarry; i++)
+		scq_handle(q, &q->carry[i]);
+	total = q->ncarry;
+	q->ncarry = 0;
+	scq_hand_ops(q);
+	do {
+		while (total < RRDMA_SHIM_POLL_BUDGET &&
+		       (n = ib_poll_cq(q->scq, RRDMA_SHIM_POLL_BATCH,
+				       q->wc)) > 0) {
+			for (i = 0; i < n; i++)
+				scq_handle(q, &q->wc[i]);
+			scq_hand_ops(q);
+			total += n;
+		}
 		if (total >= RRDMA_SHIM_POLL_BUDGET) {
-			mutex_unlock(&q->poll_lock);
+			/* Still its own: the next run goes on. */
 			rrdma_shim_qp_iopoll_wake(q);
 			queue_work(rrdma_shim_comp_wq(), &q->scq_work);
 			return;
 		}
-	}
-	again = ib_req_notify_cq(q->scq, IB_CQ_NEXT_COMP |
-				 IB_CQ_REPORT_MISSED_EVENTS) > 0;
-	mutex_unlock(&q->poll_lock);
-	/* Their commands ended: a sleeping IOPOLL poller posts their CQEs. */
+	} while (ib_req_notify_cq(q->scq, IB_CQ_NEXT_COMP |
+				  IB_CQ_REPORT_MISSED_EVENTS) > 0);
+	/*
+	 * Empty and armed: an event from here on schedules the softirq poll
+	 * (or this work, if it still sees @work_owns: it runs again).
+	 */
+	spin_lock_bh(&q->poll_lock);
+	q->work_owns = false;
+	spin_unlock_bh(&q->poll_lock);
 	if (total)
 		rrdma_shim_qp_iopoll_wake(q);
-	if (again)
-		queue_work(rrdma_shim_comp_wq(), &q->scq_work);
 }
 
 /*
  * One poll of the send CQ by a task, its completions handled here as the
- * work item would (the CQ stays armed: an event that comes anyway finds
+ * softirq poll would (the CQ stays armed: an event that comes anyway finds
  * nothing).  @ring: the IOPOLL ring the task polls for (rrdma_shim_qp_
  * iopolled() tells its commands' completions apart), or NULL.  Returns the
- * completions polled; 0 if the work item or another task is polling (which
- * handles them).
+ * completions polled; 0 if another poller polls (which handles them).
  */
 static int qp_task_poll_once(struct rrdma_shim_qp *q, const void *ring)
 {
 	int n = 0;
 
-	if (mutex_trylock(&q->poll_lock)) {
-		WRITE_ONCE(q->iopoll_ring, ring);
-		WRITE_ONCE(q->iopoller, ring ? current : NULL);
-		n = max(scq_poll_once(q), 0);
-		WRITE_ONCE(q->iopoller, NULL);
-		mutex_unlock(&q->poll_lock);
+	if (spin_trylock_bh(&q->poll_lock)) {
+		if (!q->work_owns) {
+			WRITE_ONCE(q->iopoll_ring, ring);
+			WRITE_ONCE(q->iopoller, ring ? current : NULL);
+			n = max(scq_poll_atomic(q), 0);
+			WRITE_ONCE(q->iopoller, NULL);
+		}
+		spin_unlock_bh(&q->poll_lock);
 	}
 	return n;
 }
@@ -516,7 +623,8 @@ int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring,
  */
 bool rrdma_shim_qp_iopolled(struct rrdma_shim_qp *q, const void *ring)
 {
-	return READ_ONCE(q->iopoller) == current &&
+	/* Not a softirq poll run on top of the poller's task. */
+	return in_task() && READ_ONCE(q->iopoller) == current &&
 	       READ_ONCE(q->iopoll_ring) == ring;
 }
 
@@ -558,13 +666,20 @@ void rrdma_shim_qp_unref(struct rrdma_shim_qp *q)
 		kfree_rcu(q, rcu);
 }
 
-/* The send CQ's completion event (any context): poll it. */
+/*
+ * The send CQ's completion event (any context): poll it, in softirq unless
+ * the work item owns it (a racy read: a work run that finds the CQ empty
+ * is harmless, and one that clears @work_owns re-armed the CQ first).
+ */
 static void scq_event(struct ib_cq *cq, void *ctx)
 {
 	struct rrdma_shim_qp *q = ctx;
 
 	rrdma_shim_qp_iopoll_wake(q);
-	queue_work(rrdma_shim_comp_wq(), &q->scq_work);
+	if (READ_ONCE(cq_softirq) && !READ_ONCE(q->work_owns))
+		irq_poll_sched(&q->iop);
+	else
+		queue_work(rrdma_shim_comp_wq(), &q->scq_work);
 }
 
 /*
@@ -602,9 +717,13 @@ static struct ib_cq *scq_create(struct rrdma_shim_qp *q, u32 cqe)
 	return cq;
 }
 
-/* After the QP: no completion, so no event, comes any more. */
+/*
+ * After the QP: no completion, so no event, comes any more.  The softirq
+ * poll goes first: it may queue the work, which never schedules it.
+ */
 static void scq_destroy(struct rrdma_shim_qp *q)
 {
+	irq_poll_disable(&q->iop);
 	cancel_work_sync(&q->scq_work);
 	ib_destroy_cq(q->scq);
 }
@@ -728,8 +847,9 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	q->nsend = nsend;
 	q->msg_len = msg_len;
 	spin_lock_init(&q->lock);
+	irq_poll_init(&q->iop, RRDMA_SHIM_POLL_BUDGET, scq_iop_poll);
 	INIT_WORK(&q->scq_work, scq_poll);
-	mutex_init(&q->poll_lock);
+	spin_lock_init(&q->poll_lock);
 	atomic_set(&q->pollers, 0);
 	init_waitqueue_head(&q->iopoll_wq);
 	atomic_set(&q->cq_events, 0);
@@ -860,7 +980,6 @@ u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	rdma_destroy_qp(q->id);
 	ib_free_cq(q->rcq);
 	scq_destroy(q);
-	mutex_destroy(&q->poll_lock);
 	/* After the QP: no READ can place into a sink any more. */
 	sinks = free_sinks(q);
 	mutex_destroy(&q->sinks_lock);

@@ -370,6 +370,7 @@ struct page *rrdma_rust_region_page(void *region, unsigned long pgoff);
 u64 rrdma_shim_random_u64(void);
 u32 rrdma_shim_queue_pairs(void);
 u32 rrdma_shim_this_cpu(void);
+bool rrdma_shim_in_softirq(void);
 
 /* lock.c: softirq-safe spinlocks for Rust. */
 void rrdma_shim_spin_lock_bh(struct spinlock *lock);

@@ -326,29 +326,48 @@ fn integrity_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>)
     }
 }
 
-/// 64 READs posted at once complete in fewer calls into the module than
-/// operations: a poll of the send CQ hands all it found over in one
-/// (fdinfo `rrdma-work-completions` counts the calls; a control message
-/// completed meanwhile adds one). Before, each completion was a call.
-fn completion_batch_check(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, local: &Region<'_>) {
-    let ops: Vec<Op> = (0..64)
-        .map(|i| op(rw, local, OP_READ, i, i, 1, 2000 + i))
-        .collect();
+/// Send CQs are polled in softirq (module parameter `cq_softirq`, on by
+/// default): 64 READs posted at once complete there (fdinfo
+/// `rrdma-work-softirq` counts the batches), in no more calls into the
+/// module than operations (`rrdma-work-completions`; a control message
+/// completed meanwhile adds one). A poll hands all it found over in one
+/// call: siw's come several per poll, rxe's one at a time, since each
+/// event runs the poll at once. With it off they complete on the work
+/// queue, as before, none in softirq, and the work item's later start
+/// batches them on both providers: fewer calls than operations.
+fn softirq_check(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, local: &Region<'_>) {
+    let batches = || dev.fdinfo_value("rrdma-work-softirq").unwrap_or(0);
     let calls = || dev.fdinfo_value("rrdma-work-completions").unwrap_or(0);
-    let calls0 = calls();
-    let res = crate::lossy::submit_all(dev, &ops).and_then(|comps| {
-        let calls = calls() - calls0;
-        println!("# completion batches: 64 READs in {calls} completion calls");
-        ensure(
-            comps.len() == 64 && comps.iter().all(|c| c.status == 0),
-            format!("{} completions, or one failed", comps.len()),
-        )?;
-        ensure(calls < 64, format!("{calls} completion calls for 64 READs"))
-    });
-    t.check(
-        "64 READs posted at once complete in fewer module calls than operations",
-        res,
-    );
+    for (on, value) in [(true, "Y"), (false, "N"), (true, "Y")] {
+        let res = (|| {
+            let param = ModParam::set("cq_softirq", value)?;
+            let ops: Vec<Op> = (0..64)
+                .map(|i| op(rw, local, OP_READ, i, i, 1, 2000 + i))
+                .collect();
+            let (batches0, calls0) = (batches(), calls());
+            let comps = crate::lossy::submit_all(dev, &ops)?;
+            let (n, c) = (batches() - batches0, calls() - calls0);
+            println!("# cq_softirq={value}: 64 READs in {c} completion calls, {n} in softirq");
+            ensure(
+                comps.len() == 64 && comps.iter().all(|c| c.status == 0),
+                format!("{} completions, or one failed", comps.len()),
+            )?;
+            ensure(
+                (n > 0) == on,
+                format!("{n} calls in softirq with cq_softirq={value}"),
+            )?;
+            let most = if on { 65 } else { 63 };
+            ensure(c <= most, format!("{c} completion calls for 64 READs"))?;
+            param.restore()
+        })();
+        t.check(
+            &format!(
+                "cq_softirq={value}: 64 READs complete, in softirq only when on, in {} calls than operations",
+                if on { "no more" } else { "fewer" }
+            ),
+            res,
+        );
+    }
 }
 
 fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
@@ -408,7 +427,7 @@ fn batch_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
         },
     );
     t.check("no completion beyond the batch", quiet(dev, 200));
-    completion_batch_check(dev, t, rw, &local);
+    softirq_check(dev, t, rw, &local);
     // iWARP (siw): the writes of one SUBMIT share one fence; elsewhere
     // no fence is sent.
     let iwarp = iwarp();
