@@ -863,7 +863,8 @@ impl Conn {
     /// Gives path `p` a new queue pair's `depth` operation entries,
     /// `sinks` READ sinks and `fences` fence sinks (none: 0), allocating
     /// its data state at its first queue pair (under the connection's
-    /// lock, which keeps paths from being set up twice at once).
+    /// lock, which keeps paths from being set up twice at once); a path
+    /// without one that loses its queue pair (`depth` 0) gets none.
     pub(super) fn reset_path(
         &self,
         p: usize,
@@ -872,7 +873,7 @@ impl Conn {
         fences: u32,
     ) -> Result<(), Errno> {
         let lock = self.path(p).ok_or(ENOTCONN)?;
-        if lock.lock().is_none() {
+        if depth > 0 && lock.lock().is_none() {
             let d = PathData::new().map_err(|_| ENOMEM)?;
             let spare = lock.lock().replace(d);
             drop(spare);

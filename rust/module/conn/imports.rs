@@ -16,7 +16,8 @@
 //! operations on it, which end where their completions are handled
 //! (softirq, `data.rs`) without the connection's lock: a count that drops
 //! to zero while a revoke's acknowledgement or the entry's removal waits
-//! for it asks the connection's follow-up work to act (`Conn::followup`).
+//! for it asks the connection's follow-up work to act (`data.rs`,
+//! `Followups`).
 //!
 //! The entry holds the peer's keys, so that a reconnect (`reconnect.rs`)
 //! can replace them: it marks every entry stale (operations fail with
@@ -101,15 +102,11 @@ impl Uses {
         self.n.fetch_sub(1, Ordering::AcqRel) == Self::WAITED | 1
     }
 
-    /// Operations in flight; with `wait`, also asks the operation that
-    /// ends the last one to say so (see [`Self::done`]).
-    fn count(&self, wait: bool) -> u32 {
-        let n = if wait {
-            self.n.fetch_or(Self::WAITED, Ordering::AcqRel)
-        } else {
-            self.n.load(Ordering::Acquire)
-        };
-        n & !Self::WAITED
+    /// Operations in flight; asks the operation that ends the last one to
+    /// say so (see [`Self::done`]): only a caller that waits for zero
+    /// looks.
+    fn waited_count(&self) -> u32 {
+        self.n.fetch_or(Self::WAITED, Ordering::AcqRel) & !Self::WAITED
     }
 
     /// Nothing waits any more (the follow-up work looks again).
@@ -155,7 +152,7 @@ impl Table {
         self.tree
             .values()
             .filter(|e| e.token == token)
-            .map(|e| e.uses.count(true))
+            .map(|e| e.uses.waited_count())
             .sum()
     }
 
@@ -174,7 +171,7 @@ impl Table {
         while let Some(id) = self
             .tree
             .iter()
-            .find(|(_, e)| e.orphan && e.uses.count(true) == 0)
+            .find(|(_, e)| e.orphan && e.uses.waited_count() == 0)
             .map(|(&id, _)| id)
         {
             self.tree.remove(&id);
@@ -407,7 +404,7 @@ impl Conn {
         match g.imports.tree.get_mut(&entry) {
             // The operation that ends the last asks the follow-up work to
             // remove it.
-            Some(e) if e.uses.count(true) > 0 => e.orphan = true,
+            Some(e) if e.uses.waited_count() > 0 => e.orphan = true,
             Some(_) => {
                 g.imports.tree.remove(&entry);
             }
