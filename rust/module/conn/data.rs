@@ -1254,7 +1254,7 @@ impl Conn {
         // flushed it); the fence will read the last byte this write places.
         let mut op = OpCtx {
             reg: rk,
-            uses: Some(uses.clone()),
+            uses: Some(uses),
             user_data: to.user_data,
             opcode: to.opcode,
             wrs: 0,
@@ -1287,9 +1287,12 @@ impl Conn {
                 }
             };
             op.batch = Some(id);
-            unfenced_last = wrs
-                .last()
-                .map(|w| (w.remote_addr + u64::from(w.len) - 1, w.rkey));
+            unfenced_last = match (wrs.last(), op.uses.as_ref()) {
+                (Some(w), Some(u)) => {
+                    Some((u.clone(), w.remote_addr + u64::from(w.len) - 1, w.rkey))
+                }
+                _ => None,
+            };
         }
         let n = wrs.len() as u32;
         let Some(slot) = crate::compat::vec_pop(&mut o.free) else {
@@ -1318,10 +1321,12 @@ impl Conn {
             last.signaled = u32::from(op.batch.is_none());
             last.slot = slot;
         }
-        o.ops[slot as usize] = Some(op);
         // Counted before the post: its completion (under this path's lock,
         // which is held) counts it down.
-        uses.started();
+        if let Some(u) = op.uses.as_ref() {
+            u.started();
+        }
+        o.ops[slot as usize] = Some(op);
         // SAFETY: every registration the requests name is in the cache (or
         // installed below once posted) and stays there while an operation
         // uses it; the remote keys belong to the peer's registrations.
@@ -1347,8 +1352,10 @@ impl Conn {
             let _ = o.free.push(slot, GFP_KERNEL);
             if let Some(op) = op.as_ref() {
                 o.put_sinks(op.sinks);
+                if let Some(u) = op.uses.as_ref() {
+                    u.done();
+                }
             }
-            uses.done();
             o.sq_free -= posted;
             let e = r.err().unwrap_or(crate::abi::errno::EIO);
             return Ok(Attempt::Failed(e, op));
@@ -1362,11 +1369,10 @@ impl Conn {
             o.fences_posted += 1;
             self.shared.work.fence();
         }
-        if let Some((addr, rkey)) = unfenced_last {
-            let last = Some((uses, addr, rkey));
+        if unfenced_last.is_some() {
             match (batch, o.open.as_mut()) {
-                (Some(b), _) => b.last = last,
-                (None, Some(o)) => o.last = last,
+                (Some(b), _) => b.last = unfenced_last,
+                (None, Some(o)) => o.last = unfenced_last,
                 (None, None) => {}
             }
         }
@@ -1701,18 +1707,18 @@ impl Conn {
     /// first write was refused stays reserved, empty, for the next write
     /// or the teardown.
     fn post_open_group(&self, d: &mut PathData, qp: QpRef<'_>) -> Result<(), Errno> {
-        if !matches!(d.slots.open, Some(OpenGroup { last: Some(_), .. })) {
-            return Ok(());
+        match d.slots.open.take() {
+            Some(OpenGroup {
+                slot,
+                id,
+                last: Some(last),
+            }) => self.post_fence(d, qp, slot, id, last),
+            // Empty (or none): it stays.
+            open => {
+                d.slots.open = open;
+                Ok(())
+            }
         }
-        let Some(OpenGroup {
-            slot,
-            id,
-            last: Some(last),
-        }) = d.slots.open.take()
-        else {
-            return Ok(());
-        };
-        self.post_fence(d, qp, slot, id, last)
     }
 
     /// Whether the current task submits under a plug (io_uring's, around a
