@@ -106,7 +106,7 @@ for opt in RDMA_RXE RDMA_SIW; do
 	grep -q "^CONFIG_$opt=m" "$ROOT$out/.config" || die "CONFIG_$opt is not =m"
 done
 if [ "$VARIANT" = debug ]; then
-	for opt in KASAN PROVE_LOCKING DEBUG_KMEMLEAK DEBUG_OBJECTS; do
+	for opt in KASAN PROVE_LOCKING DEBUG_KMEMLEAK DEBUG_OBJECTS UBSAN UBSAN_BOUNDS UBSAN_SHIFT SOFTLOCKUP_DETECTOR; do
 		grep -q "^CONFIG_$opt=y" "$ROOT$out/.config" || die "CONFIG_$opt is not =y"
 	done
 fi
