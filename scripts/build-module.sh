@@ -5,8 +5,9 @@
 #
 #   scripts/build-module.sh 6.12|7.3 [base|debug] [clippy]
 #
-# The sources are mirrored into a per-kernel directory so that builds for
-# different kernels do not share objects (6.12 has no `make MO=`).  For 7.3
+# The sources are mirrored into a directory per checkout and kernel so that
+# builds for different kernels, or of two worktrees, do not share objects
+# (6.12 has no `make MO=`).  For 7.3
 # the build runs inside the trixie tree, with the toolchain that built that
 # kernel.  The modules land in build/mod-<kernel>-<variant>/; the directory
 # is printed as the last line.
@@ -28,7 +29,7 @@ case "$KVER" in
 	ROOT=${KDIR%/rrdma-cache/*}
 	RUN=(chroot_run "$ROOT")
 	kdir_in=${KDIR#"$ROOT"}
-	src_in=/rrdma-cache/mod-src/$KVER-$VARIANT
+	src_in=/rrdma-cache/mod-src/$(echo "$REPO" | sha256sum | cut -c1-8)-$KVER-$VARIANT
 	LLVM_ARG=LLVM=-19
 	;;
 *)
