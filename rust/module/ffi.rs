@@ -409,6 +409,13 @@ extern "C" {
     /// `lockdep_assert_held()`.
     #[cfg_attr(rrdma_compat = "k6_12", allow(dead_code))]
     pub(crate) fn rrdma_shim_spin_assert_held(lock: *mut kernel::bindings::spinlock_t);
+    /// The debug kernel's check that the current task holds none of
+    /// rrdma's locks, before a wait for a completion or a handler (`what`,
+    /// a NUL-terminated string, names it in the warning).
+    pub(crate) fn rrdma_shim_assert_unlocked(what: *const c_char);
+    /// How many of rrdma's locks the current task holds (-1 without
+    /// lockdep).
+    pub(crate) fn rrdma_shim_own_locks_held() -> c_int;
     /// Wakes read(2)/poll(2) sleepers of a file.
     pub(crate) fn rrdma_shim_file_wake(waitq: *mut c_void);
     /// The module's work queue (connection teardowns).
@@ -437,6 +444,8 @@ extern "C" {
     pub(crate) fn rrdma_shim_cm_resolve_route(id: *mut RdmaCmId, timeout_ms: u32) -> c_int;
     /// `rdma_connect_locked()` with `pdata` as private data.
     pub(crate) fn rrdma_shim_cm_connect(id: *mut RdmaCmId, pdata: *const c_void, len: u8) -> c_int;
+    /// Whether the `fail_at` test hook fails accept step `point`.
+    pub(crate) fn rrdma_shim_fail_at(point: u32) -> bool;
     /// `rdma_accept()` with `pdata` as private data.
     pub(crate) fn rrdma_shim_cm_accept(
         id: *mut RdmaCmId,
@@ -603,6 +612,49 @@ pub(crate) fn keepalive_params() -> (u32, u32) {
     // SAFETY: both pointers are valid for writes.
     unsafe { rrdma_shim_keepalive_params(&mut ms, &mut misses) };
     (ms, misses)
+}
+
+/// Checks, on a debug kernel, the rule that nothing waits for a
+/// completion, an event handler or a work item with one of rrdma's locks
+/// held: warns, naming `what` and the locks held, when the current task
+/// holds one (and `might_sleep()` everywhere). `what` is NUL-terminated.
+pub(crate) fn assert_unlocked(what: &'static [u8]) {
+    // The shim reads a C string: stop at a NUL of ours.
+    let what = if what.last() == Some(&0) {
+        what
+    } else {
+        b"?\0"
+    };
+    // SAFETY: `what` ends with a NUL and is static.
+    unsafe { rrdma_shim_assert_unlocked(what.as_ptr().cast()) }
+}
+
+/// How many of rrdma's locks the current task holds; `None` without
+/// lockdep.
+pub(crate) fn own_locks_held() -> Option<u32> {
+    // SAFETY: no preconditions.
+    u32::try_from(unsafe { rrdma_shim_own_locks_held() }).ok()
+}
+
+/// The accept steps the `fail_at` module parameter (a test hook) can fail,
+/// once their queue pair is built, to reach the failure paths that a
+/// peer's timing reaches only by chance.
+#[derive(Clone, Copy)]
+#[repr(u32)]
+pub(crate) enum FailAt {
+    /// A connection's accept (`Conn::accept_request`).
+    Accept = 0,
+    /// A data lane's accept (`Conn::accept_lane`).
+    LaneAccept = 1,
+}
+
+/// `EIO` if the `fail_at` test hook fails `point` now.
+pub(crate) fn fail_at(point: FailAt) -> Result<(), crate::abi::errno::Errno> {
+    // SAFETY: no preconditions.
+    if unsafe { rrdma_shim_fail_at(point as u32) } {
+        return Err(crate::abi::errno::EIO);
+    }
+    Ok(())
 }
 
 /// `PAGE_SIZE` as `u64`.

@@ -24,8 +24,9 @@
 //! `entry/listener.rs`.
 //!
 //! Locking: rdma_cm's handler mutex → `Listener::inner` → `Conn::inner`
-//! (a request is accepted under the listener's lock). `Listener::inner` is
-//! never held across the destruction of an id.
+//! (a pending connection's state is read under the listener's lock). A
+//! request reserves its room under `Listener::inner` and is accepted
+//! without it: a refused request's teardown drains its queue pair.
 
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
@@ -49,6 +50,9 @@ struct Inner {
     pending: KVec<Pending>,
     /// Established, waiting for ACCEPT.
     queue: KVec<Arc<Conn>>,
+    /// Requests being accepted (in `Conn::accept_request`, without this
+    /// lock): the room they will take in `pending`.
+    accepting: usize,
     closed: bool,
 }
 
@@ -104,6 +108,7 @@ impl Listener {
                     id: None,
                     pending,
                     queue,
+                    accepting: 0,
                     closed: false,
                 }, "Listener::inner"),
                 cv <- new_condvar!("Listener::cv"),
@@ -138,8 +143,8 @@ impl Listener {
         initiator: u8,
         responder: u8,
     ) -> Result<*mut c_void, Errno> {
-        // Held throughout: requests on several devices can run at once, and
-        // the room checked here is the room used below.
+        // Requests on several devices can run at once: the room checked
+        // here is reserved (`accepting`) before the lock is released.
         let mut g = self.inner.lock();
         if g.closed {
             return Err(ECONNREFUSED);
@@ -155,9 +160,13 @@ impl Listener {
         if self.shared.reconnect.storm() {
             return Err(EBUSY);
         }
-        let open = g.pending.iter().filter(|p| !p.conn.is_finished()).count() + g.queue.len();
+        let open = g.pending.iter().filter(|p| !p.conn.is_finished()).count()
+            + g.queue.len()
+            + g.accepting;
         // Failed handshakes stay in `pending` until ACCEPT prunes them.
-        if open >= self.backlog as usize || g.pending.len() >= 2 * self.backlog as usize {
+        if open >= self.backlog as usize
+            || g.pending.len() + g.accepting >= 2 * self.backlog as usize
+        {
             let now = crate::ffi::jiffies();
             if g.pending.iter().any(|p| p.overdue(now)) {
                 // ACCEPT frees room: wake a caller that waits.
@@ -165,9 +174,18 @@ impl Listener {
             }
             return Err(EBUSY);
         }
-        let (conn, ctx) = Conn::accept_request(&self.shared, self, h, pdata, initiator, responder)?;
+        g.accepting += 1;
+        drop(g);
+        // Without the lock: a refused request is torn down here, which
+        // drains its queue pair and waits for its completions.
+        let accepted = Conn::accept_request(&self.shared, self, h, pdata, initiator, responder);
+        let mut g = self.inner.lock();
+        g.accepting -= 1;
+        let (conn, ctx) = accepted?;
         let since = crate::ffi::jiffies();
-        // Within the room checked above: cannot fail.
+        // Within the room reserved above: cannot fail. Pushed even once
+        // closed: `close()` destroys the listening id, which waits for
+        // this handler, before it takes `pending`.
         let _ = g.pending.push(Pending { conn, since }, GFP_KERNEL);
         Ok(ctx)
     }

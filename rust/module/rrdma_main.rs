@@ -23,7 +23,9 @@
 //!   `region`, `vma`: per-open-file state, ioctl arguments, GET_INFO,
 //!   handles, what a file's connections share, the completion ring,
 //!   exports, regions and the VMA of an mmap(2) in progress;
-//! - `work`: counts of what the fabric made the module do (fdinfo).
+//! - `work`: counts of what the fabric made the module do (fdinfo);
+//!   `lockcheck`: the load-time check that the lock rule's check sees
+//!   rrdma's locks.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -41,6 +43,7 @@ mod file;
 mod foreign;
 mod info;
 mod listener;
+mod lockcheck;
 mod mr;
 mod objects;
 mod region;
@@ -70,6 +73,7 @@ struct RrdmaModule {
 
 impl kernel::Module for RrdmaModule {
     fn init(_module: &'static ThisModule) -> Result<Self> {
+        lockcheck::self_check()?;
         let context = Context::new()?;
         let registration = Registration::new(&context)?;
         pr_info!("loaded, ABI version {}\n", abi::uapi::ABI_VERSION);

@@ -337,9 +337,23 @@ impl Conn {
         if g.nonce != nonce || !g.peer.same_host(peer) || g.state.is_finished() {
             return None;
         }
-        Some(self.accept_lane_locked(&mut g, h, version, lane, peer_initiator, peer_responder))
+        let r = self.accept_lane_locked(&mut g, h, version, lane, peer_initiator, peer_responder);
+        drop(g);
+        Some(r.map_err(|(e, id)| {
+            // Handed back once the lock is released: handing it back
+            // drains the lane's queue pair, and the flush of its tripwire
+            // receive takes the lock (`recv_failed`).
+            if let Some(id) = id {
+                let _ = id.into_cm(h);
+            }
+            e
+        }))
     }
 
+    /// [`Self::accept_lane`] under the connection's lock. On error, the
+    /// lane's id if one was adopted, for the caller to hand back to the
+    /// CM once the lock is released.
+    #[allow(clippy::type_complexity)]
     fn accept_lane_locked(
         self: &Arc<Self>,
         g: &mut Inner,
@@ -348,46 +362,50 @@ impl Conn {
         lane: u16,
         peer_initiator: u8,
         peer_responder: u8,
-    ) -> Result<*mut kernel::ffi::c_void, Errno> {
+    ) -> Result<*mut kernel::ffi::c_void, (Errno, Option<CmId<Conn>>)> {
         if version != g.version {
-            return Err(EPROTO);
+            return Err((EPROTO, None));
         }
         let l = usize::from(lane);
         if lane > g.lanes || g.paths.get(l).is_some_and(|p| p.lane.is_some()) {
-            return Err(ENOENT);
+            return Err((ENOENT, None));
         }
         while g.paths.len() <= l {
-            g.paths.push(Path::new(), GFP_KERNEL).map_err(|_| ENOMEM)?;
+            g.paths
+                .push(Path::new(), GFP_KERNEL)
+                .map_err(|_| (ENOMEM, None))?;
         }
+        let Some(p) = g.paths.get_mut(l) else {
+            return Err((ENOENT, None));
+        };
         let id = CmId::adopt(h, self);
         let ctx = id.context();
-        if let Some(p) = g.paths.get_mut(l) {
-            p.lane = Some(id);
-            // Its failure is the connection's from its accept on: the peer
-            // may use it before the CM reports it established.
-            p.joined = true;
-        }
+        p.lane = Some(id);
+        // Its failure is the connection's from its accept on: the peer may
+        // use it before the CM reports it established.
+        p.joined = true;
         let hello = Hello {
             lane: Some(lane),
             ..hello(version, g.lanes + 1, g.nonce, None)
         }
         .encode();
-        let accepted =
-            self.lane_qp(g, l)
-                .and_then(|()| match g.paths.get(l).and_then(|p| p.lane.as_ref()) {
-                    Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
-                    None => Err(ENOTCONN),
-                });
+        let accepted = self
+            .lane_qp(g, l)
+            .and_then(|()| ffi::fail_at(ffi::FailAt::LaneAccept))
+            .and_then(|()| match g.paths.get(l).and_then(|p| p.lane.as_ref()) {
+                Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
+                None => Err(ENOTCONN),
+            });
         if let Err(e) = accepted {
-            // Handed back: the CM destroys the id when we reject.
-            if let Some(id) = g.paths.get_mut(l).and_then(|p| p.lane.take()) {
-                let _ = id.into_cm(h);
-            }
-            let _ = self.reset_path(l, 0, 0, 0);
-            if let Some(p) = g.paths.get_mut(l) {
+            // Not joined any more: a flush of its queue pair from now on
+            // is not the connection's failure. The caller hands the id
+            // back (the CM destroys it when we reject).
+            let id = g.paths.get_mut(l).and_then(|p| {
                 p.joined = false;
-            }
-            return Err(e);
+                p.lane.take()
+            });
+            let _ = self.reset_path(l, 0, 0, 0);
+            return Err((e, id));
         }
         Ok(ctx)
     }

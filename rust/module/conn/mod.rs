@@ -666,6 +666,7 @@ impl Conn {
     /// (its queue pair and registrations are gone), and for good by a user
     /// close, which also ends the reconnect.
     pub(crate) fn destroy(this: &Arc<Self>, ev: Event) {
+        ffi::assert_unlocked(b"connection destroyed\0");
         loop {
             let action = Self::advance(&mut this.inner.lock(), ev);
             if action == Action::Teardown {
@@ -691,6 +692,7 @@ impl Conn {
     /// in its handler `in_handler`: device removal, a refused request),
     /// leaves the file. Returns what the handler must return to the CM.
     fn teardown(this: &Arc<Self>, in_handler: Option<&InHandler>) -> c_int {
+        ffi::assert_unlocked(b"connection torn down\0");
         // The connection's own id, then its lanes'.
         let mut ids: [Option<CmId<Conn>>; wire::QPS_MAX as usize] = core::array::from_fn(|_| None);
         let (res, listener, device) = {

@@ -147,8 +147,8 @@ impl Conn {
     /// reconnecting peer at `peer` names with `nonce`, before its new
     /// connection is accepted. The queue pair stops here (nothing more is
     /// placed); the rest of the teardown runs on the work queue. Returns
-    /// whether it was. Called with the listener's lock held, never with
-    /// another connection's.
+    /// whether it was. Called in a listener's request handler, with no
+    /// rrdma lock held.
     pub(crate) fn replaced_by(self: &Arc<Self>, peer: &ShimAddr, nonce: u64) -> bool {
         if self.active {
             return false;

@@ -155,10 +155,13 @@ impl Conn {
         let qps = wire::grant_qps(peer_hello.qps, version, ffi::queue_pairs());
         g.lanes = qps - 1;
         let hello = hello(version, qps, ffi::random_u64(), None).encode();
-        let accepted = this.setup_qp(&mut g).and_then(|()| match g.id.as_ref() {
-            Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
-            None => Err(ENOTCONN),
-        });
+        let accepted = this
+            .setup_qp(&mut g)
+            .and_then(|()| ffi::fail_at(ffi::FailAt::Accept))
+            .and_then(|()| match g.id.as_ref() {
+                Some(id) => id.accept(h, &hello, peer_initiator, peer_responder),
+                None => Err(ENOTCONN),
+            });
         match accepted {
             Ok(()) => {
                 let ctx =

@@ -100,6 +100,7 @@ bool rrdma_shim_timer_arm(struct rrdma_shim_timer *t, void *ctx,
 
 bool rrdma_shim_timer_cancel(struct rrdma_shim_timer *t)
 {
+	rrdma_shim_assert_unlocked("connection timer cancelled");
 	return cancel_delayed_work_sync(&t->dw);
 }
 

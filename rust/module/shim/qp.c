@@ -143,6 +143,10 @@ struct rrdma_shim_ctrl_slot {
  *		with every operation's completion
  * @lock:	protects @draining and @send_busy
  * @draining:	set before the drain: nothing is posted afterwards
+ * @abandoned:	creation failed after receives were posted: their
+ *		completions, if the provider makes any while the QP and its CQs
+ *		are destroyed, are not reported to @owner (the creator may hold
+ *		locks the callbacks take)
  * @nrecv:	receive buffers, all posted while the QP lives
  * @nsend:	control send buffers
  * @send_busy:	bitmap of control send buffers in flight
@@ -209,6 +213,7 @@ struct rrdma_shim_qp {
 	u32 lane;
 	spinlock_t lock; /* protects draining and send_busy */
 	bool draining;
+	bool abandoned;
 	u32 nrecv;
 	u32 nsend;
 	unsigned long *send_busy;
@@ -285,6 +290,8 @@ static void recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	unsigned long flags;
 	int ret;
 
+	if (READ_ONCE(q->abandoned))
+		return;
 	if (wc->status != IB_WC_SUCCESS) {
 		rrdma_rust_qp_error(q->owner, q->lane, wc->status);
 		return;
@@ -910,6 +917,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		ret = post_recv_locked(q, i);
 	spin_unlock_irq(&q->lock);
 	if (ret) {
+		WRITE_ONCE(q->abandoned, true);
 		rdma_destroy_qp(id);
 		goto free_rcq;
 	}
@@ -954,6 +962,8 @@ int rrdma_shim_qp_stop(struct rrdma_shim_qp *q)
 
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q)
 {
+	/* Waits for the completions of everything posted. */
+	rrdma_shim_assert_unlocked("queue pair drained");
 	spin_lock_irq(&q->lock);
 	q->draining = true;
 	spin_unlock_irq(&q->lock);
@@ -970,6 +980,7 @@ u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	struct ib_device *dev = q->id->device;
 	u32 sinks;
 
+	rrdma_shim_assert_unlocked("queue pair destroyed");
 	/*
 	 * Busy pollers poll no longer than a synchronous operation waits, an
 	 * IOPOLL poller for one poll and at most 1 ms of sleep (the drain's

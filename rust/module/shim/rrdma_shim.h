@@ -229,6 +229,10 @@ int rrdma_shim_cm_bind_listen(struct rdma_cm_id *id,
 			      const struct rrdma_shim_addr *src, u32 backlog);
 int rrdma_shim_cm_resolve_route(struct rdma_cm_id *id, u32 timeout_ms);
 int rrdma_shim_cm_connect(struct rdma_cm_id *id, const void *pdata, u8 len);
+/* The fail_at test hook's points (bits of the module parameter). */
+#define RRDMA_SHIM_FAIL_ACCEPT		0 /* a connection's accept */
+#define RRDMA_SHIM_FAIL_LANE_ACCEPT	1 /* a data lane's accept */
+bool rrdma_shim_fail_at(u32 point);
 int rrdma_shim_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len,
 			 u8 peer_initiator, u8 peer_responder);
 int rrdma_shim_cm_reject(struct rdma_cm_id *id, const void *pdata, u8 len);
@@ -377,5 +381,7 @@ void rrdma_shim_spin_lock_bh(struct spinlock *lock);
 void rrdma_shim_spin_unlock_bh(struct spinlock *lock);
 bool rrdma_shim_spin_trylock_bh(struct spinlock *lock);
 void rrdma_shim_spin_assert_held(struct spinlock *lock);
+int rrdma_shim_own_locks_held(void);
+void rrdma_shim_assert_unlocked(const char *what);
 
 #endif /* RRDMA_SHIM_H */
