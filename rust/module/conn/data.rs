@@ -977,6 +977,17 @@ impl Conn {
         (posted, err)
     }
 
+    /// `e`, the errno an operation was refused with, as the caller sees
+    /// it: for `ENOTCONN` (its queue pair gone or failed under it), the
+    /// errno the connection's state refuses operations with now (`EAGAIN`
+    /// while it reconnects).
+    fn refused<'g>(&'g self, g: &mut InnerGuard<'g>, e: Errno) -> Errno {
+        if e != ENOTCONN {
+            return e;
+        }
+        g.get_or_insert_with(|| self.inner.lock()).errno_gone()
+    }
+
     /// Posts one operation with the lock held in `g` (taken if released),
     /// releasing it to allocate what a first-touched chunk needs and to
     /// free what is left of that allocation.
@@ -1011,18 +1022,20 @@ impl Conn {
                 // fails, outside the lock.
                 *g = None;
             }
-            match r? {
+            match r.map_err(|e| self.refused(g, e))? {
                 Attempt::Done(posted) => return Ok(posted),
                 Attempt::Prepare(plan, pd) => {
                     drop(core::mem::take(&mut prep));
                     prep = Prep::new(&plan, pd, region)?;
                 }
                 Attempt::Again => prep = Prep::default(),
-                Attempt::Sinks => self.ready_sinks(g, p)?,
+                Attempt::Sinks => self.ready_sinks(g, p).map_err(|e| self.refused(g, e))?,
                 Attempt::Failed(e, op) => {
                     drop(op);
                     self.fail(Event::QpFatal, "cannot post an operation", e);
-                    return Err(e);
+                    // The errno of the connection it failed, not the
+                    // provider's (siw's ENOTCONN for a closing queue pair).
+                    return Err(self.inner.lock().errno_gone());
                 }
             }
         }

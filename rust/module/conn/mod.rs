@@ -77,7 +77,7 @@ use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
 use crate::abi::Result;
 use crate::abi::{
     conn::{step_gated, Action, Event, State},
-    errno::{Errno, ECANCELED, ECONNRESET, ENOTCONN, ERESTARTSYS, ETIMEDOUT},
+    errno::{Errno, EAGAIN, ECANCELED, ECONNRESET, ENOTCONN, ERESTARTSYS, ETIMEDOUT},
     keepalive::Settings,
     ops,
     wire::{self, Hello},
@@ -221,6 +221,24 @@ impl Inner {
     /// The errno a new operation, import or request fails with now.
     fn errno(&self) -> Errno {
         self.state.errno(self.was_established())
+    }
+
+    /// The errno of an operation that found its queue pair failed or
+    /// gone (`ENOTCONN` from its path, the shim or the provider), which the
+    /// state may not say yet: the state's, but `EAGAIN` while a connection
+    /// that reconnects is not closed for good (it is noticing its failure,
+    /// and comes back).
+    fn errno_gone(&self) -> Errno {
+        let e = self.errno();
+        let ending = matches!(
+            self.state,
+            State::Closed { .. } | State::Closing { retry: false, .. }
+        );
+        if e == ENOTCONN && self.reconnect.is_some() && !ending {
+            EAGAIN
+        } else {
+            e
+        }
     }
 
     /// Whether this connection reconnects and was established before (a
