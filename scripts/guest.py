@@ -60,11 +60,18 @@ PROVIDER_CONF = ["/etc/libibverbs.d/rxe.driver", "/etc/libibverbs.d/siw.driver"]
 # Kernel modules the tests load (with their dependencies via modules.dep).
 GUEST_MODULES = ["rdma_rxe", "siw", "sch_netem"]
 
+# Kernel reports that fail a run: oopses and warnings, the sanitizers
+# (KASAN, UBSAN), lockdep, kmemleak, SLUB debug ("BUG kmalloc-64
+# (Tainted: ...)", no colon), debug objects, list debugging, the hung task,
+# soft lockup and RCU stall detectors, and rrdma's own "cannot happen"
+# lines (`internal_error!`: a lost completion, a timer armed twice).
 KERNEL_REPORTS = re.compile(
     r"(BUG:|WARNING:|Oops|KASAN|UBSAN|general protection fault|Kernel panic|"
     r"possible circular locking|possible recursive locking|inconsistent lock state|"
     r"suspicious RCU usage|unreferenced object|list_add corruption|list_del corruption|"
-    r"ODEBUG:|blocked for more than \d+ seconds)")
+    r"ODEBUG:|blocked for more than \d+ seconds|soft lockup|detected stalls?\b|"
+    r"self-detected stall|\bBUG [\w.:-]+ \((Not t|T)ainted|rrdma: internal error|"
+    r"rrdma: lock rule check is blind)")
 KTAP_CASE = re.compile(r"^\s*(not ok|ok) \d+ (rrdma_kt_\w+)(.*)$")
 TIMESTAMP = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 

@@ -775,3 +775,15 @@ macro_rules! warn_user {
     };
 }
 pub(crate) use warn_user;
+
+/// Logs a condition the code rules out ("cannot happen"), ratelimited,
+/// with one prefix, `internal error:`, that the test harness treats as a
+/// kernel report: such a line is a defect of rrdma, never the user's.
+macro_rules! internal_error {
+    ($fmt:literal $($arg:tt)*) => {
+        if $crate::ffi::ratelimit() {
+            kernel::pr_err!("internal error: {}", format_args!($fmt $($arg)*));
+        }
+    };
+}
+pub(crate) use internal_error;

@@ -48,8 +48,8 @@ impl Ring {
     pub(crate) fn push(&mut self, c: Completion) {
         match self.index.push() {
             Some(slot) => self.entries[slot] = c,
-            // Cannot happen: every pushed completion was reserved.
-            None => pr_warn!(
+            // Every pushed completion was reserved.
+            None => crate::ffi::internal_error!(
                 "completion ring overrun; completion {:#x} dropped\n",
                 c.user_data
             ),

@@ -68,7 +68,7 @@ impl Timer {
             Err(o) => o,
         };
         if owner != me {
-            kernel::pr_err!("connection timer armed for another connection: refused\n");
+            ffi::internal_error!("connection timer armed for another connection: refused\n");
             return;
         }
         let ctx = foreign::into_c(conn.clone());

@@ -1155,8 +1155,13 @@ impl Conn {
         let (mrs, spare) = (&mut prep.mrs, &mut prep.spare);
         let wrs = wr_scratch.start();
         if plan.wrs as usize > wrs.capacity() {
-            // Cannot happen: a plan fits in the send queue's operation
-            // entries, at most `SLOTS_MAX`.
+            // A plan fits in the send queue's operation entries, at most
+            // `SLOTS_MAX`.
+            ffi::internal_error!(
+                "an operation's plan of {} work requests exceeds the scratch list ({})\n",
+                plan.wrs,
+                wrs.capacity()
+            );
             return Err(E2BIG);
         }
         let rk = key(region);

@@ -200,9 +200,14 @@ impl Conn {
         g.connecting = false;
         match g.paths.get_mut(lane) {
             Some(p) => p.lane = Some(id),
-            // Cannot happen: the teardown waited for `connecting`.
+            // The teardown waited for `connecting`.
             None => {
                 drop(g);
+                ffi::internal_error!(
+                    "lane {} of connection {} vanished while it connected\n",
+                    lane,
+                    self.serial
+                );
                 drop(id);
                 self.cv.notify_all();
                 return 0;
