@@ -5,6 +5,8 @@
  */
 #include <kunit/test.h>
 #include <linux/module.h>
+#include <linux/slab.h>
+#include <linux/string.h>
 
 #include "rrdma_kunit.h"
 
@@ -42,6 +44,37 @@ static struct kunit_suite rrdma_kunit_suite = {
 };
 
 kunit_test_suite(rrdma_kunit_suite);
+
+/*
+ * leak_on_purpose=1 leaks 64 bytes at load (allocated, then the pointer is
+ * dropped), so that the debug guests can show their kmemleak check does
+ * report a leak (tests/guest/basic.sh).  Off by default.
+ */
+static bool leak_on_purpose;
+module_param(leak_on_purpose, bool, 0444);
+MODULE_PARM_DESC(leak_on_purpose, "leak 64 bytes at load (tests of the leak check)");
+
+static noinline void rrdma_kunit_leak(void)
+{
+	char *p = kmalloc(64, GFP_KERNEL);
+
+	if (p)
+		memset(p, 0x5a, 64);
+	pr_info("rrdma_kunit: leaked 64 bytes on purpose\n");
+}
+
+static int __init rrdma_kunit_init(void)
+{
+	if (leak_on_purpose)
+		rrdma_kunit_leak();
+	return 0;
+}
+module_init(rrdma_kunit_init);
+
+static void __exit rrdma_kunit_exit(void)
+{
+}
+module_exit(rrdma_kunit_exit);
 
 MODULE_DESCRIPTION("KUnit tests of rrdma's logic");
 MODULE_AUTHOR("The rrdma developers");
