@@ -14,6 +14,9 @@
 #                                  UDP, perftest) beside rrdma's READ
 #   make connstress                many connections importing right after
 #                                  perftest load (CONNSTRESS_N, default 200)
+#   make flood                     connect floods while the exporter's
+#                                  accepts fail, debug 6.12, siw and rxe
+#                                  (FLOOD_ROUNDS, FLOOD_SECONDS)
 #   make faults                    the fault suite: a checksummed workload
 #                                  through network, host, process, device
 #                                  and module faults, siw and rxe, 7.3 and
@@ -34,7 +37,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check check-full demo bench floor connstress faults fuzz profile lint userspace kernels
+.PHONY: all modules clean check check-full demo bench floor connstress flood faults fuzz profile lint userspace kernels
 
 all: modules
 
@@ -70,6 +73,9 @@ floor:
 
 connstress:
 	@scripts/connstress.sh
+
+flood:
+	@scripts/flood.sh
 
 faults:
 	@scripts/faults.sh

@@ -6,13 +6,21 @@
 # refused calls, stalled user copies, concurrency, restricted exports, with
 # synchronous operations busy-polling (module parameter sync_poll_us).
 # "PROVIDER,hostile" or "PROVIDER,stall" runs that part alone.
+# "PROVIDER,flood[,SECONDS]": the connect flood alone (default 40 s), with
+# the exporter keeping 8 connections (`serve --max-conns`) and the hung
+# task detector at 20 s on both guests.
 . ./lib.sh
 
-IFS=, read -r prov part <<EOA
+IFS=, read -r prov part secs <<EOA
 $RRDMA_ARG
 EOA
 part=${part:-attack}
 dev=${prov}0
+keep=""
+if [ "$part" = flood ]; then
+	keep="--max-conns 8"
+	echo 20 >/proc/sys/kernel/hung_task_timeout_secs
+fi
 
 wire_up "$prov" "$dev"
 
@@ -20,7 +28,7 @@ if [ "$RRDMA_ROLE" = a ]; then
 	rrdma-selftest agent 7469 $dev $prov >/tmp/agent.out 2>&1 &
 	agent=$!
 	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks 24576 --access rw --access ro \
-		>/tmp/serve.out 2>&1 &
+		$keep >/tmp/serve.out 2>&1 &
 	pid=$!
 	wait_exit $pid 3000
 	check "serve ends cleanly on quit" test $? = 0
@@ -35,6 +43,7 @@ else
 	echo 200 >/sys/module/rrdma/parameters/sync_poll_us
 	case $part in
 	attack) tap "attack $prov" rrdma-selftest attack $RRDMA_PEER $RRDMA_SELF $prov $quick ;;
+	flood) tap "flood $prov" rrdma-selftest flood $RRDMA_PEER $prov ${secs:-40} ;;
 	*) tap "$part $prov" rrdma-selftest $part $RRDMA_PEER $prov ;;
 	esac
 	echo quit | nc $RRDMA_PEER 7470 >/dev/null

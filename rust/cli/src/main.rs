@@ -112,6 +112,10 @@ enum Command {
         /// tokens (tests and demos on a private network only).
         #[arg(long)]
         control: Option<u16>,
+        /// Keep at most this many connections: a new one closes the
+        /// oldest (0: no limit).
+        #[arg(long, default_value_t = 0)]
+        max_conns: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -286,6 +290,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
             blocks,
             access,
             control,
+            max_conns,
             json,
         } => {
             let access = access
@@ -303,6 +308,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
                     blocks,
                     access,
                     control,
+                    max_conns,
                     json,
                 },
             )?;

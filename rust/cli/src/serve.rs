@@ -29,6 +29,8 @@ pub struct ServeArgs {
     pub blocks: u64,
     pub access: Vec<Access>,
     pub control: Option<u16>,
+    /// Connections kept at most (0: no limit): a new one closes the oldest.
+    pub max_conns: usize,
     pub json: bool,
 }
 
@@ -259,7 +261,19 @@ pub fn serve(dev: &Rrdma, a: &ServeArgs) -> io::Result<()> {
                     );
                     io::stdout().flush()?;
                 }
-                st.lock().unwrap_or_else(|e| e.into_inner()).conns.push(c);
+                let oldest = {
+                    let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
+                    st.conns.push(c);
+                    let over = st.conns.len().saturating_sub(a.max_conns);
+                    if a.max_conns > 0 && over > 0 {
+                        st.conns.drain(..over).collect()
+                    } else {
+                        Vec::new()
+                    }
+                };
+                // Disconnected outside the lock (each waits for its
+                // teardown).
+                drop(oldest);
             }
         }
         Ok(())

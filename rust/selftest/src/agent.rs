@@ -9,6 +9,8 @@
 //! first one found), `netem ARGS...` adds a netem qdisc with ARGS on eth0
 //! and `netem off` removes it, `drop-read-responses` drops the RDMA READ
 //! responses this guest sends (RoCE) until `drop-read-responses off`,
+//! `param NAME VALUE` sets the module parameter `fail_at` or
+//! `accept_max_teardowns` (`param NAME restore` puts back its first value),
 //! `rmmod` answers `ok` if `rmmod rrdma` is
 //! refused and the module stays, `counters LABEL` prints (to its output)
 //! how the device's counters moved since the last `counters`, `quit` ends.
@@ -108,6 +110,35 @@ fn set_keepalive(ms: &str, misses: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The module parameters `param` may set: the flood's failure points.
+const PARAMS: [&str; 2] = ["fail_at", "accept_max_teardowns"];
+
+/// What each parameter `param` set was before the first time it did.
+static PARAMS_SAVED: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
+/// `param NAME VALUE`: sets one of [`PARAMS`] (remembering its first
+/// value); `param NAME restore` puts that value back.
+fn set_param(name: &str, value: &str) -> Result<(), String> {
+    let Some(&name) = PARAMS.iter().find(|&&p| p == name) else {
+        return Err(format!("param {name}: not one of {PARAMS:?}"));
+    };
+    let mut saved = PARAMS_SAVED.lock().map_err(|e| e.to_string())?;
+    let was = saved.iter().position(|(n, _)| n == name);
+    if value == "restore" {
+        return match was {
+            Some(i) => ModParam::write(name, &saved.remove(i).1),
+            None => Ok(()),
+        };
+    }
+    value
+        .parse::<u32>()
+        .map_err(|_| format!("bad {name} '{value}'"))?;
+    if was.is_none() {
+        saved.push((name.to_string(), ModParam::get(name)?));
+    }
+    ModParam::write(name, value)
+}
+
 /// Drops every RoCE v2 RDMA READ response this guest sends (BTH opcodes
 /// 0x0d..=0x10 of the RC transport, UDP port 4791; IPv4 without options,
 /// as rxe sends it), and nothing else.
@@ -170,6 +201,13 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
                 ));
             }
             set_keepalive(ms, misses)
+        }
+        cmd if cmd.starts_with("param ") => {
+            let v: Vec<&str> = cmd.split_whitespace().skip(1).collect();
+            let [name, value] = v[..] else {
+                return Err("usage: param NAME VALUE|restore".into());
+            };
+            set_param(name, value)
         }
         "netem off" | "drop-read-responses off" => crate::faults::qdisc_here_reset(),
         "drop-read-responses" => drop_read_responses(),

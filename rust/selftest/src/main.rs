@@ -23,6 +23,10 @@
 //!   (`keepalive.rs`, `reconnect.rs`, `hostile/`, `stall.rs`; the last two
 //!   with tests/guest/attack.sh's argument `PROVIDER,hostile` or
 //!   `PROVIDER,stall`);
+//! - `flood PEER_IP PROVIDER [SECONDS]`: connect, import and disconnect
+//!   cycles while the exporter's accepts fail at each point, then a
+//!   connection that must still work (`flood.rs`; tests/guest/attack.sh's
+//!   argument `PROVIDER,flood[,SECONDS]`);
 //! - `agent PORT DEV PROVIDER`: removes and re-adds DEV on request, for
 //!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
@@ -43,6 +47,7 @@ use std::process::ExitCode;
 mod agent;
 mod attack;
 mod faults;
+mod flood;
 mod fuzz;
 mod hostile;
 mod keepalive;
@@ -613,6 +618,14 @@ fn main() -> ExitCode {
             [peer, prov] => stall::checks(&dev, &mut t, peer, prov),
             _ => {
                 eprintln!("usage: rrdma-selftest stall PEER_IP PROVIDER");
+                return ExitCode::from(2);
+            }
+        },
+        "flood" => match rest {
+            [peer, prov] => flood::checks(&mut t, peer, prov, 40),
+            [peer, prov, secs] => flood::checks(&mut t, peer, prov, secs.parse().unwrap_or(40)),
+            _ => {
+                eprintln!("usage: rrdma-selftest flood PEER_IP PROVIDER [SECONDS]");
                 return ExitCode::from(2);
             }
         },

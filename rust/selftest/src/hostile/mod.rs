@@ -20,7 +20,7 @@
 mod after;
 mod iwarp;
 mod mpa;
-mod ucma;
+pub(crate) mod ucma;
 mod verbs;
 
 use std::net::SocketAddrV4;
@@ -46,7 +46,12 @@ fn hello_of(nonce: u64, replaces: Option<u64>, lane: Option<u16>) -> [u8; HELLO_
 }
 
 /// As [`hello_of`], offering `qps` queue pairs.
-fn hello_qps(nonce: u64, qps: u16, replaces: Option<u64>, lane: Option<u16>) -> [u8; HELLO_LEN] {
+pub(crate) fn hello_qps(
+    nonce: u64,
+    qps: u16,
+    replaces: Option<u64>,
+    lane: Option<u16>,
+) -> [u8; HELLO_LEN] {
     Hello {
         version: wire::VERSION,
         ctrl_credits: CTRL_RECV_MIN,
