@@ -55,6 +55,7 @@ mod lossy;
 mod measure;
 mod param;
 mod reconnect;
+mod reconnect_errnos;
 mod regions;
 mod remote;
 mod stall;

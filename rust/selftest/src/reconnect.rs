@@ -74,6 +74,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, quick: bool) {
         ),
     );
     comes_back(dev, t, peer, interval);
+    errno_census(dev, t, peer, interval);
     budget_runs_out(dev, t, peer, interval);
     disconnect_while_waiting(dev, t, peer, interval, Duration::ZERO, "between attempts");
     let during = Duration::from_millis(500);
@@ -87,6 +88,27 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, quick: bool) {
         "reconnect: TCP's SYN retries come back",
         std::fs::write(SYN_RETRIES_PATH, syn_retries.trim()).map_err(|e| e.to_string()),
     );
+}
+
+/// Every errno of a connection's calls through a cut and its return,
+/// against the documented table (`reconnect_errnos.rs`).
+fn errno_census(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
+    let conn = token(peer, "rw")
+        .map_err(|e| e.to_string())
+        .and_then(|tok| {
+            let c = dev
+                .connect_opts(addr(peer, 7471), T, options(interval))
+                .map_err(|e| format!("CONNECT: {e}"))?;
+            Ok((c, tok))
+        });
+    let (conn, tok) = match conn {
+        Ok(c) => c,
+        Err(e) => return t.check("reconnect errnos: connect", Err(e)),
+    };
+    match conn.import(tok, T) {
+        Ok(rw) => crate::reconnect_errnos::census(dev, t, peer, &conn, &rw, interval),
+        Err(e) => t.check("reconnect errnos: import", Err(e.to_string())),
+    }
 }
 
 fn options(interval: Duration) -> ConnectOptions {
