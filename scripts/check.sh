@@ -5,7 +5,8 @@
 # tests on every kernel in $KERNELS (default: 7.3) and again under KASAN,
 # lockdep and kmemleak on $DEBUG_KERNELS (default: 6.12).  Every check is
 # one `PASS|FAIL|SKIP name` line in build/results.txt; the last line printed
-# is the summary `N passed, N failed[, N skipped]`.
+# is the summary `N passed, N failed[, N skipped]`, after a line that says
+# how many distinct checks those results are of (scripts/distinct-checks.py).
 #
 # 6.12 runs in its debug build only: a cold run builds two kernels, not
 # three (each takes 19 to 22 minutes on a slow 2-core machine, and CI has
@@ -51,19 +52,24 @@ step() {
 }
 
 summary() {
-	local p f s line
+	local p f s line distinct checks
 	p=$(grep -c '^PASS' "$RESULTS")
 	f=$(grep -c '^FAIL' "$RESULTS")
 	s=$(grep -c '^SKIP' "$RESULTS")
+	# Most checks run once per kernel, provider and limit: say how many
+	# different ones the results hold.
+	distinct=$(python3 "$HERE/distinct-checks.py" "$RESULTS" 2>/dev/null) || distinct="?"
 	echo
 	echo "check took $(( $(date +%s) - T0 )) s; results in $RESULTS, logs in $LOGS"
 	if [ "$f" -gt 0 ]; then
 		echo "failures:"
 		grep '^FAIL' "$RESULTS" | sed 's/^/  /'
 	fi
+	checks="checks: $((p + f + s)) results of $distinct distinct checks (across kernels, providers and limits)"
 	line="$p passed, $f failed"
 	[ "$s" -gt 0 ] && line="$line, $s skipped"
-	echo "$line" >"$REPO/build/summary.txt"
+	printf '%s\n%s\n' "$checks" "$line" >"$REPO/build/summary.txt"
+	echo "$checks"
 	echo "$line"
 	[ "$f" -eq 0 ]
 }
