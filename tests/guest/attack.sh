@@ -5,7 +5,8 @@
 # `rrdma-selftest attack`: exporter-side revoke and device loss under load,
 # refused calls, stalled user copies, concurrency, restricted exports, with
 # synchronous operations busy-polling (module parameter sync_poll_us).
-# "PROVIDER,hostile" or "PROVIDER,stall" runs that part alone.
+# "PROVIDER,hostile", "PROVIDER,stall", "PROVIDER,keepalive" or
+# "PROVIDER,reconnect" runs that part alone.
 # "PROVIDER,flood[,SECONDS]": the connect flood alone (default 40 s), with
 # the exporter keeping 8 connections (`serve --max-conns`) and the hung
 # task detector at 20 s on both guests.
@@ -44,6 +45,7 @@ else
 	case $part in
 	attack) tap "attack $prov" rrdma-selftest attack $RRDMA_PEER $RRDMA_SELF $prov $quick ;;
 	flood) tap "flood $prov" rrdma-selftest flood $RRDMA_PEER $prov ${secs:-40} ;;
+	keepalive | reconnect) tap "$part $prov" rrdma-selftest $part $RRDMA_PEER $quick ;;
 	*) tap "$part $prov" rrdma-selftest $part $RRDMA_PEER $prov ;;
 	esac
 	echo quit | nc $RRDMA_PEER 7470 >/dev/null
