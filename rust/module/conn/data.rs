@@ -944,7 +944,7 @@ impl Conn {
         // The fence's sink is reserved before the first write.
         if fence.is_some() {
             if let Err(e) = self.ready_sinks(&mut g, p) {
-                return (0, Some(e));
+                return (0, Some(self.refused(&mut g, e)));
             }
         }
         let mut batch = match (fence, g.as_ref()) {
