@@ -20,8 +20,8 @@
 //! guest is cut off (netem, 100% loss) until its keepalive ends the queue
 //! pair, the exporter ends its side, and the link comes back. Each result
 //! is counted under the state fdinfo showed just before the call
-//! (`connected`, or `reconnecting`); anything outside the table fails the
-//! check, which prints the whole census.
+//! (`reconnecting`, or not); anything outside the table fails the check,
+//! which prints the whole census.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -84,13 +84,13 @@ impl Census {
 }
 
 fn errno_of(e: &std::io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(-1)
+    rrdma::errno(e).unwrap_or(-1)
 }
 
 /// The state of `dev`'s one connection as fdinfo tells it.
 fn state(dev: &Rrdma) -> &'static str {
     match dev.fdinfo_value("rrdma-connections-reconnecting") {
-        Ok(0) => "connected",
+        Ok(0) => "not reconnecting",
         Ok(_) => "reconnecting",
         Err(_) => "unknown",
     }
@@ -114,7 +114,7 @@ fn workers(
         // SUBMIT batches of 16 WRITEs, their completions reaped.
         s.spawn(|| {
             let Ok(local) = dev.create_region(4096, 16) else {
-                return note("REGION_CREATE", "connected", -1);
+                return note("REGION_CREATE", "setup", -1);
             };
             let mut buf = vec![Completion::zeroed(); 64];
             let mut next = 0u64;
@@ -151,10 +151,10 @@ fn workers(
         // io_uring WRITEs, one at a time.
         s.spawn(|| {
             let Ok(local) = dev.create_region(4096, 1) else {
-                return note("REGION_CREATE", "connected", -1);
+                return note("REGION_CREATE", "setup", -1);
             };
             let Ok(mut ring) = UringEngine::new(dev, 8) else {
-                return note("io_uring setup", "connected", -1);
+                return note("io_uring setup", "setup", -1);
             };
             let mut done: Vec<UringCompletion> = Vec::new();
             let mut k = 1u64 << 32;
@@ -181,7 +181,7 @@ fn workers(
         // RW_SYNC READs.
         s.spawn(|| {
             let Ok(local) = dev.create_region(4096, 1) else {
-                return note("REGION_CREATE", "connected", -1);
+                return note("REGION_CREATE", "setup", -1);
             };
             while !stop.load(Ordering::Relaxed) {
                 let st = state(dev);
