@@ -56,6 +56,7 @@ mod stall;
 mod sync_poll;
 mod uffd;
 mod uring;
+mod uring_sqe;
 
 use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};
 use rrdma::abi::ioctl::{ioc, iowr, IOC_READ, IOC_WRITE};
