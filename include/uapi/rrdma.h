@@ -418,6 +418,16 @@ struct rrdma_import {
  * @count:	number of contiguous blocks, at least one
  * @reserved:	must be zero
  * @user_data:	returned unchanged in the completion
+ *
+ * Operations in flight at the same time on overlapping remote blocks are
+ * not atomic with respect to each other at any granularity (not per
+ * operation, not per block, not per 8 bytes): two writes may leave a block
+ * with bytes of both, and a read beside a write may return any mix of old
+ * and new bytes; each byte is one that a write wrote or the block held.
+ * Ordering comes only from completions: once a write's completion has been
+ * reported, any operation submitted afterwards, by any thread that learned
+ * of that completion, sees all its bytes, and a later write replaces them
+ * in full.  A failed write may have placed any part of its bytes.
  */
 struct rrdma_op {
 	__u32 opcode;

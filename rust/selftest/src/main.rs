@@ -48,6 +48,7 @@ mod hostile;
 mod keepalive;
 mod lossy;
 mod measure;
+mod overlap;
 mod param;
 mod reconnect;
 mod regions;
