@@ -418,6 +418,16 @@ struct rrdma_import {
  * @count:	number of contiguous blocks, at least one
  * @reserved:	must be zero
  * @user_data:	returned unchanged in the completion
+ *
+ * Operations in flight at the same time on overlapping remote blocks are
+ * not atomic with respect to each other at any granularity (not per
+ * operation, not per block, not per 8 bytes): two writes may leave a block
+ * with bytes of both, and a read beside a write may return any mix of old
+ * and new bytes; each byte is one that a write wrote or the block held.
+ * Ordering comes only from completions: once a write's completion has been
+ * reported, any operation submitted afterwards, by any thread that learned
+ * of that completion, sees all its bytes, and a later write replaces them
+ * in full.  A failed write may have placed any part of its bytes.
  */
 struct rrdma_op {
 	__u32 opcode;
@@ -504,21 +514,26 @@ struct rrdma_completion {
  * io_uring (RRDMA_FEATURE_URING): an IORING_OP_URING_CMD on /dev/rrdma, on
  * a ring set up with IORING_SETUP_SQE128, with cmd_op RRDMA_URING_CMD_OP
  * and one struct rrdma_op at the start of the SQE's command area (its
- * user_data is ignored: the CQE carries the SQE's).  The operation gets
- * the checks of one operation of RRDMA_IOCTL_SUBMIT; the CQE's res is the
- * bytes moved, or -errno (the errnos of SUBMIT and of a completion).  A
- * ring without SQE128 gets -EINVAL, another cmd_op -ENOTTY.  On a ring set
- * up with IORING_SETUP_IOPOLL (RRDMA_FEATURE_URING_IOPOLL) the command
- * completes by polling: io_uring_enter(IORING_ENTER_GETEVENTS) polls the
- * completion queue of the queue pair its operation went to, and posts the
- * CQEs it finds there without a wake-up (a poll that finds nothing for the
- * module parameter iopoll_spin_us sleeps until the queue has something);
- * it returns once min_complete CQEs are ready, or earlier when the task
- * should reschedule (an IOPOLL ring ignores IORING_ENTER_EXT_ARG's
- * timeout), so a caller waits by asking again.  When the queues
- * are full, io_uring issues the command again from a worker thread, which
- * waits for room (a signal ends it with -EINTR).  Its completion does not
- * go through read(2).
+ * user_data is ignored: the CQE carries the SQE's).  The operation gets the
+ * checks of one operation of RRDMA_IOCTL_SUBMIT; the CQE's res is the bytes
+ * moved, or -errno (the errnos of SUBMIT and of a completion).  A ring
+ * without SQE128 gets -EINVAL, another cmd_op -ENOTTY.  The SQE's fields
+ * the command does not use must be zero, or its CQE is -EINVAL and nothing
+ * is posted: addr, len, uring_cmd_flags (IORING_URING_CMD_FIXED: no
+ * registered buffers), buf_index, file_index and the command area's 32
+ * bytes after the struct rrdma_op (clear the whole area: a ring slot keeps
+ * its last SQE's bytes).  io_uring refuses a non-zero ioprio and __pad1
+ * itself.  On a ring set up with IORING_SETUP_IOPOLL
+ * (RRDMA_FEATURE_URING_IOPOLL) the command completes by polling:
+ * io_uring_enter(IORING_ENTER_GETEVENTS) polls the completion queue of the
+ * queue pair its operation went to, and posts the CQEs it finds there
+ * without a wake-up (a poll that finds nothing for the module parameter
+ * iopoll_spin_us sleeps until the queue has something); it returns once
+ * min_complete CQEs are ready, or earlier when the task should reschedule
+ * (an IOPOLL ring ignores IORING_ENTER_EXT_ARG's timeout), so a caller
+ * waits by asking again.  When the queues are full, io_uring issues the
+ * command again from a worker thread, which waits for room (a signal ends
+ * it with -EINTR).  Its completion does not go through read(2).
  */
 #define RRDMA_URING_CMD_OP	_IOW(RRDMA_IOCTL_MAGIC, 0x40, struct rrdma_op)
 

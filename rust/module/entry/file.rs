@@ -94,7 +94,8 @@ unsafe extern "C" fn rrdma_rust_file_ioctl(
 }
 
 /// `uring_cmd`: one operation from an io_uring command; `shim/uring.c`
-/// checked the SQE's size and `cmd_op` and copied the operation. Returns 0
+/// checked the SQE's size, its `cmd_op` and that the fields it does not use
+/// are zero, and copied the operation. Returns 0
 /// when the operation was posted (the shim then returns `-EIOCBQUEUED` and
 /// the operation's completion posts the CQE), or the negative errno.
 ///

@@ -5,6 +5,12 @@
  * A 128-byte SQE carries one struct rrdma_op in its command area.  It is
  * copied once here (the SQE is in memory userspace can still write) and
  * handed to Rust, which checks and posts it like one operation of SUBMIT.
+ * The SQE's fields this command does not use must be zero (as every unused
+ * field of the ABI, so that it can grow): the command area after the
+ * operation, addr, len, buf_index, file_index and uring_cmd_flags (no
+ * registered buffers).  io_uring itself refuses a non-zero ioprio and
+ * __pad1 (off's upper half) for this opcode; the rest (opcode, flags, fd,
+ * cmd_op, user_data, personality) is io_uring's or names the command.
  * Its completion (the completion handler, or the teardown's flush) comes
  * back through rrdma_shim_uring_complete(), which posts the CQE from the
  * submitting task's task work, as nvme's passthrough does.
@@ -32,10 +38,13 @@
  * defines RRDMA_COMPAT_K6_12 for the former (the Rust compat layer's
  * choice).
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/blkdev.h>
 #include <linux/io_uring/cmd.h>
 #include <linux/rcupdate.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 
 #include <uapi/rrdma.h>
 #include "rrdma_shim.h"
@@ -65,6 +74,36 @@ static void rrdma_uring_unbind(struct rrdma_uring_pdu *pdu)
 	rrdma_shim_qp_unref(q);
 }
 
+/* The command area of a 128-byte SQE: the operation, then zeros. */
+#define RRDMA_URING_CMD_AREA \
+	(2 * sizeof(struct io_uring_sqe) - offsetof(struct io_uring_sqe, cmd))
+
+/*
+ * The name of the first field of @cmd's SQE that the command does not use
+ * and is not zero, or NULL.  @area is the copy of its command area.  Each
+ * field is read once (the SQE may still be in memory userspace writes).
+ */
+static const char *rrdma_uring_unused(struct io_uring_cmd *cmd, const u8 *area)
+{
+	const struct io_uring_sqe *sqe = cmd->sqe;
+
+	if (READ_ONCE(sqe->addr))
+		return "addr";
+	if (READ_ONCE(sqe->len))
+		return "len";
+	/* Read once by io_uring's prep, which refused unknown bits. */
+	if (cmd->flags & IORING_URING_CMD_MASK)
+		return "uring_cmd_flags";
+	if (READ_ONCE(sqe->buf_index))
+		return "buf_index";
+	if (READ_ONCE(sqe->file_index))
+		return "file_index";
+	if (memchr_inv(area + sizeof(struct rrdma_op), 0,
+		       RRDMA_URING_CMD_AREA - sizeof(struct rrdma_op)))
+		return "cmd (after struct rrdma_op)";
+	return NULL;
+}
+
 bool rrdma_shim_uring_supported(void)
 {
 	return IS_ENABLED(CONFIG_IO_URING);
@@ -74,6 +113,8 @@ int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
 			   unsigned int issue_flags)
 {
 	struct rrdma_uring_pdu *pdu = rrdma_uring_pdu(cmd);
+	u8 area[RRDMA_URING_CMD_AREA];
+	const char *unused;
 	struct rrdma_op op;
 	int ret;
 
@@ -82,11 +123,18 @@ int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
 		return -EINVAL;
 	if (cmd->cmd_op != RRDMA_URING_CMD_OP)
 		return -ENOTTY;
-	BUILD_BUG_ON(sizeof(op) > 2 * sizeof(struct io_uring_sqe) -
-				  offsetof(struct io_uring_sqe, cmd));
+	BUILD_BUG_ON(sizeof(op) > RRDMA_URING_CMD_AREA);
 	BUILD_BUG_ON(sizeof(struct rrdma_uring_pdu) >
 		     sizeof_field(struct io_uring_cmd, pdu));
-	memcpy(&op, cmd->sqe->cmd, sizeof(op));
+	memcpy(area, cmd->sqe->cmd, sizeof(area));
+	unused = rrdma_uring_unused(cmd, area);
+	if (unused) {
+		if (rrdma_shim_warn_ratelimit())
+			pr_warn("io_uring: SQE field %s is not zero: EINVAL\n",
+				unused);
+		return -EINVAL;
+	}
+	memcpy(&op, area, sizeof(op));
 	pdu->qp = NULL;
 	pdu->iopoll = issue_flags & IO_URING_F_IOPOLL;
 	pdu->done = false;

@@ -52,6 +52,8 @@ static void ux_prep(struct io_uring_sqe *sqe, int fd, const struct rrdma_op *op)
 {
 	io_uring_prep_rw(IORING_OP_URING_CMD, sqe, fd, NULL, 0, 0);
 	sqe->cmd_op = RRDMA_URING_CMD_OP;
+	/* The ring slot may hold a former SQE's bytes: unused ones must be 0. */
+	memset(sqe->cmd, 0, 80);	/* a 128-byte SQE's command area */
 	memcpy(sqe->cmd, op, sizeof(*op));
 	sqe->user_data = op->user_data;
 }

@@ -53,6 +53,7 @@ mod hostile;
 mod keepalive;
 mod lossy;
 mod measure;
+mod overlap;
 mod param;
 mod reconnect;
 mod reconnect_errnos;
@@ -62,6 +63,7 @@ mod stall;
 mod sync_poll;
 mod uffd;
 mod uring;
+mod uring_sqe;
 
 use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};
 use rrdma::abi::ioctl::{ioc, iowr, IOC_READ, IOC_WRITE};

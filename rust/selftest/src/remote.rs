@@ -1167,6 +1167,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         thread_checks(dev, t, &rw);
         fence_visibility_checks(dev, t, peer, rw_token, &rw);
     }
+    crate::overlap::checks(dev, t, &rw);
     lane_ops_checks(dev, t, lanes, lane_ops);
     many_connections(dev, t, peer, rw_token);
     close_in_flight(t, peer, rw_token);

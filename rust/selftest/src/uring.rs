@@ -4,7 +4,8 @@
 //! through io_uring land in the peer's memory and read back bit-exact;
 //! on iWARP they share write fences; every bad operation gets the errno
 //! SUBMIT gives it, in the CQE; a ring of 64-byte SQEs and another
-//! `cmd_op` are refused; on an IOPOLL ring they move the same bytes,
+//! `cmd_op` are refused, and so is every SQE field the command does not
+//! use (`uring_sqe.rs`); on an IOPOLL ring they move the same bytes,
 //! complete once each, and the poll finds completions itself (fdinfo
 //! `rrdma-work-uring-polled`); the documentation's liburing example (C)
 //! moves them on plain, IOPOLL, hybrid IOPOLL, SQPOLL and DEFER_TASKRUN
@@ -227,6 +228,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         )
         .and_then(|r| ensure(r == 4096, format!("res {r}"))),
     );
+    crate::uring_sqe::checks(dev, t, rw);
     iopoll_checks(dev, t, peer, rw, &mut out);
     liburing_checks(dev, t, peer, rw, &mut out);
     // A ring closed with 64 operations in flight (polled or not): io_uring
