@@ -220,7 +220,9 @@ struct rrdma_addr {
  *
  * The kernel completes the handshake of every valid connection request
  * itself (auto-accept) and queues the established connection for ACCEPT.
- * Queued connections already serve this file's exports.
+ * Queued connections already serve this file's exports.  A port another
+ * listener holds is EADDRINUSE (same address) or EADDRNOTAVAIL (one of
+ * them on any address), as rdma_cm answers the bind.
  */
 struct rrdma_listen {
 	struct rrdma_addr addr;

@@ -178,10 +178,10 @@ const TABLE: &[Entry] = &[
     },
     // rrdma.rst, operation errors: unknown family EAFNOSUPPORT, port 0,
     // bytes past an IPv4 address or a bad backlog EINVAL, port in use
-    // EADDRNOTAVAIL.
+    // EADDRINUSE or EADDRNOTAVAIL (also rrdma.h LISTEN).
     Entry {
         call: "LISTEN",
-        groups: &[FRAMING, &[EAFNOSUPPORT, EADDRNOTAVAIL], FULL],
+        groups: &[FRAMING, &[EAFNOSUPPORT, EADDRINUSE, EADDRNOTAVAIL], FULL],
     },
     // rrdma.h ACCEPT: nothing queued in time EAGAIN; rrdma.rst, LISTEN: a
     // request never established is dropped by ACCEPT with ETIMEDOUT.
@@ -285,6 +285,19 @@ pub(super) enum Target {
     Foreign,
     /// It changed during the call: any of the above.
     Unknown,
+}
+
+impl Target {
+    /// What it was, for a finding.
+    pub(super) fn what(self) -> &'static str {
+        match self {
+            Target::Rrdma(_) => "on /dev/rrdma",
+            Target::NoFd => "",
+            Target::Closed => "on no file",
+            Target::Foreign => "on another file",
+            Target::Unknown => "on a descriptor closed during the call",
+        }
+    }
 }
 
 /// Errnos of a call on a file that is not `/dev/rrdma`: `/dev/null`, or

@@ -200,14 +200,14 @@ impl Fuzz {
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, off as i64) };
         let res = sys(if p == libc::MAP_FAILED { -1 } else { 0 });
         if self.note("mmap", self.target(fd, before), res) {
-            let mut pool = self.pool.lock().unwrap();
-            pool.maps.push((p as usize, len, prot));
-            drop(pool);
             if r.chance(30) {
+                // Before the pool lists it: no other thread unmaps it
+                // meanwhile (madvise(2): ENOMEM for unmapped pages).
                 // SAFETY: advice on a mapping of ours.
                 let ret = unsafe { libc::madvise(p, len, libc::MADV_DOFORK) };
                 self.note("madvise", Target::NoFd, sys(i64::from(ret)));
             }
+            self.pool.lock().unwrap().maps.push((p as usize, len, prot));
         }
     }
 

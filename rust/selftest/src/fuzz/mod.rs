@@ -194,10 +194,10 @@ impl Fuzz {
             } else {
                 format!(" (as {check})")
             };
-            self.findings
-                .lock()
-                .unwrap()
-                .push(format!("{call}{as_}: undocumented errno {e} ({target:?})"));
+            self.findings.lock().unwrap().push(format!(
+                "{call}{as_}: undocumented errno {e} {}",
+                target.what()
+            ));
         }
         e == 0
     }
