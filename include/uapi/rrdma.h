@@ -474,7 +474,8 @@ struct rrdma_submit {
  * @status:	0, or a negative errno: EKEYREVOKED (export revoked),
  *		EACCES (the peer's NIC refused the access), ECONNRESET /
  *		ECONNABORTED (the connection went down), ECANCELED (flushed by
- *		a disconnect or close), EIO
+ *		a disconnect or close), ETIMEDOUT (keepalive: the peer stopped
+ *		answering), ENODEV (the device was removed), EIO
  * @opcode:	the operation's opcode
  * @bytes:	bytes transferred (0 on error)
  *

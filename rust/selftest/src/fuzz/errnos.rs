@@ -35,10 +35,9 @@ const FULL: Group = &[ENOSPC];
 /// Long waits are interruptible (brief, "Rules for the ABI"; rrdma.h
 /// CONNECT: EINTR).
 const WAIT: Group = &[EINTR];
-/// A completion's status (rrdma.h `struct rrdma_completion`: EKEYREVOKED,
-/// EACCES, ECONNRESET, ECONNABORTED, ECANCELED, EIO; rrdma.rst,
-/// "Completion statuses": ENODEV for a removed device; rrdma.h CONNECT,
-/// keepalive: operations in flight complete with ETIMEDOUT).
+/// A completion's status (rrdma.h `struct rrdma_completion` and rrdma.rst,
+/// "Completion statuses": EKEYREVOKED, EACCES, ECONNRESET, ECONNABORTED,
+/// ECANCELED, EIO, ENODEV for a removed device, ETIMEDOUT from keepalive).
 pub(super) const COMPLETION: Group = &[
     EKEYREVOKED,
     EACCES,
