@@ -220,7 +220,9 @@ struct rrdma_addr {
  *
  * The kernel completes the handshake of every valid connection request
  * itself (auto-accept) and queues the established connection for ACCEPT.
- * Queued connections already serve this file's exports.
+ * Queued connections already serve this file's exports.  A port another
+ * listener holds is EADDRINUSE (same address) or EADDRNOTAVAIL (one of
+ * them on any address), as rdma_cm answers the bind.
  */
 struct rrdma_listen {
 	struct rrdma_addr addr;
@@ -482,7 +484,8 @@ struct rrdma_submit {
  * @status:	0, or a negative errno: EKEYREVOKED (export revoked),
  *		EACCES (the peer's NIC refused the access), ECONNRESET /
  *		ECONNABORTED (the connection went down), ECANCELED (flushed by
- *		a disconnect or close), EIO
+ *		a disconnect or close), ETIMEDOUT (keepalive: the peer stopped
+ *		answering), ENODEV (the device was removed), EIO
  * @opcode:	the operation's opcode
  * @bytes:	bytes transferred (0 on error)
  *

@@ -7,7 +7,7 @@
 use rrdma::abi::ioctl::{ioc, IOC_READ, IOC_WRITE};
 use rrdma::abi::uapi::{self, Info, RegionCreate, RegionDestroy, IOCTL_MAGIC};
 
-use super::{Fuzz, Pool, Rng, MAX_FDS, MAX_MAPS, MAX_REGIONS};
+use super::{sys, Fuzz, Pool, Rng, Target, MAX_FDS, MAX_MAPS, MAX_REGIONS};
 
 impl Fuzz {
     pub(super) fn open(&self, _r: &mut Rng) {
@@ -19,12 +19,19 @@ impl Fuzz {
         let flags = libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK;
         // SAFETY: a NUL-terminated path.
         let fd = unsafe { libc::open(c"/dev/rrdma".as_ptr(), flags) };
-        if self.note("open", i64::from(fd)) {
-            self.pool.lock().unwrap().fds.push(fd);
+        if self.note("open", Target::NoFd, sys(i64::from(fd))) {
+            self.add_fd(&mut self.pool.lock().unwrap(), fd, None);
         }
     }
 
-    pub(super) fn forget_fd(p: &mut Pool, fd: i32) {
+    /// Takes `fd` out of the pool before it is closed; the last
+    /// descriptor of a file takes its operations in flight with it.
+    pub(super) fn forget_fd(&self, p: &mut Pool, fd: i32) {
+        if let Some(gone) = p.files.remove(&fd) {
+            if gone.rrdma && !p.files.values().any(|i| i.file == gone.file) {
+                self.track.closed(gone.file);
+            }
+        }
         p.fds.retain(|&f| f != fd);
         p.regions.retain(|x| x.0 != fd);
         p.listeners.retain(|x| x.0 != fd);
@@ -46,12 +53,12 @@ impl Fuzz {
             if p.pinned.contains(&fd) {
                 return;
             }
-            Self::forget_fd(&mut p, fd);
+            self.forget_fd(&mut p, fd);
             fd
         };
         // SAFETY: closes a descriptor this run opened and no longer lists.
         let ret = unsafe { libc::close(fd) };
-        self.note("close", i64::from(ret));
+        self.note("close", Target::NoFd, sys(i64::from(ret)));
     }
 
     pub(super) fn dup(&self, r: &mut Rng) {
@@ -59,10 +66,26 @@ impl Fuzz {
         if self.pool.lock().unwrap().fds.len() >= MAX_FDS {
             return;
         }
+        let before = self.named(fd);
         // SAFETY: dup has no memory preconditions.
-        let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-        if self.note("dup", i64::from(new)) {
-            self.pool.lock().unwrap().fds.push(new);
+        let res = sys(i64::from(unsafe {
+            libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3)
+        }));
+        let target = self.target(fd, before);
+        if !self.note("dup", target, res) {
+            return;
+        }
+        let new = res.0 as i32;
+        match (target, before) {
+            (Target::Rrdma(_) | Target::Foreign, Some(of)) => {
+                self.add_fd(&mut self.pool.lock().unwrap(), new, Some(of));
+            }
+            // A copy of a file the run cannot name (closed and replaced
+            // during the call): not kept.
+            // SAFETY: the descriptor dup just made, listed nowhere.
+            _ => unsafe {
+                libc::close(new);
+            },
         }
     }
 
@@ -171,19 +194,20 @@ impl Fuzz {
         } else {
             libc::MAP_PRIVATE
         };
+        let before = self.named(fd);
         // SAFETY: a new mapping chosen by the kernel; nothing of ours is
         // replaced.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, off as i64) };
-        let ret = if p == libc::MAP_FAILED { -1 } else { 0 };
-        if self.note("mmap", ret) {
-            let mut pool = self.pool.lock().unwrap();
-            pool.maps.push((p as usize, len, prot));
-            drop(pool);
+        let res = sys(if p == libc::MAP_FAILED { -1 } else { 0 });
+        if self.note("mmap", self.target(fd, before), res) {
             if r.chance(30) {
+                // Before the pool lists it: no other thread unmaps it
+                // meanwhile (madvise(2): ENOMEM for unmapped pages).
                 // SAFETY: advice on a mapping of ours.
                 let ret = unsafe { libc::madvise(p, len, libc::MADV_DOFORK) };
-                self.note("madvise", i64::from(ret));
+                self.note("madvise", Target::NoFd, sys(i64::from(ret)));
             }
+            self.pool.lock().unwrap().maps.push((p as usize, len, prot));
         }
     }
 
@@ -196,9 +220,11 @@ impl Fuzz {
         if r.chance(50) {
             p.maps.swap_remove(i);
             // SAFETY: a mapping of ours, removed from the pool under its lock.
-            let ret = unsafe { libc::munmap(addr as *mut libc::c_void, len) };
+            let r = sys(i64::from(unsafe {
+                libc::munmap(addr as *mut libc::c_void, len)
+            }));
             drop(p);
-            self.note("munmap", i64::from(ret));
+            self.note("munmap", Target::NoFd, r);
             return;
         }
         // Touch within the region's pages (a mapping longer than its region
@@ -217,7 +243,7 @@ impl Fuzz {
             unsafe { std::ptr::read_volatile(at as *const u8) };
         }
         drop(p);
-        self.note("touch", 0);
+        self.note("touch", Target::NoFd, (0, 0));
     }
 
     /// Creates a region of `nblocks` blocks of `block_size` in the file
@@ -250,9 +276,10 @@ impl Fuzz {
             events: libc::POLLIN,
             revents: 0,
         };
+        let before = self.named(fd);
         // SAFETY: one valid pollfd; no waiting.
-        let ret = unsafe { libc::poll(&mut pfd, 1, 0) };
-        self.note("poll", i64::from(ret));
+        let res = sys(i64::from(unsafe { libc::poll(&mut pfd, 1, 0) }));
+        self.note("poll", self.target(fd, before), res);
         let mut buf = vec![0u8; 24 * 64];
         let len = match r.below(6) {
             0 => r.below(buf.len() as u64) as usize,
@@ -264,20 +291,29 @@ impl Fuzz {
             1 => self.bad.none as *mut libc::c_void,
             _ => buf.as_mut_ptr().cast(),
         };
+        let before = self.named(fd);
         // SAFETY: `p` is `buf` (at least `len` bytes) or memory the kernel
         // must refuse to write.
-        let ret = unsafe { libc::read(fd, p, len) };
-        self.note("read", ret as i64);
+        let res = sys(unsafe { libc::read(fd, p, len) } as i64);
+        let target = self.target(fd, before);
+        self.note("read", target, res);
+        if res.0 > 0 && p == buf.as_mut_ptr().cast() {
+            let n = (res.0 as usize).min(len);
+            self.track.records(target, &buf[..n]);
+        }
     }
 
     /// A command number the driver may not know, with a random argument.
     pub(super) fn raw(&self, r: &mut Rng) {
         let fd = self.fd(r);
         let dir = r.below(4) as u32;
-        let ty = if r.chance(90) {
-            IOCTL_MAGIC
-        } else {
-            r.next() as u8
+        // Not the type bytes of the VFS's own commands (fs/ioctl.c: 0x00
+        // FIBMAP, FIGETBSZ; 0x15, 'X', 'f', 0x94; 'T' FIONBIO...), which
+        // would answer instead of the driver.
+        let ty = match r.next() as u8 {
+            _ if r.chance(90) => IOCTL_MAGIC,
+            0x00 | 0x15 | b'T' | b'X' | b'f' | 0x94 => IOCTL_MAGIC ^ 1,
+            t => t,
         };
         let nr = r.below(0x20) as u8;
         let size = r.below(256) as usize;
@@ -306,13 +342,13 @@ impl Fuzz {
                 libc::_exit(0);
             }
         }
-        if !self.note("fork", i64::from(pid)) {
+        if !self.note("fork", Target::NoFd, sys(i64::from(pid))) {
             return;
         }
         let mut status = 0;
         // SAFETY: waits for our child.
         let ret = unsafe { libc::waitpid(pid, &mut status, 0) };
-        self.note("waitpid", i64::from(ret));
+        self.note("waitpid", Target::NoFd, sys(i64::from(ret)));
         if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
             self.findings
                 .lock()

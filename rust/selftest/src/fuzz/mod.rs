@@ -4,8 +4,10 @@
 //! every ioctl, mmap/munmap, read/poll, close, dup and fork on `/dev/rrdma`,
 //! with valid, stale, foreign (another file's) and garbage arguments.
 //!
-//! What it asserts: every call returns success or an errno the ABI
-//! documents (Documentation/rrdma.rst), every forked child exits cleanly,
+//! What it asserts: every call returns success or an errno the
+//! documentation gives for that call (`errnos.rs`: one table per call),
+//! every operation it posts completes exactly once, on its own file, with
+//! a documented status (`track.rs`), every forked child exits cleanly,
 //! and the run ends. What the guest harness asserts around it: no kernel
 //! report (BUG, WARNING, KASAN, lockdep, kmemleak, hung task) and
 //! `rmmod rrdma` succeeds once every file is closed (nothing leaked a
@@ -21,7 +23,8 @@
 //! Files: this one holds the generator, the pool of values, result
 //! accounting, the action table and the watchdog; `files.rs` the calls on
 //! files and memory; `remote.rs` the calls on connections and data;
-//! `setup.rs` the ordered set-up the random calls build on.
+//! `setup.rs` the ordered set-up the random calls build on; `errnos.rs`
+//! the errno tables; `track.rs` the account of posted operations.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,10 +34,14 @@ use std::time::{Duration, Instant};
 use rrdma::abi::uapi::{self, Addr};
 
 use crate::Tap;
+use errnos::Target;
 
+mod errnos;
 mod files;
 mod remote;
+mod report;
 mod setup;
+mod track;
 
 /// Files open at once (more are closed first).
 const MAX_FDS: usize = 12;
@@ -85,11 +92,22 @@ impl Rng {
     }
 }
 
+/// What a descriptor of the run names: a number of its own (`slot`,
+/// never reused) and the open file (`file`, shared by dups).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct FdInfo {
+    slot: u64,
+    file: u64,
+    rrdma: bool,
+}
+
 /// Values a call may name: what the run has seen (kept after it is gone,
 /// so that stale values are drawn too).
 #[derive(Default)]
 struct Pool {
     fds: Vec<i32>,
+    /// What each descriptor of `fds` names.
+    files: BTreeMap<i32, FdInfo>,
     /// Files of the set-up, never closed by the run: their connection,
     /// export and import are what the deeper calls build on.
     pinned: Vec<i32>,
@@ -121,47 +139,6 @@ struct BadMem {
     ro: u64,
 }
 
-/// Documented errnos; anything else is a finding.
-const ALLOWED: &[i32] = &[
-    libc::EINVAL,
-    libc::EFAULT,
-    libc::ENOENT,
-    libc::EBADF,
-    libc::ENOTTY,
-    libc::E2BIG,
-    libc::EOVERFLOW,
-    libc::ENOMEM,
-    libc::EAGAIN,
-    libc::EBUSY,
-    libc::ETIMEDOUT,
-    libc::ECONNREFUSED,
-    libc::ECONNRESET,
-    libc::ECONNABORTED,
-    libc::ENOTCONN,
-    libc::EKEYREVOKED,
-    libc::EPERM,
-    libc::EACCES,
-    libc::EINTR,
-    libc::ENODEV,
-    libc::ENXIO,
-    libc::EADDRINUSE,
-    libc::EADDRNOTAVAIL,
-    libc::EHOSTUNREACH,
-    libc::ENETUNREACH,
-    libc::ERANGE,
-    libc::EPROTO,
-    libc::ECANCELED,
-    libc::EAFNOSUPPORT,
-    libc::EPROTONOSUPPORT,
-    libc::EMFILE,
-    libc::ENFILE,
-    libc::ENOSPC,
-    libc::EIO,
-    // io_uring commands on a file without ->uring_cmd (not /dev/rrdma),
-    // or on an IOPOLL ring (6.12).
-    libc::EOPNOTSUPP,
-];
-
 struct Fuzz {
     addrs: Vec<[u8; 4]>,
     /// An open file that is not `/dev/rrdma` (`/dev/null`).
@@ -171,6 +148,10 @@ struct Fuzz {
     /// (call, errno or 0) -> count.
     results: Mutex<BTreeMap<(&'static str, i32), u64>>,
     findings: Mutex<Vec<String>>,
+    /// Operations posted and their completions.
+    track: track::Tracker,
+    /// Slot and file numbers (0 is the foreign file).
+    ids: AtomicU64,
     ops: AtomicU64,
     stop: AtomicBool,
     /// Worker threads still running.
@@ -190,23 +171,77 @@ fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
+/// A system call's return value and its errno, read at once (a lock
+/// taken before the result is noted may overwrite errno).
+fn sys(ret: i64) -> (i64, i32) {
+    (ret, if ret < 0 { errno() } else { 0 })
+}
+
 impl Fuzz {
-    /// Records the result of `call`: `ret` < 0 means failed with `errno()`.
-    fn note(&self, call: &'static str, ret: i64) -> bool {
-        self.note_errno(call, if ret < 0 { errno() } else { 0 })
+    /// Records the result `r` (from [`sys`]) of `call` on `target`.
+    fn note(&self, call: &'static str, target: Target, r: (i64, i32)) -> bool {
+        self.note_errno(call, call, target, r.1)
     }
 
-    /// Records the result of `call`: failed with `e`, or succeeded (0).
-    fn note_errno(&self, call: &'static str, e: i32) -> bool {
+    /// Records the result of `call` on `target`: failed with `e`, or
+    /// succeeded (0); `e` must be in the table of `check`.
+    fn note_errno(&self, call: &'static str, check: &str, target: Target, e: i32) -> bool {
         self.ops.fetch_add(1, Ordering::Relaxed);
         *self.results.lock().unwrap().entry((call, e)).or_default() += 1;
-        if e != 0 && !ALLOWED.contains(&e) {
-            self.findings
-                .lock()
-                .unwrap()
-                .push(format!("{call}: undocumented errno {e}"));
+        if e != 0 && !errnos::documented(check, target, e) {
+            let as_ = if check == call {
+                String::new()
+            } else {
+                format!(" (as {check})")
+            };
+            self.findings.lock().unwrap().push(format!(
+                "{call}{as_}: undocumented errno {e} {}",
+                target.what()
+            ));
         }
         e == 0
+    }
+
+    /// What the descriptor `fd` names now, if the run knows it.
+    fn named(&self, fd: i32) -> Option<FdInfo> {
+        if fd == self.foreign {
+            let file = FdInfo {
+                slot: 0,
+                file: 0,
+                rrdma: false,
+            };
+            return Some(file);
+        }
+        self.pool.lock().unwrap().files.get(&fd).copied()
+    }
+
+    /// What a call on `fd` just went to, `before` being what `fd` named
+    /// before it: unknown if that changed meanwhile.
+    fn target(&self, fd: i32, before: Option<FdInfo>) -> Target {
+        if fd < 0 {
+            return Target::Closed;
+        }
+        match (before, self.named(fd)) {
+            (Some(b), Some(a)) if a == b && b.rrdma => Target::Rrdma(b.file),
+            (Some(b), Some(a)) if a == b => Target::Foreign,
+            _ => Target::Unknown,
+        }
+    }
+
+    /// Lists `fd`, a new descriptor of `file` (None: a new file of
+    /// `/dev/rrdma`).
+    fn add_fd(&self, p: &mut Pool, fd: i32, file: Option<FdInfo>) {
+        let slot = self.ids.fetch_add(1, Ordering::Relaxed);
+        let info = match file {
+            Some(f) => FdInfo { slot, ..f },
+            None => FdInfo {
+                slot,
+                file: slot,
+                rrdma: true,
+            },
+        };
+        p.fds.push(fd);
+        p.files.insert(fd, info);
     }
 
     /// Records `handle`, which a call on the file `fd` returned, among the
@@ -221,10 +256,25 @@ impl Fuzz {
     }
 
     fn ioctl(&self, call: &'static str, fd: i32, cmd: u32, arg: u64) -> bool {
+        self.ioctl_ret(call, fd, cmd, arg).1 >= 0
+    }
+
+    /// An ioctl: what it went to and what it returned. A `raw` command
+    /// number is checked against the table of the command it names.
+    fn ioctl_ret(&self, call: &'static str, fd: i32, cmd: u32, arg: u64) -> (Target, i64) {
+        let before = self.named(fd);
         // SAFETY: `arg` is a buffer of at least the command's size that the
         // caller lets the kernel write, or an address the kernel must refuse.
-        let ret = unsafe { libc::ioctl(fd, cmd as _, arg as libc::c_ulong) };
-        self.note(call, i64::from(ret))
+        let r = sys(i64::from(unsafe {
+            libc::ioctl(fd, cmd as _, arg as libc::c_ulong)
+        }));
+        let target = self.target(fd, before);
+        let check = match call {
+            "raw" => errnos::command(cmd).unwrap_or("raw"),
+            _ => call,
+        };
+        self.note_errno(call, check, target, r.1);
+        (target, r.0)
     }
 
     /// An ioctl whose argument is `bytes` (written back into it), or, now and
@@ -237,6 +287,18 @@ impl Fuzz {
         cmd: u32,
         bytes: &mut [u8],
     ) -> bool {
+        self.ioctl_arg_ret(r, call, fd, cmd, bytes).1 >= 0
+    }
+
+    /// [`Fuzz::ioctl_arg`], returning what it went to and returned.
+    fn ioctl_arg_ret(
+        &self,
+        r: &mut Rng,
+        call: &'static str,
+        fd: i32,
+        cmd: u32,
+        bytes: &mut [u8],
+    ) -> (Target, i64) {
         let arg = match r.below(40) {
             0 => 0,
             1 => self.bad.none,
@@ -244,7 +306,7 @@ impl Fuzz {
             3 => 0xffff_ffff_ffff_f000,
             _ => bytes.as_mut_ptr() as u64,
         };
-        self.ioctl(call, fd, cmd, arg)
+        self.ioctl_ret(call, fd, cmd, arg)
     }
 
     fn fd(&self, r: &mut Rng) -> i32 {
@@ -357,49 +419,6 @@ impl Fuzz {
     }
 }
 
-/// Reports a thread stuck in one call for [`HANG`]: what it was doing and
-/// its kernel stack, on the console (the process may never exit if the
-/// thread sleeps uninterruptibly), then ends the process.
-fn watchdog(f: &Fuzz) {
-    while f.running.load(Ordering::Acquire) > 0 {
-        std::thread::sleep(Duration::from_secs(1));
-        if f.doing.iter().all(|d| d.lock().unwrap().1.elapsed() < HANG) {
-            continue;
-        }
-        let mut report = String::new();
-        for (i, d) in f.doing.iter().enumerate() {
-            let (what, since) = *d.lock().unwrap();
-            report.push_str(&format!(
-                "rrdma-fuzz: thread {i}: {what} for {} s\n",
-                since.elapsed().as_secs()
-            ));
-        }
-        if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
-            for t in tasks.flatten() {
-                let path = t.path();
-                let stack = std::fs::read_to_string(path.join("stack")).unwrap_or_default();
-                let wchan = std::fs::read_to_string(path.join("wchan")).unwrap_or_default();
-                report.push_str(&format!(
-                    "rrdma-fuzz: task {}: wchan {wchan}\n{stack}",
-                    t.file_name().to_string_lossy()
-                ));
-            }
-        }
-        if let Ok(mut c) = std::fs::OpenOptions::new().write(true).open("/dev/console") {
-            use std::io::Write;
-            let _ = c.write_all(report.as_bytes());
-        }
-        println!(
-            "not ok 1 - fuzz: a call hung # {}",
-            report.lines().next().unwrap_or("")
-        );
-        print!("{report}");
-        use std::io::Write;
-        let _ = std::io::stdout().flush();
-        std::process::exit(1);
-    }
-}
-
 fn map_page(prot: i32) -> u64 {
     crate::map_anon(4096, prot)
 }
@@ -427,6 +446,8 @@ pub(crate) fn run(t: &mut Tap, seed: u64, secs: u64, threads: u32, addrs: &[Stri
         },
         results: Mutex::new(BTreeMap::new()),
         findings: Mutex::new(Vec::new()),
+        track: track::Tracker::new(),
+        ids: AtomicU64::new(1),
         ops: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         running: AtomicU64::new(u64::from(threads)),
@@ -456,9 +477,11 @@ pub(crate) fn run(t: &mut Tap, seed: u64, secs: u64, threads: u32, addrs: &[Stri
             });
         }
         let f = &f;
-        s.spawn(move || watchdog(f));
+        s.spawn(move || report::watchdog(f));
     });
     let elapsed = start.elapsed();
+    // What is still in flight on open files must complete.
+    let drained = f.drain();
     // Everything goes: mappings, then files (their objects die with them).
     let p = std::mem::take(&mut *f.pool.lock().unwrap());
     for (addr, len, _) in p.maps {
@@ -469,54 +492,5 @@ pub(crate) fn run(t: &mut Tap, seed: u64, secs: u64, threads: u32, addrs: &[Stri
         // SAFETY: a descriptor of ours; no thread runs any more.
         unsafe { libc::close(fd) };
     }
-    let ops = f.ops.load(Ordering::Relaxed);
-    println!(
-        "# fuzz: {ops} calls in {:.1} s ({:.0}/s)",
-        elapsed.as_secs_f64(),
-        ops as f64 / elapsed.as_secs_f64().max(0.001)
-    );
-    let results = f.results.into_inner().unwrap();
-    let mut line = String::new();
-    let mut last = "";
-    for ((call, e), n) in &results {
-        if *call != last {
-            if !line.is_empty() {
-                println!("# {line}");
-            }
-            line = format!("{call}:");
-            last = call;
-        }
-        let what = if *e == 0 {
-            "ok".to_string()
-        } else {
-            format!("e{e}")
-        };
-        line.push_str(&format!(" {what}={n}"));
-    }
-    if !line.is_empty() {
-        println!("# {line}");
-    }
-    let findings = f.findings.into_inner().unwrap();
-    t.check(
-        &format!("fuzz seed {seed}: every call returns success or a documented errno"),
-        match findings.first() {
-            None => Ok(()),
-            Some(first) => Err(format!("{} findings, first: {first}", findings.len())),
-        },
-    );
-    // How deep the random calls got (the set-up's calls included).
-    let deep = [
-        "CONNECT", "ACCEPT", "EXPORT", "IMPORT", "SUBMIT", "RW_SYNC", "mmap",
-    ]
-    .iter()
-    .map(|c| {
-        let n: u64 = results
-            .iter()
-            .filter(|((call, e), _)| call == c && *e == 0)
-            .map(|(_, n)| n)
-            .sum();
-        format!("{c} {n}")
-    })
-    .collect::<Vec<_>>();
-    println!("# fuzz: successful deep calls: {}", deep.join(", "));
+    report::report(f, t, seed, elapsed, drained);
 }

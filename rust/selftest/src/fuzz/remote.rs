@@ -4,6 +4,7 @@
 //! EXPORT, UNEXPORT, IMPORT, the handle releases, SUBMIT, RW_SYNC and
 //! io_uring commands.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use rrdma::abi::ioctl::{ioc, IOC_READ, IOC_WRITE};
@@ -11,7 +12,8 @@ use rrdma::abi::uapi::{
     self, Accept, Connect, Export, HandleArg, Import, Listen, Op, Submit, Unexport, IOCTL_MAGIC,
 };
 
-use super::{Fuzz, Pool, Rng, MAX_REGIONS};
+use super::track::{check_record, NO_RECORD};
+use super::{Fuzz, Pool, Rng, Target, MAX_REGIONS};
 
 impl Fuzz {
     pub(super) fn listen(&self, r: &mut Rng) {
@@ -243,11 +245,12 @@ impl Fuzz {
         }
     }
 
-    /// One block operation: an import and a region of the file, mostly.
     /// One block operation on the file `fd`: `clean`, one that should
     /// succeed (an import and a region of the file with the same block
-    /// size, in range); otherwise any field may be wrong.
-    pub(super) fn op(&self, r: &mut Rng, fd: i32, clean: bool) -> Op {
+    /// size, in range); otherwise any field may be wrong. Its user_data is
+    /// its own; with it, the bytes it moves if it succeeds, when known
+    /// (its remote is the import drawn, whose block size the run knows).
+    pub(super) fn op(&self, r: &mut Rng, fd: i32, clean: bool) -> (Op, Option<u64>) {
         let pair = {
             let p = self.pool.lock().unwrap();
             let imp = p
@@ -275,7 +278,12 @@ impl Fuzz {
             region = import.and_then(|i| self.region_for(fd, i.2, 16));
         }
         let mut o = Op::zeroed();
-        o.user_data = r.next();
+        o.user_data = self.track.user_data();
+        let bytes = |o: &Op| {
+            import
+                .filter(|i| i.0 == o.remote)
+                .map(|i| u64::from(o.count) * u64::from(i.2))
+        };
         let rn = import.map_or(1, |x| x.1);
         let ln = region.map_or(1, |x| x.1.max(1));
         if clean {
@@ -290,7 +298,7 @@ impl Fuzz {
             o.local_block = r.below(ln);
             let room = (rn - o.remote_block).min(ln - o.local_block).min(16);
             o.count = 1 + r.below(room) as u32;
-            return o;
+            return (o, bytes(&o));
         }
         o.opcode = match r.below(10) {
             0 => r.next() as u32,
@@ -308,13 +316,14 @@ impl Fuzz {
         };
         o.flags = Self::flags(r);
         o.reserved = Self::flags(r);
-        o
+        (o, bytes(&o))
     }
 
     /// Up to 8 operations (clean or garbage, now and then another
     /// `cmd_op`) as io_uring commands on `fd`; the ring is closed at once
-    /// (operations in flight) or after their CQEs, each of which must be
-    /// the bytes moved or a documented errno.
+    /// (operations in flight) or after their CQEs: one per command the
+    /// ring took, with its user_data, each the bytes moved or an errno
+    /// documented for io_uring.
     fn uring(&self, r: &mut Rng, fd: i32) {
         use io_uring::{cqueue, opcode, squeue, types, IoUring};
         let Ok(mut ring) = IoUring::<squeue::Entry128, cqueue::Entry>::builder().build(8) else {
@@ -322,9 +331,13 @@ impl Fuzz {
         };
         let n = 1 + r.below(8) as usize;
         let clean = r.chance(50);
-        for i in 0..n {
+        // user_data of each SQE -> the bytes its operation moves, if known.
+        let mut issued = BTreeMap::new();
+        for _ in 0..n {
+            let (mut op, bytes) = self.op(r, fd, clean);
+            op.user_data |= NO_RECORD;
             let mut cmd = [0u8; 80];
-            cmd[..Op::SIZE].copy_from_slice(&self.op(r, fd, clean).encode());
+            cmd[..Op::SIZE].copy_from_slice(&op.encode());
             if r.chance(5) {
                 cmd[Op::SIZE..].fill(r.next() as u8);
             }
@@ -333,30 +346,63 @@ impl Fuzz {
             } else {
                 uapi::URING_CMD_OP
             };
+            let user_data = self.track.user_data() | NO_RECORD;
             let sqe = opcode::UringCmd80::new(types::Fd(fd), cmd_op)
                 .cmd(cmd)
                 .build()
-                .user_data(i as u64);
+                .user_data(user_data);
             // SAFETY: the SQE refers to no user memory.
             if unsafe { ring.submission().push(&sqe) }.is_err() {
                 break;
             }
+            issued.insert(user_data, bytes.filter(|_| cmd_op == uapi::URING_CMD_OP));
         }
         let wait = !r.chance(30);
-        let _ = ring.submit();
+        let before = self.named(fd);
+        let mut taken = ring.submit().unwrap_or(0);
         let start = Instant::now();
-        let mut seen = 0;
+        let mut cqes = Vec::new();
+        let mut once = Vec::new();
         let ts = types::Timespec::from(Duration::from_millis(200));
         let args = types::SubmitArgs::new().timespec(&ts);
-        while wait && seen < n && start.elapsed() < Duration::from_secs(5) {
-            let _ = ring.submitter().submit_with_args(1, &args);
+        // Well within the watchdog's 30 s: a command that takes longer
+        // never completes.
+        while wait && cqes.len() < taken && start.elapsed() < Duration::from_secs(20) {
+            taken += ring.submitter().submit_with_args(1, &args).unwrap_or(0);
             for c in ring.completion() {
-                seen += 1;
-                let res = c.result();
-                let e = if res < 0 { -res } else { 0 };
-                self.note_errno("io_uring", e);
+                match issued.remove(&c.user_data()) {
+                    Some(bytes) => cqes.push((c.result(), bytes)),
+                    None => once.push(format!(
+                        "io_uring: a CQE for user_data {:#x}, unknown or seen",
+                        c.user_data()
+                    )),
+                }
             }
         }
+        let target = self.target(fd, before);
+        if wait && cqes.len() < taken {
+            once.push(format!(
+                "io_uring: {} of {taken} commands on {target:?} without a CQE after 20 s",
+                taken - cqes.len()
+            ));
+        }
+        for &(res, bytes) in &cqes {
+            self.note_errno(
+                "io_uring",
+                "io_uring",
+                target,
+                if res < 0 { -res } else { 0 },
+            );
+            let bytes = bytes.filter(|_| matches!(target, Target::Rrdma(_)));
+            if res >= 0 {
+                if let Err(e) = check_record(0, res as u64, bytes) {
+                    self.track.bad_record(format!("io_uring CQE: {e}"));
+                }
+            }
+        }
+        let unwaited = if wait { 0 } else { taken };
+        self.track
+            .uring(taken as u64, cqes.len() as u64, unwaited as u64, once);
         // Dropped here: closed with whatever is still in flight.
     }
 
@@ -372,7 +418,9 @@ impl Fuzz {
         };
         if r.chance(25) {
             let clean = r.chance(50);
-            let mut b = self.op(r, fd, clean).encode();
+            let mut op = self.op(r, fd, clean).0;
+            op.user_data |= NO_RECORD;
+            let mut b = op.encode();
             self.ioctl_arg(r, "RW_SYNC", fd, uapi::IOCTL_RW_SYNC, &mut b);
             return;
         }
@@ -391,8 +439,12 @@ impl Fuzz {
         let stride = (op_size as usize).max(1);
         let mut ops = vec![0u8; stride * (n.min(64) as usize) + Op::SIZE];
         let clean = r.chance(50);
+        // (user_data, opcode, bytes) of each operation in the array.
+        let mut built = Vec::new();
         for i in 0..n.min(64) as usize {
-            let e = self.op(r, fd, clean).encode();
+            let (op, bytes) = self.op(r, fd, clean);
+            built.push((op.user_data, op.opcode, bytes));
+            let e = op.encode();
             let k = e.len().min(stride);
             ops[i * stride..i * stride + k].copy_from_slice(&e[..k]);
         }
@@ -412,6 +464,24 @@ impl Fuzz {
         a.op_size = op_size;
         a.flags = Self::flags(r);
         let mut b = a.encode();
-        self.ioctl_arg(r, "SUBMIT", fd, uapi::IOCTL_SUBMIT, &mut b);
+        let (target, posted) = self.ioctl_arg_ret(r, "SUBMIT", fd, uapi::IOCTL_SUBMIT, &mut b);
+        self.posted(target, posted, &built);
+    }
+
+    /// SUBMIT of `built` on `target` returned `posted`: the first
+    /// `posted` operations are in flight (rrdma.h SUBMIT: "a prefix is
+    /// posted").
+    pub(super) fn posted(&self, target: Target, posted: i64, built: &[(u64, u32, Option<u64>)]) {
+        if posted <= 0 {
+            return;
+        }
+        if posted as usize > built.len() {
+            self.findings.lock().unwrap().push(format!(
+                "SUBMIT: posted {posted} of {} operations",
+                built.len()
+            ));
+        }
+        self.track
+            .posted(target, &built[..built.len().min(posted as usize)]);
     }
 }

@@ -2,18 +2,21 @@
 
 //! The fuzzer's set-up, made in order before the random calls: a
 //! listening file with an exported region, and a client file connected to
-//! it that imports the export and moves data both ways.
+//! it that imports the export and moves data both ways, then posts a few
+//! operations whose completions the random reads (or the end's drain)
+//! collect.
 
-use rrdma::abi::uapi::{self, Connect, Export, Import, Listen, Op};
+use rrdma::abi::uapi::{self, Connect, Export, Import, Listen, Op, Submit};
 
-use super::{errno, Fuzz, PORT_BASE};
+use super::{errno, sys, Fuzz, Target, PORT_BASE};
 
 impl Fuzz {
     /// The set-up the random calls build on, made in order before they
     /// start: a listening file with an exported region, and a client file
     /// connected to it that imports the export, has a region of the same
-    /// block size and completes one READ and one WRITE. Both files are
-    /// pinned. Returns what failed.
+    /// block size and completes one READ and one WRITE, then SUBMITs 8
+    /// more without reading their completions. Both files are pinned.
+    /// Returns what failed.
     pub(super) fn setup(&self) -> Result<(), String> {
         let open = || {
             // SAFETY: a NUL-terminated path.
@@ -23,7 +26,7 @@ impl Fuzz {
                     libc::O_RDWR | libc::O_CLOEXEC | libc::O_NONBLOCK,
                 )
             };
-            if self.note("open", i64::from(fd)) {
+            if self.note("open", Target::NoFd, sys(i64::from(fd))) {
                 Ok(fd)
             } else {
                 Err(format!("open: errno {}", errno()))
@@ -40,7 +43,8 @@ impl Fuzz {
         let (l, c) = (open()?, open()?);
         {
             let mut p = self.pool.lock().unwrap();
-            p.fds.extend([l, c]);
+            self.add_fd(&mut p, l, None);
+            self.add_fd(&mut p, c, None);
             p.pinned.extend([l, c]);
         }
         let mut regions = Vec::new();
@@ -96,6 +100,30 @@ impl Fuzz {
             op.count = 4;
             let mut b = op.encode();
             call("RW_SYNC", c, uapi::IOCTL_RW_SYNC, &mut b)?;
+        }
+        let mut ops = Vec::new();
+        let mut built = Vec::new();
+        for i in 0..8u32 {
+            let mut op = Op::zeroed();
+            op.opcode = [uapi::OP_WRITE, uapi::OP_READ][i as usize % 2];
+            op.remote = o.handle;
+            op.local = regions[1];
+            op.remote_block = u64::from(i);
+            op.local_block = u64::from(i);
+            op.count = 1;
+            op.user_data = self.track.user_data();
+            built.push((op.user_data, op.opcode, Some(u64::from(o.block_size))));
+            ops.extend_from_slice(&op.encode());
+        }
+        let mut a = Submit::zeroed();
+        a.ops = ops.as_ptr() as u64;
+        a.count = 8;
+        a.op_size = Op::SIZE as u32;
+        let mut b = a.encode();
+        let (target, n) = self.ioctl_ret("SUBMIT", c, uapi::IOCTL_SUBMIT, b.as_mut_ptr() as u64);
+        self.posted(target, n, &built);
+        if n != 8 {
+            return Err(format!("SUBMIT: {n} of 8 posted, errno {}", errno()));
         }
         Ok(())
     }
