@@ -69,7 +69,9 @@ pub(crate) fn fnv(data: &[u8]) -> u64 {
 }
 
 pub(crate) fn pattern(buf: &mut [u8], seed: u64) {
-    let mut x = seed | 1;
+    // Mixed first: xorshift needs a non-zero state, and `seed | 1` alone
+    // gave seeds 2k and 2k + 1 the same bytes.
+    let mut x = (seed ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1;
     for b in buf.iter_mut() {
         x ^= x << 13;
         x ^= x >> 7;
@@ -1215,4 +1217,19 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
             Err(format!("{counts:?}"))
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pattern;
+
+    #[test]
+    fn neighbouring_seeds_give_different_patterns() {
+        let mut seen = std::collections::HashSet::new();
+        for seed in 0..256u64 {
+            let mut b = [0u8; 16];
+            pattern(&mut b, seed);
+            assert!(seen.insert(b), "seed {seed} repeats a pattern");
+        }
+    }
 }
