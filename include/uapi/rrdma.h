@@ -237,7 +237,8 @@ struct rrdma_listen {
  * @listener:	in: the listener's handle
  * @flags:	in: must be zero
  * @timeout_ms:	in: how long to wait for a connection; 0 does not wait
- *		(EAGAIN), ~0U waits until a signal
+ *		(EAGAIN), ~0U waits until a signal; EINVAL once the listener
+ *		is closed (UNLISTEN, or its device gone), also during the wait
  * @handle:	out: the connection's handle
  * @peer:	out: the peer's address
  */
