@@ -14,9 +14,9 @@
 //!
 //! An entry's in-flight count (`Uses`) is atomic and shared with the
 //! operations on it, which end where their completions are handled
-//! (softirq, `data.rs`) without the connection's lock: a count that drops
+//! (softirq, `data/complete.rs`) without the connection's lock: a count that drops
 //! to zero while a revoke's acknowledgement or the entry's removal waits
-//! for it asks the connection's follow-up work to act (`data.rs`,
+//! for it asks the connection's follow-up work to act (`data/followups.rs`,
 //! `Followups`).
 //!
 //! The entry holds the peer's keys, so that a reconnect (`reconnect.rs`)

@@ -12,8 +12,8 @@
 //! - `grants.rs`: the exporter side (registrations granted to the peer,
 //!   revocation);
 //! - `imports.rs`: the importer side (imports, revocations received);
-//! - `data.rs`: block operations (posting, operation slots, completions),
-//!   one data path per queue pair;
+//! - `data/`: block operations (posting, operation slots, fences,
+//!   completions), one data path per queue pair, one concern a file;
 //! - `lanes.rs`: data lanes (their handshake, events and failures);
 //! - `keepalive.rs`: pings, and the end of a connection whose peer went
 //!   silent;
@@ -28,7 +28,7 @@
 //! callbacks (the queue pair is destroyed before the id); each queued run
 //! of the timer holds one (`timer.rs`), and so do the queued teardown,
 //! restore and unplug works and an io_uring submission's plug callback
-//! (`data.rs`); the file's registry, handles, imports and operations in
+//! (`data/fence.rs`); the file's registry, handles, imports and operations in
 //! flight hold the others.
 //!
 //! Teardown: every end of a connection (user close, peer disconnect, a
@@ -57,7 +57,7 @@
 //!   queue pair's spinlock (posting, control sends).
 //! - A path's lock and `Shared::ring` are softirq-safe spinlocks
 //!   (`compat::BhLock`): an operation's completion takes its path's lock
-//!   alone (`data.rs`), and reports under it to `Shared::ring` (a batch
+//!   alone (`data/complete.rs`), and reports under it to `Shared::ring` (a batch
 //!   fence's writes), a synchronous operation's `SyncWait::status` (a
 //!   leaf, softirq-safe too) or io_uring (task work, or the CQE an IOPOLL
 //!   poller posts, under io_uring's lock it holds already). Nothing sleeps
@@ -270,13 +270,14 @@ pub(crate) struct Conn {
     #[pin]
     restore_work: Work<Conn, 1>,
     /// Posts the open group's fence for an io_uring submission whose plug
-    /// closed where nothing may sleep (`data.rs`).
+    /// closed where nothing may sleep (`data/fence.rs`).
     #[pin]
     unplug_work: Work<Conn, 2>,
-    /// Each path's data state under its own lock (`data.rs`): what posting
+    /// Each path's data state under its own lock (`data/path.rs`): what posting
     /// (under `inner` too) and completions (alone) touch.
     path_data: KVec<Pin<KBox<data::PathLock>>>,
-    /// What completions handled without `inner` leave for it (`data.rs`).
+    /// What completions handled without `inner` leave for it
+    /// (`data/followups.rs`).
     followups: data::Followups,
     /// Runs [`Self::followups`].
     #[pin]

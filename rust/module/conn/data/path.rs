@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A connection's paths: path 0 is its own queue pair, the others its data
+//! lanes. Each has its data state ([`PathData`]: slots, work-request
+//! scratch, registration cache) under a softirq-safe lock of its own; the
+//! path an operation takes; a path's reset for a new queue pair, its sinks'
+//! allocation at its first operation, and its teardown.
+
+use super::*;
+
+/// A path of a connection: path 0 is the connection's own queue pair,
+/// the others are its data lanes (`lanes.rs`), under the connection's
+/// lock. Its data state is under a lock of its own ([`PathData`]).
+pub(in crate::conn) struct Path {
+    /// A lane's id with its queue pair (`None` for path 0, whose are the
+    /// connection's, and for a lane being torn down).
+    pub(in crate::conn) lane: Option<CmId<Conn>>,
+    /// A lane's connection is established: operations may use it (path
+    /// 0 goes with its connection's state).
+    pub(in crate::conn) up: bool,
+    /// A lane's failure is its connection's: accepted (passive side) or
+    /// established (active side).
+    pub(in crate::conn) joined: bool,
+}
+
+impl Path {
+    /// A path without a queue pair yet.
+    pub(in crate::conn) fn new() -> Self {
+        Self {
+            lane: None,
+            up: false,
+            joined: false,
+        }
+    }
+}
+
+/// The data state of one path: its operation slots, work-request scratch
+/// and local registrations. A registration's work request orders only the
+/// requests of its own queue pair after it, so a registration made on one
+/// path is not used on another. Under the path's lock ([`PathLock`]),
+/// which posting takes under the connection's and a completion alone.
+pub(in crate::conn) struct PathData {
+    pub(super) slots: Slots,
+    /// Where an operation's work requests are built, under the path's
+    /// lock (room for [`WRS_MAX`]: posting allocates nothing).
+    pub(super) wr_scratch: ffi::WrScratch,
+    pub(super) local: LocalRegs,
+}
+
+impl PathData {
+    pub(super) fn new() -> Result<KBox<Self>> {
+        Ok(KBox::new(
+            Self {
+                slots: Slots::new()?,
+                wr_scratch: ffi::WrScratch::new(WRS_MAX)?,
+                local: LocalRegs::new(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+}
+
+/// The lock of a path's data state (softirq-safe: completions take it where
+/// the send CQ is polled); `None` until the path's first queue pair and
+/// after the teardown dropped a lane's.
+pub(in crate::conn) type PathLock = BhLock<Option<KBox<PathData>>>;
+
+/// The locks of a connection's paths, one for each queue pair it may have
+/// ([`wire::QPS_MAX`]), path 0's with its data state.
+pub(in crate::conn) fn path_locks() -> Result<KVec<Pin<KBox<PathLock>>>> {
+    let n = usize::from(wire::QPS_MAX);
+    let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+    for p in 0..n {
+        let d = if p == 0 { Some(PathData::new()?) } else { None };
+        v.push(
+            KBox::pin_init(new_bh_lock!(d, "Conn::paths"), GFP_KERNEL)?,
+            GFP_KERNEL,
+        )?;
+    }
+    Ok(v)
+}
+
+impl crate::conn::Inner {
+    /// The path an operation submitted now takes: the submitting CPU's,
+    /// if that lane is up, else the connection's own queue pair.
+    pub(in crate::conn) fn pick_path(&self) -> usize {
+        let n = self.paths.len();
+        if n <= 1 {
+            return 0;
+        }
+        let p = ffi::this_cpu() as usize % n;
+        if self.paths.get(p).is_some_and(|x| x.up) {
+            p
+        } else {
+            0
+        }
+    }
+}
+
+/// Path `p`'s queue pair: the connection's own (`conn_id`'s) for path 0,
+/// else its lane's (`lane`).
+pub(super) fn path_qp<'a>(
+    p: usize,
+    conn_id: &'a Option<CmId<Conn>>,
+    lane: &'a Option<CmId<Conn>>,
+) -> Option<&'a crate::verbs::Qp> {
+    let id = if p == 0 { conn_id } else { lane };
+    id.as_ref().and_then(|id| id.qp())
+}
+
+impl Conn {
+    /// Path `p`'s lock (`None` past [`wire::QPS_MAX`]).
+    pub(super) fn path(&self, p: usize) -> Option<&PathLock> {
+        self.path_data.get(p).map(|l| &**l)
+    }
+
+    /// Gives path `p` a new queue pair's `depth` operation entries,
+    /// `sinks` READ sinks and `fences` fence sinks (none: 0), allocating
+    /// its data state at its first queue pair (under the connection's
+    /// lock, which keeps paths from being set up twice at once); a path
+    /// without one that loses its queue pair (`depth` 0) gets none.
+    pub(in crate::conn) fn reset_path(
+        &self,
+        p: usize,
+        depth: u32,
+        sinks: u32,
+        fences: u32,
+    ) -> Result<(), Errno> {
+        let lock = self.path(p).ok_or(ENOTCONN)?;
+        if depth > 0 && lock.lock().is_none() {
+            let d = PathData::new().map_err(|_| ENOMEM)?;
+            let spare = lock.lock().replace(d);
+            drop(spare);
+        }
+        if let Some(d) = lock.lock().as_deref_mut() {
+            d.slots.reset(depth, sinks, fences);
+        }
+        Ok(())
+    }
+
+    /// The work requests one operation may take on path `p` (0 without a
+    /// queue pair).
+    pub(in crate::conn) fn op_budget(&self, p: usize) -> u32 {
+        self.path(p)
+            .and_then(|l| l.lock().as_ref().map(|d| d.slots.op_budget()))
+            .unwrap_or(0)
+    }
+
+    /// Allocates path `p`'s READ and fence sinks (iWARP) unless they are,
+    /// at its queue pair's first operation: outside the lock (`g` is
+    /// released and taken again), under a poll reference that the queue
+    /// pair's teardown waits for. `ENOMEM` when the device's registrations
+    /// are all taken. A queue pair that replaced this one meanwhile (a
+    /// reconnect) gets its own at its first operation.
+    pub(super) fn ready_sinks<'g>(&'g self, g: &mut InnerGuard<'g>, p: usize) -> Result<(), Errno> {
+        let lock = self.path(p).ok_or(ENOTCONN)?;
+        let alloc = {
+            let inner = g.get_or_insert_with(|| self.inner.lock());
+            if lock.lock().as_ref().ok_or(ENOTCONN)?.slots.sinks_ready {
+                return Ok(());
+            }
+            let Some(x) = inner.paths.get(p) else {
+                return Err(ENOTCONN);
+            };
+            let Some(qp) = path_qp(p, &inner.id, &x.lane) else {
+                return Err(ENOTCONN);
+            };
+            qp.sink_alloc()
+        };
+        *g = None;
+        // The poll reference goes before the lock is taken again.
+        alloc.run()?;
+        let inner = g.get_or_insert_with(|| self.inner.lock());
+        let ready = inner
+            .paths
+            .get(p)
+            .and_then(|x| path_qp(p, &inner.id, &x.lane))
+            .is_some_and(|q| q.has_sinks());
+        if ready {
+            if let Some(d) = lock.lock().as_deref_mut() {
+                // Two first operations of a path may both get here; the
+                // one that finds the lists not yet ready fills and counts
+                // them.
+                if !d.slots.sinks_ready {
+                    d.slots.fill_sinks();
+                    self.shared.work.sink_alloc();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every path's registrations, and the lanes' paths, one path at
+    /// a time outside the locks (the teardown, once every queue pair is
+    /// destroyed and every operation completed).
+    pub(in crate::conn) fn drop_paths(&self) {
+        loop {
+            let (local, lane, data) = {
+                let mut g = self.inner.lock();
+                let n = g.paths.len();
+                if n > 1 {
+                    let data = self.path(n - 1).and_then(|l| l.lock().take());
+                    (None, crate::compat::vec_pop(&mut g.paths), data)
+                } else {
+                    let local = self.path(0).and_then(|l| {
+                        l.lock()
+                            .as_deref_mut()
+                            .map(|d| core::mem::replace(&mut d.local, LocalRegs::new()))
+                    });
+                    (local, None, None)
+                }
+            };
+            let done = local.is_some() || lane.is_none();
+            drop(data);
+            drop(lane);
+            drop(local);
+            if done {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What an operation needs, found under the locks before anything is
+//! allocated ([`Plan`]), and what an operation that is the first to touch a
+//! chunk allocates outside them ([`Prep`]).
+
+use super::*;
+
+/// What an operation needs, as seen under the lock before allocating.
+pub(super) struct Plan {
+    pub(super) lshift: u32,
+    /// First local chunk the operation touches.
+    pub(super) first: u64,
+    /// Local chunks touched.
+    pub(super) nchunks: usize,
+    /// Bit `i`: chunk `first + i` has no registration yet.
+    pub(super) missing: [u64; CHUNKS_MAX / 64],
+    pub(super) nmissing: u64,
+    pub(super) have_reg: bool,
+    /// Work requests the operation needs.
+    pub(super) wrs: u32,
+    /// READ sinks it needs (iWARP).
+    pub(super) sinks: u32,
+    /// Whether it ends with a fence (a write on iWARP), which needs a
+    /// fence sink.
+    pub(super) fence: bool,
+    /// A write on iWARP that leaves its fence to its batch's.
+    pub(super) unfenced: bool,
+    pub(super) iwarp: bool,
+}
+
+impl Plan {
+    pub(super) fn is_missing(&self, i: usize) -> bool {
+        self.missing[i / 64] & (1 << (i % 64)) != 0
+    }
+}
+
+impl Plan {
+    /// Checks an operation against the connection (under its lock) and
+    /// its path's data state `path` (under the path's), and plans what it
+    /// needs.
+    pub(super) fn new(
+        g: &crate::conn::Inner,
+        path: &PathData,
+        import: &Import,
+        region: &Arc<Region>,
+        c: &Checked,
+        batched: bool,
+    ) -> Result<Plan, Errno> {
+        if !g.state.is_connected() {
+            return Err(g.errno());
+        }
+        g.imports.check(import.entry())?;
+        let res = g.res.as_ref().ok_or(ENOTCONN)?;
+        let lshift = res.chunk_shift;
+        let first = c.local_off >> lshift;
+        let last = (c.local_off + c.len - 1) >> lshift;
+        let nchunks = (last - first + 1) as usize;
+        if nchunks > CHUNKS_MAX {
+            return Err(E2BIG);
+        }
+        let reg = path.local.tree.get(&key(region));
+        let mut missing = [0u64; CHUNKS_MAX / 64];
+        let mut nmissing = 0;
+        for i in 0..nchunks {
+            let c = (first + i as u64) as usize;
+            if reg.map_or(true, |r| r.chunks.get(c).is_none()) {
+                missing[i / 64] |= 1 << (i % 64);
+                nmissing += 1;
+            }
+        }
+        let nseg = ops::segments(c, lshift, import.chunk_shift).count() as u64;
+        // A write of a batch leaves its fence to the batch's (2 requests).
+        let unfenced = batched && c.dir == Dir::Write && res.iwarp;
+        let wrs = ops::op_wrs(c.dir, nseg, nmissing, res.iwarp) - if unfenced { 2 } else { 0 };
+        let sinks = ops::op_sinks(c.dir, nseg, res.iwarp);
+        if wrs > u64::from(path.slots.op_budget()) || sinks > u64::from(path.slots.sinks) {
+            // `check_op` refuses operations above the import's limit.
+            return Err(E2BIG);
+        }
+        Ok(Plan {
+            lshift,
+            first,
+            nchunks,
+            missing,
+            nmissing,
+            have_reg: reg.is_some(),
+            wrs: wrs as u32,
+            sinks: sinks as u32,
+            fence: c.dir == Dir::Write && res.iwarp && !unfenced,
+            unfenced,
+            iwarp: res.iwarp,
+        })
+    }
+
+    /// Whether it can be posted with what `prep` allocated.
+    pub(super) fn covered_by(&self, prep: &Prep, pd: &Arc<crate::verbs::Pd>) -> bool {
+        if self.nmissing == 0 && self.have_reg {
+            return true;
+        }
+        prep.pd.as_ref().is_some_and(|p| Arc::ptr_eq(p, pd))
+            && (self.have_reg || prep.node.is_some())
+            && (0..self.nchunks).filter(|&i| self.is_missing(i)).all(|i| {
+                prep.mrs
+                    .iter()
+                    .any(|m| m.0 == (self.first + i as u64) as usize)
+            })
+    }
+}
+
+/// What an operation that is the first to touch a chunk needs allocated
+/// outside the connection's lock: the missing registrations (with the
+/// index of their work request once built) and the region's cache entry.
+/// Registrations that end up unused are freed after the lock (`spare`).
+#[derive(Default)]
+pub(super) struct Prep {
+    pub(super) pd: Option<Arc<crate::verbs::Pd>>,
+    pub(super) mrs: KVec<(usize, Mr, u32)>,
+    pub(super) node: Option<(RBTreeNodeReservation<usize, LocalReg>, Chunks)>,
+    pub(super) spare: KVec<Mr>,
+}
+
+impl Prep {
+    pub(super) fn new(
+        plan: &Plan,
+        pd: Arc<crate::verbs::Pd>,
+        region: &Arc<Region>,
+    ) -> Result<Self, Errno> {
+        let mut mrs = KVec::new();
+        for i in (0..plan.nchunks).filter(|&i| plan.is_missing(i)) {
+            let chunk = plan.first + i as u64;
+            let mr = Mr::new(&pd, region, chunk, plan.lshift).map_err(|_| ENOMEM)?;
+            mrs.push((chunk as usize, mr, u32::MAX), GFP_KERNEL)
+                .map_err(|_| ENOMEM)?;
+        }
+        let node = if plan.have_reg {
+            None
+        } else {
+            Some((
+                RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| ENOMEM)?,
+                Chunks::new(region.geometry().bytes(), plan.lshift).map_err(|_| ENOMEM)?,
+            ))
+        };
+        let spare = KVec::with_capacity(mrs.len(), GFP_KERNEL).map_err(|_| ENOMEM)?;
+        Ok(Self {
+            pd: Some(pd),
+            mrs,
+            node,
+            spare,
+        })
+    }
+}
+
+/// How one attempt to post went.
+pub(super) enum Attempt {
+    Done(Posted),
+    /// It needs registrations allocated outside the lock first.
+    Prepare(Plan, Arc<crate::verbs::Pd>),
+    /// It needs the queue pair's sinks allocated outside the lock first
+    /// ([`Conn::ready_sinks`]).
+    Sinks,
+    /// The connection's cache changed under it: try again.
+    Again,
+    /// The queue pair refused the work requests: the connection fails
+    /// (outside the lock), and the operation, never posted whole, is
+    /// dropped after it.
+    Failed(Errno, Option<OpCtx>),
+}

@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A path's operation slots: each holds one operation in flight
+//! ([`OpCtx`]: where it reports, what it holds), with the send queue's room
+//! and the iWARP READ and fence sinks' free lists. Preallocated: posting
+//! and completing an operation never allocate.
+
+use super::*;
+
+/// An operation in flight.
+pub(super) struct OpCtx {
+    /// Its region's key in its path's registration cache (0: none, a
+    /// fence): the cache entry keeps the region and its registrations
+    /// while the operation is in flight, so that ending one never frees
+    /// them (which cannot be done in softirq).
+    pub(super) reg: usize,
+    /// The in-flight count of its import (a fence's: its last write's,
+    /// once posted).
+    pub(super) uses: Option<Arc<Uses>>,
+    pub(super) user_data: u64,
+    pub(super) opcode: u32,
+    pub(super) wrs: u32,
+    pub(super) bytes: u64,
+    pub(super) sync: Option<Arc<SyncWait>>,
+    /// The io_uring command it completes, if it came from one.
+    pub(super) uring: Option<ffi::UringCmd>,
+    /// The first of the READ and fence sinks it holds (iWARP), chained
+    /// through [`Slots::sink_next`]; [`NO_SINK`] if none. Free again once
+    /// it completes.
+    pub(super) sinks: u32,
+    /// A write posted unsignaled without its own fence: the id of its
+    /// batch's fence, whose completion completes it (a completion of its
+    /// own comes only with an error).
+    pub(super) batch: Option<u64>,
+    /// Whether its completion is a write fence's (a write with its own
+    /// fence, or a posted batch fence): one fewer in flight.
+    pub(super) fenced: bool,
+    /// What the operation is.
+    pub(super) kind: Kind,
+}
+
+/// The end of a chain of sinks.
+pub(super) const NO_SINK: u32 = u32::MAX;
+
+impl OpCtx {
+    /// The record of its end with `status`, for the file's ring.
+    pub(super) fn completion(&self, status: i32) -> Completion {
+        Completion {
+            user_data: self.user_data,
+            status,
+            opcode: self.opcode,
+            bytes: if status == 0 { self.bytes } else { 0 },
+        }
+    }
+
+    /// Reports its end with `status` to its synchronous caller or its
+    /// io_uring command (counted in `work` if its IOPOLL poller took it);
+    /// otherwise returns the record for the file's ring.
+    pub(super) fn finish(&mut self, status: i32, work: &Work) -> Option<Completion> {
+        if let Some(s) = self.sync.take() {
+            s.set(status);
+        } else if let Some(u) = self.uring.take() {
+            if u.complete(self.uring_res(status)) {
+                work.uring_polled();
+            }
+        } else {
+            return Some(self.completion(status));
+        }
+        None
+    }
+
+    /// The `res` of its io_uring CQE with `status`: the bytes moved, or
+    /// the negative errno.
+    pub(super) fn uring_res(&self, status: i32) -> i32 {
+        if status == 0 {
+            i32::try_from(self.bytes).unwrap_or(i32::MAX)
+        } else {
+            status
+        }
+    }
+}
+
+/// Kinds of [`OpCtx`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    /// An operation of userspace.
+    User,
+    /// A batch's write fence (see [`BatchFence`]), not reported itself.
+    /// `id` tells it from any later occupant of its slot; `posted` whether
+    /// its work requests went out.
+    Fence { id: u64, posted: bool },
+}
+
+/// Operation slots (one completion context each in the shim) and the send
+/// queue's room, for the queue pair's `depth` operation entries.
+/// Preallocated for [`SLOTS_MAX`] with the operations' contexts in place:
+/// posting and completing an operation never allocate.
+pub(in crate::conn) struct Slots {
+    pub(super) ops: KVec<Option<OpCtx>>,
+    pub(super) free: KVec<u32>,
+    /// Operation entries of the current queue pair (0 without one); the
+    /// slots below it are the ones the shim has completion contexts for.
+    pub(super) depth: u32,
+    pub(super) sq_free: u32,
+    /// The queue pair's READ sinks no operation holds (iWARP).
+    pub(super) sinks_free: KVec<u32>,
+    /// The queue pair's READ sinks (indices below it; the fence sinks'
+    /// follow).
+    pub(super) sinks: u32,
+    /// The queue pair's fence sinks no operation holds (iWARP).
+    pub(super) fences_free: KVec<u32>,
+    /// The queue pair's fence sinks (indices from `sinks`).
+    pub(super) fences: u32,
+    /// Whether the free lists hold the queue pair's sinks: they are
+    /// allocated at its first operation ([`Conn::ready_sinks`]), so until
+    /// then an iWARP queue pair's lists are empty. True without sinks.
+    pub(super) sinks_ready: bool,
+    /// Per sink, the next sink its operation holds ([`NO_SINK`]: none).
+    pub(super) sink_next: KVec<u32>,
+    /// Write fences posted and not yet completed (iWARP).
+    pub(super) fences_posted: u32,
+    /// Writes waiting for the next fence completion to post their fence.
+    pub(super) open: Option<OpenGroup>,
+}
+
+impl Slots {
+    pub(in crate::conn) fn new() -> Result<Self> {
+        let mut ops = KVec::with_capacity(SLOTS_MAX as usize, GFP_KERNEL)?;
+        for _ in 0..SLOTS_MAX {
+            ops.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            ops,
+            free: KVec::with_capacity(SLOTS_MAX as usize, GFP_KERNEL)?,
+            depth: 0,
+            sq_free: 0,
+            sinks_free: KVec::with_capacity(SINKS_MAX as usize, GFP_KERNEL)?,
+            sinks: 0,
+            fences_free: KVec::with_capacity(SLOTS_MAX as usize / 2, GFP_KERNEL)?,
+            fences: 0,
+            sinks_ready: true,
+            sink_next: {
+                let n = (SINKS_MAX + SLOTS_MAX / 2) as usize;
+                let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
+                for _ in 0..n {
+                    v.push(NO_SINK, GFP_KERNEL)?;
+                }
+                v
+            },
+            fences_posted: 0,
+            open: None,
+        })
+    }
+
+    /// A new queue pair with `depth` operation entries (at most
+    /// [`SLOTS_MAX`]), `sinks` READ sinks (at most [`SINKS_MAX`]) and
+    /// `fences` fence sinks (at most half of [`SLOTS_MAX`]), or none (0),
+    /// not allocated yet ([`Self::fill_sinks`] once they are). Every slot
+    /// is empty: nothing was posted yet, or the teardown flushed it.
+    pub(in crate::conn) fn reset(&mut self, depth: u32, sinks: u32, fences: u32) {
+        let depth = depth.min(SLOTS_MAX);
+        while crate::compat::vec_pop(&mut self.free).is_some() {}
+        for i in (0..depth).rev() {
+            // Within capacity: cannot fail.
+            let _ = self.free.push(i, GFP_KERNEL);
+        }
+        while crate::compat::vec_pop(&mut self.sinks_free).is_some() {}
+        while crate::compat::vec_pop(&mut self.fences_free).is_some() {}
+        self.sinks = sinks.min(SINKS_MAX);
+        self.fences = fences.min(SLOTS_MAX / 2);
+        self.sinks_ready = self.sinks == 0 && self.fences == 0;
+        self.depth = depth;
+        self.sq_free = depth;
+        self.fences_posted = 0;
+        self.open = None;
+    }
+
+    /// The queue pair's sinks are allocated: every one is free.
+    pub(super) fn fill_sinks(&mut self) {
+        if self.sinks_ready {
+            return;
+        }
+        for i in (0..self.sinks).rev() {
+            // Within capacity: cannot fail.
+            let _ = self.sinks_free.push(i, GFP_KERNEL);
+        }
+        for i in (0..self.fences).rev() {
+            // Within capacity: cannot fail.
+            let _ = self.fences_free.push(self.sinks + i, GFP_KERNEL);
+        }
+        self.sinks_ready = true;
+    }
+
+    /// The work requests one operation may take (`abi::ops::max_wrs`'s
+    /// budget): the operation entries, and on iWARP no more than two per
+    /// READ sink (a READ segment takes two and a sink).
+    pub(in crate::conn) fn op_budget(&self) -> u32 {
+        if self.sinks > 0 {
+            self.depth.min(2 * self.sinks)
+        } else {
+            self.depth
+        }
+    }
+
+    /// Takes the operation in `slot` (once) and frees the slot and its
+    /// sinks.
+    pub(super) fn take(&mut self, slot: u32) -> Option<OpCtx> {
+        let op = self.ops.get_mut(slot as usize)?.take()?;
+        // Within capacity: every slot fits.
+        let _ = self.free.push(slot, GFP_KERNEL);
+        self.sq_free += op.wrs;
+        self.put_sinks(op.sinks);
+        if op.fenced {
+            self.fences_posted = self.fences_posted.saturating_sub(1);
+        }
+        if let Kind::Fence { id, .. } = op.kind {
+            if self.open.as_ref().is_some_and(|o| o.id == id) {
+                // Flushed before it was posted.
+                self.open = None;
+            }
+        }
+        Some(op)
+    }
+
+    /// Reserves a slot, its two send entries and a fence sink for write
+    /// fence `id` (`None`: no room).
+    pub(super) fn reserve_fence(&mut self, id: u64) -> Option<u32> {
+        if self.sq_free < 2 || self.fences_free.is_empty() {
+            return None;
+        }
+        let slot = crate::compat::vec_pop(&mut self.free)?;
+        let sinks = self.hold_sink(true, NO_SINK);
+        self.sq_free -= 2;
+        self.ops[slot as usize] = Some(OpCtx {
+            reg: 0,
+            uses: None,
+            user_data: 0,
+            opcode: 0,
+            wrs: 2,
+            bytes: 0,
+            sync: None,
+            uring: None,
+            sinks,
+            batch: None,
+            fenced: false,
+            kind: Kind::Fence { id, posted: false },
+        });
+        Some(slot)
+    }
+
+    /// Takes one free sink (a fence sink if `fence`, else a READ sink) and
+    /// chains it before `head`; returns the new head (`head` if none is
+    /// free: the plan checked there were enough).
+    pub(super) fn hold_sink(&mut self, fence: bool, head: u32) -> u32 {
+        let list = if fence {
+            &mut self.fences_free
+        } else {
+            &mut self.sinks_free
+        };
+        let Some(k) = crate::compat::vec_pop(list) else {
+            return head;
+        };
+        if let Some(n) = self.sink_next.get_mut(k as usize) {
+            *n = head;
+        }
+        k
+    }
+
+    /// Takes every write of batch fence `id` still in flight and hands it
+    /// to `f` (one pass over the slots: a write that failed on its own was
+    /// taken then, and its slot may hold another operation now).
+    pub(super) fn take_members(&mut self, id: u64, mut f: impl FnMut(OpCtx)) {
+        for s in 0..self.depth {
+            if matches!(self.ops.get(s as usize), Some(Some(op)) if op.batch == Some(id)) {
+                if let Some(op) = self.take(s) {
+                    f(op);
+                }
+            }
+        }
+    }
+
+    /// Whether `slot` holds batch fence `id`, not yet posted.
+    pub(super) fn holds_fence(&self, slot: u32, id: u64) -> bool {
+        matches!(
+            self.ops.get(slot as usize),
+            Some(Some(op)) if op.kind == Kind::Fence { id, posted: false }
+        )
+    }
+
+    /// Frees the READ and fence sinks of the chain from `head`.
+    pub(super) fn put_sinks(&mut self, mut head: u32) {
+        while let Some(&next) = self.sink_next.get(head as usize) {
+            // Within capacity: every sink fits.
+            let _ = if head < self.sinks {
+                self.sinks_free.push(head, GFP_KERNEL)
+            } else {
+                self.fences_free.push(head, GFP_KERNEL)
+            };
+            head = next;
+        }
+    }
+}
+
+/// Where an operation's end is reported: the file's completion ring
+/// (`user_data`, `opcode`), a synchronous caller (`sync`) or an io_uring
+/// command (`uring`). The posted operation takes `sync` and `uring`.
+pub(crate) struct ReportTo {
+    pub(crate) user_data: u64,
+    pub(crate) opcode: u32,
+    pub(crate) sync: Option<Arc<SyncWait>>,
+    pub(crate) uring: Option<ffi::UringCmd>,
+}

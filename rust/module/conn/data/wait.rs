@@ -1,0 +1,160 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Synchronous operations (`RW_SYNC`): one posted and waited for, with
+//! optional busy polling (`sync_poll_us`); and waits for send-queue room,
+//! with the log line of a caller that found none.
+
+use super::*;
+
+/// Where a synchronous operation's status lands.
+#[pin_data]
+pub(crate) struct SyncWait {
+    /// Set where the operation completes (softirq-safe).
+    #[pin]
+    pub(super) status: BhLock<Option<i32>>,
+    #[pin]
+    pub(super) cv: CondVar,
+}
+
+impl SyncWait {
+    pub(super) fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                status <- new_bh_lock!(None, "SyncWait::status"),
+                cv <- new_condvar!("SyncWait::cv"),
+            }),
+            GFP_KERNEL,
+        )
+        .map_err(Into::into)
+    }
+
+    pub(super) fn set(&self, status: i32) {
+        *self.status.lock() = Some(status);
+        self.cv.notify_all();
+    }
+}
+
+impl Conn {
+    /// Free and total send-queue operation entries over the first `n`
+    /// paths (a wait for room).
+    pub(super) fn sq_room(&self, n: usize) -> (u64, u64) {
+        self.path_data
+            .iter()
+            .take(n)
+            .fold((0, 0), |(free, all), l| match l.lock().as_ref() {
+                Some(d) => (
+                    free + u64::from(d.slots.sq_free),
+                    all + u64::from(d.slots.depth),
+                ),
+                None => (free, all),
+            })
+    }
+
+    /// Logs (rate-limited) why `what` could post nothing on this connection
+    /// with nothing of its caller in flight, with `e` the errno it returns.
+    pub(crate) fn warn_no_room(&self, what: &str, e: Errno) {
+        let Some(lock) = self.path(0) else {
+            return;
+        };
+        let pg = lock.lock();
+        let Some(o) = pg.as_ref().map(|d| &d.slots) else {
+            return;
+        };
+        let (sq_free, depth, free, sinks, fences) = (
+            o.sq_free,
+            o.depth,
+            o.free.len(),
+            o.sinks_free.len(),
+            o.fences_free.len(),
+        );
+        drop(pg);
+        crate::ffi::warn_user!(
+            "{}: nothing posted (errno {}): {} of {} send entries, {} slots, {} READ sinks, {} fence sinks free\n",
+            what,
+            e.get(),
+            sq_free,
+            depth,
+            free,
+            sinks,
+            fences
+        );
+    }
+
+    /// Waits (interruptibly) until a completion frees room on the send
+    /// queue, nothing is in flight any more, or the connection ends.
+    pub(crate) fn wait_room(&self) -> Result<(), Errno> {
+        let waiters = &self.followups.room_waiters;
+        // Before the first look at the room: a completion that frees some
+        // after it asks the follow-up work to wake us (`Followups::ROOM`).
+        waiters.fetch_add(1, Ordering::SeqCst);
+        let r = {
+            let mut g = self.inner.lock();
+            let (before, _) = self.sq_room(g.paths.len());
+            let mut left = None;
+            wait_until(&self.cv, &mut g, &mut left, |i| {
+                let (free, all) = self.sq_room(i.paths.len());
+                free > before || free == all || !i.state.is_connected()
+            })
+        };
+        waiters.fetch_sub(1, Ordering::SeqCst);
+        r
+    }
+
+    /// Runs a synchronous operation: posts it (waiting for room) and waits
+    /// for its status.
+    pub(crate) fn run_sync(
+        self: &Arc<Self>,
+        import: &Import,
+        region: &Arc<Region>,
+        c: &Checked,
+        opcode: u32,
+    ) -> Result<i32, Errno> {
+        let w = SyncWait::new().map_err(|_| ENOMEM)?;
+        let mut to = ReportTo {
+            user_data: 0,
+            opcode,
+            sync: Some(w.clone()),
+            uring: None,
+        };
+        let p = loop {
+            match self.post_op(import, region, c, &mut to)? {
+                (Posted::Yes, p) => break p,
+                (Posted::Full, _) => self.wait_room()?,
+            }
+        };
+        self.busy_poll(p, &w);
+        let mut s = w.status.lock();
+        let mut left = None;
+        wait_until(&w.cv, &mut s, &mut left, |s| s.is_some())?;
+        Ok(s.unwrap_or(0))
+    }
+
+    /// Busy polling (module parameter `sync_poll_us`, 0 by default): polls
+    /// path `p`'s send CQ here until `w` has its status or the time is up,
+    /// so that a short synchronous operation's end wakes nobody (neither
+    /// the CQ's softirq nor this task). Completions of others that it
+    /// finds are handled here too. The queue pair's teardown waits for the
+    /// poll reference, which goes before this returns.
+    pub(super) fn busy_poll(&self, p: usize, w: &SyncWait) {
+        let ns = ffi::sync_poll_ns();
+        if ns == 0 {
+            return;
+        }
+        let r = {
+            let g = self.inner.lock();
+            g.paths
+                .get(p)
+                .and_then(|x| path_qp(p, &g.id, &x.lane))
+                .map(crate::verbs::Qp::poll_ref)
+        };
+        let Some(r) = r else {
+            return;
+        };
+        let until = ffi::now_ns().saturating_add(ns);
+        let mut polled = 0;
+        while w.status.lock().is_none() && ffi::now_ns() < until {
+            polled += r.poll();
+        }
+        self.shared.work.sync_polled(polled);
+    }
+}
