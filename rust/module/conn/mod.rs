@@ -4,9 +4,11 @@
 //! with data lanes (more queue pairs for operations) beside it.
 //!
 //! One concern per file:
-//! - this file: the lifecycle — rdma_cm events, the state gate
+//! - this file: the connection's state and the state gate
 //!   ([`Conn::advance`], the only place the state changes, through the
-//!   pure machine `abi::conn`), teardown;
+//!   pure machine `abi::conn`);
+//! - `events.rs`: the rdma_cm events of the connection's own id;
+//! - `teardown.rs`: how a connection ends (failures, close, the teardown);
 //! - `setup.rs`: connect, a listener's connect request, the resources;
 //! - `ctrl.rs`: the control channel (request slots, sending, dispatch);
 //! - `grants.rs`: the exporter side (registrations granted to the peer,
@@ -69,64 +71,41 @@
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, CondVarTimeoutResult, Mutex};
-use kernel::workqueue::{impl_has_work, new_work, Work, WorkItem};
+use kernel::workqueue::{new_work, Work};
 
 use crate::abi::Result;
 use crate::abi::{
     conn::{step_gated, Action, Event, State},
-    errno::{Errno, EAGAIN, ECANCELED, ECONNRESET, ENOTCONN, ERESTARTSYS, ETIMEDOUT},
+    errno::{Errno, EAGAIN, ENOTCONN, ERESTARTSYS, ETIMEDOUT},
     keepalive::Settings,
-    ops,
     wire::{self, Hello},
 };
-use crate::cm_id::{CmId, InHandler};
+use crate::cm_id::CmId;
 use crate::device::DeviceCtx;
-use crate::ffi::{self, cm_event, ShimAddr};
+use crate::ffi::ShimAddr;
 use crate::listener::Listener;
 use crate::shared::Shared;
 use crate::verbs::Pd;
 
 mod ctrl;
 mod data;
+mod events;
 mod grants;
 mod imports;
 mod keepalive;
 mod lanes;
 mod reconnect;
 mod setup;
+mod teardown;
 
 pub(crate) use ctrl::Counts as CtrlCounts;
 pub(crate) use data::{Posted, ReportTo};
 pub(crate) use imports::Import;
 pub(crate) use keepalive::Counts as KeepaliveCounts;
 pub(crate) use reconnect::Counts as ReconnectCounts;
-
-/// The kind of a work request whose completion failed, for the log line.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wr {
-    /// A posted control-message receive.
-    Receive,
-    /// A control message's send.
-    ControlSend,
-    /// A registration (an export's grant or a data-path chunk).
-    Registration,
-    /// A data operation.
-    Operation,
-}
-
-impl Wr {
-    fn name(self) -> &'static str {
-        match self {
-            Wr::Receive => "a receive",
-            Wr::ControlSend => "a control message's send",
-            Wr::Registration => "a registration",
-            Wr::Operation => "an operation",
-        }
-    }
-}
+pub(crate) use teardown::Wr;
 
 /// Control receive buffers we post (and advertise). The other queue sizes
 /// come from the device's limits (`abi::limits::queue_sizes`).
@@ -290,20 +269,6 @@ pub(crate) struct Conn {
     timer: crate::timer::Timer,
 }
 
-impl_has_work! {
-    impl HasWork<Self> for Conn { self.teardown_work }
-}
-
-impl WorkItem for Conn {
-    type Pointer = Arc<Conn>;
-
-    fn run(this: Arc<Conn>) {
-        Conn::teardown(&this, None);
-        let tearing = &this.shared.reconnect.tearing;
-        tearing.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 /// Waits on `cv` (with `g` locked) until `done` holds: `ERESTARTSYS` on a
 /// signal or pending task work (io_uring's completions raise
 /// `TIF_NOTIFY_SIGNAL`: the ioctl then restarts after running it, where
@@ -446,341 +411,5 @@ impl Conn {
     /// Whether the connection has ended (closing or closed).
     pub(crate) fn is_finished(&self) -> bool {
         self.inner.lock().state.is_finished()
-    }
-
-    /// An rdma_cm event (in the handler `h` of the connection's id).
-    /// Returns non-zero when the CM must destroy the id (device removal).
-    pub(crate) fn cm_event(
-        self: &Arc<Self>,
-        h: &InHandler,
-        event: i32,
-        status: i32,
-        pdata: &[u8],
-    ) -> c_int {
-        if let Some(lane) = self.lane_of(h) {
-            return self.lane_event(h, lane, event, status, pdata);
-        }
-        // The version the passive side chose and the lanes it granted,
-        // from its accept.
-        let mut chosen = None;
-        let ev = match event {
-            cm_event::ADDR_RESOLVED => Event::AddrResolved,
-            cm_event::ADDR_ERROR => Event::AddrError(status),
-            cm_event::ROUTE_RESOLVED => Event::RouteResolved,
-            cm_event::ROUTE_ERROR => Event::RouteError(status),
-            cm_event::ESTABLISHED if self.active => {
-                // The accept must grant no more queue pairs than we
-                // offered (`Inner::lanes` until now).
-                let offered = self.inner.lock().lanes + 1;
-                let checked = Hello::decode(pdata).and_then(|h| {
-                    let lanes = wire::granted_lanes(&h, offered)?;
-                    Ok((wire::chosen(h.version)?, lanes))
-                });
-                match checked {
-                    Ok(v) => {
-                        chosen = Some(v);
-                        Event::Established
-                    }
-                    Err(e) => {
-                        pr_warn!("peer's handshake reply is malformed: errno {}\n", e.get());
-                        Event::ConnectError(e.to_errno())
-                    }
-                }
-            }
-            cm_event::ESTABLISHED => Event::Established,
-            cm_event::REJECTED => Event::Rejected(wire::decode_reject(pdata)),
-            cm_event::UNREACHABLE => Event::Unreachable,
-            cm_event::CONNECT_ERROR => Event::ConnectError(status),
-            cm_event::DISCONNECTED => Event::Disconnected,
-            cm_event::DEVICE_REMOVAL => Event::DeviceRemoval,
-            _ => return 0,
-        };
-        let mut g = self.inner.lock();
-        let mut action = Self::advance(&mut g, ev);
-        if let (Some((v, lanes)), Action::Ready) = (chosen, action) {
-            g.version = v;
-            g.lanes = lanes;
-        }
-        let mut ready_listener = None;
-        match action {
-            Action::ResolveRoute => {
-                let r =
-                    g.id.as_ref()
-                        .map_or(Err(ENOTCONN), |id| id.resolve_route(g.timeout_ms));
-                if let Err(e) = r {
-                    action = Self::advance(&mut g, Event::RouteError(e.to_errno()));
-                }
-            }
-            Action::Connect => {
-                let taken = self
-                    .setup_qp(&mut g)
-                    .and_then(|()| g.id.take().ok_or(ENOTCONN));
-                let r = match taken {
-                    Ok(id) => {
-                        g.connecting = true;
-                        g.nonce = ffi::random_u64();
-                        let replaces = g.reconnect.as_ref().and_then(|r| r.replaces);
-                        let qps = ffi::queue_pairs();
-                        g.lanes = qps - 1;
-                        let hello = hello(wire::VERSION, qps, g.nonce, replaces).encode();
-                        // Without the lock: operations and requests
-                        // meanwhile see `Connecting` (EAGAIN, or a wait),
-                        // not a blocked mutex.
-                        drop(g);
-                        let r = id.connect_locked(h, &hello);
-                        g = self.inner.lock();
-                        g.id = Some(id);
-                        g.connecting = false;
-                        self.cv.notify_all();
-                        r
-                    }
-                    Err(e) => Err(e),
-                };
-                if let Err(e) = r {
-                    action = Self::advance(&mut g, Event::ConnectError(e.to_errno()));
-                }
-            }
-            Action::Ready => {
-                ready_listener = g.listener.take();
-                let nonce = g.nonce;
-                if let Some(r) = g.reconnect.as_mut() {
-                    // The connection the next attempt replaces.
-                    r.replaces = Some(nonce);
-                }
-                self.keepalive_start(&mut g);
-                self.reconnected(&mut g);
-                if self.active {
-                    self.open_lanes(&mut g);
-                }
-            }
-            Action::Teardown | Action::None | Action::Backoff | Action::Reconnect => {}
-        }
-        drop(g);
-        self.cv.notify_all();
-        if let Some(l) = ready_listener {
-            l.established(self);
-        }
-        if action != Action::Teardown {
-            return 0;
-        }
-        if ev == Event::DeviceRemoval {
-            // The CM waits for this id before the device can go: release
-            // everything now and let the CM destroy the id.
-            return Self::teardown(self, Some(h));
-        }
-        self.schedule_teardown();
-        0
-    }
-
-    /// Queues the teardown on the module's work queue (from a handler or a
-    /// completion, where it cannot run).
-    fn schedule_teardown(self: &Arc<Self>) {
-        let wq = ffi::wq();
-        // Counted for the storm guard until the work has run.
-        let tearing = &self.shared.reconnect.tearing;
-        tearing.fetch_add(1, Ordering::Relaxed);
-        // Asked for once per queue pair (the state machine says so), and
-        // the next is asked for only after this one ran: the work cannot be
-        // queued already. Were it, the run already queued counts for both.
-        if wq.enqueue::<Arc<Conn>, 0>(self.clone()).is_err() {
-            tearing.fetch_sub(1, Ordering::Relaxed);
-        }
-    }
-
-    /// Ends the connection because of `ev` (a failed completion, a broken
-    /// protocol), from any context: the teardown runs on the work queue.
-    fn fail(self: &Arc<Self>, ev: Event, why: &str, e: Errno) {
-        self.fail_with(ev, || {
-            pr_warn!(
-                "connection {} closing: {} (errno {})\n",
-                self.serial,
-                why,
-                e.get()
-            )
-        });
-    }
-
-    /// As [`Self::fail`], with the ratelimited log line `log` prints.
-    /// Returns whether this ended the connection (it had not ended yet).
-    fn fail_with(self: &Arc<Self>, ev: Event, log: impl FnOnce()) -> bool {
-        self.end(ev, || {
-            if crate::ffi::ratelimit() {
-                log();
-            }
-        })
-    }
-
-    /// Ends the connection because of `ev` unless it has ended already:
-    /// runs `before` (a log line), then schedules the teardown. Returns
-    /// whether this ended it.
-    fn end(self: &Arc<Self>, ev: Event, before: impl FnOnce()) -> bool {
-        let action = Self::advance(&mut self.inner.lock(), ev);
-        self.cv.notify_all();
-        if action != Action::Teardown {
-            return false;
-        }
-        before();
-        self.schedule_teardown();
-        true
-    }
-
-    /// A work request of kind `wr` failed with work completion status
-    /// `wc_status`: the connection ends. A flush ends it only while it is
-    /// still connected (see [`Self::flushed`]).
-    pub(crate) fn wc_failed(self: &Arc<Self>, wc_status: c_int, wr: Wr) {
-        let status = wc_status as u32;
-        match ops::wc_errno(status) {
-            Some(e) if e == ECANCELED => self.flushed(wr),
-            Some(e) => {
-                self.fail_with(Event::QpFatal, || {
-                    pr_warn!(
-                        "connection {} closing: {} failed: {} (errno {})\n",
-                        self.serial,
-                        wr.name(),
-                        ops::wc_status_name(status),
-                        e.get()
-                    )
-                });
-            }
-            None => {}
-        }
-    }
-
-    /// A work request of kind `wr` completed flushed. While the connection
-    /// is up, or accepted and not yet established, the provider moved its
-    /// queue pair to the error state before a failed completion or a CM
-    /// event said so (rxe reports a failure its requester finds only as
-    /// flushes, and a responder's, such as a peer's Write with a bad key,
-    /// only so; a peer's disconnect flushes before its CM event arrives):
-    /// end it now, so that new operations get `EAGAIN` or the close errno
-    /// instead of being posted and flushed in turn until keepalive
-    /// notices. While connecting, it ends at establishment unless the CM
-    /// reports why first (`abi::conn::step_gated`). In any other state it
-    /// is the teardown's flush. A flushed receive is not logged: a peer
-    /// that disconnects flushes the posted receives, and a disconnect is
-    /// not an error.
-    pub(crate) fn flushed(self: &Arc<Self>, wr: Wr) {
-        if wr == Wr::Receive {
-            // Not even a ratelimit token: a disconnect is not an error.
-            self.end(Event::Flushed, || {});
-            return;
-        }
-        self.fail_with(Event::Flushed, || {
-            pr_warn!(
-                "connection {} closing: {} was flushed: its queue pair is in the \
-                 error state (errno {})\n",
-                self.serial,
-                wr.name(),
-                ECONNRESET.get()
-            )
-        });
-    }
-
-    /// Ends the connection because of `ev` and returns once it is torn
-    /// down (process context, no lock held). If a teardown is already under
-    /// way (device removal, a concurrent close, the work queue), waits for
-    /// it: callers rely on the connection's resources being gone. That wait
-    /// is bounded by a drain and is not interruptible, like `flush_work()`.
-    /// A connection that reconnects is torn down to `Waiting` by a failure
-    /// (its queue pair and registrations are gone), and for good by a user
-    /// close, which also ends the reconnect.
-    pub(crate) fn destroy(this: &Arc<Self>, ev: Event) {
-        ffi::assert_unlocked(b"connection destroyed\0");
-        loop {
-            let action = Self::advance(&mut this.inner.lock(), ev);
-            if action == Action::Teardown {
-                Self::teardown(this, None);
-            }
-            let mut g = this.inner.lock();
-            loop {
-                match g.state {
-                    State::Closed { .. } => return,
-                    // A reconnect's teardown ran: close again, for good.
-                    State::Waiting { .. } if ev == Event::UserClose => break,
-                    State::Waiting { .. } => return,
-                    _ => this.cv.wait(&mut g),
-                }
-            }
-        }
-    }
-
-    /// The teardown, asked for by the state machine (the state is
-    /// `Closing`): disconnects, drains and destroys the queue pair (every
-    /// operation in flight completes, with an error), frees registrations,
-    /// leaves the device, destroys the id (or hands it to the CM when run
-    /// in its handler `in_handler`: device removal, a refused request),
-    /// leaves the file. Returns what the handler must return to the CM.
-    fn teardown(this: &Arc<Self>, in_handler: Option<&InHandler>) -> c_int {
-        ffi::assert_unlocked(b"connection torn down\0");
-        // The connection's own id, then its lanes'.
-        let mut ids: [Option<CmId<Conn>>; wire::QPS_MAX as usize] = core::array::from_fn(|_| None);
-        let (res, listener, device) = {
-            let mut g = this.inner.lock();
-            // Not in a handler of the id (the handler mutex keeps those
-            // apart): bounded by the provider's connect.
-            while g.connecting {
-                this.cv.wait(&mut g);
-            }
-            for (id, path) in ids.iter_mut().zip(g.paths.iter_mut()).skip(1) {
-                *id = path.lane.take();
-                if core::mem::take(&mut path.up) {
-                    this.shared.work.lane_down();
-                }
-            }
-            ids[0] = g.id.take();
-            (g.res.take(), g.listener.take(), g.device.take())
-        };
-        // Waiters (imports, revokes, synchronous operations) see the end.
-        this.cv.notify_all();
-        // The state has left `Connected`, `Waiting` and the attempt: no run
-        // arms the timer again.
-        this.timer.cancel();
-        drop(listener);
-        for id in ids.iter_mut().flatten() {
-            if in_handler.is_none() {
-                id.disconnect();
-            }
-            // Drained and destroyed: no completion callback runs any more.
-            id.destroy_qp();
-        }
-        this.flush_ops();
-        // The paths' registrations, one path at a time outside the lock;
-        // the lanes' paths go with them.
-        this.drop_paths();
-        if let Some(res) = res {
-            let Resources { grants, pd, .. } = res;
-            // Registrations before their domain.
-            drop(grants);
-            drop(pd);
-        }
-        if let Some(device) = device {
-            device.remove_conn(this);
-        }
-        // The id whose handler runs this (device removal, a refused
-        // request) goes back to the CM; the others are destroyed.
-        let mut handed = 0;
-        for id in ids.into_iter().flatten() {
-            match in_handler {
-                Some(h) if id.is_handled_by(h) => handed = id.into_cm(h),
-                _ => drop(id),
-            }
-        }
-        // Only the last teardown leaves the file (a close cannot turn a
-        // reconnect's into the last: it waits for `Waiting` and closes
-        // again).
-        let retry = this.inner.lock().state.is_waiting();
-        if !retry {
-            this.shared.unregister(this);
-        }
-        let mut g = this.inner.lock();
-        // Armed under the lock with the state change: a close that follows
-        // cancels it.
-        match Self::advance(&mut g, Event::TornDown) {
-            Action::Backoff => this.backoff(&mut g),
-            _ => this.gave_up(&g),
-        }
-        drop(g);
-        this.cv.notify_all();
-        handed
     }
 }
