@@ -19,10 +19,11 @@
 //!   refused calls, stalled user copies, concurrency, keepalive and
 //!   reconnect (`attack.rs`);
 //! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`, `hostile
-//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`: those parts alone
-//!   (`keepalive.rs`, `reconnect.rs`, `hostile/`, `stall.rs`; the last two
-//!   with tests/guest/attack.sh's argument `PROVIDER,hostile` or
-//!   `PROVIDER,stall`);
+//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`, `unexport PEER_IP
+//!   PROVIDER`: those parts alone (`keepalive.rs`, `reconnect.rs`,
+//!   `hostile/`, `stall.rs`, `unexport.rs`; the last three with
+//!   tests/guest/attack.sh's argument `PROVIDER,hostile`, `PROVIDER,stall`
+//!   or `PROVIDER,unexport`);
 //! - `agent PORT DEV PROVIDER`: removes and re-adds DEV on request, for
 //!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
@@ -55,6 +56,7 @@ mod remote;
 mod stall;
 mod sync_poll;
 mod uffd;
+mod unexport;
 mod uring;
 
 use rrdma::abi::errno::{E2BIG, EFAULT, EINVAL, ENOTTY, EOVERFLOW};
@@ -613,6 +615,13 @@ fn main() -> ExitCode {
             [peer, prov] => stall::checks(&dev, &mut t, peer, prov),
             _ => {
                 eprintln!("usage: rrdma-selftest stall PEER_IP PROVIDER");
+                return ExitCode::from(2);
+            }
+        },
+        "unexport" => match rest {
+            [peer, _prov] => unexport::run(&dev, &mut t, peer),
+            _ => {
+                eprintln!("usage: rrdma-selftest unexport PEER_IP PROVIDER");
                 return ExitCode::from(2);
             }
         },
