@@ -15,7 +15,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::{E2BIG, ECONNREFUSED, EFAULT, ENOENT};
@@ -138,11 +138,13 @@ impl Slots {
 /// Posts WRITE batches of 16 one-block operations, numbered from 0 and
 /// stamped with their numbers ([`Slots`]), to `rw` blocks `0..1024` until
 /// `stop` (or the first refused SUBMIT), then reaps until every posted
-/// operation completed or `drain` passed.
+/// operation completed or `drain` passed. `progress` follows the count
+/// posted.
 pub(crate) fn write_load(
     dev: &Rrdma,
     rw: &RemoteRegion<'_>,
     stop: &AtomicBool,
+    progress: &AtomicU64,
     drain: Duration,
 ) -> Tally {
     let mut local = dev.create_region(4096, LOAD_SLOTS).expect("region");
@@ -172,6 +174,7 @@ pub(crate) fn write_load(
                 Ok(n) => {
                     t.posted += n as u64;
                     next += n as u64;
+                    progress.store(t.posted, Ordering::Relaxed);
                 }
                 // Full send queue with operations in flight: flow control.
                 Err(e) if rrdma::errno(&e) == Some(libc::EAGAIN) && t.posted > t.completed => {}
@@ -271,8 +274,9 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
         Err(e) => return t.check("exporter device removal: import", Err(e)),
     };
     let stop = AtomicBool::new(false);
+    let progress = AtomicU64::new(0);
     let (tally, rings, agent) = std::thread::scope(|s| {
-        let h = s.spawn(|| write_load(dev, &rw, &stop, Duration::from_secs(30)));
+        let h = s.spawn(|| write_load(dev, &rw, &stop, &progress, Duration::from_secs(30)));
         let rings: Vec<_> = [Ring::Plain, Ring::Iopoll, Ring::Sqpoll]
             .into_iter()
             .map(|ring| {

@@ -14,8 +14,8 @@
 //! window: the scan must see those writes, or it is blind.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::EKEYREVOKED;
 use rrdma::{Connection, Rrdma};
@@ -58,20 +58,30 @@ impl Scan {
     }
 }
 
-/// Writes through `rw` (a fresh import) for `lead`, then has the exporter
-/// revoke the newest read-write export and scan for `window_ms`; the
-/// load stops 300 ms after the answer.
+/// Writes through `rw` (a fresh import) for at least `lead` and until
+/// `wrap` writes were posted (at most 10 s), then has the exporter revoke
+/// the newest read-write export and scan for `window_ms`; the load stops
+/// 300 ms after the answer.
 fn load_and_scan(
     dev: &Rrdma,
     peer: &str,
     rw: &rrdma::RemoteRegion<'_>,
     lead: Duration,
+    wrap: u64,
     window_ms: u64,
 ) -> (Tally, Result<Scan, String>) {
     let stop = AtomicBool::new(false);
+    let progress = AtomicU64::new(0);
     std::thread::scope(|s| {
-        let h = s.spawn(|| write_load(dev, rw, &stop, Duration::from_secs(15)));
+        let h = s.spawn(|| write_load(dev, rw, &stop, &progress, Duration::from_secs(15)));
+        let start = Instant::now();
         std::thread::sleep(lead);
+        while progress.load(Ordering::Relaxed) < wrap
+            && start.elapsed() < Duration::from_secs(10)
+            && !h.is_finished()
+        {
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let answer = control(peer, &format!("unexport-scan rw 0 {BLOCKS} {window_ms}"))
             .map_err(|e| e.to_string())
             .and_then(Scan::parse);
@@ -87,7 +97,16 @@ fn under_load(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection<'_>) {
         Ok(x) => x,
         Err(e) => return t.check("UNEXPORT under load: import", Err(e)),
     };
-    let (tally, scan) = load_and_scan(dev, peer, &rw, Duration::from_millis(1500), WINDOW_MS);
+    // The load goes round the blocks twice first: where a checksum of
+    // blocks rewritten with the same bytes would see nothing.
+    let (tally, scan) = load_and_scan(
+        dev,
+        peer,
+        &rw,
+        Duration::from_millis(1500),
+        2 * BLOCKS,
+        WINDOW_MS,
+    );
     t.check(
         "UNEXPORT under write load: every posted operation completes exactly once",
         exactly_once(&tally),
@@ -145,7 +164,7 @@ fn scan_sees_late_writes(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection
     };
     // The scan revokes the newest export (`revoked`); the load goes on
     // through `live`.
-    let (tally, scan) = load_and_scan(dev, peer, &live, Duration::from_millis(500), 1000);
+    let (tally, scan) = load_and_scan(dev, peer, &live, Duration::from_millis(500), 0, 1000);
     if let Ok(scan) = &scan {
         println!(
             "# {} writes through the live export; exporter: {}",
