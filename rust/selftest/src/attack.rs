@@ -55,6 +55,8 @@ pub(crate) struct Tally {
     pub(crate) refused: Option<i32>,
     /// The user data of the operations that completed without error.
     pub(crate) ok: HashSet<u64>,
+    /// The number (user data) of the load's first operation.
+    pub(crate) first: u64,
 }
 
 impl Tally {
@@ -135,8 +137,14 @@ impl Slots {
     }
 }
 
-/// Posts WRITE batches of 16 one-block operations, numbered from 0 and
-/// stamped with their numbers ([`Slots`]), to `rw` blocks `0..1024` until
+/// Each load's operations are numbered from a base of their own: a load
+/// that rewrote a block with a former load's number would write the same
+/// bytes, and a late write of it would go unseen.
+static LOADS: AtomicU64 = AtomicU64::new(0);
+
+/// Posts WRITE batches of 16 one-block operations, numbered from a base of
+/// the load's own ([`LOADS`], in [`Tally::first`]) and stamped with their
+/// numbers ([`Slots`]), to `rw` blocks `0..1024` until
 /// `stop` (or the first refused SUBMIT), then reaps until every posted
 /// operation completed or `drain` passed. `progress` follows the count
 /// posted.
@@ -149,9 +157,14 @@ pub(crate) fn write_load(
 ) -> Tally {
     let mut local = dev.create_region(4096, LOAD_SLOTS).expect("region");
     let mut slots = Slots::new();
-    let mut t = Tally::default();
+    // The process, then the load: bits 40.. and 32..40.
+    let first = u64::from(std::process::id()) << 40 | LOADS.fetch_add(1, Ordering::Relaxed) << 32;
+    let mut t = Tally {
+        first,
+        ..Tally::default()
+    };
     let mut seen = HashSet::new();
-    let mut next = 0u64;
+    let mut next = first;
     let mut buf = vec![Completion::zeroed(); 64];
     let mut take = |t: &mut Tally, slots: &mut Slots, seen: &mut HashSet<u64>, wait: u64| {
         let n = dev
