@@ -33,6 +33,13 @@ const BLOCKS: u64 = 1024;
 /// (`RRDMA_ACK_TIMEOUT` 19 in `shim/cm.c`), siw's TCP retransmits sooner.
 const WINDOW_MS: u64 = 2500;
 
+/// The longest the load runs before UNEXPORT. Enough to go round the
+/// blocks twice on 7.3 (2000-4000 writes in 1.5 s, 900 on a busy host);
+/// on debug 6.12 siw (about 270 writes in the first 1.5 s, then none for
+/// seconds) a load of 10 s made siw's transmit thread trip the soft-lockup
+/// detector in 2 runs of 3.
+const LEAD_MAX: Duration = Duration::from_secs(4);
+
 /// The exporter's `unexport-scan` answer: `ok key=value...`.
 struct Scan {
     line: String,
@@ -59,7 +66,7 @@ impl Scan {
 }
 
 /// Writes through `rw` (a fresh import) for at least `lead` and until
-/// `wrap` writes were posted (at most 10 s), then has the exporter revoke
+/// `wrap` writes were posted (at most [`LEAD_MAX`]), then has the exporter revoke
 /// the newest read-write export and scan for `window_ms`; the load stops
 /// 300 ms after the answer.
 fn load_and_scan(
@@ -76,12 +83,23 @@ fn load_and_scan(
         let h = s.spawn(|| write_load(dev, rw, &stop, &progress, Duration::from_secs(15)));
         let start = Instant::now();
         std::thread::sleep(lead);
+        // Writes posted by each further second, to tell a slow load from
+        // a stalled one.
+        let mut by_second = Vec::new();
         while progress.load(Ordering::Relaxed) < wrap
-            && start.elapsed() < Duration::from_secs(10)
+            && start.elapsed() < LEAD_MAX
             && !h.is_finished()
         {
             std::thread::sleep(Duration::from_millis(100));
+            if start.elapsed() >= lead + Duration::from_secs(by_second.len() as u64 + 1) {
+                by_second.push(progress.load(Ordering::Relaxed));
+            }
         }
+        println!(
+            "# {} writes posted in {} ms (then by second: {by_second:?}); UNEXPORT",
+            progress.load(Ordering::Relaxed),
+            start.elapsed().as_millis()
+        );
         let answer = control(peer, &format!("unexport-scan rw 0 {BLOCKS} {window_ms}"))
             .map_err(|e| e.to_string())
             .and_then(Scan::parse);
