@@ -5,8 +5,9 @@
 # `rrdma-selftest attack`: exporter-side revoke and device loss under load,
 # refused calls, stalled user copies, concurrency, restricted exports, with
 # synchronous operations busy-polling (module parameter sync_poll_us).
-# "PROVIDER,hostile", "PROVIDER,stall", "PROVIDER,keepalive" or
-# "PROVIDER,reconnect" runs that part alone.
+# "PROVIDER,hostile", "PROVIDER,stall", "PROVIDER,keepalive",
+# "PROVIDER,reconnect" or "PROVIDER,unexport" (UNEXPORT under write load
+# and the check that its scan sees late writes) runs that part alone.
 # "PROVIDER,flood[,SECONDS]": the connect flood alone (default 40 s), with
 # the exporter keeping 8 connections (`serve --max-conns`) and the hung
 # task detector at 20 s on both guests.

@@ -8,8 +8,9 @@
 //! (a new token), `unexport ACCESS` (the newest export of that access),
 //! `unexport-in MS ACCESS` (the same, MS milliseconds later, whatever the
 //! network does meanwhile),
-//! `unexport-sum ACCESS FIRST COUNT` (revoke, then checksum the blocks at
-//! once and 1 s later), `fdinfo`, `cpustat` (this machine's CPU time so
+//! `unexport-scan ACCESS FIRST COUNT MS` (revoke, then watch the blocks
+//! for MS milliseconds: see [`unexport_scan`]), `fdinfo`, `cpustat` (this
+//! machine's CPU time so
 //! far, for a bench's CPU per operation), `connections`, `quit`, and `die`
 //! (exit at once without cleanup, as if killed).
 
@@ -18,6 +19,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rrdma::stamp::{self, Stamp};
 use rrdma::{Access, Export, Rrdma};
 
 use crate::stats::{checksum, fill_pattern};
@@ -79,6 +81,119 @@ fn unexport(st: &mut State<'_>, which: &str) -> Result<(), String> {
     e.revoke().map_err(|e| e.to_string())
 }
 
+/// What blocks hold, by their operation stamps (`rrdma::stamp`).
+struct Census {
+    stamped: usize,
+    torn: usize,
+    distinct: usize,
+    max: Option<u64>,
+}
+
+fn census(bytes: &[u8], block_size: usize) -> Census {
+    let mut ops = std::collections::HashSet::new();
+    let (mut stamped, mut torn) = (0, 0);
+    for b in bytes.chunks_exact(block_size) {
+        match stamp::read(b) {
+            Stamp::Op(n) => {
+                stamped += 1;
+                ops.insert(n);
+            }
+            Stamp::Torn => torn += 1,
+            Stamp::None => {}
+        }
+    }
+    Census {
+        stamped,
+        torn,
+        distinct: ops.len(),
+        max: ops.iter().copied().max(),
+    }
+}
+
+/// `unexport-scan`: revokes the newest export of `which`, copies bytes
+/// `start..end` (their blocks' heads first) as soon as UNEXPORT returned,
+/// then compares them with that copy every 50 ms for `window`. Any block
+/// that changes (`changed`) was written after UNEXPORT returned;
+/// `last-change-ms` is when the last new change was seen. The blocks'
+/// operation stamps say how far the load had gone: `max0` right after
+/// UNEXPORT, `max` at the end; `torn` blocks hold parts of two writes.
+fn unexport_scan(
+    st: &mut State<'_>,
+    which: &str,
+    start: usize,
+    end: usize,
+    window: Duration,
+) -> String {
+    let bs = st.region.block_size() as usize;
+    if bs < 16 {
+        return "error blocks smaller than a stamp's head".into();
+    }
+    let head_of = |b: &[u8]| u128::from_le_bytes(b[..16].try_into().unwrap_or([0; 16]));
+    let heads_now = |st: &State<'_>| -> Vec<u128> {
+        std::hint::black_box(st.region.as_slice())[start..end]
+            .chunks_exact(bs)
+            .map(head_of)
+            .collect()
+    };
+    // A first look faults the pages in (73 ms for 1024 pages on the debug
+    // kernel), so that the look after UNEXPORT is quick.
+    std::hint::black_box(heads_now(st));
+    if let Err(e) = unexport(st, which) {
+        return format!("error {e}");
+    }
+    let t0 = Instant::now();
+    // The blocks' heads first (a stamp's magic and operation number, which
+    // every later write changes): a pass far quicker than the full copy
+    // (35-300 ms for 4 MiB under TCG), during which a write could otherwise
+    // land unseen on a block not copied yet.
+    let heads = heads_now(st);
+    let heads_us = t0.elapsed().as_micros();
+    let snap = st.region.as_slice()[start..end].to_vec();
+    let copy_us = t0.elapsed().as_micros();
+    let mut changed = vec![false; heads.len()];
+    // Each block's head at the previous pass: when it moves, a new write
+    // landed (`last-change-ms`).
+    let mut last = heads.clone();
+    let mut last_change = None;
+    let mut scans = 0;
+    loop {
+        let done = t0.elapsed() >= window;
+        // The kernel writes this memory behind the compiler's back: a
+        // fresh look at it on every pass.
+        let now = &std::hint::black_box(st.region.as_slice())[start..end];
+        let blocks = now.chunks_exact(bs).zip(snap.chunks_exact(bs));
+        for (b, (x, y)) in blocks.enumerate() {
+            let h = head_of(x);
+            let differs = x != y || h != heads[b];
+            if h != last[b] || (differs && !changed[b]) {
+                last_change = Some(t0.elapsed().as_millis());
+            }
+            last[b] = h;
+            changed[b] |= differs;
+        }
+        scans += 1;
+        if done {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = census(&snap, bs);
+    let after = census(&st.region.as_slice()[start..end], bs);
+    let opt = |v: Option<u128>| v.map_or("none".to_string(), |v| v.to_string());
+    format!(
+        "ok changed={} last-change-ms={} torn={} torn0={} stamped={} distinct={} max0={} max={} \
+         heads-us={heads_us} copy-us={copy_us} scans={scans}",
+        changed.iter().filter(|&&c| c).count(),
+        opt(last_change),
+        after.torn,
+        before.torn,
+        after.stamped,
+        after.distinct,
+        opt(before.max.map(u128::from)),
+        opt(after.max.map(u128::from)),
+    )
+}
+
 /// Runs an `unexport-in` whose time has come.
 fn unexport_due(st: &Mutex<State<'_>>) {
     let mut st = st.lock().unwrap_or_else(|e| e.into_inner());
@@ -122,19 +237,11 @@ fn answer<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, line: &str) -> String {
             Ok(()) => "ok".into(),
             Err(e) => format!("error {e}"),
         },
-        // Revokes, then checksums the range at once and again 1 s later: a
-        // write that lands after UNEXPORT returned shows as a difference.
-        ["unexport-sum", which, first, count] => {
-            let Some((start, end)) = range(&st, first, count) else {
-                return "error range".into();
+        ["unexport-scan", which, first, count, ms] => {
+            let (Some((start, end)), Ok(ms)) = (range(&st, first, count), ms.parse::<u64>()) else {
+                return "error range or window".into();
             };
-            if let Err(e) = unexport(&mut st, which) {
-                return format!("error {e}");
-            }
-            let before = checksum(&st.region.as_slice()[start..end]);
-            std::thread::sleep(Duration::from_secs(1));
-            let after = checksum(&st.region.as_slice()[start..end]);
-            format!("ok {before:#x} {after:#x}")
+            unexport_scan(&mut st, which, start, end, Duration::from_millis(ms))
         }
         ["unexport-in", ms, which] => match ms.parse::<u64>() {
             Ok(ms) => {

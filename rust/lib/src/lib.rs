@@ -12,6 +12,7 @@ mod device;
 mod info;
 mod region;
 mod remote;
+pub mod stamp;
 mod uring;
 
 pub use device::Rrdma;

@@ -13,15 +13,15 @@
 //! should; a peer cut off is noticed by keepalive on both sides, and a
 //! connection that asked for it reconnects.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rrdma::abi::errno::{E2BIG, ECONNREFUSED, EFAULT, EKEYREVOKED, ENOENT};
+use rrdma::abi::errno::{E2BIG, ECONNREFUSED, EFAULT, ENOENT};
 use rrdma::abi::uapi::{Completion, Submit, ACCESS_READ, IOCTL_SUBMIT, OP_READ, OP_WRITE};
 use rrdma::abi::uapi::{Export as ExportArg, Op};
-use rrdma::{Connection, RemoteRegion, Rrdma};
+use rrdma::{stamp, Connection, RemoteRegion, Rrdma};
 
 use crate::remote::{addr, control, expect_errno_any, fnv, pattern, quiet, reap, token, T};
 use crate::uffd::Stalled;
@@ -31,7 +31,7 @@ use crate::{ensure, expect_errno, expect_ok, Tap};
 const BS: u64 = 4096;
 
 /// A fresh export of the peer's region (`rw` or `ro`), imported over `conn`.
-fn fresh_import<'a>(
+pub(crate) fn fresh_import<'a>(
     peer: &str,
     conn: &Connection<'a>,
     which: &str,
@@ -45,14 +45,18 @@ fn fresh_import<'a>(
 
 /// What a load thread saw: operations posted, completions by user data.
 #[derive(Default)]
-struct Tally {
-    posted: u64,
+pub(crate) struct Tally {
+    pub(crate) posted: u64,
     completed: u64,
     dup: u64,
     errors: u64,
     first_error: Option<i32>,
     /// The SUBMIT refusal that ended the load, if one did.
-    refused: Option<i32>,
+    pub(crate) refused: Option<i32>,
+    /// The user data of the operations that completed without error.
+    pub(crate) ok: HashSet<u64>,
+    /// The number (user data) of the load's first operation.
+    pub(crate) first: u64,
 }
 
 impl Tally {
@@ -65,12 +69,14 @@ impl Tally {
         if status < 0 {
             self.errors += 1;
             self.first_error.get_or_insert(status);
+        } else {
+            self.ok.insert(user_data);
         }
     }
 }
 
-/// The load's next 16 one-block WRITEs, from `local` blocks `0..64` to
-/// `rw` blocks `0..1024`, numbered from `next`.
+/// The io_uring load's next 16 one-block WRITEs, from `local` blocks
+/// `0..64` to `rw` blocks `0..1024`, numbered from `next`.
 fn write_batch(rw: &RemoteRegion<'_>, local: &rrdma::Region<'_>, next: u64) -> Vec<Op> {
     (0..16)
         .map(|i| {
@@ -80,31 +86,108 @@ fn write_batch(rw: &RemoteRegion<'_>, local: &rrdma::Region<'_>, next: u64) -> V
         .collect()
 }
 
-/// Posts WRITE batches of 16 one-block operations to `rw` blocks
-/// `0..1024` until `stop` (or the first refused SUBMIT), then reaps until
-/// every posted operation completed or `drain` passed.
-fn write_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Duration) -> Tally {
-    let mut local = dev.create_region(4096, 64).expect("region");
-    pattern(local.as_mut_slice(), 99);
-    let mut t = Tally::default();
+/// Local blocks of [`write_load`]: one per operation in flight (at most
+/// 256 and a batch).
+const LOAD_SLOTS: u64 = 512;
+
+/// [`write_load`]'s local blocks. Each is stamped with its operation's
+/// number (`rrdma::stamp`) just before that operation is posted, and only
+/// once the block's previous operation completed: every write carries
+/// bytes no other write carries, so a write that lands late always
+/// changes the peer's memory.
+struct Slots {
+    free: Vec<u64>,
+    /// The local block of each operation posted and not completed.
+    busy: HashMap<u64, u64>,
+}
+
+impl Slots {
+    fn new() -> Self {
+        Self {
+            free: (0..LOAD_SLOTS).rev().collect(),
+            busy: HashMap::new(),
+        }
+    }
+
+    /// The load's next (up to) 16 one-block WRITEs to `rw` blocks
+    /// `0..1024`, numbered from `next`, their local blocks stamped.
+    fn batch(
+        &mut self,
+        rw: &RemoteRegion<'_>,
+        local: &mut rrdma::Region<'_>,
+        next: u64,
+    ) -> Vec<Op> {
+        let bs = local.block_size() as usize;
+        let mut ops = Vec::with_capacity(16);
+        for n in next..next + 16 {
+            let Some(slot) = self.free.pop() else { break };
+            let at = slot as usize * bs;
+            stamp::stamp(&mut local.as_mut_slice()[at..at + bs], n);
+            self.busy.insert(n, slot);
+            ops.push(rw.op(OP_WRITE, local, slot, n % 1024, 1, n));
+        }
+        ops
+    }
+
+    /// Operation `n` completed, or was not posted: its block is free.
+    fn done(&mut self, n: u64) {
+        if let Some(slot) = self.busy.remove(&n) {
+            self.free.push(slot);
+        }
+    }
+}
+
+/// Each load's operations are numbered from a base of their own: a load
+/// that rewrote a block with a former load's number would write the same
+/// bytes, and a late write of it would go unseen.
+static LOADS: AtomicU64 = AtomicU64::new(0);
+
+/// Posts WRITE batches of 16 one-block operations, numbered from a base of
+/// the load's own ([`LOADS`], in [`Tally::first`]) and stamped with their
+/// numbers ([`Slots`]), to `rw` blocks `0..1024` until
+/// `stop` (or the first refused SUBMIT), then reaps until every posted
+/// operation completed or `drain` passed. `progress` follows the count
+/// posted.
+pub(crate) fn write_load(
+    dev: &Rrdma,
+    rw: &RemoteRegion<'_>,
+    stop: &AtomicBool,
+    progress: &AtomicU64,
+    drain: Duration,
+) -> Tally {
+    let mut local = dev.create_region(4096, LOAD_SLOTS).expect("region");
+    let mut slots = Slots::new();
+    // The process, then the load: bits 40.. and 32..40.
+    let first = u64::from(std::process::id()) << 40 | LOADS.fetch_add(1, Ordering::Relaxed) << 32;
+    let mut t = Tally {
+        first,
+        ..Tally::default()
+    };
     let mut seen = HashSet::new();
-    let mut next = 0u64;
+    let mut next = first;
     let mut buf = vec![Completion::zeroed(); 64];
-    let mut take = |t: &mut Tally, seen: &mut HashSet<u64>, wait: u64| {
+    let mut take = |t: &mut Tally, slots: &mut Slots, seen: &mut HashSet<u64>, wait: u64| {
         let n = dev
             .completions(&mut buf, Some(Duration::from_millis(wait)))
             .unwrap_or(0);
         for c in &buf[..n] {
             t.saw(seen, c.user_data, c.status);
+            slots.done(c.user_data);
         }
     };
     while !stop.load(Ordering::Relaxed) {
         if t.posted - t.completed < 256 {
-            let ops = write_batch(rw, &local, next);
-            match dev.submit(&ops) {
+            let ops = slots.batch(rw, &mut local, next);
+            let res = dev.submit(&ops);
+            let posted = *res.as_ref().unwrap_or(&0);
+            for op in &ops[posted..] {
+                slots.done(op.user_data);
+            }
+            match res {
                 Ok(n) => {
                     t.posted += n as u64;
                     next += n as u64;
+                    progress.store(t.posted, Ordering::Relaxed);
                 }
                 // Full send queue with operations in flight: flow control.
                 Err(e) if rrdma::errno(&e) == Some(libc::EAGAIN) && t.posted > t.completed => {}
@@ -114,11 +197,11 @@ fn write_load(dev: &Rrdma, rw: &RemoteRegion<'_>, stop: &AtomicBool, drain: Dura
                 }
             }
         }
-        take(&mut t, &mut seen, 0);
+        take(&mut t, &mut slots, &mut seen, 0);
     }
     let start = Instant::now();
     while t.completed < t.posted && start.elapsed() < drain {
-        take(&mut t, &mut seen, 200);
+        take(&mut t, &mut slots, &mut seen, 200);
     }
     t
 }
@@ -179,7 +262,7 @@ fn uring_load(
     t
 }
 
-fn exactly_once(t: &Tally) -> Result<(), String> {
+pub(crate) fn exactly_once(t: &Tally) -> Result<(), String> {
     println!(
         "# load: posted {}, completed {}, failed {} (first {:?}), SUBMIT refused {:?}",
         t.posted, t.completed, t.errors, t.first_error, t.refused
@@ -193,48 +276,6 @@ fn exactly_once(t: &Tally) -> Result<(), String> {
     )
 }
 
-/// Item 1a: UNEXPORT on the exporter while this side writes.
-fn unexport_under_load(dev: &Rrdma, t: &mut Tap, peer: &str, conn: &Connection<'_>) {
-    let (_, rw) = match fresh_import(peer, conn, "rw") {
-        Ok(x) => x,
-        Err(e) => return t.check("UNEXPORT under load: import", Err(e)),
-    };
-    let stop = AtomicBool::new(false);
-    let (tally, answer) = std::thread::scope(|s| {
-        let h = s.spawn(|| write_load(dev, &rw, &stop, Duration::from_secs(15)));
-        std::thread::sleep(Duration::from_millis(1500));
-        // Revoke, checksum at once, wait 1 s, checksum again.
-        let answer = control(peer, "unexport-sum rw 0 1024");
-        std::thread::sleep(Duration::from_millis(300));
-        stop.store(true, Ordering::Relaxed);
-        (h.join().unwrap_or_default(), answer)
-    });
-    t.check(
-        "UNEXPORT under write load: every posted operation completes exactly once",
-        exactly_once(&tally),
-    );
-    t.check(
-        "UNEXPORT under write load: no write lands in the exporter's memory after it returns",
-        match answer {
-            Ok(a) => {
-                let w: Vec<&str> = a.split_whitespace().collect();
-                ensure(w.len() == 3 && w[0] == "ok" && w[1] == w[2], a.clone())
-            }
-            Err(e) => Err(e.to_string()),
-        },
-    );
-    let local = dev.create_region(4096, 1).expect("region");
-    t.check(
-        "UNEXPORT under write load: later operations fail with EKEYREVOKED",
-        expect_errno(rw.write(&local, 0, 0, 1), EKEYREVOKED),
-    );
-    t.check(
-        "UNEXPORT under write load: the connection survives",
-        fresh_import(peer, conn, "ro")
-            .and_then(|(_, ro)| ro.read(&local, 0, 0, 1).map_err(|e| e.to_string())),
-    );
-}
-
 /// Item 1b: the exporter's RDMA device goes away while this side writes.
 fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
     let conn = match dev.connect(addr(peer, 7471), T) {
@@ -246,8 +287,9 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
         Err(e) => return t.check("exporter device removal: import", Err(e)),
     };
     let stop = AtomicBool::new(false);
+    let progress = AtomicU64::new(0);
     let (tally, rings, agent) = std::thread::scope(|s| {
-        let h = s.spawn(|| write_load(dev, &rw, &stop, Duration::from_secs(30)));
+        let h = s.spawn(|| write_load(dev, &rw, &stop, &progress, Duration::from_secs(30)));
         let rings: Vec<_> = [Ring::Plain, Ring::Iopoll, Ring::Sqpoll]
             .into_iter()
             .map(|ring| {
@@ -949,7 +991,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     pd_checks(dev, t, peer);
     loopback_checks(dev, t, me);
     drop(rw);
-    unexport_under_load(dev, t, peer, &conn);
+    crate::unexport::checks(dev, t, peer, &conn);
     drop(conn);
     crate::keepalive::checks(dev, t, peer, quick);
     crate::stall::checks(dev, t, peer, prov);

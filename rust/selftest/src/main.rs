@@ -19,10 +19,10 @@
 //!   refused calls, stalled user copies, concurrency, keepalive and
 //!   reconnect (`attack.rs`);
 //! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`, `hostile
-//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`: those parts alone
-//!   (`keepalive.rs`, `reconnect.rs`, `hostile/`, `stall.rs`; the last two
-//!   with tests/guest/attack.sh's argument `PROVIDER,hostile` or
-//!   `PROVIDER,stall`);
+//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`, `unexport PEER_IP
+//!   PROVIDER`: those parts alone (`keepalive.rs`, `reconnect.rs`,
+//!   `hostile/`, `stall.rs`, `unexport.rs`; with tests/guest/attack.sh's
+//!   argument `PROVIDER,PART`);
 //! - `flood PEER_IP PROVIDER [SECONDS]`: connect, import and disconnect
 //!   cycles while the exporter's accepts fail at each point, then a
 //!   connection that must still work (`flood.rs`; tests/guest/attack.sh's
@@ -62,6 +62,7 @@ mod remote;
 mod stall;
 mod sync_poll;
 mod uffd;
+mod unexport;
 mod uring;
 mod uring_sqe;
 
@@ -629,6 +630,13 @@ fn main() -> ExitCode {
             [peer, prov, secs] => flood::checks(&mut t, peer, prov, secs.parse().unwrap_or(40)),
             _ => {
                 eprintln!("usage: rrdma-selftest flood PEER_IP PROVIDER [SECONDS]");
+                return ExitCode::from(2);
+            }
+        },
+        "unexport" => match rest {
+            [peer, _prov] => unexport::run(&dev, &mut t, peer),
+            _ => {
+                eprintln!("usage: rrdma-selftest unexport PEER_IP PROVIDER");
                 return ExitCode::from(2);
             }
         },
