@@ -88,6 +88,7 @@ grep -c '^PASS host' "$RESULTS" | xargs -I{} echo "host tests: {} passed"
 step "build: userspace (static)" "$HERE/build-userspace.sh"
 step "lint: rustfmt" "$HERE/lint.sh" rustfmt
 step "lint: cargo clippy" "$HERE/lint.sh" clippy
+step "lint: Documentation/rrdma.rst parses" "$HERE/lint.sh" docs
 
 GUEST_LOCK=${RRDMA_GUEST_LOCK:-/tmp/rrdma-guest.lock}
 # g KERNEL VARIANT --label LABEL ARGS...: one guest.py run on the kernel whose

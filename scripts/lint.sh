@@ -1,9 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Static checks: `lint.sh rustfmt|clippy|kernel KVER [VARIANT]|all`.
+# Static checks: `lint.sh rustfmt|clippy|docs|kernel KVER [VARIANT]|all`.
 #   rustfmt  - formatting of every Rust file (module and userspace)
 #   clippy   - cargo clippy on the userspace workspace, warnings are errors
+#   docs     - Documentation/rrdma.rst parses without a warning
 #   kernel   - checkpatch.pl on the C shim, the UAPI header and the
 #              selftest's userspace C, and the module
 #              built with CLIPPY=1 against kernel KVER (VARIANT base or
@@ -22,6 +23,20 @@ rustfmt_check() {
 
 clippy_check() {
 	(cd rust && cargo clippy --workspace --all-targets --locked --quiet -- -D warnings)
+}
+
+# The documentation parses as reStructuredText without a warning (tables
+# whose cells overflow, broken references).
+docs_check() {
+	python3 - Documentation/rrdma.rst <<'PY'
+import io, sys
+import docutils.core
+err = io.StringIO()
+docutils.core.publish_doctree(open(sys.argv[1]).read(), source_path=sys.argv[1],
+                              settings_overrides={"warning_stream": err, "report_level": 2})
+if err.getvalue():
+    sys.exit(err.getvalue())
+PY
 }
 
 kernel_check() {
@@ -46,7 +61,8 @@ kernel_check() {
 case "${1:-all}" in
 rustfmt) rustfmt_check ;;
 clippy) clippy_check ;;
+docs) docs_check ;;
 kernel) kernel_check "${2:-6.12}" "${3:-base}" ;;
-all) rustfmt_check; clippy_check; kernel_check 6.12 debug ;;
-*) die "usage: lint.sh rustfmt|clippy|kernel KVER [VARIANT]|all" ;;
+all) rustfmt_check; clippy_check; docs_check; kernel_check 6.12 debug ;;
+*) die "usage: lint.sh rustfmt|clippy|docs|kernel KVER [VARIANT]|all" ;;
 esac

@@ -27,6 +27,13 @@ DEB_PKGS=(
 	libibverbs-dev librdmacm-dev libnl-3-dev libnl-route-3-dev liburing-dev
 )
 
+# docutils for the documentation's check (scripts/lint.sh docs), into the
+# python3 the scripts run.
+if ! python3 -c 'import docutils' 2>/dev/null; then
+	log "installing docutils from PyPI"
+	python3 -m pip install --quiet docutils || die "cannot install docutils"
+fi
+
 missing=()
 for p in "${DEB_PKGS[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -16,7 +16,8 @@ use crate::device::DeviceCtx;
 #[pin_data]
 pub(crate) struct Context {
     /// Every RDMA device rrdma knows, in `add` order. Removal empties a slot
-    /// rather than shifting, so it never allocates.
+    /// rather than shifting, so it never allocates. Order: alone, or after
+    /// `Conn::inner` (a connection's set-up finds its device); a leaf.
     #[pin]
     devices: Mutex<KVec<Option<Arc<DeviceCtx>>>>,
 }

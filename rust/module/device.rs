@@ -36,8 +36,10 @@ pub(crate) struct DeviceCtx {
     mrs: AtomicU32,
     removing: AtomicBool,
     /// Connections using the device: `remove` destroys them (the removal
-    /// notifiers of xprtrdma), which drops their references. Lock order:
-    /// taken alone (never with `Conn::inner`).
+    /// notifiers of xprtrdma), which drops their references. Order: after
+    /// `Conn::inner` (a connection's set-up registers it here) or alone;
+    /// a leaf: `remove` takes the list out and destroys the connections
+    /// with it released.
     #[pin]
     conns: Mutex<KVec<Arc<Conn>>>,
     /// Must stay the last field: signals `remove` after the rest is freed.

@@ -51,6 +51,9 @@ const OP_SIZE_MAX: u32 = 4096;
 pub(crate) struct FileState {
     context: Arc<Context>,
     shared: Arc<Shared>,
+    /// Guards the file's handle table. Order: before `Shared::exports`
+    /// (a region's destruction checks its exports); nothing else is taken
+    /// under it, and no object is destroyed under it.
     #[pin]
     objects: Mutex<Objects>,
 }

@@ -82,6 +82,10 @@ impl Pending {
 pub(crate) struct Listener {
     shared: Arc<Shared>,
     backlog: u32,
+    /// Guards the id, the pending and queued connections and the
+    /// reservations of requests being accepted. Order: after rdma_cm's
+    /// handler mutex; before `Conn::inner` (a pending connection's state
+    /// is read under it). Never held across an accept or a teardown.
     #[pin]
     inner: Mutex<Inner>,
     #[pin]

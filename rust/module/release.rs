@@ -15,6 +15,7 @@ use crate::abi::Result;
 /// A one-shot "released" signal.
 #[pin_data]
 pub(crate) struct Release {
+    /// Whether the signal was given. A leaf.
     #[pin]
     done: Mutex<bool>,
     #[pin]

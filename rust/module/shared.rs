@@ -36,14 +36,17 @@ pub(crate) struct Shared {
     pub(crate) context: Arc<Context>,
     /// The file's wait queue, woken for each completion.
     waitq: FileWaitq,
-    /// Completions of asynchronous operations (a softirq-safe spinlock:
-    /// completions push into it where they are handled).
+    /// Completions of asynchronous operations. A softirq-safe spinlock:
+    /// completions push into it where they are handled. Order: after a
+    /// path's lock (a completion batch) or alone; a leaf.
     #[pin]
     pub(crate) ring: BhLock<Ring>,
-    /// Exports, by token.
+    /// Exports, by token. Order: after `Conn::inner` (a grant re-checks
+    /// its export) and `FileState::objects` (a region's destruction checks
+    /// its exports); a leaf.
     #[pin]
     pub(crate) exports: Mutex<Exports>,
-    /// Every live connection of the file.
+    /// Every live connection of the file. Taken alone; a leaf.
     #[pin]
     pub(crate) conns: Mutex<KVec<Arc<Conn>>>,
     /// Callbacks into the file's connections (no lock: atomic counts).

@@ -237,6 +237,12 @@ pub(crate) struct Conn {
     /// could be a freed connection's).
     serial: u64,
     active: bool,
+    /// Guards the connection's state, ids, resources, control channel,
+    /// imports and paths. Order: after rdma_cm's handler mutex and
+    /// `Listener::inner`; before `Shared::exports`, `Context::devices`,
+    /// `DeviceCtx::conns` and a path's lock. Never held across a wait for a
+    /// handler, a completion or a work item (checked on a lockdep kernel:
+    /// `ffi::assert_unlocked`), nor a user copy.
     #[pin]
     inner: Mutex<Inner>,
     /// State changes, answers, free slots, send-queue room.

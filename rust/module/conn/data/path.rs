@@ -62,7 +62,10 @@ impl PathData {
 
 /// The lock of a path's data state (softirq-safe: completions take it where
 /// the send CQ is polled); `None` until the path's first queue pair and
-/// after the teardown dropped a lane's.
+/// after the teardown dropped a lane's. Order: after `Conn::inner`
+/// (posting) or the shim's `poll_lock` (a poll's completions), or alone;
+/// before `Shared::ring`, `SyncWait::status` and the shim queue pair's
+/// spinlock; never two paths' at once. Nothing sleeps under it.
 pub(in crate::conn) type PathLock = BhLock<Option<KBox<PathData>>>;
 
 /// The locks of a connection's paths, one for each queue pair it may have

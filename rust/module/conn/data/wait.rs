@@ -9,7 +9,8 @@ use super::*;
 /// Where a synchronous operation's status lands.
 #[pin_data]
 pub(crate) struct SyncWait {
-    /// Set where the operation completes (softirq-safe).
+    /// Set where the operation completes. A softirq-safe spinlock, a leaf:
+    /// taken under its path's lock by the completion, alone by the waiter.
     #[pin]
     pub(super) status: BhLock<Option<i32>>,
     #[pin]
