@@ -42,7 +42,7 @@ use crate::conn::Conn;
 use crate::ffi::{warn_user, ShimAddr};
 use crate::shared::Shared;
 
-struct Inner {
+struct ListenerInner {
     /// `None` before it listens, once closed, or once handed to the CM
     /// (device removal).
     id: Option<CmId<Listener>>,
@@ -87,7 +87,7 @@ pub(crate) struct Listener {
     /// handler mutex; before `Conn::inner` (a pending connection's state
     /// is read under it). Never held across an accept or a teardown.
     #[pin]
-    inner: Mutex<Inner>,
+    inner: Mutex<ListenerInner>,
     #[pin]
     cv: CondVar,
 }
@@ -108,7 +108,7 @@ impl Listener {
             pin_init!(Self {
                 shared: shared.clone(),
                 backlog,
-                inner <- new_mutex!(Inner {
+                inner <- new_mutex!(ListenerInner {
                     id: None,
                     pending,
                     queue,

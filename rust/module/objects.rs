@@ -53,7 +53,7 @@ impl Object {
 }
 
 #[derive(Default)]
-pub(crate) struct Counts {
+pub(crate) struct ObjectCounts {
     pub(crate) regions: u64,
     pub(crate) region_bytes: u64,
     pub(crate) listeners: u64,
@@ -164,8 +164,8 @@ impl Objects {
     }
 
     /// Current counts, derived from the table (read by fdinfo only).
-    pub(crate) fn counts(&self) -> Counts {
-        let mut c = Counts::default();
+    pub(crate) fn counts(&self) -> ObjectCounts {
+        let mut c = ObjectCounts::default();
         for o in self.tree.values() {
             match o {
                 Object::Region(r) => {

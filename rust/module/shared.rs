@@ -27,7 +27,7 @@ use crate::context::Context;
 use crate::export::Exports;
 use crate::ffi::{FileWaitq, ShimAddr};
 use crate::ring::Ring;
-use crate::work::Work;
+use crate::work::FabricWork;
 
 /// Shared per-file state.
 #[pin_data]
@@ -50,7 +50,7 @@ pub(crate) struct Shared {
     #[pin]
     pub(crate) conns: Mutex<KVec<Arc<Conn>>>,
     /// Callbacks into the file's connections (no lock: atomic counts).
-    pub(crate) work: Work,
+    pub(crate) work: FabricWork,
     /// Control messages of the file's connections that waited for a send
     /// buffer (atomic).
     pub(crate) ctrl: CtrlCounts,
@@ -72,7 +72,7 @@ impl Shared {
                 ring <- new_bh_lock!(ring, "Shared::ring"),
                 exports <- new_mutex!(Exports::new(), "Shared::exports"),
                 conns <- new_mutex!(KVec::new(), "Shared::conns"),
-                work: Work::new(),
+                work: FabricWork::new(),
                 ctrl: CtrlCounts::new(),
                 keepalive: KeepaliveCounts::new(),
                 reconnect: ReconnectCounts::new(),
@@ -122,7 +122,7 @@ impl Shared {
     /// `Conn::inner` under `Shared::conns`); without memory for it,
     /// `ENOMEM`: the request is refused and the peer tries again after its
     /// backoff, rather than accepted with the old connection live.
-    pub(crate) fn fence(&self, peer: &ShimAddr, nonce: u64) -> Result<(), Errno> {
+    pub(crate) fn end_replaced(&self, peer: &ShimAddr, nonce: u64) -> Result<(), Errno> {
         let conns = self.conns().map_err(|_| ENOMEM)?;
         for c in conns.iter() {
             if c.replaced_by(peer, nonce) {

@@ -184,11 +184,11 @@ impl Qp {
     /// requests completed (or were flushed).
     pub(crate) unsafe fn post(&self, wrs: &[ShimWr]) -> (u32, Result<(), Errno>) {
         // SAFETY: by the function's safety requirements.
-        unsafe { self.as_ref().post(wrs) }
+        unsafe { self.to_ref().post(wrs) }
     }
 
     /// A borrowed handle, for posting.
-    pub(crate) fn as_ref(&self) -> QpRef<'_> {
+    pub(crate) fn to_ref(&self) -> QpRef<'_> {
         // INVARIANT: the queue pair lives as long as `self` is borrowed.
         QpRef {
             raw: self.raw,
@@ -208,7 +208,7 @@ impl Qp {
     }
 }
 
-/// A queue pair borrowed for posting: the owner's ([`Qp::as_ref`]), or the
+/// A queue pair borrowed for posting: the owner's ([`Qp::to_ref`]), or the
 /// one whose completion is being handled ([`QpRef::from_raw`]).
 ///
 /// # Invariants

@@ -15,7 +15,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 /// A kind of callback.
 #[derive(Clone, Copy)]
-pub(crate) enum Kind {
+pub(crate) enum Callback {
     /// An rdma_cm event of a connection's id.
     CmEvent,
     /// A control message received.
@@ -29,7 +29,7 @@ pub(crate) enum Kind {
 /// Callback counts of one file's connections, connections gone included,
 /// and the iWARP write fences they posted (`rrdma-write-fences`: one per
 /// batch or group of writes, see `Conn::post_ops`).
-pub(crate) struct Work {
+pub(crate) struct FabricWork {
     cm_events: AtomicU64,
     ctrl_recv: AtomicU64,
     completions: AtomicU64,
@@ -54,7 +54,7 @@ pub(crate) struct Work {
     softirq: AtomicU64,
 }
 
-impl Work {
+impl FabricWork {
     pub(crate) const fn new() -> Self {
         Self {
             cm_events: AtomicU64::new(0),
@@ -111,11 +111,11 @@ impl Work {
     }
 
     /// Counts one callback. Relaxed: a statistic, ordered with nothing.
-    pub(crate) fn count(&self, kind: Kind) {
+    pub(crate) fn count(&self, kind: Callback) {
         let c = match kind {
-            Kind::CmEvent => &self.cm_events,
-            Kind::CtrlRecv => &self.ctrl_recv,
-            Kind::Completion => &self.completions,
+            Callback::CmEvent => &self.cm_events,
+            Callback::CtrlRecv => &self.ctrl_recv,
+            Callback::Completion => &self.completions,
         };
         c.fetch_add(1, Ordering::Relaxed);
     }

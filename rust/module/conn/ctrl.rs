@@ -24,7 +24,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::{wait_until, Conn, Inner, State};
+use super::{wait_until, Conn, ConnInner, State};
 use crate::abi::Result;
 use crate::abi::{
     backlog::{Backlog, Kind, BACKLOG_MAX},
@@ -178,11 +178,11 @@ impl Channel {
 
 /// Sends `m` on the connection's queue pair (never blocks); `EAGAIN` if
 /// no send buffer is free.
-pub(super) fn send(g: &Inner, m: &Ctrl) -> Result<(), Errno> {
+pub(super) fn send(g: &ConnInner, m: &Ctrl) -> Result<(), Errno> {
     post(&g.state, &g.id, &m.encode(g.version))
 }
 
-/// Sends an encoded message; [`send`] on the parts of `Inner` it needs
+/// Sends an encoded message; [`send`] on the parts of `ConnInner` it needs
 /// (the backlog's flush borrows the rest).
 fn post(state: &State, id: &Option<CmId<Conn>>, msg: &[u8]) -> Result<(), Errno> {
     if !state.can_talk() {
@@ -203,7 +203,7 @@ fn body(bodies: &[u8], slot: usize) -> &[u8] {
 /// waiting for a send buffer; `EPROTO` if more would wait than the bounds
 /// allow (for an answer, the peer broke the protocol). Counts each message
 /// that waits.
-pub(super) fn answer(g: &mut Inner, counts: &Counts, m: Ctrl) -> Result<(), Errno> {
+pub(super) fn answer(g: &mut ConnInner, counts: &CtrlCounts, m: Ctrl) -> Result<(), Errno> {
     if g.ctrl.backlog.is_empty() {
         match send(g, &m) {
             Err(e) if e == EAGAIN => {}
@@ -220,11 +220,11 @@ pub(super) fn answer(g: &mut Inner, counts: &Counts, m: Ctrl) -> Result<(), Errn
 
 /// Control channel counts of one file's connections, connections gone
 /// included.
-pub(crate) struct Counts {
+pub(crate) struct CtrlCounts {
     backlogged: AtomicU64,
 }
 
-impl Counts {
+impl CtrlCounts {
     pub(crate) const fn new() -> Self {
         Self {
             backlogged: AtomicU64::new(0),
@@ -241,7 +241,7 @@ impl Counts {
 }
 
 /// Whether revoke `id` was acknowledged (its slot is left as is).
-pub(super) fn revoke_answered(g: &Inner, id: u64) -> bool {
+pub(super) fn revoke_answered(g: &ConnInner, id: u64) -> bool {
     g.ctrl
         .revokes
         .iter()
@@ -251,7 +251,7 @@ pub(super) fn revoke_answered(g: &Inner, id: u64) -> bool {
 
 /// Sends the acknowledgements of revokes whose token has nothing in flight
 /// any more (after an operation completed or a revoke arrived).
-pub(super) fn send_due_acks(g: &mut Inner, counts: &Counts) {
+pub(super) fn send_due_acks(g: &mut ConnInner, counts: &CtrlCounts) {
     for i in 0..REVOKE_MAX {
         let Some(ack) = g.ctrl.acks[i] else { continue };
         if g.imports.inflight(ack.token) > 0 {
@@ -338,7 +338,7 @@ impl Conn {
     /// returns the revoke's id. Waits for a free slot within `left`.
     pub(super) fn send_revoke(
         self: &Arc<Self>,
-        g: &mut kernel::sync::lock::Guard<'_, Inner, kernel::sync::lock::mutex::MutexBackend>,
+        g: &mut kernel::sync::lock::Guard<'_, ConnInner, kernel::sync::lock::mutex::MutexBackend>,
         token: u64,
         generation: u32,
         left: &mut Option<kernel::time::Jiffies>,
@@ -369,7 +369,7 @@ impl Conn {
     /// Whether revoke `id` was acknowledged; frees its slot once it was, or
     /// once `give_up` (its answer, if it comes, is then a violation: the
     /// caller ends the connection when it gives up).
-    pub(super) fn revoke_acked(g: &mut Inner, id: u64, give_up: bool) -> bool {
+    pub(super) fn revoke_acked(g: &mut ConnInner, id: u64, give_up: bool) -> bool {
         let Some(slot) = g
             .ctrl
             .revokes
@@ -464,13 +464,13 @@ impl Conn {
     /// the oldest message waiting in the backlog.
     pub(crate) fn ctrl_sent(self: &Arc<Self>, wc_status: c_int) {
         if wc_status != 0 {
-            return self.wc_failed(wc_status, super::Wr::ControlSend);
+            return self.wc_failed(wc_status, super::FailedWr::ControlSend);
         }
         let mut g = self.inner.lock();
         if g.ctrl.backlog.is_empty() {
             return;
         }
-        let Inner {
+        let ConnInner {
             ctrl, state, id, ..
         } = &mut *g;
         let Channel {

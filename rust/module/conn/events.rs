@@ -42,7 +42,7 @@ impl Conn {
             cm_event::ROUTE_ERROR => Event::RouteError(status),
             cm_event::ESTABLISHED if self.active => {
                 // The accept must grant no more queue pairs than we
-                // offered (`Inner::lanes` until now).
+                // offered (`ConnInner::lanes` until now).
                 let offered = self.inner.lock().lanes + 1;
                 let checked = Hello::decode(pdata).and_then(|h| {
                     let lanes = wire::granted_lanes(&h, offered)?;

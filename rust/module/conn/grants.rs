@@ -74,7 +74,7 @@ impl Conn {
     /// A grant's registration work request completed with `wc_status`.
     pub(crate) fn grant_reg_done(self: &Arc<Self>, wc_status: c_int) {
         if ops::wc_errno(wc_status as u32).is_some() {
-            return self.wc_failed(wc_status, super::Wr::Registration);
+            return self.wc_failed(wc_status, super::FailedWr::Registration);
         }
         let mut g = self.inner.lock();
         if let Some(res) = g.res.as_mut() {

@@ -19,7 +19,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::{ctrl, Conn, Inner};
+use super::{ctrl, Conn, ConnInner};
 use crate::abi::{
     conn::Event,
     errno::ETIMEDOUT,
@@ -29,14 +29,14 @@ use crate::abi::{
 use crate::ffi;
 
 /// A connection's keepalive (under `Conn::inner`).
-pub(super) struct State {
+pub(super) struct Keepalive {
     /// What this side asked for; `None`: off.
     settings: Option<Settings>,
     /// Running once established (with a peer that answers pings).
     clock: Option<Clock>,
 }
 
-impl State {
+impl Keepalive {
     pub(super) fn new(settings: Option<Settings>) -> Self {
         Self {
             settings,
@@ -74,12 +74,12 @@ pub(super) fn accepted_settings() -> Option<Settings> {
 }
 
 /// Keepalive counts of one file's connections, connections gone included.
-pub(crate) struct Counts {
+pub(crate) struct KeepaliveCounts {
     pings: AtomicU64,
     timeouts: AtomicU64,
 }
 
-impl Counts {
+impl KeepaliveCounts {
     pub(crate) const fn new() -> Self {
         Self {
             pings: AtomicU64::new(0),
@@ -106,7 +106,7 @@ impl Counts {
 impl Conn {
     /// Starts the timer on establishment (under `Conn::inner`), if this
     /// side wants keepalive and the peer answers pings.
-    pub(super) fn keepalive_start(self: &Arc<Self>, g: &mut Inner) {
+    pub(super) fn keepalive_start(self: &Arc<Self>, g: &mut ConnInner) {
         let Some(s) = g.keepalive.settings else {
             return;
         };

@@ -17,20 +17,20 @@
 //! messages, grants and keepalive stay on the connection's own queue pair.
 //! An operation goes to the submitting CPU's lane once that lane is
 //! established, else to the connection's own queue pair
-//! (`Inner::pick_path`), so nothing waits for lanes: a lane that cannot be
+//! (`ConnInner::pick_path`), so nothing waits for lanes: a lane that cannot be
 //! set up is logged and left unused. Once established, a lane's failure is
 //! its connection's: the connection ends, and its teardown destroys every
 //! lane before the domain.
 //!
 //! A lane's id has its connection as context, like the connection's own
-//! id: `Conn::cm_event` tells them apart (`Inner::main_id`). Lock order is
+//! id: `Conn::cm_event` tells them apart (`ConnInner::main_id`). Lock order is
 //! the connection's: a lane has no lock of its own.
 
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::{data::Path, hello, Conn, Inner};
+use super::{data::Path, hello, Conn, ConnInner};
 use crate::abi::{
     conn::{Action, Event},
     errno::{Errno, ECONNRESET, EINVAL, ENOENT, ENOMEM, ENOTCONN, EPROTO},
@@ -62,7 +62,7 @@ impl Conn {
     /// Connects the lanes the peer granted (the active side, its
     /// connection just established). A lane that cannot start is left
     /// unused.
-    pub(super) fn open_lanes(self: &Arc<Self>, g: &mut Inner) {
+    pub(super) fn open_lanes(self: &Arc<Self>, g: &mut ConnInner) {
         for lane in 1..=usize::from(g.lanes) {
             let r = g
                 .paths
@@ -166,7 +166,7 @@ impl Conn {
     fn connect_lane(
         self: &Arc<Self>,
         h: &InHandler,
-        mut g: kernel::sync::lock::Guard<'_, Inner, kernel::sync::lock::mutex::MutexBackend>,
+        mut g: kernel::sync::lock::Guard<'_, ConnInner, kernel::sync::lock::mutex::MutexBackend>,
         lane: usize,
     ) -> c_int {
         if !g.state.is_connected() {
@@ -230,7 +230,7 @@ impl Conn {
         if lane != 0 && !self.inner.lock().paths.get(lane).is_some_and(|p| p.joined) {
             return;
         }
-        self.wc_failed(wc_status, super::Wr::Receive);
+        self.wc_failed(wc_status, super::FailedWr::Receive);
     }
 
     /// A Send arrived on lane `lane`: the peer broke the protocol.
@@ -247,7 +247,7 @@ impl Conn {
 
     /// Builds lane `lane`'s queue pair on its id, in the connection's
     /// domain.
-    fn lane_qp(self: &Arc<Self>, g: &mut Inner, lane: usize) -> Result<(), Errno> {
+    fn lane_qp(self: &Arc<Self>, g: &mut ConnInner, lane: usize) -> Result<(), Errno> {
         let res = g.res.as_ref().ok_or(ENOTCONN)?;
         let sizes = crate::verbs::QpSizes {
             lane: lane as u32,
@@ -263,7 +263,7 @@ impl Conn {
     /// Lane `lane` failed with `e`: one that joined its connection ends it;
     /// one the active side has not seen established is left unused (its id
     /// stays until the teardown).
-    fn lane_failed(self: &Arc<Self>, g: &mut Inner, lane: usize, e: Errno) {
+    fn lane_failed(self: &Arc<Self>, g: &mut ConnInner, lane: usize, e: Errno) {
         if g.paths.get(lane).is_some_and(|p| p.joined) {
             let action = Self::advance(g, Event::QpFatal);
             if action == Action::Teardown {
@@ -361,7 +361,7 @@ impl Conn {
     #[allow(clippy::type_complexity)]
     fn accept_lane_locked(
         self: &Arc<Self>,
-        g: &mut Inner,
+        g: &mut ConnInner,
         h: &InHandler,
         version: u16,
         lane: u16,

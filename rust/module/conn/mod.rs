@@ -100,12 +100,12 @@ mod reconnect;
 mod setup;
 mod teardown;
 
-pub(crate) use ctrl::Counts as CtrlCounts;
+pub(crate) use ctrl::CtrlCounts;
 pub(crate) use data::{Posted, ReportTo};
 pub(crate) use imports::Import;
-pub(crate) use keepalive::Counts as KeepaliveCounts;
-pub(crate) use reconnect::Counts as ReconnectCounts;
-pub(crate) use teardown::Wr;
+pub(crate) use keepalive::KeepaliveCounts;
+pub(crate) use reconnect::ReconnectCounts;
+pub(crate) use teardown::FailedWr;
 
 /// Control receive buffers we post (and advertise). The other queue sizes
 /// come from the device's limits (`abi::limits::queue_sizes`).
@@ -145,7 +145,7 @@ struct Resources {
 
 /// The state of a connection, under `Conn::inner`: one sub-struct per
 /// concern.
-struct Inner {
+struct ConnInner {
     state: State,
     /// The wire protocol version both sides speak; 0 until known (the
     /// passive side knows it at accept, the active side at establishment).
@@ -178,9 +178,9 @@ struct Inner {
     /// lanes (`lanes.rs`), at most `wire::QPS_MAX`; their data state is
     /// in `Conn::path_data`.
     paths: KVec<data::Path>,
-    keepalive: keepalive::State,
+    keepalive: keepalive::Keepalive,
     /// Set on a CONNECT with `RRDMA_CONNECT_RECONNECT`.
-    reconnect: Option<reconnect::State>,
+    reconnect: Option<reconnect::Reconnect>,
     /// The handler is in `rdma_connect_locked()` with `id` taken out and
     /// this lock released (siw's blocks in a TCP connect, for up to the
     /// SYN retries while the peer is unreachable): the teardown waits for
@@ -190,7 +190,7 @@ struct Inner {
     flushed_early: bool,
 }
 
-impl Inner {
+impl ConnInner {
     /// Installs the connection's id.
     fn install_id(&mut self, id: CmId<Conn>) {
         self.main_id = Some(id.addr());
@@ -244,7 +244,7 @@ pub(crate) struct Conn {
     /// handler, a completion or a work item (checked on a lockdep kernel:
     /// `ffi::assert_unlocked`), nor a user copy.
     #[pin]
-    inner: Mutex<Inner>,
+    inner: Mutex<ConnInner>,
     /// State changes, answers, free slots, send-queue room.
     #[pin]
     cv: CondVar,
@@ -342,7 +342,7 @@ impl Conn {
                 shared,
                 serial: SERIAL.fetch_add(1, Ordering::Relaxed),
                 active,
-                inner <- new_mutex!(Inner {
+                inner <- new_mutex!(ConnInner {
                     state,
                     version: 0,
                     nonce: 0,
@@ -357,8 +357,8 @@ impl Conn {
                     ctrl: ctrl::Channel::new(buffers),
                     imports: imports::Table::new(),
                     paths,
-                    keepalive: keepalive::State::new(keepalive),
-                    reconnect: reconnect.map(reconnect::State::new),
+                    keepalive: keepalive::Keepalive::new(keepalive),
+                    reconnect: reconnect.map(reconnect::Reconnect::new),
                     connecting: false,
                     flushed_early: false,
                 }, "Conn::inner"),
@@ -380,7 +380,7 @@ impl Conn {
     /// The state gate: feeds `ev` to the state machine, the only place a
     /// connection's state changes, and returns what to do. A failure is
     /// followed by a reconnect while the connection's budget allows.
-    fn advance(g: &mut Inner, ev: Event) -> Action {
+    fn advance(g: &mut ConnInner, ev: Event) -> Action {
         let retry = g.reconnect.as_ref().is_some_and(|r| r.budget.may_retry());
         let (state, action) = step_gated(g.state, ev, retry, &mut g.flushed_early);
         g.state = state;
@@ -400,7 +400,7 @@ impl Conn {
     }
 
     /// Counts a callback into this connection (see `work.rs`).
-    pub(crate) fn count(&self, kind: crate::work::Kind) {
+    pub(crate) fn count(&self, kind: crate::work::Callback) {
         self.shared.work.count(kind);
     }
 

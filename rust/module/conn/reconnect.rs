@@ -31,16 +31,16 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::workqueue::{impl_has_work, WorkItem};
 
-use super::{Conn, Inner};
+use super::{Conn, ConnInner};
 use crate::abi::{
-    conn::{Action, Event, State as ConnState},
+    conn::{Action, Event, State},
     reconnect::{self, Budget},
 };
 use crate::cm_id::CmId;
 use crate::ffi::{self, ShimAddr};
 
 /// A reconnecting connection's state (under `Conn::inner`).
-pub(super) struct State {
+pub(super) struct Reconnect {
     pub(super) budget: Budget,
     /// Where to connect again.
     pub(super) addr: ShimAddr,
@@ -53,7 +53,7 @@ pub(super) struct State {
     pub(super) replaces: Option<u64>,
 }
 
-impl State {
+impl Reconnect {
     pub(super) fn new(addr: ShimAddr) -> Self {
         let (policy, _) = ffi::reconnect_params();
         Self {
@@ -68,7 +68,7 @@ impl State {
 
 /// Reconnect counts of one file's connections, connections gone included,
 /// and the storm guard's count.
-pub(crate) struct Counts {
+pub(crate) struct ReconnectCounts {
     attempts: AtomicU64,
     reconnects: AtomicU64,
     gave_up: AtomicU64,
@@ -81,7 +81,7 @@ pub(crate) struct Counts {
     pub(super) tearing: AtomicU32,
 }
 
-impl Counts {
+impl ReconnectCounts {
     pub(crate) const fn new() -> Self {
         Self {
             attempts: AtomicU64::new(0),
@@ -197,7 +197,7 @@ impl Conn {
     /// The teardown of a failed connection that reconnects has freed the
     /// old queue pair (under `Conn::inner`, the state is now `Waiting`):
     /// clears what belonged to it and arms the backoff.
-    pub(super) fn backoff(self: &Arc<Self>, g: &mut Inner) {
+    pub(super) fn backoff(self: &Arc<Self>, g: &mut ConnInner) {
         g.ctrl.reset();
         g.imports.stale_all();
         let _ = self.reset_path(0, 0, 0, 0);
@@ -207,7 +207,7 @@ impl Conn {
             return;
         };
         let error = match g.state {
-            ConnState::Waiting { error } => error.get(),
+            State::Waiting { error } => error.get(),
             _ => 0,
         };
         if r.budget.tried() == 0 {
@@ -284,7 +284,7 @@ impl Conn {
         let mut g = self.inner.lock();
         let attempt = matches!(
             g.state,
-            ConnState::Resolving | ConnState::RoutePending | ConnState::Connecting
+            State::Resolving | State::RoutePending | State::Connecting
         );
         if !attempt || !g.was_established() {
             return;
@@ -307,7 +307,7 @@ impl Conn {
 
     /// Established again (under `Conn::inner`): refills the budget and
     /// queues the restore of the imports.
-    pub(super) fn reconnected(self: &Arc<Self>, g: &mut Inner) {
+    pub(super) fn reconnected(self: &Arc<Self>, g: &mut ConnInner) {
         let Some(r) = g.reconnect.as_mut() else {
             return;
         };
@@ -340,7 +340,7 @@ impl Conn {
 
     /// The connection ends for good (the teardown, under `Conn::inner`,
     /// the state now `Closed`): counts and logs a reconnect that gave up.
-    pub(super) fn gave_up(&self, g: &Inner) {
+    pub(super) fn gave_up(&self, g: &ConnInner) {
         // Attempts since the last establishment: it was reconnecting.
         if !g.reconnect.as_ref().is_some_and(|r| r.budget.tried() > 0) {
             return;

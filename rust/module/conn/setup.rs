@@ -9,8 +9,8 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::{
-    data, deadline, grants, hello, keepalive, wait_until, Conn, Inner, Resources, CONNECT_ATTEMPTS,
-    DEFAULT_TIMEOUT_MS,
+    data, deadline, grants, hello, keepalive, wait_until, Conn, ConnInner, Resources,
+    CONNECT_ATTEMPTS, DEFAULT_TIMEOUT_MS,
 };
 use crate::abi::Result;
 use crate::abi::{
@@ -130,7 +130,7 @@ impl Conn {
         }
         if let Some(nonce) = peer_hello.replaces {
             // The reconnect's fence: its previous connection ends first.
-            shared.fence(&h.peer(), nonce)?;
+            shared.end_replaced(&h.peer(), nonce)?;
         }
         let this = Self::new(
             shared.clone(),
@@ -184,7 +184,7 @@ impl Conn {
 
     /// Builds the queue pair on the id's device (route resolved, or a
     /// request being accepted).
-    pub(super) fn setup_qp(self: &Arc<Self>, g: &mut Inner) -> Result<(), Errno> {
+    pub(super) fn setup_qp(self: &Arc<Self>, g: &mut ConnInner) -> Result<(), Errno> {
         let dev = g.id.as_ref().ok_or(ENOTCONN)?.device();
         let device = self
             .shared

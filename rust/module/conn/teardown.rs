@@ -28,7 +28,7 @@ use crate::ffi;
 
 /// The kind of a work request whose completion failed, for the log line.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Wr {
+pub(crate) enum FailedWr {
     /// A posted control-message receive.
     Receive,
     /// A control message's send.
@@ -39,13 +39,13 @@ pub(crate) enum Wr {
     Operation,
 }
 
-impl Wr {
+impl FailedWr {
     fn name(self) -> &'static str {
         match self {
-            Wr::Receive => "a receive",
-            Wr::ControlSend => "a control message's send",
-            Wr::Registration => "a registration",
-            Wr::Operation => "an operation",
+            FailedWr::Receive => "a receive",
+            FailedWr::ControlSend => "a control message's send",
+            FailedWr::Registration => "a registration",
+            FailedWr::Operation => "an operation",
         }
     }
 }
@@ -120,7 +120,7 @@ impl Conn {
     /// A work request of kind `wr` failed with work completion status
     /// `wc_status`: the connection ends. A flush ends it only while it is
     /// still connected (see [`Self::flushed`]).
-    pub(crate) fn wc_failed(self: &Arc<Self>, wc_status: c_int, wr: Wr) {
+    pub(crate) fn wc_failed(self: &Arc<Self>, wc_status: c_int, wr: FailedWr) {
         let status = wc_status as u32;
         match ops::wc_errno(status) {
             Some(e) if e == ECANCELED => self.flushed(wr),
@@ -152,8 +152,8 @@ impl Conn {
     /// is the teardown's flush. A flushed receive is not logged: a peer
     /// that disconnects flushes the posted receives, and a disconnect is
     /// not an error.
-    pub(crate) fn flushed(self: &Arc<Self>, wr: Wr) {
-        if wr == Wr::Receive {
+    pub(crate) fn flushed(self: &Arc<Self>, wr: FailedWr) {
+        if wr == FailedWr::Receive {
             // Not even a ratelimit token: a disconnect is not an error.
             self.end(Event::Flushed, || {});
             return;

@@ -20,7 +20,7 @@ use crate::conn::Conn;
 use crate::ffi::{RdmaCmId, ShimDone, ShimQp};
 use crate::foreign;
 use crate::verbs::QpRef;
-use crate::work::Kind;
+use crate::work::Callback;
 
 /// Borrows a connection from a callback's context pointer and counts the
 /// callback (`kind`).
@@ -29,7 +29,7 @@ use crate::work::Kind;
 ///
 /// `conn` is a connection's context pointer whose cm_id context reference
 /// is held for the duration of the callback.
-unsafe fn conn(conn: *mut c_void, kind: Kind) -> Arc<Conn> {
+unsafe fn conn(conn: *mut c_void, kind: Callback) -> Arc<Conn> {
     // SAFETY: by the function's safety requirements; a new reference is
     // taken for the callback's duration.
     let this: Arc<Conn> = unsafe { foreign::borrow::<Conn>(conn) }.into();
@@ -54,7 +54,7 @@ unsafe extern "C" fn rrdma_rust_conn_event(
     len: u8,
 ) -> c_int {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx, Kind::CmEvent) };
+    let this = unsafe { conn(ctx, Callback::CmEvent) };
     // SAFETY: by the function's safety requirements.
     let pdata = unsafe { bytes(pdata, usize::from(len)) };
     let Some(id) = NonNull::new(id) else {
@@ -106,7 +106,7 @@ unsafe extern "C" fn rrdma_rust_conn_unplug(ctx: *mut c_void, from_schedule: boo
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, lane: u32, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx, Kind::Completion) };
+    let this = unsafe { conn(ctx, Callback::Completion) };
     this.recv_failed(lane as usize, wc_status);
 }
 
@@ -119,7 +119,7 @@ unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, lane: u32, wc_status:
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_lane_recv(ctx: *mut c_void, lane: u32) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx, Kind::CtrlRecv) };
+    let this = unsafe { conn(ctx, Callback::CtrlRecv) };
     this.lane_recv(lane as usize);
 }
 
@@ -131,7 +131,7 @@ unsafe extern "C" fn rrdma_rust_lane_recv(ctx: *mut c_void, lane: u32) {
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_quiet_done(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx, Kind::Completion) };
+    let this = unsafe { conn(ctx, Callback::Completion) };
     this.grant_reg_done(wc_status);
 }
 
@@ -143,7 +143,7 @@ unsafe extern "C" fn rrdma_rust_quiet_done(ctx: *mut c_void, wc_status: c_int) {
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, len: u32) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx, Kind::CtrlRecv) };
+    let this = unsafe { conn(ctx, Callback::CtrlRecv) };
     // SAFETY: by the function's safety requirements.
     let msg = unsafe { bytes(msg, len as usize) };
     this.ctrl_recv(msg);
@@ -157,7 +157,7 @@ unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, 
 #[no_mangle]
 unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx, Kind::Completion) };
+    let this = unsafe { conn(ctx, Callback::Completion) };
     this.ctrl_sent(wc_status);
 }
 
@@ -178,7 +178,7 @@ unsafe extern "C" fn rrdma_rust_ops_done(
     n: u32,
 ) {
     // SAFETY: by the function's safety requirements.
-    let this = unsafe { conn(ctx, Kind::Completion) };
+    let this = unsafe { conn(ctx, Callback::Completion) };
     let done = if done.is_null() || n == 0 {
         &[]
     } else {

@@ -8,15 +8,23 @@ use super::*;
 
 /// How [`Conn::end_slot`] left an operation's end.
 pub(super) enum Ended {
-    /// Done under the path's lock: the record for the file's ring, if the
-    /// operation has one, and whether writes its fence completed went to
-    /// the ring already (a second completion of a slot: nothing).
-    Done(Option<Completion>, bool),
+    /// Done under the path's lock (a second completion of a slot:
+    /// nothing).
+    Done {
+        /// The record for the file's ring, if the operation has one.
+        record: Option<Completion>,
+        /// Whether writes its fence completed went to the ring already.
+        members_queued: bool,
+    },
     /// It failed: the connection ends, and then the operation is reported
-    /// (outside the path's lock; process context), with its errno and
-    /// work completion status, and whether writes its fence completed went
-    /// to the ring already.
-    Failed(OpCtx, Errno, u32, bool),
+    /// (outside the path's lock; process context).
+    Failed {
+        op: OpCtx,
+        errno: Errno,
+        wc_status: u32,
+        /// Whether writes its fence completed went to the ring already.
+        members_queued: bool,
+    },
 }
 
 impl Conn {
@@ -60,14 +68,22 @@ impl Conn {
                 break;
             };
             let (rec, members) = match self.end_slot(d, slot, status, flush, qp, &mut due) {
-                Ended::Done(rec, members) => (rec, members),
-                Ended::Failed(mut op, errno, wc_status, members) => {
+                Ended::Done {
+                    record,
+                    members_queued,
+                } => (record, members_queued),
+                Ended::Failed {
+                    mut op,
+                    errno,
+                    wc_status,
+                    members_queued,
+                } => {
                     g = None;
-                    self.wc_failed(wc_status as c_int, crate::conn::Wr::Operation);
+                    self.wc_failed(wc_status as c_int, crate::conn::FailedWr::Operation);
                     let rec = op
                         .finish(errno.to_errno(), &self.shared.work)
-                        .filter(|_| op.kind == Kind::User);
-                    (rec, members)
+                        .filter(|_| op.kind == OpKind::User);
+                    (rec, members_queued)
                 }
             };
             queued |= members;
@@ -115,7 +131,10 @@ impl Conn {
                 slot,
                 wc_status
             );
-            return Ended::Done(None, false);
+            return Ended::Done {
+                record: None,
+                members_queued: false,
+            };
         };
         let errno = match ops::wc_errno(wc_status) {
             // Flushed: the connection ended under it.
@@ -123,13 +142,13 @@ impl Conn {
             e => e,
         };
         let status = errno.map_or(0, Errno::to_errno);
-        if op.kind == Kind::User && local_done(&mut d.local, op.reg) {
+        if op.kind == OpKind::User && local_done(&mut d.local, op.reg) {
             due.flags |= Followups::PRUNE;
         }
         if op.uses.take().is_some_and(|u| u.done()) {
             due.flags |= Followups::SETTLE;
         }
-        if let Kind::Fence { id, .. } = op.kind {
+        if let OpKind::Fence { id, .. } = op.kind {
             // The writes this fence follows are placed (or failed with
             // it): they complete with its status, in one trip through
             // the file's ring. Their regions stay referenced by their
@@ -152,7 +171,12 @@ impl Conn {
         }
         let members = members > 0;
         if let Some(e) = errno {
-            return Ended::Failed(op, e, wc_status, members);
+            return Ended::Failed {
+                op,
+                errno: e,
+                wc_status,
+                members_queued: members,
+            };
         }
         // The peer's transport answered: a sign of life (our control
         // messages may wait behind the data).
@@ -171,8 +195,11 @@ impl Conn {
         // nothing it drops frees what must be freed in process context.
         let rec = op
             .finish(0, &self.shared.work)
-            .filter(|_| op.kind == Kind::User);
-        Ended::Done(rec, members)
+            .filter(|_| op.kind == OpKind::User);
+        Ended::Done {
+            record: rec,
+            members_queued: members,
+        }
     }
 
     /// Completes, with the flush status, every operation the provider did

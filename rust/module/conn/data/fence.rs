@@ -61,7 +61,11 @@ impl Conn {
     /// one fence: on iWARP, with room for the fence now and no fence in
     /// flight; `None` otherwise (the writes then join the open group, or
     /// fence themselves). Every [`BatchFence`] goes to `batch_end`.
-    pub(super) fn batch_begin(&self, inner: &crate::conn::Inner, p: usize) -> Option<BatchFence> {
+    pub(super) fn batch_begin(
+        &self,
+        inner: &crate::conn::ConnInner,
+        p: usize,
+    ) -> Option<BatchFence> {
         if !inner.state.is_connected() || !inner.res.as_ref().is_some_and(|r| r.iwarp) {
             return None;
         }
@@ -88,7 +92,7 @@ impl Conn {
     /// fail).
     pub(super) fn batch_end(
         &self,
-        inner: &crate::conn::Inner,
+        inner: &crate::conn::ConnInner,
         p: usize,
         b: BatchFence,
     ) -> Result<Option<OpCtx>, Errno> {
@@ -111,7 +115,7 @@ impl Conn {
                     .and_then(|x| path_qp(p, &inner.id, &x.lane));
                 match qp {
                     Some(qp) => self
-                        .post_fence(d, qp.as_ref(), b.slot, b.id, last)
+                        .post_fence(d, qp.to_ref(), b.slot, b.id, last)
                         .map(|()| None),
                     // Going: the teardown completes the fence and its
                     // writes.
@@ -183,7 +187,7 @@ impl Conn {
                 };
                 let mut pg = lock.lock();
                 if let Some(d) = pg.as_deref_mut().filter(|d| d.slots.fences_posted == 0) {
-                    r = r.and(self.post_open_group(d, qp.as_ref()));
+                    r = r.and(self.post_open_group(d, qp.to_ref()));
                 }
             }
             r
@@ -229,7 +233,7 @@ impl Conn {
             uses.done();
             return Err(r.err().unwrap_or(crate::abi::errno::EIO));
         }
-        fence.kind = Kind::Fence { id, posted: true };
+        fence.kind = OpKind::Fence { id, posted: true };
         fence.uses = Some(uses);
         fence.fenced = true;
         slots.fences_posted += 1;

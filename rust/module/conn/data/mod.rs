@@ -24,7 +24,7 @@
 //! the connection's own queue pair or a data lane, each with its own
 //! slots, sinks and registrations, under a lock of its own), allocated
 //! with the path. An operation goes on the submitting CPU's path
-//! (`Inner::pick_path`) and is planned and posted under one acquisition
+//! (`ConnInner::pick_path`) and is planned and posted under one acquisition
 //! of the connection's lock and one of its path's, and so is each run of a
 //! `SUBMIT`'s operations on one connection (one path), its fence's
 //! reservation and post included (`Conn::post_ops`); only one that is the
@@ -105,7 +105,7 @@ use crate::foreign;
 use crate::mr::{Chunks, Mr};
 use crate::region::Region;
 use crate::verbs::QpRef;
-use crate::work::Work;
+use crate::work::FabricWork;
 
 // The concern files' items, for each other.
 use fence::*;
@@ -140,7 +140,7 @@ pub(super) const CHUNKS_MAX: usize = SLOTS_MAX as usize;
 /// The connection's lock, held across the operations of a batch; `None`
 /// while released (around an allocation, or for good).
 pub(super) type InnerGuard<'a> = Option<
-    kernel::sync::lock::Guard<'a, crate::conn::Inner, kernel::sync::lock::mutex::MutexBackend>,
+    kernel::sync::lock::Guard<'a, crate::conn::ConnInner, kernel::sync::lock::mutex::MutexBackend>,
 >;
 
 /// A path's lock, held.

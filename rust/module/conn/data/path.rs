@@ -83,7 +83,7 @@ pub(in crate::conn) fn path_locks() -> Result<KVec<Pin<KBox<PathLock>>>> {
     Ok(v)
 }
 
-impl crate::conn::Inner {
+impl crate::conn::ConnInner {
     /// The path an operation submitted now takes: the submitting CPU's,
     /// if that lane is up, else the connection's own queue pair.
     pub(in crate::conn) fn pick_path(&self) -> usize {

@@ -40,7 +40,7 @@ impl Plan {
     /// its path's data state `path` (under the path's), and plans what it
     /// needs.
     pub(super) fn new(
-        g: &crate::conn::Inner,
+        g: &crate::conn::ConnInner,
         path: &PathData,
         import: &Import,
         region: &Arc<Region>,

@@ -156,7 +156,7 @@ impl Conn {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn try_post(
         self: &Arc<Self>,
-        inner: &mut crate::conn::Inner,
+        inner: &mut crate::conn::ConnInner,
         p: usize,
         import: &Import,
         region: &Arc<Region>,
@@ -179,7 +179,7 @@ impl Conn {
                     && inner.res.as_ref().is_some_and(|r| r.iwarp)
                     && self.plugged()));
         let plan = Plan::new(inner, d, import, region, c, batch.is_some() || join)?;
-        let crate::conn::Inner {
+        let crate::conn::ConnInner {
             paths,
             id,
             imports,
@@ -346,7 +346,7 @@ impl Conn {
             sinks: NO_SINK,
             batch: None,
             fenced: plan.fence,
-            kind: Kind::User,
+            kind: OpKind::User,
         };
         let mut unfenced_last = None;
         if plan.unfenced {

@@ -36,7 +36,7 @@ pub(super) struct OpCtx {
     /// fence, or a posted batch fence): one fewer in flight.
     pub(super) fenced: bool,
     /// What the operation is.
-    pub(super) kind: Kind,
+    pub(super) kind: OpKind,
 }
 
 /// The end of a chain of sinks.
@@ -56,7 +56,7 @@ impl OpCtx {
     /// Reports its end with `status` to its synchronous caller or its
     /// io_uring command (counted in `work` if its IOPOLL poller took it);
     /// otherwise returns the record for the file's ring.
-    pub(super) fn finish(&mut self, status: i32, work: &Work) -> Option<Completion> {
+    pub(super) fn finish(&mut self, status: i32, work: &FabricWork) -> Option<Completion> {
         if let Some(s) = self.sync.take() {
             s.set(status);
         } else if let Some(u) = self.uring.take() {
@@ -82,7 +82,7 @@ impl OpCtx {
 
 /// Kinds of [`OpCtx`].
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Kind {
+pub(super) enum OpKind {
     /// An operation of userspace.
     User,
     /// A batch's write fence (see [`BatchFence`]), not reported itself.
@@ -213,7 +213,7 @@ impl Slots {
         if op.fenced {
             self.fences_posted = self.fences_posted.saturating_sub(1);
         }
-        if let Kind::Fence { id, .. } = op.kind {
+        if let OpKind::Fence { id, .. } = op.kind {
             if self.open.as_ref().is_some_and(|o| o.id == id) {
                 // Flushed before it was posted.
                 self.open = None;
@@ -243,7 +243,7 @@ impl Slots {
             sinks,
             batch: None,
             fenced: false,
-            kind: Kind::Fence { id, posted: false },
+            kind: OpKind::Fence { id, posted: false },
         });
         Some(slot)
     }
@@ -283,7 +283,7 @@ impl Slots {
     pub(super) fn holds_fence(&self, slot: u32, id: u64) -> bool {
         matches!(
             self.ops.get(slot as usize),
-            Some(Some(op)) if op.kind == Kind::Fence { id, posted: false }
+            Some(Some(op)) if op.kind == OpKind::Fence { id, posted: false }
         )
     }
 
