@@ -2,40 +2,34 @@
 
 //! iWARP write fences: a write completes once a one-byte READ after it
 //! (its fence) does. Within a `SUBMIT` batch one fence follows the batch's
-//! last write ([`BatchFence`]); outside, a write posted while a fence is in
-//! flight joins the queue pair's open group ([`OpenGroup`]), whose fence
+//! last write; outside, a write posted while a fence is in flight joins
+//! the queue pair's open group, whose fence
 //! the next fence completion posts (group commit), and so do the writes of
 //! an io_uring submission under a plug, whose end posts it.
 
 use super::*;
 
-/// The write fence of one `SUBMIT` batch on an iWARP connection: the
-/// batch's writes go without a fence of their own, and one fence after the
-/// last of them completes them all (`Conn::post_ops`). Its slot, send-queue
-/// entries and fence sink are reserved up front, so that the fence can
-/// always follow the writes.
-pub(super) struct BatchFence {
+/// Writes that share one fence (iWARP): they go unsignaled without a
+/// fence of their own, and one fence after the last of them, reserved up
+/// front with its slot, send-queue entries and fence sink, completes them
+/// all. Two owners hold one:
+/// - a `SUBMIT` batch (`Conn::post_ops`), whose fence follows its last
+///   write (`batch_end`);
+/// - a queue pair's open group (`Slots::open`): while a write fence is in
+///   flight, writes posted outside a batch (io_uring commands, single
+///   operations) join it, and the next fence completion posts its fence
+///   (group commit); the writes of an io_uring submission of several
+///   commands join it too, fence in flight or not, and the end of the
+///   submission (its plug) posts the fence if none is in flight. A write
+///   with no fence in flight and no plug has its own, so a lone write
+///   waits for one round trip.
+pub(super) struct FenceGroup {
+    /// The fence's slot.
     pub(super) slot: u32,
+    /// The fence's id, which its writes carry (`OpCtx::batch`).
     pub(super) id: u64,
     /// The last write posted without a fence: its import's count, the
     /// remote address of its last byte and that byte's key.
-    pub(super) last: Option<(Arc<Uses>, u64, u32)>,
-}
-
-/// The open group of a queue pair (iWARP): while a write fence is in
-/// flight, writes posted outside a `SUBMIT` batch (io_uring commands,
-/// single operations) go unsignaled and share the group's fence, which the
-/// next fence completion posts after them (group commit). The writes of an
-/// io_uring submission of several commands join it too, fence in flight or
-/// not: the end of the submission (its plug) posts the fence if none is in
-/// flight. A write with no fence in flight and no plug has its own, so a
-/// lone write waits for one round trip.
-pub(super) struct OpenGroup {
-    /// The group fence's slot, reserved with its send entries and sink.
-    pub(super) slot: u32,
-    pub(super) id: u64,
-    /// The last write of the group: its import's count, the remote
-    /// address of its last byte and that byte's key.
     pub(super) last: Option<(Arc<Uses>, u64, u32)>,
 }
 
@@ -60,25 +54,25 @@ impl Conn {
     /// Begins a batch of writes on path `p` of this connection that share
     /// one fence: on iWARP, with room for the fence now and no fence in
     /// flight; `None` otherwise (the writes then join the open group, or
-    /// fence themselves). Every [`BatchFence`] goes to `batch_end`.
+    /// fence themselves). Every batch that begins goes to `batch_end`.
     pub(super) fn batch_begin(
         &self,
         inner: &crate::conn::ConnInner,
         p: usize,
-    ) -> Option<BatchFence> {
+    ) -> Option<FenceGroup> {
         if !inner.state.is_connected() || !inner.res.as_ref().is_some_and(|r| r.iwarp) {
             return None;
         }
         let mut pg = self.path(p)?.lock();
         let slots = &mut pg.as_deref_mut()?.slots;
         // With a fence in flight, the batch's writes join the open group
-        // (`OpenGroup`): one fence for them and the group's.
+        // (`Slots::open`): one fence for them and the group's.
         if slots.fences_posted > 0 {
             return None;
         }
         let id = FENCE_IDS.fetch_add(1, Ordering::Relaxed);
         let slot = slots.reserve_fence(id)?;
-        Some(BatchFence {
+        Some(FenceGroup {
             slot,
             id,
             last: None,
@@ -94,7 +88,7 @@ impl Conn {
         &self,
         inner: &crate::conn::ConnInner,
         p: usize,
-        b: BatchFence,
+        b: FenceGroup,
     ) -> Result<Option<OpCtx>, Errno> {
         let Some(lock) = self.path(p) else {
             return Ok(None);
@@ -132,7 +126,7 @@ impl Conn {
     /// or the teardown.
     pub(super) fn post_open_group(&self, d: &mut PathData, qp: QpRef<'_>) -> Result<(), Errno> {
         match d.slots.open.take() {
-            Some(OpenGroup {
+            Some(FenceGroup {
                 slot,
                 id,
                 last: Some(last),

@@ -9,9 +9,9 @@
 //! enforce) for exactly its bytes and invalidated by the READ itself, and
 //! a write ends with a one-byte READ fence into such a sink
 //! (`abi::ops::op_wrs`), or, within one `SUBMIT` batch, one fence after
-//! the batch's last write (`BatchFence`); outside a batch, a write posted
+//! the batch's last write (`FenceGroup`); outside a batch, a write posted
 //! while a fence is in flight joins the queue pair's open group, whose
-//! one fence the next fence completion posts (`OpenGroup`, group commit:
+//! one fence the next fence completion posts (`Slots::open`, group commit:
 //! at depth, about one fence per round trip), and so do the writes of an
 //! io_uring submission of several commands, whose plug's end posts the
 //! fence when none is in flight (`Conn::plugged`, `Conn::unplugged`: one

@@ -38,7 +38,7 @@ impl Conn {
     /// acquisition of its lock (released only around the allocations of
     /// an operation that is the first to touch a chunk); on iWARP, with
     /// `fence` (the region of a batch of two writes or more), its writes
-    /// share one fence (`BatchFence`). Stops at the first operation that
+    /// share one fence (`FenceGroup`). Stops at the first operation that
     /// finds no room or is refused; returns how many were posted, and the
     /// refusal's errno.
     pub(crate) fn post_ops<'a>(
@@ -108,7 +108,7 @@ impl Conn {
         region: &Arc<Region>,
         c: &Checked,
         to: &mut ReportTo,
-        mut batch: Option<&mut BatchFence>,
+        mut batch: Option<&mut FenceGroup>,
     ) -> Result<Posted, Errno> {
         let mut prep = Prep::default();
         // The cache can change between the allocation and the post (a
@@ -162,13 +162,13 @@ impl Conn {
         region: &Arc<Region>,
         c: &Checked,
         to: &mut ReportTo,
-        batch: Option<&mut BatchFence>,
+        batch: Option<&mut FenceGroup>,
         prep: &mut Prep,
     ) -> Result<Attempt, Errno> {
         let mut pg = self.path(p).ok_or(ENOTCONN)?.lock();
         let d = pg.as_deref_mut().ok_or(ENOTCONN)?;
         // A write outside a batch joins the open group while a fence is in
-        // flight (`OpenGroup`), and so does an iWARP write of an io_uring
+        // flight (`Slots::open`), and so does an iWARP write of an io_uring
         // submission under a plug, whose end posts the group's fence.
         // Decided under the path's lock: a fence completion that posts the
         // open group takes it too.
@@ -360,7 +360,7 @@ impl Conn {
                     let Some(slot) = o.reserve_fence(id) else {
                         return Ok(Attempt::Done(Posted::Full));
                     };
-                    o.open = Some(OpenGroup {
+                    o.open = Some(FenceGroup {
                         slot,
                         id,
                         last: None,

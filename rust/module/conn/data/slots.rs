@@ -85,7 +85,7 @@ impl OpCtx {
 pub(super) enum OpKind {
     /// An operation of userspace.
     User,
-    /// A batch's write fence (see [`BatchFence`]), not reported itself.
+    /// A batch's write fence (see [`FenceGroup`]), not reported itself.
     /// `id` tells it from any later occupant of its slot; `posted` whether
     /// its work requests went out.
     Fence { id: u64, posted: bool },
@@ -120,7 +120,7 @@ pub(in crate::conn) struct Slots {
     /// Write fences posted and not yet completed (iWARP).
     pub(super) fences_posted: u32,
     /// Writes waiting for the next fence completion to post their fence.
-    pub(super) open: Option<OpenGroup>,
+    pub(super) open: Option<FenceGroup>,
 }
 
 impl Slots {
