@@ -24,7 +24,7 @@
 //! `EAGAIN`) and restores each with the keys of a grant of the same shape,
 //! or revokes it.
 
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
@@ -70,12 +70,17 @@ pub(super) struct Fetched {
     rkeys: KVVec<u32>,
 }
 
-/// The operations in flight on one import, counted where they are posted
-/// (under the connection's lock) and where they end (under their path's
-/// lock only); with a flag ([`Uses::WAITED`]) that asks the operation
-/// that ends the last one to say so ([`Uses::done`]).
+/// What an import's entry shares with its operations and its handle,
+/// without the connection's lock: the operations in flight, counted where
+/// they are posted (under the connection's lock) and where they end (under
+/// their path's lock only), with a flag ([`Uses::WAITED`]) that asks the
+/// operation that ends the last one to say so ([`Uses::done`]); and
+/// whether the import is revoked, set under the connection's lock and read
+/// by a submitter's check of its operation without it (`Import::view`;
+/// posting checks again under the lock).
 pub(super) struct Uses {
     n: AtomicU32,
+    revoked: AtomicBool,
 }
 
 impl Uses {
@@ -86,6 +91,7 @@ impl Uses {
         Ok(Arc::new(
             Self {
                 n: AtomicU32::new(0),
+                revoked: AtomicBool::new(false),
             },
             GFP_KERNEL,
         )?)
@@ -113,12 +119,20 @@ impl Uses {
     fn unwait(&self) {
         self.n.fetch_and(!Self::WAITED, Ordering::AcqRel);
     }
+
+    /// The import is revoked: no operation starts on it any more.
+    fn revoke(&self) {
+        self.revoked.store(true, Ordering::Release);
+    }
+
+    fn is_revoked(&self) -> bool {
+        self.revoked.load(Ordering::Acquire)
+    }
 }
 
 /// One import, as the connection tracks it.
 struct Entry {
     token: u64,
-    revoked: bool,
     /// Its keys belong to a queue pair gone (reconnect): not usable until
     /// restored.
     stale: bool,
@@ -181,7 +195,7 @@ impl Table {
     /// The peer revoked `token`: its imports refuse new operations.
     pub(super) fn revoke(&mut self, token: u64, _generation: u32) {
         for e in self.tree.values_mut().filter(|e| e.token == token) {
-            e.revoked = true;
+            e.uses.revoke();
         }
     }
 
@@ -189,7 +203,7 @@ impl Table {
     /// revoked, `EAGAIN` until a reconnect restored it.
     pub(super) fn check(&self, id: u64) -> Result<(), Errno> {
         match self.tree.get(&id) {
-            Some(e) if e.revoked => Err(EKEYREVOKED),
+            Some(e) if e.uses.is_revoked() => Err(EKEYREVOKED),
             Some(e) if e.orphan => Err(ENOENT),
             Some(e) if e.stale => Err(EAGAIN),
             Some(_) => Ok(()),
@@ -215,7 +229,7 @@ impl Table {
     pub(super) fn next_stale(&self, after: u64) -> Option<(u64, u64)> {
         self.tree
             .iter()
-            .find(|(&id, e)| id > after && e.stale && !e.revoked && !e.orphan)
+            .find(|(&id, e)| id > after && e.stale && !e.uses.is_revoked() && !e.orphan)
             .map(|(&id, e)| (id, e.token))
     }
 
@@ -233,8 +247,8 @@ impl Table {
 
     /// Import `id` cannot be restored: it fails with `EKEYREVOKED`.
     pub(super) fn revoke_entry(&mut self, id: u64) {
-        if let Some(e) = self.tree.get_mut(&id) {
-            e.revoked = true;
+        if let Some(e) = self.tree.get(&id) {
+            e.uses.revoke();
         }
     }
 }
@@ -244,6 +258,8 @@ pub(crate) struct Import {
     pub(crate) conn: Arc<Conn>,
     /// Its entry in the connection's table.
     entry: u64,
+    /// What its entry shares without the connection's lock.
+    uses: Arc<Uses>,
     pub(crate) geometry: Geometry,
     pub(crate) writable: bool,
     /// The exporter's registration chunk size (log2).
@@ -253,12 +269,13 @@ pub(crate) struct Import {
 }
 
 impl Import {
-    /// The remote view `abi::ops::check_op` needs.
+    /// The remote view `abi::ops::check_op` needs (no lock: posting
+    /// checks the import again under the connection's).
     pub(crate) fn view(&self) -> ops::RemoteView {
         ops::RemoteView {
             geometry: self.geometry,
             writable: self.writable,
-            revoked: self.conn.inner.lock().imports.check(self.entry) == Err(EKEYREVOKED),
+            revoked: self.uses.is_revoked(),
             max_blocks: self.max_op_blocks,
         }
     }
@@ -281,6 +298,7 @@ impl Conn {
         // The entry exists before the first request goes out.
         let node = RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| ENOMEM)?;
         let uses = Uses::new().map_err(|_| ENOMEM)?;
+        let shared = uses.clone();
         let entry = {
             let mut g = self.inner.lock();
             let id = g.imports.next;
@@ -289,7 +307,6 @@ impl Conn {
                 id,
                 Entry {
                     token,
-                    revoked: false,
                     stale: false,
                     uses,
                     orphan: false,
@@ -299,7 +316,7 @@ impl Conn {
             ));
             id
         };
-        let r = self.import_rounds(token, entry, timeout_ms);
+        let r = self.import_rounds(token, entry, shared, timeout_ms);
         if r.is_err() {
             self.forget_import(entry);
         }
@@ -310,6 +327,7 @@ impl Conn {
         self: &Arc<Self>,
         token: u64,
         entry: u64,
+        uses: Arc<Uses>,
         timeout_ms: u32,
     ) -> Result<Import, Errno> {
         let Fetched { head: h, rkeys } = self.fetch_grant(token, timeout_ms)?;
@@ -334,6 +352,7 @@ impl Conn {
         Ok(Import {
             conn: self.clone(),
             entry,
+            uses,
             geometry: Geometry::new(h.block_size, h.nblocks, u64::MAX).map_err(|_| EPROTO)?,
             writable: h.writable,
             chunk_shift: remote_shift,
