@@ -51,20 +51,19 @@ impl WorkItem<2> for Conn {
 pub(super) static FENCE_IDS: AtomicU64 = AtomicU64::new(1);
 
 impl Conn {
-    /// Begins a batch of writes on path `p` of this connection that share
+    /// Begins a batch of writes on a path (data state `d`) that share
     /// one fence: on iWARP, with room for the fence now and no fence in
     /// flight; `None` otherwise (the writes then join the open group, or
     /// fence themselves). Every batch that begins goes to `batch_end`.
     pub(super) fn batch_begin(
         &self,
         inner: &crate::conn::ConnInner,
-        p: usize,
+        d: &mut PathData,
     ) -> Option<FenceGroup> {
         if !inner.state.is_connected() || !inner.res.as_ref().is_some_and(|r| r.iwarp) {
             return None;
         }
-        let mut pg = self.path(p)?.lock();
-        let slots = &mut pg.as_deref_mut()?.slots;
+        let slots = &mut d.slots;
         // With a fence in flight, the batch's writes join the open group
         // (`Slots::open`): one fence for them and the group's.
         if slots.fences_posted > 0 {
@@ -79,24 +78,18 @@ impl Conn {
         })
     }
 
-    /// Ends a batch (under the connection's lock, `inner`): posts its
-    /// fence after its last write, or takes its reservation back (to drop
-    /// outside the locks) if every write fenced itself or none was posted.
-    /// An error: the fence could not be posted (the connection is to
-    /// fail).
+    /// Ends a batch on path `p` (under the connection's lock, `inner`, and
+    /// the path's, `d`): posts its fence after its last write, or takes its
+    /// reservation back (to drop outside the locks) if every write fenced
+    /// itself or none was posted. An error: the fence could not be posted
+    /// (the connection is to fail).
     pub(super) fn batch_end(
         &self,
         inner: &crate::conn::ConnInner,
+        d: &mut PathData,
         p: usize,
         b: FenceGroup,
     ) -> Result<Option<OpCtx>, Errno> {
-        let Some(lock) = self.path(p) else {
-            return Ok(None);
-        };
-        let mut pg = lock.lock();
-        let Some(d) = pg.as_deref_mut() else {
-            return Ok(None);
-        };
         if !d.slots.holds_fence(b.slot, b.id) {
             // A teardown flushed it, and its writes with it.
             return Ok(None);

@@ -30,13 +30,15 @@ impl Conn {
     ) -> Result<(Posted, usize), Errno> {
         let mut g = Some(self.inner.lock());
         let p = g.as_ref().map_or(0, |i| i.pick_path());
-        let posted = self.post_locked(&mut g, p, import, region, c, to, None)?;
+        let mut pg = None;
+        let posted = self.post_locked(&mut g, &mut pg, p, import, region, c, to, None)?;
         Ok((posted, p))
     }
 
-    /// Posts the operations `ops` gives, all on this connection, under one
-    /// acquisition of its lock (released only around the allocations of
-    /// an operation that is the first to touch a chunk); on iWARP, with
+    /// Posts the operations `ops` gives, all on this connection and one
+    /// path, under one acquisition of its lock and one of the path's
+    /// (released only around the allocations of an operation that is the
+    /// first to touch a chunk); on iWARP, with
     /// `fence` (the region of a batch of two writes or more), its writes
     /// share one fence (`FenceGroup`). Stops at the first operation that
     /// finds no room or is refused; returns how many were posted, and the
@@ -55,14 +57,31 @@ impl Conn {
                 return (0, Some(self.refused(&mut g, e)));
             }
         }
+        let Some(lock) = self.path(p) else {
+            return (0, Some(ENOTCONN));
+        };
+        let mut pg: Option<PathGuard<'_>> = None;
         let mut batch = match (fence, g.as_ref()) {
-            (Some(_), Some(inner)) => self.batch_begin(inner, p),
+            (Some(_), Some(inner)) => pg
+                .insert(lock.lock())
+                .as_deref_mut()
+                .and_then(|d| self.batch_begin(inner, d)),
             _ => None,
         };
         let mut posted = 0;
         let mut err = None;
         for (import, region, c, mut to) in ops {
-            match self.post_locked(&mut g, p, import, region, c, &mut to, batch.as_mut()) {
+            let r = self.post_locked(
+                &mut g,
+                &mut pg,
+                p,
+                import,
+                region,
+                c,
+                &mut to,
+                batch.as_mut(),
+            );
+            match r {
                 Ok(Posted::Yes) => posted += 1,
                 Ok(Posted::Full) => break,
                 Err(e) => {
@@ -73,7 +92,11 @@ impl Conn {
         }
         if let Some(b) = batch {
             let inner = g.get_or_insert_with(|| self.inner.lock());
-            let r = self.batch_end(inner, p, b);
+            let r = match pg.get_or_insert_with(|| lock.lock()).as_deref_mut() {
+                Some(d) => self.batch_end(inner, d, p, b),
+                None => Ok(None),
+            };
+            drop(pg);
             drop(g);
             match r {
                 Ok(op) => drop(op),
@@ -96,13 +119,15 @@ impl Conn {
         g.get_or_insert_with(|| self.inner.lock()).errno_gone()
     }
 
-    /// Posts one operation with the lock held in `g` (taken if released),
-    /// releasing it to allocate what a first-touched chunk needs and to
+    /// Posts one operation on path `p` with the connection's lock held in
+    /// `g` and the path's in `pg` (each taken if released, in that order),
+    /// releasing both to allocate what a first-touched chunk needs and to
     /// free what is left of that allocation.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn post_locked<'g>(
         self: &'g Arc<Self>,
         g: &mut InnerGuard<'g>,
+        pg: &mut Option<PathGuard<'g>>,
         p: usize,
         import: &Import,
         region: &Arc<Region>,
@@ -110,24 +135,35 @@ impl Conn {
         to: &mut ReportTo,
         mut batch: Option<&mut FenceGroup>,
     ) -> Result<Posted, Errno> {
+        let lock = self.path(p).ok_or(ENOTCONN)?;
         let mut prep = Prep::default();
         // The cache can change between the allocation and the post (a
         // destroyed region's registrations are pruned): plan again then.
         for _ in 0..4 {
             let inner = g.get_or_insert_with(|| self.inner.lock());
-            let r = self.try_post(
-                inner,
-                p,
-                import,
-                region,
-                c,
-                to,
-                batch.as_deref_mut(),
-                &mut prep,
-            );
-            if prep.pd.is_some() || matches!(r, Ok(Attempt::Prepare(..) | Attempt::Failed(..))) {
-                // Registrations are allocated and freed, and a connection
-                // fails, outside the lock.
+            let r = match pg.get_or_insert_with(|| lock.lock()).as_deref_mut() {
+                Some(d) => self.try_post(
+                    inner,
+                    d,
+                    p,
+                    import,
+                    region,
+                    c,
+                    to,
+                    batch.as_deref_mut(),
+                    &mut prep,
+                ),
+                None => Err(ENOTCONN),
+            };
+            if prep.pd.is_some()
+                || matches!(
+                    r,
+                    Ok(Attempt::Prepare(..) | Attempt::Failed(..) | Attempt::Sinks)
+                )
+            {
+                // Registrations and sinks are allocated and freed, and a
+                // connection fails, outside the locks.
+                *pg = None;
                 *g = None;
             }
             match r.map_err(|e| self.refused(g, e))? {
@@ -151,12 +187,13 @@ impl Conn {
     }
 
     /// Plans and posts under the connection's lock (`inner`) and path
-    /// `p`'s with what `prep` allocated; what is left of `prep` is for the
-    /// caller to free once the locks are released.
+    /// `p`'s (its data state `d`) with what `prep` allocated; what is left
+    /// of `prep` is for the caller to free once the locks are released.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn try_post(
         self: &Arc<Self>,
         inner: &mut crate::conn::ConnInner,
+        d: &mut PathData,
         p: usize,
         import: &Import,
         region: &Arc<Region>,
@@ -165,8 +202,6 @@ impl Conn {
         batch: Option<&mut FenceGroup>,
         prep: &mut Prep,
     ) -> Result<Attempt, Errno> {
-        let mut pg = self.path(p).ok_or(ENOTCONN)?.lock();
-        let d = pg.as_deref_mut().ok_or(ENOTCONN)?;
         // A write outside a batch joins the open group while a fence is in
         // flight (`Slots::open`), and so does an iWARP write of an io_uring
         // submission under a plug, whose end posts the group's fence.
