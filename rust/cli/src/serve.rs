@@ -10,8 +10,9 @@
 //! network does meanwhile),
 //! `unexport-sum ACCESS FIRST COUNT` (revoke, then checksum the blocks at
 //! once and 1 s later), `fdinfo`, `cpustat` (this machine's CPU time so
-//! far, for a bench's CPU per operation), `connections`, `quit`, and `die`
-//! (exit at once without cleanup, as if killed).
+//! far, for a bench's CPU per operation), `connections`, `pid` (this
+//! process's id), `quit`, and `die` (exit at once without cleanup, as if
+//! killed).
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -154,6 +155,7 @@ fn answer<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, line: &str) -> String {
             }
         }
         ["connections"] => st.conns.len().to_string(),
+        ["pid"] => std::process::id().to_string(),
         // The "cpu" line of /proc/stat without its label: user nice system
         // idle iowait irq softirq steal ..., in USER_HZ ticks, all CPUs.
         ["cpustat"] => std::fs::read_to_string("/proc/stat")

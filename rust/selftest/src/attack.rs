@@ -322,6 +322,13 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
 }
 
 pub(crate) fn agent_cmd(peer: &str, cmd: &str) -> Result<(), String> {
+    let v = agent_query(peer, cmd)?;
+    ensure(v.is_empty(), format!("ok {v}"))
+}
+
+/// Runs `cmd` on the peer's agent: the value of its `ok VALUE` answer
+/// (empty for a bare `ok`), or why it failed.
+pub(crate) fn agent_query(peer: &str, cmd: &str) -> Result<String, String> {
     use std::io::{BufRead, BufReader, Write};
     let s =
         std::net::TcpStream::connect_timeout(&addr(peer, 7469), T).map_err(|e| e.to_string())?;
@@ -332,7 +339,13 @@ pub(crate) fn agent_cmd(peer: &str, cmd: &str) -> Result<(), String> {
     BufReader::new(s)
         .read_line(&mut out)
         .map_err(|e| e.to_string())?;
-    ensure(out.trim() == "ok", out.trim().to_string())
+    match out.trim() {
+        "ok" => Ok(String::new()),
+        a => a
+            .strip_prefix("ok ")
+            .map(str::to_string)
+            .ok_or_else(|| a.to_string()),
+    }
 }
 
 /// Items 2-4: refused calls do nothing; sizes past the send queue.
