@@ -5,7 +5,8 @@
 # `rrdma-selftest attack`: exporter-side revoke and device loss under load,
 # refused calls, stalled user copies, concurrency, restricted exports, with
 # synchronous operations busy-polling (module parameter sync_poll_us).
-# "PROVIDER,hostile" or "PROVIDER,stall" runs that part alone.
+# "PROVIDER,hostile", "PROVIDER,stall" (rxe only) or "PROVIDER,stalled-copies"
+# (user copies stalled on userfaultfd pages) runs that part alone.
 . ./lib.sh
 
 IFS=, read -r prov part <<EOA

@@ -19,10 +19,11 @@
 //!   refused calls, stalled user copies, concurrency, keepalive and
 //!   reconnect (`attack.rs`);
 //! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`, `hostile
-//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`: those parts alone
-//!   (`keepalive.rs`, `reconnect.rs`, `hostile/`, `stall.rs`; the last two
-//!   with tests/guest/attack.sh's argument `PROVIDER,hostile` or
-//!   `PROVIDER,stall`);
+//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`, `stalled-copies PEER_IP
+//!   PROVIDER`: those parts alone (`keepalive.rs`, `reconnect.rs`,
+//!   `hostile/`, `stall.rs`, `stalled_copies.rs`; the last three with
+//!   tests/guest/attack.sh's argument `PROVIDER,hostile`, `PROVIDER,stall`
+//!   or `PROVIDER,stalled-copies`);
 //! - `agent PORT DEV PROVIDER`: removes and re-adds DEV on request, for
 //!   `attack` on the peer (`agent.rs`);
 //! - `hold-get-info RELEASE_FILE`: a `GET_INFO` stalled on a userfaultfd
@@ -53,6 +54,7 @@ mod reconnect;
 mod regions;
 mod remote;
 mod stall;
+mod stalled_copies;
 mod sync_poll;
 mod uffd;
 mod uring;
@@ -606,6 +608,13 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "stalled-copies" => match rest {
+            [peer, _prov] => stalled_copies::run(&dev, &mut t, peer),
+            _ => {
+                eprintln!("usage: rrdma-selftest stalled-copies PEER_IP PROVIDER");
                 return ExitCode::from(2);
             }
         },
