@@ -13,6 +13,8 @@
 //! - `regions`: regions and their mappings (`regions.rs`);
 //! - `remote PEER_IP`: connections, export/import and block operations
 //!   against a peer running `rrdma serve` (`remote.rs`);
+//! - `sync-poll PEER_IP`: `remote`'s busy-polling checks alone
+//!   (`sync_poll.rs`; tests/guest/remote.sh's argument `PROVIDER,sync-poll`);
 //! - `attack PEER_IP SELF_IP PROVIDER [quick]`: the faults of an outside
 //!   attack run (`quick`: small transfers and longer timer intervals, for
 //!   debug kernels): exporter-side revoke and device loss under load,
@@ -608,6 +610,13 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "sync-poll" => match rest.first() {
+            Some(peer) => sync_poll::run(&dev, &mut t, peer),
+            None => {
+                eprintln!("usage: rrdma-selftest sync-poll PEER_IP");
                 return ExitCode::from(2);
             }
         },
