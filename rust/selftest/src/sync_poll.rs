@@ -42,15 +42,21 @@ const BLOCK: u32 = 4096;
 /// The polling time of the rounds with polling on: the most the module
 /// allows.
 const POLL_US: u32 = 1000;
-/// READs the stream keeps in flight. A 4 KiB READ's round trip is 0.7-5
-/// ms on these guests on 7.3 and 35-60 ms on the debug 6.12 kernel; with
-/// 16 in flight completions come every few ms even on the latter, so that
-/// each 1 ms window catches one with a fair chance (measured: see the
-/// figures the check prints), and `STREAM_SYNC` windows make a polled
-/// completion near-certain.
+/// READs the stream keeps in flight. A 4 KiB READ's round trip is about
+/// 1 ms on these guests on 7.3 and 15-40 ms on the debug 6.12 kernel,
+/// where an operation's own completion never comes within the 1 ms
+/// window (0 of 128 polled, siw and rxe alike). With 16 READs in flight
+/// completions arrive all the time: of 48 RW_SYNC READs' windows, 12
+/// (siw) and 40 (rxe) caught one on 7.3, 10 and 6 on debug 6.12 (and 59
+/// of 160 in another rxe run there).
 const STREAM_DEPTH: u64 = 16;
-/// `RW_SYNC` READs per setting under the stream.
-const STREAM_SYNC: u64 = 48;
+/// `RW_SYNC` READs under the stream with polling on: at the debug
+/// kernel's worst measured rate (1 window in 8), no polled completion in
+/// 96 windows has odds of (7/8)^96, below 1e-5. Each costs a round trip
+/// behind the stream's READs: 96 take about 13 s on the debug kernel.
+const STREAM_SYNC_ON: u64 = 96;
+/// The same with polling off, where none may be polled.
+const STREAM_SYNC_OFF: u64 = 32;
 
 /// The count of completions the task's polling handled on `dev`; a
 /// missing key is an error, not 0.
@@ -94,7 +100,7 @@ fn round(
     Ok((lat[lat.len() / 2], polled(dev)? - polled0))
 }
 
-/// `STREAM_SYNC` `RW_SYNC` READs with `sync_poll_us` at `us` while
+/// `count` `RW_SYNC` READs with `sync_poll_us` at `us` while
 /// another thread keeps `STREAM_DEPTH` READs in flight on the same import
 /// (one queue pair): the completions the task's polling handled, and the
 /// stream's READs that completed.
@@ -103,10 +109,12 @@ fn under_stream(
     rw: &RemoteRegion<'_>,
     local: &Region<'_>,
     us: u32,
+    count: u64,
 ) -> Result<(u64, u64), String> {
     ModParam::write(PARAM, &us.to_string())?;
     let stop = AtomicBool::new(false);
     let polled0 = polled(dev)?;
+    let start = Instant::now();
     let (sync, stream) = std::thread::scope(|s| {
         let stream = s.spawn(|| -> Result<u64, String> {
             let op = |i: u64| rw.op(OP_READ, local, 1 + i % 8, i % 64, 1, i);
@@ -136,7 +144,7 @@ fn under_stream(
             }
         });
         let sync = (|| -> Result<(), String> {
-            for i in 0..STREAM_SYNC {
+            for i in 0..count {
                 dev.rw_sync(&rw.op(OP_READ, local, 0, 64 + i % 64, 1, 0))
                     .map_err(|e| format!("RW_SYNC READ {i}: {e}"))?;
             }
@@ -150,6 +158,10 @@ fn under_stream(
     });
     sync?;
     let done = stream?;
+    println!(
+        "# sync polling under a stream, sync_poll_us={us}: {count} RW_SYNC READs in {} ms",
+        start.elapsed().as_millis()
+    );
     Ok((polled(dev)? - polled0, done))
 }
 
@@ -165,12 +177,12 @@ fn stream_checks(dev: &Rrdma, peer: &str) -> Result<(u64, u64), String> {
     let local = dev
         .create_region(BLOCK, 9)
         .map_err(|e| format!("create_region: {e}"))?;
-    let (on, on_stream) = under_stream(dev, &rw, &local, POLL_US)?;
-    let (off, off_stream) = under_stream(dev, &rw, &local, 0)?;
+    let (on, on_stream) = under_stream(dev, &rw, &local, POLL_US, STREAM_SYNC_ON)?;
+    let (off, off_stream) = under_stream(dev, &rw, &local, 0, STREAM_SYNC_OFF)?;
     println!(
         "# sync polling under a stream of {STREAM_DEPTH} READs in flight: {on} completions polled \
-         in {STREAM_SYNC} RW_SYNC READs with sync_poll_us={POLL_US} ({on_stream} stream READs), \
-         {off} without ({off_stream})"
+         in {STREAM_SYNC_ON} RW_SYNC READs with sync_poll_us={POLL_US} ({on_stream} stream READs), \
+         {off} in {STREAM_SYNC_OFF} without ({off_stream})"
     );
     quiet(dev, 300).map_err(|e| format!("after the stream: {e}"))?;
     drop(rw);
