@@ -20,7 +20,8 @@
 //!   while a second thread keeps `STREAM_DEPTH` READs in flight on the
 //!   same queue pair: completions then arrive all the time, so some land
 //!   in the polling windows whatever the round trip. With polling on the
-//!   task must handle at least one itself; with it off, none.
+//!   task must handle at least one itself (the READs go on until it has,
+//!   within a bound); with it off, none.
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::time::Instant;
@@ -46,16 +47,20 @@ const POLL_US: u32 = 1000;
 /// 1 ms on these guests on 7.3 and 15-40 ms on the debug 6.12 kernel,
 /// where an operation's own completion never comes within the 1 ms
 /// window (0 of 128 polled, siw and rxe alike). With 16 READs in flight
-/// completions arrive all the time: of 48 RW_SYNC READs' windows, 12
-/// (siw) and 40 (rxe) caught one on 7.3, 10 and 6 on debug 6.12 (and 59
-/// of 160 in another rxe run there).
+/// completions arrive all the time (100-150 a second), and a window
+/// catches one about as often as one arrives per ms: measured, from 2
+/// polled in 32 RW_SYNC READs (a loaded host) to 40 in 96 on 7.3, from 6
+/// in 48 to 27 in 96 on debug 6.12: a window in 16 at worst.
 const STREAM_DEPTH: u64 = 16;
-/// `RW_SYNC` READs under the stream with polling on: at the debug
-/// kernel's worst measured rate (1 window in 8), no polled completion in
-/// 96 windows has odds of (7/8)^96, below 1e-5. Each costs a round trip
-/// behind the stream's READs: 96 take about 13 s on the debug kernel.
-const STREAM_SYNC_ON: u64 = 96;
-/// The same with polling off, where none may be polled.
+/// `RW_SYNC` READs under the stream with polling on: they go on until
+/// the first polled completion, at least `STREAM_SYNC_MIN` (the figure)
+/// and at most `STREAM_SYNC_MAX`: at a window in 16, none in 400 has odds
+/// of (15/16)^400, below 1e-11. The passing run stays short (a window
+/// costs a round trip behind the stream: 100-200 ms on the debug kernel);
+/// only a failing one takes all 400.
+const STREAM_SYNC_MIN: u64 = 32;
+const STREAM_SYNC_MAX: u64 = 400;
+/// With polling off, where none may be polled.
 const STREAM_SYNC_OFF: u64 = 32;
 
 /// The count of completions the task's polling handled on `dev`; a
@@ -100,9 +105,11 @@ fn round(
     Ok((lat[lat.len() / 2], polled(dev)? - polled0))
 }
 
-/// `count` `RW_SYNC` READs with `sync_poll_us` at `us` while
-/// another thread keeps `STREAM_DEPTH` READs in flight on the same import
-/// (one queue pair): the completions the task's polling handled, and the
+/// `RW_SYNC` READs with `sync_poll_us` at `us` while another thread
+/// keeps `STREAM_DEPTH` READs in flight on the same import (one queue
+/// pair): `count` of them, or (`until_polled`) from `count` on only until
+/// one completion was polled, at most `STREAM_SYNC_MAX`. Returns the
+/// completions the task's polling handled, the READs it made, and the
 /// stream's READs that completed.
 fn under_stream(
     dev: &Rrdma,
@@ -110,7 +117,8 @@ fn under_stream(
     local: &Region<'_>,
     us: u32,
     count: u64,
-) -> Result<(u64, u64), String> {
+    until_polled: bool,
+) -> Result<(u64, u64, u64), String> {
     ModParam::write(PARAM, &us.to_string())?;
     let stop = AtomicBool::new(false);
     let polled0 = polled(dev)?;
@@ -143,12 +151,16 @@ fn under_stream(
                 done += n as u64;
             }
         });
-        let sync = (|| -> Result<(), String> {
-            for i in 0..count {
+        let sync = (|| -> Result<u64, String> {
+            let max = if until_polled { STREAM_SYNC_MAX } else { count };
+            for i in 0..max {
                 dev.rw_sync(&rw.op(OP_READ, local, 0, 64 + i % 64, 1, 0))
                     .map_err(|e| format!("RW_SYNC READ {i}: {e}"))?;
+                if until_polled && i + 1 >= count && polled(dev)? > polled0 {
+                    return Ok(i + 1);
+                }
             }
-            Ok(())
+            Ok(max)
         })();
         stop.store(true, SeqCst);
         let stream = stream
@@ -156,18 +168,18 @@ fn under_stream(
             .unwrap_or_else(|_| Err("the stream panicked".into()));
         (sync, stream)
     });
-    sync?;
+    let made = sync?;
     let done = stream?;
     println!(
-        "# sync polling under a stream, sync_poll_us={us}: {count} RW_SYNC READs in {} ms",
+        "# sync polling under a stream, sync_poll_us={us}: {made} RW_SYNC READs in {} ms",
         start.elapsed().as_millis()
     );
-    Ok((polled(dev)? - polled0, done))
+    Ok((polled(dev)? - polled0, made, done))
 }
 
 /// The stream's part: a connection of one queue pair, so that the stream
 /// and the synchronous READs share one send CQ.
-fn stream_checks(dev: &Rrdma, peer: &str) -> Result<(u64, u64), String> {
+fn stream_checks(dev: &Rrdma, peer: &str) -> Result<(u64, u64, u64), String> {
     let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
     let one_qp = ModParam::set("queue_pairs", "1")?;
     let conn = dev.connect(addr(peer, 7471), T);
@@ -177,17 +189,17 @@ fn stream_checks(dev: &Rrdma, peer: &str) -> Result<(u64, u64), String> {
     let local = dev
         .create_region(BLOCK, 9)
         .map_err(|e| format!("create_region: {e}"))?;
-    let (on, on_stream) = under_stream(dev, &rw, &local, POLL_US, STREAM_SYNC_ON)?;
-    let (off, off_stream) = under_stream(dev, &rw, &local, 0, STREAM_SYNC_OFF)?;
+    let (on, on_made, on_stream) = under_stream(dev, &rw, &local, POLL_US, STREAM_SYNC_MIN, true)?;
+    let (off, off_made, off_stream) = under_stream(dev, &rw, &local, 0, STREAM_SYNC_OFF, false)?;
     println!(
         "# sync polling under a stream of {STREAM_DEPTH} READs in flight: {on} completions polled \
-         in {STREAM_SYNC_ON} RW_SYNC READs with sync_poll_us={POLL_US} ({on_stream} stream READs), \
-         {off} in {STREAM_SYNC_OFF} without ({off_stream})"
+         in {on_made} RW_SYNC READs with sync_poll_us={POLL_US} ({on_stream} stream READs), \
+         {off} in {off_made} without ({off_stream})"
     );
     quiet(dev, 300).map_err(|e| format!("after the stream: {e}"))?;
     drop(rw);
     conn.disconnect().map_err(|e| format!("disconnect: {e}"))?;
-    Ok((on, off))
+    Ok((on, on_made, off))
 }
 
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
@@ -227,10 +239,10 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         "synchronous operations with busy polling on and off move the right bytes; with it off the task polls nothing",
         res,
     );
-    let res = stream_checks(dev, peer).and_then(|(on, off)| {
+    let res = stream_checks(dev, peer).and_then(|(on, made, off)| {
         ensure(
             on > 0 && off == 0,
-            format!("{on} completions polled with polling on, {off} with it off"),
+            format!("{on} completions polled with polling on (in {made} READs), {off} with it off"),
         )
     });
     let restored = saved.restore();
