@@ -5,7 +5,8 @@
 # `rrdma-selftest attack`: exporter-side revoke and device loss under load,
 # refused calls, stalled user copies, concurrency, restricted exports, with
 # synchronous operations busy-polling (module parameter sync_poll_us).
-# "PROVIDER,hostile", "PROVIDER,stall", "PROVIDER,keepalive",
+# "PROVIDER,hostile", "PROVIDER,stall" (rxe only), "PROVIDER,stalled-copies"
+# (user copies stalled on userfaultfd pages), "PROVIDER,keepalive",
 # "PROVIDER,reconnect" or "PROVIDER,unexport" (UNEXPORT under write load
 # and the check that its scan sees late writes) runs that part alone.
 # "PROVIDER,flood[,SECONDS]": the connect flood alone (default 40 s), with

@@ -7,7 +7,8 @@
 # completion queues, one SGE, 4-page registrations and 1024 registrations
 # per device.  "PROV,stress": the thread and write-fence checks run 20
 # rounds (RRDMA_ROUNDS), which the data lanes' cross-queue-pair ordering
-# needs more than one round of.
+# needs more than one round of.  "PROV,sync-poll": only the busy-polling
+# check of the selftest, the file round trip and the read-only refusal.
 . ./lib.sh
 
 prov=${RRDMA_ARG%%,*}
@@ -43,6 +44,37 @@ serve() {
 
 tok="--peer $RRDMA_PEER:7471 --token @$ctl"
 
+# A read-only import refuses a write with EPERM, which the CLI prints as
+# "Operation not permitted (os error 1)": that refusal, not any failure (a
+# connect or token failure fails too).  The control: the same token
+# connects and reads, before and after; the refused write changed nothing.
+ro_refuses() {
+	rrdma read $tok/ro --count 74 --output /tmp/ro-before ||
+		{ echo "control: the ro token does not read"; return 1; }
+	if out=$(rrdma write $tok/ro --input /tmp/in 2>&1); then
+		echo "the write succeeded: $out"
+		return 1
+	fi
+	case $out in
+	*"Operation not permitted (os error 1)"*) ;;
+	*) echo "refused otherwise: $out"; return 1 ;;
+	esac
+	rrdma read $tok/ro --count 74 --output /tmp/ro-after ||
+		{ echo "control: the ro token does not read after the write"; return 1; }
+	cmp /tmp/ro-before /tmp/ro-after || { echo "the refused write changed blocks"; return 1; }
+}
+
+# The file round trip through the rw and ro tokens of the peer's second
+# serve, and the read-only refusal.
+file_checks() {
+	check "verify 256 blocks on $dev" rrdma verify $tok/rw
+	dd if=/dev/urandom of=/tmp/in bs=1000 count=300 2>/dev/null
+	check "write a file on $dev" rrdma write $tok/rw --first 10 --input /tmp/in
+	check "read it back on $dev" rrdma read $tok/ro --first 10 --count 74 --output /tmp/out
+	check "file round trip is bit-exact" sh -c "head -c 300000 /tmp/out | cmp - /tmp/in"
+	check "a read-only export refuses writes (EPERM; the token reads; nothing lands)" ro_refuses
+}
+
 if [ "$RRDMA_ROLE" = a ]; then
 	serve
 	wait_exit $pid 1500
@@ -52,6 +84,15 @@ if [ "$RRDMA_ROLE" = a ]; then
 	wait_exit $pid 1500
 	check "serve dies on request (peer death)" test $? = 9
 	cat /tmp/serve.out
+elif [ "${RRDMA_ARG#*,}" = sync-poll ]; then
+	wait_peer
+	wait_tokens
+	tap "sync-poll $prov" rrdma-selftest sync-poll $RRDMA_PEER
+	echo quit | nc $RRDMA_PEER 7470 >/dev/null
+	sleep 1
+	wait_tokens
+	file_checks
+	echo die | nc $RRDMA_PEER 7470 >/dev/null
 else
 	wait_peer
 	wait_tokens
@@ -61,12 +102,7 @@ else
 	echo quit | nc $RRDMA_PEER 7470 >/dev/null
 	sleep 1
 	wait_tokens
-	check "verify 256 blocks on $dev" rrdma verify $tok/rw
-	dd if=/dev/urandom of=/tmp/in bs=1000 count=300 2>/dev/null
-	check "write a file on $dev" rrdma write $tok/rw --first 10 --input /tmp/in
-	check "read it back on $dev" rrdma read $tok/ro --first 10 --count 74 --output /tmp/out
-	check "file round trip is bit-exact" sh -c "head -c 300000 /tmp/out | cmp - /tmp/in"
-	check_fails "a read-only export refuses writes" rrdma write $tok/ro --input /tmp/in
+	file_checks
 	check "bench runs" rrdma bench $tok/rw --size 4096 --size $big --duration 1
 	check "bench --engine uring runs (writes and reads)" sh -c \
 		"rrdma bench $tok/rw --engine uring --op write --size 4096 --size $big --duration 1 &&

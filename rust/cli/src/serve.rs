@@ -10,9 +10,9 @@
 //! network does meanwhile),
 //! `unexport-scan ACCESS FIRST COUNT MS` (revoke, then watch the blocks
 //! for MS milliseconds: see [`unexport_scan`]), `fdinfo`, `cpustat` (this
-//! machine's CPU time so
-//! far, for a bench's CPU per operation), `connections`, `quit`, and `die`
-//! (exit at once without cleanup, as if killed).
+//! machine's CPU time so far, for a bench's CPU per operation),
+//! `connections`, `pid` (this process's id), `quit`, and `die` (exit at
+//! once without cleanup, as if killed).
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -263,6 +263,7 @@ fn answer<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, line: &str) -> String {
             }
         }
         ["connections"] => st.conns.len().to_string(),
+        ["pid"] => std::process::id().to_string(),
         // The "cpu" line of /proc/stat without its label: user nice system
         // idle iowait irq softirq steal ..., in USER_HZ ticks, all CPUs.
         ["cpustat"] => std::fs::read_to_string("/proc/stat")

@@ -11,10 +11,14 @@
 //! responses this guest sends (RoCE) until `drop-read-responses off`,
 //! `param NAME VALUE` sets the module parameter `fail_at` or
 //! `accept_max_teardowns` (`param NAME restore` puts back its first value),
-//! `rmmod` answers `ok` if `rmmod rrdma` is
-//! refused and the module stays, `counters LABEL` prints (to its output)
-//! how the device's counters moved since the last `counters`, `quit` ends.
-//! Answers `ok` or `error WHY`.
+//! `rmmod` answers `ok` if `delete_module("rrdma")` is refused because the
+//! module is in use (`EWOULDBLOCK`) and it stays, `module` answers `ok
+//! REFCNT` if the module is loaded and live, `gone PID` answers `ok` once
+//! process PID has ended (no such process, or a zombie), `clock` answers
+//! `ok NS` with this guest's CLOCK_MONOTONIC (which stops while its QEMU
+//! is stopped), `counters LABEL` prints (to its output) how the device's
+//! counters moved since the last `counters`, `quit` ends.
+//! Answers `ok`, `ok VALUE` or `error WHY`.
 //! Test use only, on the guests' private network.
 
 use std::io::{BufRead, BufReader, Write};
@@ -48,9 +52,43 @@ pub(crate) fn tool(name: &str, args: &[&str]) -> Result<(), String> {
     }
 }
 
-fn loaded() -> bool {
-    std::fs::read_to_string("/proc/modules")
-        .is_ok_and(|m| m.lines().any(|l| l.starts_with("rrdma ")))
+/// `delete_module("rrdma", O_NONBLOCK)`, as `rmmod` asks it: `Ok` if the
+/// module was unloaded, else the errno (`EWOULDBLOCK` while it is in use).
+pub(crate) fn delete_module() -> Result<(), i32> {
+    // SAFETY: a NUL-terminated name and plain flags.
+    let r = unsafe { libc::syscall(libc::SYS_delete_module, c"rrdma".as_ptr(), libc::O_NONBLOCK) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+    }
+}
+
+/// The module's reference count if it is loaded and live (not coming or
+/// going): `/sys/module/rrdma/initstate` and `refcnt`.
+pub(crate) fn module_live() -> Result<u64, String> {
+    let state = std::fs::read_to_string("/sys/module/rrdma/initstate")
+        .map_err(|e| format!("/sys/module/rrdma/initstate: {e}"))?;
+    if state.trim() != "live" {
+        return Err(format!("rrdma is {}", state.trim()));
+    }
+    std::fs::read_to_string("/sys/module/rrdma/refcnt")
+        .map_err(|e| format!("/sys/module/rrdma/refcnt: {e}"))?
+        .trim()
+        .parse()
+        .map_err(|e| format!("refcnt: {e}"))
+}
+
+/// Whether process `pid` has ended: no such process, or a zombie.
+fn gone(pid: &str) -> Result<(), String> {
+    pid.parse::<u32>().map_err(|_| format!("bad pid '{pid}'"))?;
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => Ok(()),
+        Ok(stat) => match stat.rsplit_once(") ").map(|(_, rest)| &rest[..1]) {
+            Some("Z") => Ok(()),
+            state => Err(format!("{pid} is still there (state {state:?})")),
+        },
+    }
 }
 
 /// The counters `rdma statistic` shows for `dev`'s port 1 (rxe has a
@@ -167,8 +205,29 @@ pub(crate) fn drop_bth(opcodes: &[(&str, &str)]) -> Result<(), String> {
     Ok(())
 }
 
-fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
+/// Carries out one command: its answer's value (empty for a bare `ok`).
+fn answer(line: &str, dev: &str, prov: &str) -> Result<String, String> {
     match line.trim() {
+        "module" => module_live().map(|n| n.to_string()),
+        "clock" => Ok(crate::faults::now_ns().to_string()),
+        cmd if cmd.starts_with("gone ") => gone(&cmd["gone ".len()..]).map(|()| String::new()),
+        // Refused while `rrdma serve` holds /dev/rrdma open.
+        "rmmod" => match delete_module() {
+            Ok(()) => Err("rmmod rrdma succeeded".into()),
+            Err(e) if e != libc::EWOULDBLOCK => Err(format!(
+                "refused with {}, not EWOULDBLOCK (in use)",
+                std::io::Error::from_raw_os_error(e)
+            )),
+            Err(_) => module_live()
+                .map(|_| String::new())
+                .map_err(|e| format!("refused, yet not live: {e}")),
+        },
+        other => answer_unit(other, dev, prov).map(|()| String::new()),
+    }
+}
+
+fn answer_unit(line: &str, dev: &str, prov: &str) -> Result<(), String> {
+    match line {
         "linkdel" => rdma(&["link", "del", dev]).map(|_| ()),
         "linkadd" => {
             rdma(&["link", "add", dev, "type", prov, "netdev", "eth0"])?;
@@ -212,12 +271,6 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<(), String> {
         "netem off" | "drop-read-responses off" => crate::faults::qdisc_here_reset(),
         "drop-read-responses" => drop_read_responses(),
         cmd if cmd.starts_with("netem ") => crate::faults::netem_here_on(&cmd["netem ".len()..]),
-        // Refused while `rrdma serve` holds /dev/rrdma open: `ok` then.
-        "rmmod" => match tool("rmmod", &["rrdma"]) {
-            Ok(()) => Err("rmmod rrdma succeeded".into()),
-            Err(_) if loaded() => Ok(()),
-            Err(e) => Err(format!("refused, yet not loaded: {e}")),
-        },
         cmd if cmd.starts_with("counters ") => {
             let now = device_counters(dev);
             let mut last = COUNTERS.lock().map_err(|e| e.to_string())?;
@@ -246,7 +299,8 @@ pub(crate) fn run(port: &str, dev: &str, prov: &str) -> i32 {
             return 0;
         }
         let reply = match answer(&line, dev, prov) {
-            Ok(()) => "ok".to_string(),
+            Ok(v) if v.is_empty() => "ok".to_string(),
+            Ok(v) => format!("ok {v}"),
             Err(e) => format!("error {e}"),
         };
         println!("agent: {} -> {reply}", line.trim());

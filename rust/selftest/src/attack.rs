@@ -24,7 +24,6 @@ use rrdma::abi::uapi::{Export as ExportArg, Op};
 use rrdma::{stamp, Connection, RemoteRegion, Rrdma};
 
 use crate::remote::{addr, control, expect_errno_any, fnv, pattern, quiet, reap, token, T};
-use crate::uffd::Stalled;
 use crate::uring::Ring;
 use crate::{ensure, expect_errno, expect_ok, Tap};
 
@@ -364,6 +363,13 @@ fn exporter_device_removal(dev: &Rrdma, t: &mut Tap, peer: &str) {
 }
 
 pub(crate) fn agent_cmd(peer: &str, cmd: &str) -> Result<(), String> {
+    let v = agent_query(peer, cmd)?;
+    ensure(v.is_empty(), format!("ok {v}"))
+}
+
+/// Runs `cmd` on the peer's agent: the value of its `ok VALUE` answer
+/// (empty for a bare `ok`), or why it failed.
+pub(crate) fn agent_query(peer: &str, cmd: &str) -> Result<String, String> {
     use std::io::{BufRead, BufReader, Write};
     let s =
         std::net::TcpStream::connect_timeout(&addr(peer, 7469), T).map_err(|e| e.to_string())?;
@@ -374,7 +380,13 @@ pub(crate) fn agent_cmd(peer: &str, cmd: &str) -> Result<(), String> {
     BufReader::new(s)
         .read_line(&mut out)
         .map_err(|e| e.to_string())?;
-    ensure(out.trim() == "ok", out.trim().to_string())
+    match out.trim() {
+        "ok" => Ok(String::new()),
+        a => a
+            .strip_prefix("ok ")
+            .map(str::to_string)
+            .ok_or_else(|| a.to_string()),
+    }
 }
 
 /// Items 2-4: refused calls do nothing; sizes past the send queue.
@@ -492,180 +504,6 @@ fn refusal_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, q
             (u64::from(n) * BS) >> 20
         ),
         res,
-    );
-}
-
-/// Runs `others` while page `i` of `stalled` stays unresolved; resolves
-/// it once `others` is done or after 10 s (so that a defect fails the
-/// check instead of hanging it), and returns what `others` said.
-fn while_stalled<R: Send>(
-    stalled: &Stalled,
-    i: usize,
-    others: impl FnOnce() -> Result<R, String> + Send,
-) -> Result<R, String> {
-    std::thread::scope(|s| {
-        let h = s.spawn(others);
-        let start = Instant::now();
-        while !h.is_finished() && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let held = !h.is_finished();
-        let rel = stalled.release(i);
-        let r = h.join().unwrap_or_else(|_| Err("panicked".into()));
-        rel?;
-        if held {
-            return Err("held up for 10 s, until the fault was resolved".into());
-        }
-        r
-    })
-}
-
-/// Item 5: every copy from or to user memory stalled on a userfaultfd page.
-fn stall_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
-    let local = dev.create_region(4096, 8).expect("region");
-    let stalled = match Stalled::new(24) {
-        Ok(s) => s,
-        Err(e) => return t.check("userfaultfd", Err(e)),
-    };
-    // The others must go on: poll(0), fdinfo, SUBMIT and its completion.
-    let others_proceed = || -> Result<(), String> {
-        let start = Instant::now();
-        let mut pfd = libc::pollfd {
-            fd: dev.raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        unsafe { libc::poll(&mut pfd, 1, 0) };
-        dev.fdinfo().map_err(|e| format!("fdinfo: {e}"))?;
-        rw.read(&local, 0, 0, 1)
-            .map_err(|e| format!("RW_SYNC: {e}"))?;
-        ensure(
-            start.elapsed() < Duration::from_secs(5),
-            format!("took {:?}", start.elapsed()),
-        )
-    };
-    for (i, (name, cmd)) in crate::ALL_IOCTLS.iter().enumerate() {
-        let a = stalled.addr(i);
-        let res = std::thread::scope(|s| {
-            // SAFETY: a stalled page of ours; released below.
-            let h = s.spawn(move || unsafe { dev.ioctl_raw(*cmd, a) });
-            std::thread::sleep(Duration::from_millis(300));
-            let r = while_stalled(&stalled, i, others_proceed);
-            let _ = h.join();
-            r
-        });
-        t.check(
-            &format!("{name} stalled reading its argument holds up nothing"),
-            res,
-        );
-    }
-    // SUBMIT's operation array on a stalled page.
-    let ops_at = stalled.addr(14);
-    let res = std::thread::scope(|s| {
-        let h = s.spawn(move || {
-            dev.submit_raw(&Submit {
-                ops: ops_at,
-                count: 1,
-                op_size: Op::SIZE as u32,
-                ..Submit::zeroed()
-            })
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        let r = while_stalled(&stalled, 14, others_proceed);
-        let _ = h.join();
-        r
-    });
-    t.check(
-        "SUBMIT stalled reading its operations holds up nothing",
-        res,
-    );
-    // read(2) into a stalled buffer, with completions waiting: poll,
-    // fdinfo, SUBMIT, DISCONNECT of another connection and the delivery
-    // of every completion exactly once.
-    let buf_at = stalled.addr(15);
-    let posted = dev
-        .submit(
-            &(0..4)
-                .map(|i| rw.op(OP_READ, &local, i, i, 1, 1000 + i))
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or(0);
-    std::thread::sleep(Duration::from_millis(500));
-    let res = std::thread::scope(|s| {
-        let h = s.spawn(move || {
-            // SAFETY: the buffer is our stalled page.
-            unsafe {
-                libc::read(
-                    dev.raw_fd(),
-                    buf_at as *mut libc::c_void,
-                    4 * Completion::SIZE,
-                )
-            }
-        });
-        std::thread::sleep(Duration::from_millis(300));
-        let r = while_stalled(&stalled, 15, || -> Result<u64, String> {
-            let start = Instant::now();
-            let mut pfd = libc::pollfd {
-                fd: dev.raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd.
-            unsafe { libc::poll(&mut pfd, 1, 0) };
-            dev.fdinfo().map_err(|e| format!("fdinfo: {e}"))?;
-            let extra = dev
-                .submit(&[rw.op(OP_READ, &local, 5, 5, 1, 2000)])
-                .map_err(|e| format!("SUBMIT: {e}"))?;
-            let other = dev
-                .connect(addr(peer, 7471), T)
-                .map_err(|e| e.to_string())?;
-            other.disconnect().map_err(|e| format!("DISCONNECT: {e}"))?;
-            ensure(
-                start.elapsed() < Duration::from_secs(10),
-                format!("took {:?}", start.elapsed()),
-            )?;
-            Ok(extra as u64)
-        });
-        let n = h.join().unwrap_or(-1);
-        (r, n)
-    });
-    let (r, n) = res;
-    let mut ids: Vec<u64> = Vec::new();
-    if n > 0 {
-        for k in 0..n as usize / Completion::SIZE {
-            // SAFETY: the read filled these bytes of our (now present) page.
-            let rec = unsafe {
-                std::slice::from_raw_parts(
-                    (buf_at as usize + k * Completion::SIZE) as *const u8,
-                    Completion::SIZE,
-                )
-            };
-            let mut b = [0u8; Completion::SIZE];
-            b.copy_from_slice(rec);
-            ids.push(Completion::decode(&b).user_data);
-        }
-    }
-    let want = posted as u64 + r.as_ref().copied().unwrap_or(0);
-    let rest = reap(dev, (want as usize).saturating_sub(ids.len())).unwrap_or_default();
-    ids.extend(rest.iter().map(|c| c.user_data));
-    let mut uniq = ids.clone();
-    uniq.sort_unstable();
-    uniq.dedup();
-    t.check(
-        "read(2) stalled on its buffer holds up poll, fdinfo, SUBMIT and DISCONNECT",
-        r.as_ref().map(|_| ()).map_err(|e| e.clone()),
-    );
-    t.check(
-        "... and every completion is delivered exactly once",
-        ensure(
-            ids.len() as u64 == want && uniq.len() == ids.len() && quiet(dev, 300).is_ok(),
-            format!(
-                "{} delivered ({} distinct) of {want}",
-                ids.len(),
-                uniq.len()
-            ),
-        ),
     );
 }
 
@@ -986,7 +824,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     connect_errno_checks(dev, t, peer, prov);
     crate::hostile::checks(dev, t, peer, prov);
     refusal_checks(dev, t, peer, &rw, quick);
-    stall_checks(dev, t, peer, &rw);
+    crate::stalled_copies::checks(dev, t, peer, &rw);
     concurrency_checks(dev, t, peer, &conn, rw_token);
     pd_checks(dev, t, peer);
     loopback_checks(dev, t, me);

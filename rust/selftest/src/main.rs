@@ -13,15 +13,18 @@
 //! - `regions`: regions and their mappings (`regions.rs`);
 //! - `remote PEER_IP`: connections, export/import and block operations
 //!   against a peer running `rrdma serve` (`remote.rs`);
+//! - `sync-poll PEER_IP`: `remote`'s busy-polling checks alone
+//!   (`sync_poll.rs`; tests/guest/remote.sh's argument `PROVIDER,sync-poll`);
 //! - `attack PEER_IP SELF_IP PROVIDER [quick]`: the faults of an outside
 //!   attack run (`quick`: small transfers and longer timer intervals, for
 //!   debug kernels): exporter-side revoke and device loss under load,
 //!   refused calls, stalled user copies, concurrency, keepalive and
 //!   reconnect (`attack.rs`);
 //! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`, `hostile
-//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`, `unexport PEER_IP
-//!   PROVIDER`: those parts alone (`keepalive.rs`, `reconnect.rs`,
-//!   `hostile/`, `stall.rs`, `unexport.rs`; with tests/guest/attack.sh's
+//!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`, `stalled-copies PEER_IP
+//!   PROVIDER`, `unexport PEER_IP PROVIDER`: those parts alone
+//!   (`keepalive.rs`, `reconnect.rs`, `hostile/`, `stall.rs`,
+//!   `stalled_copies.rs`, `unexport.rs`; with tests/guest/attack.sh's
 //!   argument `PROVIDER,PART`);
 //! - `flood PEER_IP PROVIDER [SECONDS]`: connect, import and disconnect
 //!   cycles while the exporter's accepts fail at each point, then a
@@ -60,6 +63,7 @@ mod reconnect_errnos;
 mod regions;
 mod remote;
 mod stall;
+mod stalled_copies;
 mod sync_poll;
 mod uffd;
 mod unexport;
@@ -615,6 +619,20 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "sync-poll" => match rest.first() {
+            Some(peer) => sync_poll::run(&dev, &mut t, peer),
+            None => {
+                eprintln!("usage: rrdma-selftest sync-poll PEER_IP");
+                return ExitCode::from(2);
+            }
+        },
+        "stalled-copies" => match rest {
+            [peer, _prov] => stalled_copies::run(&dev, &mut t, peer),
+            _ => {
+                eprintln!("usage: rrdma-selftest stalled-copies PEER_IP PROVIDER");
                 return ExitCode::from(2);
             }
         },

@@ -1154,7 +1154,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     integrity_checks(dev, t, peer, &rw);
     batch_checks(dev, t, &rw);
     crate::lossy::checks(dev, t, peer, rw_token);
-    crate::sync_poll::checks(dev, t, &rw);
+    crate::sync_poll::checks(dev, t, peer, &rw);
     bad_op_checks(dev, t, &rw, &ro);
     crate::uring::checks(dev, t, peer, &rw);
     export_checks(dev, t, &conn);

@@ -196,6 +196,14 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
         // pongs would take over seconds, whatever the timer's pace.
         sleep(Duration::from_millis(300));
         let imports = take_send_buffers(&conn, tok);
+        // The READ is what holds the buffers: it must still wait.
+        let imports = imports.and_then(|n| {
+            ensure(
+                !reader.is_finished(),
+                format!("the READ had returned when {n} imports took the send buffers"),
+            )
+            .map(|()| n)
+        });
         let r = reader
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("reader panicked")));
@@ -204,7 +212,7 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
     });
     let took = start.elapsed();
     t.check(
-        "stall: imports during the stall run out of send buffers (EAGAIN)",
+        "stall: imports during the stall run out of send buffers (EAGAIN) while the READ waits",
         imports.map(|n| println!("# stall: {n} imports took the send buffers")),
     );
     let backlogged = dev

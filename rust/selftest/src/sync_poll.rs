@@ -1,39 +1,76 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Busy polling of synchronous operations, a check of `remote` (the
-//! importing guest).
+//! importing guest; `sync-poll PEER_IP` runs it alone).
 //!
 //! With the module parameter `sync_poll_us` set, `RW_SYNC` polls its queue
 //! pair's send CQ for that long before it sleeps, and handles what it
-//! finds itself (no wake-up of the CQ's work item, none of the task). The
-//! check: rounds of one-block WRITEs, each read back at once, all through
-//! `RW_SYNC`, with polling on and off alternated: every block comes back
-//! intact, and with polling off the task handles no completion itself
-//! (fdinfo `rrdma-work-sync-polled`). How many it handled with polling on,
-//! and each round's median READ latency, are printed: figures, not
-//! checks (a completion is polled only if it comes within the window,
-//! and these guests' round trips are milliseconds, tens of them on the
-//! debug kernel).
+//! finds itself, its own completion and others' (no wake-up of the CQ's
+//! work item, none of the task); fdinfo `rrdma-work-sync-polled` counts
+//! them. Two checks:
+//!
+//! - rounds of one-block WRITEs, each read back at once, all through
+//!   `RW_SYNC`, with polling on and off alternated: every block comes back
+//!   intact, and with polling off the task handles no completion itself.
+//!   How many it handled with polling on, and each round's median READ
+//!   latency, are printed: figures (an operation's own completion is
+//!   polled only if it comes within the window, and these guests' round
+//!   trips are milliseconds, tens of them on the debug kernel);
+//! - on a connection of one queue pair (one send CQ), `RW_SYNC` READs
+//!   while a second thread keeps `STREAM_DEPTH` READs in flight on the
+//!   same queue pair: completions then arrive all the time, so some land
+//!   in the polling windows whatever the round trip. With polling on the
+//!   task must handle at least one itself (the READs go on until it has,
+//!   within a bound); with it off, none.
 
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::time::Instant;
 
-use rrdma::abi::uapi::{OP_READ, OP_WRITE};
+use rrdma::abi::uapi::{Completion, OP_READ, OP_WRITE};
 use rrdma::{Region, RemoteRegion, Rrdma};
 
 use crate::param::ModParam;
-use crate::remote::pattern;
+use crate::remote::{addr, pattern, quiet, token, T};
 use crate::{ensure, Tap};
 
 const PARAM: &str = "sync_poll_us";
+/// The count of completions polling handled.
+const POLLED: &str = "rrdma-work-sync-polled";
 /// Operations (a WRITE and its READ) per round, and rounds per setting.
 const OPS: u64 = 32;
 const ROUNDS: u64 = 2;
 const BLOCK: u32 = 4096;
-/// The polling time of the rounds with polling on (the most it takes).
+/// The polling time of the rounds with polling on: the most the module
+/// allows.
 const POLL_US: u32 = 1000;
+/// READs the stream keeps in flight. A 4 KiB READ's round trip is about
+/// 1 ms on these guests on 7.3 and 15-40 ms on the debug 6.12 kernel,
+/// where an operation's own completion never comes within the 1 ms
+/// window (0 of 128 polled, siw and rxe alike). With 16 READs in flight
+/// completions arrive all the time (100-150 a second), and a window
+/// catches one about as often as one arrives per ms: measured, from 2
+/// polled in 32 RW_SYNC READs (a loaded host) to 40 in 96 on 7.3, from 6
+/// in 48 to 27 in 96 on debug 6.12: a window in 16 at worst.
+const STREAM_DEPTH: u64 = 16;
+/// `RW_SYNC` READs under the stream with polling on: they go on until
+/// the first polled completion, at least `STREAM_SYNC_MIN` (the figure)
+/// and at most `STREAM_SYNC_MAX`: at a window in 16, none in 400 has odds
+/// of (15/16)^400, below 1e-11. The passing run stays short (a window
+/// costs a round trip behind the stream: 100-200 ms on the debug kernel);
+/// only a failing one takes all 400.
+const STREAM_SYNC_MIN: u64 = 32;
+const STREAM_SYNC_MAX: u64 = 400;
+/// With polling off, where none may be polled.
+const STREAM_SYNC_OFF: u64 = 32;
 
-fn polled(dev: &Rrdma) -> u64 {
-    dev.fdinfo_value("rrdma-work-sync-polled").unwrap_or(0)
+/// The count of completions the task's polling handled on `dev`; a
+/// missing key is an error, not 0.
+fn polled(dev: &Rrdma) -> Result<u64, String> {
+    dev.fdinfo()
+        .map_err(|e| format!("fdinfo: {e}"))?
+        .into_iter()
+        .find_map(|(k, v)| (k == POLLED).then_some(v))
+        .ok_or_else(|| format!("fdinfo has no {POLLED}"))
 }
 
 /// One round with `sync_poll_us` at `us`: `OPS` blocks written and read
@@ -49,7 +86,7 @@ fn round(
 ) -> Result<(f64, u64), String> {
     ModParam::write(PARAM, &us.to_string())?;
     pattern(src.as_mut_slice(), seed);
-    let polled0 = polled(dev);
+    let polled0 = polled(dev)?;
     let mut lat = Vec::with_capacity(OPS as usize);
     for i in 0..OPS {
         dev.rw_sync(&rw.op(OP_WRITE, src, i, i, 1, 0))
@@ -65,10 +102,107 @@ fn round(
         format!("a block read back differs (sync_poll_us {us})"),
     )?;
     lat.sort_by(f64::total_cmp);
-    Ok((lat[lat.len() / 2], polled(dev) - polled0))
+    Ok((lat[lat.len() / 2], polled(dev)? - polled0))
 }
 
-pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
+/// `RW_SYNC` READs with `sync_poll_us` at `us` while another thread
+/// keeps `STREAM_DEPTH` READs in flight on the same import (one queue
+/// pair): `count` of them, or (`until_polled`) from `count` on only until
+/// one completion was polled, at most `STREAM_SYNC_MAX`. Returns the
+/// completions the task's polling handled, the READs it made, and the
+/// stream's READs that completed.
+fn under_stream(
+    dev: &Rrdma,
+    rw: &RemoteRegion<'_>,
+    local: &Region<'_>,
+    us: u32,
+    count: u64,
+    until_polled: bool,
+) -> Result<(u64, u64, u64), String> {
+    ModParam::write(PARAM, &us.to_string())?;
+    let stop = AtomicBool::new(false);
+    let polled0 = polled(dev)?;
+    let start = Instant::now();
+    let (sync, stream) = std::thread::scope(|s| {
+        let stream = s.spawn(|| -> Result<u64, String> {
+            let op = |i: u64| rw.op(OP_READ, local, 1 + i % 8, i % 64, 1, i);
+            let mut next = 0;
+            let mut in_flight = 0;
+            let mut done = 0;
+            let mut buf = vec![Completion::zeroed(); STREAM_DEPTH as usize];
+            loop {
+                while in_flight < STREAM_DEPTH && !stop.load(SeqCst) {
+                    dev.submit(&[op(next)])
+                        .map_err(|e| format!("stream SUBMIT: {e}"))?;
+                    next += 1;
+                    in_flight += 1;
+                }
+                if in_flight == 0 {
+                    return Ok(done);
+                }
+                let n = dev
+                    .completions(&mut buf, Some(T))
+                    .map_err(|e| format!("stream completions: {e}"))?;
+                ensure(n > 0, "the stream's READs did not complete")?;
+                if let Some(c) = buf[..n].iter().find(|c| c.status != 0) {
+                    return Err(format!("a stream READ failed: status {}", c.status));
+                }
+                in_flight -= n as u64;
+                done += n as u64;
+            }
+        });
+        let sync = (|| -> Result<u64, String> {
+            let max = if until_polled { STREAM_SYNC_MAX } else { count };
+            for i in 0..max {
+                dev.rw_sync(&rw.op(OP_READ, local, 0, 64 + i % 64, 1, 0))
+                    .map_err(|e| format!("RW_SYNC READ {i}: {e}"))?;
+                if until_polled && i + 1 >= count && polled(dev)? > polled0 {
+                    return Ok(i + 1);
+                }
+            }
+            Ok(max)
+        })();
+        stop.store(true, SeqCst);
+        let stream = stream
+            .join()
+            .unwrap_or_else(|_| Err("the stream panicked".into()));
+        (sync, stream)
+    });
+    let made = sync?;
+    let done = stream?;
+    println!(
+        "# sync polling under a stream, sync_poll_us={us}: {made} RW_SYNC READs in {} ms",
+        start.elapsed().as_millis()
+    );
+    Ok((polled(dev)? - polled0, made, done))
+}
+
+/// The stream's part: a connection of one queue pair, so that the stream
+/// and the synchronous READs share one send CQ.
+fn stream_checks(dev: &Rrdma, peer: &str) -> Result<(u64, u64, u64), String> {
+    let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
+    let one_qp = ModParam::set("queue_pairs", "1")?;
+    let conn = dev.connect(addr(peer, 7471), T);
+    one_qp.restore()?;
+    let conn = conn.map_err(|e| format!("connect: {e}"))?;
+    let rw = conn.import(tok, T).map_err(|e| format!("import: {e}"))?;
+    let local = dev
+        .create_region(BLOCK, 9)
+        .map_err(|e| format!("create_region: {e}"))?;
+    let (on, on_made, on_stream) = under_stream(dev, &rw, &local, POLL_US, STREAM_SYNC_MIN, true)?;
+    let (off, off_made, off_stream) = under_stream(dev, &rw, &local, 0, STREAM_SYNC_OFF, false)?;
+    println!(
+        "# sync polling under a stream of {STREAM_DEPTH} READs in flight: {on} completions polled \
+         in {on_made} RW_SYNC READs with sync_poll_us={POLL_US} ({on_stream} stream READs), \
+         {off} in {off_made} without ({off_stream})"
+    );
+    quiet(dev, 300).map_err(|e| format!("after the stream: {e}"))?;
+    drop(rw);
+    conn.disconnect().map_err(|e| format!("disconnect: {e}"))?;
+    Ok((on, on_made, off))
+}
+
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
     let saved = match ModParam::set(PARAM, "0") {
         Ok(p) => p,
         Err(e) => return t.check("sync_poll_us can be set", Err(e)),
@@ -101,9 +235,38 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
             format!("polling off: {} completions polled", off.1),
         )
     })();
-    let restored = saved.restore();
     t.check(
         "synchronous operations with busy polling on and off move the right bytes; with it off the task polls nothing",
+        res,
+    );
+    let res = stream_checks(dev, peer).and_then(|(on, made, off)| {
+        ensure(
+            on > 0 && off == 0,
+            format!("{on} completions polled with polling on (in {made} READs), {off} with it off"),
+        )
+    });
+    let restored = saved.restore();
+    t.check(
+        "with busy polling on, a synchronous operation handles completions itself (a stream's, on its queue pair); off, none",
         res.and(restored),
     );
+}
+
+/// `sync-poll PEER_IP`: the checks alone, on a connection of their own.
+pub(crate) fn run(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let res = (|| -> Result<_, String> {
+        let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
+        let conn = dev
+            .connect(addr(peer, 7471), T)
+            .map_err(|e| format!("connect: {e}"))?;
+        Ok((tok, conn))
+    })();
+    let (tok, conn) = match res {
+        Ok(x) => x,
+        Err(e) => return t.check("connect to the peer", Err(e)),
+    };
+    match conn.import(tok, T) {
+        Ok(rw) => checks(dev, t, peer, &rw),
+        Err(e) => t.check("import", Err(e.to_string())),
+    }
 }

@@ -2,9 +2,11 @@
 
 //! `rrdma-selftest hold-get-info RELEASE_FILE`: starts a `GET_INFO` whose
 //! device array lies on a userfaultfd-registered page that is never
-//! populated, so the kernel's copy-out stalls; prints `holding` and keeps
-//! the fault unresolved until `RELEASE_FILE` exists (at most 60 s), then
-//! resolves it and prints `completed N` with the `GET_INFO` result.
+//! populated, so the kernel's copy-out stalls; prints `holding` once
+//! userfaultfd reports the stalled access and keeps the fault unresolved
+//! until `RELEASE_FILE` exists (at most 60 s), then resolves it and prints
+//! `completed N` with the `GET_INFO` result (an error if `GET_INFO` had
+//! returned before the release).
 //!
 //! The guest test removes a device meanwhile: rrdma must not hold device
 //! references across user copies, or the removal would hang until release.
@@ -51,6 +53,10 @@ const UFFDIO_API: u32 = 0xc018_aa3f;
 const UFFDIO_REGISTER: u32 = 0xc020_aa00;
 const UFFDIO_ZEROPAGE: u32 = 0xc020_aa04;
 const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+/// `struct uffd_msg`: 32 bytes; a page fault's event code at byte 0 and
+/// its address at bytes 16..24.
+const UFFD_MSG_SIZE: usize = 32;
+const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
 
 pub(crate) fn hold_get_info(release: &Path) -> i32 {
     let stalled = match Stalled::new(1) {
@@ -77,19 +83,27 @@ pub(crate) fn hold_get_info(release: &Path) -> i32 {
         };
         dev.get_info_raw(&req).map(|i| i.device_count)
     });
-    // Give the worker time to enter the kernel and stall on the page.
-    std::thread::sleep(Duration::from_millis(500));
+    if let Err(e) = stalled.wait_fault(0, Duration::from_secs(10)) {
+        println!("error: GET_INFO: {e}");
+        let _ = stalled.release(0);
+        return 1;
+    }
     println!("holding");
     let _ = std::io::stdout().flush();
     let start = Instant::now();
     while !release.exists() && start.elapsed() < Duration::from_secs(60) {
         std::thread::sleep(Duration::from_millis(50));
     }
+    let returned = worker.is_finished();
     if let Err(e) = stalled.release(0) {
         println!("error: {e}");
         return 1;
     }
     match worker.join() {
+        Ok(_) if returned => {
+            println!("error: GET_INFO returned before its page was released");
+            1
+        }
         Ok(Ok(n)) => {
             println!("completed {n}");
             0
@@ -115,8 +129,11 @@ impl Stalled {
     pub(crate) fn new(npages: usize) -> Result<Self, String> {
         let page = rrdma::page_size();
         let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+        // Non-blocking reads of its events; the stalled accesses block.
         // SAFETY: plain system call.
-        let uffd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) } as i32;
+        let uffd =
+            unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) }
+                as i32;
         if uffd < 0 {
             return Err(err("userfaultfd"));
         }
@@ -166,6 +183,44 @@ impl Stalled {
     /// Address of stalled page `i`.
     pub(crate) fn addr(&self, i: usize) -> u64 {
         self.area + i as u64 * self.page
+    }
+
+    /// Waits at most `within` until userfaultfd reports an access to page
+    /// `i` that stalled (the accessing thread now waits for
+    /// [`Stalled::release`]); reports of other pages are passed over.
+    pub(crate) fn wait_fault(&self, i: usize, within: Duration) -> Result<(), String> {
+        let want = self.addr(i);
+        let start = Instant::now();
+        let mut others = Vec::new();
+        loop {
+            let left = within.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(format!(
+                    "no access to its page stalled within {} ms (stalls reported elsewhere: {others:x?})",
+                    within.as_millis()
+                ));
+            }
+            let mut pfd = libc::pollfd {
+                fd: self.uffd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(1000) as i32) };
+            let mut msg = [0u8; UFFD_MSG_SIZE];
+            // SAFETY: reads at most `msg.len()` bytes into `msg`.
+            let n = unsafe { libc::read(self.uffd, msg.as_mut_ptr().cast(), msg.len()) };
+            if n != UFFD_MSG_SIZE as isize {
+                continue;
+            }
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&msg[16..24]);
+            let at = u64::from_ne_bytes(a) & !(self.page - 1);
+            if msg[0] == UFFD_EVENT_PAGEFAULT && at == want {
+                return Ok(());
+            }
+            others.push(at);
+        }
     }
 
     /// Resolves the fault on page `i` with a zero page.

@@ -17,14 +17,21 @@
 //! Then it stops the workload, reads every block back on a connection of
 //! its own and judges each against the journal (`block.rs`).
 //!
-//! Checks per fault: the workload ran on every connection; the fault acted
-//! (netem counted packets, and drops for a loss; the workload stalled or
-//! failed; the exporter's keepalive ended a paused importer's connections;
-//! a killed exporter came back with a new token; rmmod was refused); it
-//! was undone; every connection came back; operations failed only with
-//! connection errnos; every read held its block's acknowledged write (or
-//! the write in flight at the fault); no acknowledged write was lost; the
-//! exporter ended every connection afterwards; no task is stuck in D
+//! Checks per fault: the workload ran on every connection; the fault was
+//! injected (a killed exporter's process ended and the workload's
+//! operations failed; rmmod reached the module on both guests and was
+//! refused as in use, `EWOULDBLOCK`); it acted (netem counted packets,
+//! and drops for a loss; the workload stalled or failed; the exporter's
+//! keepalive ended a paused importer's connections; a killed exporter's
+//! restored imports failed with `EKEYREVOKED`; the refused rmmod left the
+//! module live, with references, on both guests while operations went
+//! on); it was undone (a paused guest's clock missed about the pause
+//! against the other's, and it runs again; a killed exporter is a new
+//! process with new tokens; after rmmod the module still serves); every
+//! connection came back; operations failed only with connection errnos;
+//! every read held its block's acknowledged write (or the write in flight
+//! at the fault); no acknowledged write was lost; the exporter ended every
+//! connection afterwards; no task is stuck in D
 //! state. A table of the figures ends the output (`# ` lines).
 
 mod block;
@@ -40,14 +47,15 @@ use std::time::{Duration, Instant};
 
 pub(crate) use inject::{netem_counts, netem_here_on, qdisc_here_reset};
 pub(crate) use load::{run as load, Load};
+pub(crate) use state::now_ns;
 
 use block::{judge, Verdict, BLOCK};
 use inject::{Fault, ALL};
 use rrdma::Rrdma;
-use state::{now_ns, State, ERRNOS, MAX_THREADS, NBLOCKS};
+use state::{State, ERRNOS, MAX_THREADS, NBLOCKS};
 
-use crate::agent::{counters_moved, device_counters};
-use crate::attack::agent_cmd;
+use crate::agent::{counters_moved, delete_module, device_counters, module_live};
+use crate::attack::{agent_cmd, agent_query};
 use crate::keepalive::EXPORTER_MISSES;
 use crate::remote::{addr, control, peer_count, token, T};
 use crate::{ensure, Tap};
@@ -230,6 +238,91 @@ fn exporter_live(peer: &str) -> Option<u64> {
 /// The connections the exporter's keepalive has ended.
 fn exporter_timeouts(peer: &str) -> Option<u64> {
     peer_count(peer, "rrdma-keepalive-timeouts").ok()
+}
+
+/// This guest's CLOCK_MONOTONIC and the exporter's (its agent's `clock`)
+/// read together, in ns: ours is the middle of the question's round trip.
+/// A guest's clock stops while its QEMU is stopped.
+fn clocks(peer: &str) -> Result<(u64, u64), String> {
+    let asked = now_ns();
+    let theirs = agent_query(peer, "clock")?;
+    let ours = asked + (now_ns() - asked) / 2;
+    let theirs = theirs.parse().map_err(|_| format!("clock '{theirs}'"))?;
+    Ok((ours, theirs))
+}
+
+/// How much more time this guest's clock counted than the exporter's from
+/// `c0` to `c1` (negative: the exporter's counted more), in ms.
+fn exporter_missed_ms(c0: (u64, u64), c1: (u64, u64)) -> i64 {
+    (c1.0 as i64 - c0.0 as i64 - (c1.1 as i64 - c0.1 as i64)) / 1_000_000
+}
+
+/// The exporter was stopped and runs again: once its agent answers (at
+/// most `within`), its clock missed at least half of `pause` since
+/// `before` (a QEMU stopped, its clock stops) and moves again.
+fn exporter_resumed(
+    peer: &str,
+    before: &Result<(u64, u64), String>,
+    pause: Duration,
+    within: Duration,
+) -> Result<(), String> {
+    let before = before
+        .as_ref()
+        .map_err(|e| format!("the clocks before: {e}"))?;
+    let start = Instant::now();
+    // The first answer may have waited out the rest of the pause: the
+    // figures are taken afresh once it answers.
+    while let Err(e) = clocks(peer) {
+        if start.elapsed() > within {
+            return Err(format!("the exporter's agent does not answer: {e}"));
+        }
+        sleep(Duration::from_millis(200));
+    }
+    let c1 = clocks(peer)?;
+    sleep(Duration::from_millis(200));
+    let c2 = clocks(peer)?;
+    let missed = exporter_missed_ms(*before, c1);
+    let (ours, theirs) = (
+        (c2.0 - c1.0) / 1_000_000,
+        c2.1.saturating_sub(c1.1) / 1_000_000,
+    );
+    println!("# exporter paused: its clock missed {missed} ms of this guest's");
+    ensure(
+        missed >= pause.as_millis() as i64 / 2 && theirs >= ours / 2,
+        format!(
+            "its clock missed {missed} ms of a {} ms pause; then moved {theirs} ms in {ours} ms",
+            pause.as_millis()
+        ),
+    )
+}
+
+/// `rmmod rrdma` here and on the exporter, with the workload's files
+/// open: `Ok` if both reached the module and were refused because it is
+/// in use (`EWOULDBLOCK`).
+fn rmmod_refused(peer: &str) -> Result<(), String> {
+    let here = match delete_module() {
+        Ok(()) => Err("rmmod rrdma succeeded here".to_string()),
+        Err(e) if e == libc::EWOULDBLOCK => Ok(()),
+        Err(e) => Err(format!(
+            "refused here with {}, not EWOULDBLOCK (in use)",
+            std::io::Error::from_raw_os_error(e)
+        )),
+    };
+    here.and(agent_cmd(peer, "rmmod").map_err(|e| format!("exporter: {e}")))
+}
+
+/// The module is loaded and live on both guests, with references (the
+/// workload's files here, `rrdma serve`'s there); the exporter still
+/// serves the workload's connections.
+fn module_serves(peer: &str) -> Result<String, String> {
+    let here = module_live().map_err(|e| format!("here: {e}"))?;
+    let there = agent_query(peer, "module").map_err(|e| format!("exporter: {e}"))?;
+    let live = exporter_live(peer);
+    ensure(
+        here > 0 && there != "0" && live >= Some(CONNS as u64),
+        format!("refcount here {here}, there {there}; the exporter's live connections {live:?}"),
+    )?;
+    Ok(format!("refcount here {here}, there {there}"))
 }
 
 /// Tasks in uninterruptible sleep in two samples a second apart.
@@ -479,6 +572,8 @@ fn one(
     // errors), printed after the recovery: what the transport did.
     let counters0 = device_counters(dev_name);
     let _ = agent_cmd(peer, &format!("counters {} before", f.key()));
+    let serve_pid = control(peer, "pid").ok();
+    let clocks0 = clocks(peer);
     let mut evidence: Result<(), String> = Ok(());
     let applied = match f {
         Fault::Netem(_, args) => inject::netem_on(peer, args),
@@ -488,19 +583,17 @@ fn one(
         Fault::KillImporter => child.kill().map_err(|e| e.to_string()),
         Fault::KillExporter => match control(peer, "die") {
             // The connection closes without an answer.
+            Ok(a) if !a.is_empty() => Err(format!("serve answered 'die' with '{a}'")),
             Ok(_) | Err(_) => Ok(()),
         },
         Fault::LinkDelExporter => agent_cmd(peer, "linkdel"),
         Fault::LinkDelImporter => inject::run("rdma", &["link", "del", dev_name]).map(|_| ()),
-        Fault::Rmmod => {
-            let here = match inject::run("rmmod", &["rrdma"]) {
-                Ok(_) => Err("rmmod rrdma succeeded here".to_string()),
-                Err(_) => Ok(()),
-            };
-            here.and(agent_cmd(peer, "rmmod"))
-        }
+        Fault::Rmmod => rmmod_refused(peer),
     };
-    t.check(&format!("{name}: injected"), applied.clone());
+    // A killed exporter's is judged once the fault has had its time.
+    if f != Fault::KillExporter {
+        t.check(&format!("{name}: injected"), applied.clone());
+    }
     if f == Fault::KillImporter {
         // Killed: the exporter must end its connections on its own.
         let status = child.wait();
@@ -550,6 +643,24 @@ fn one(
     } else {
         mon.watch(st, until, || false);
     }
+    if f == Fault::KillExporter {
+        // Killed: `rrdma serve`'s process ended, and with it the
+        // workload's connections (its operations failed).
+        let killed = applied.clone().and_then(|()| {
+            let pid = serve_pid
+                .clone()
+                .ok_or("serve's pid before the fault: no answer")?;
+            agent_cmd(peer, &format!("gone {pid}")).map_err(|e| format!("serve {pid}: {e}"))?;
+            ensure(
+                mon.first_error.is_some(),
+                format!(
+                    "serve {pid} ended, yet no operation of the workload failed in {} ms",
+                    tm.fault.as_millis()
+                ),
+            )
+        });
+        t.check(&format!("{name}: injected"), killed);
+    }
     let s1 = snap(st);
     row.during = rate(s1.ok - s0.ok, s0.at, s1.at);
     if let Fault::Netem(_, args) = f {
@@ -568,24 +679,35 @@ fn one(
     let healed = match f {
         Fault::Netem(..) => inject::netem_off(peer),
         Fault::LinkDown => inject::run("ip", &["link", "set", "eth0", "up"]).map(|_| ()),
-        Fault::Pause => {
-            // The host continues the exporter after the pause it asked
-            // for; its console shows that it did.
-            sleep(Duration::from_millis(300));
-            Ok(())
-        }
-        // The host continued this guest: it runs.
-        Fault::PauseImporter => Ok(()),
-        Fault::KillImporter => spawn(peer, tm).map(|c| child = c),
-        Fault::KillExporter => inject::tokens(peer, tm.recover).and_then(|tokens| {
+        // The host continues the exporter after the pause it asked for.
+        Fault::Pause => exporter_resumed(peer, &clocks0, tm.fault, tm.recover),
+        // The host continued this guest (it runs): its clock missed the
+        // pause, which the exporter's counted.
+        Fault::PauseImporter => clocks0.clone().and_then(|c0| {
+            let missed = -exporter_missed_ms(c0, clocks(peer)?);
+            let pause = tm.importer_pause().as_millis() as i64;
+            println!("# importer paused: its clock missed {missed} ms of the exporter's");
             ensure(
-                old_token.is_some_and(|o| !tokens.contains(&format!("{o:#x}"))),
-                format!("tokens {tokens} (before {old_token:x?})"),
+                missed >= pause / 2,
+                format!("this guest's clock missed {missed} ms of a {pause} ms pause"),
+            )
+        }),
+        Fault::KillImporter => spawn(peer, tm).map(|c| child = c),
+        // A new `rrdma serve` with new tokens.
+        Fault::KillExporter => inject::tokens(peer, tm.recover).and_then(|tokens| {
+            let pid = control(peer, "pid").map_err(|e| format!("pid: {e}"))?;
+            ensure(
+                old_token.is_some_and(|o| !tokens.contains(&format!("{o:#x}")))
+                    && serve_pid.as_ref().is_some_and(|old| *old != pid),
+                format!(
+                    "tokens {tokens} (before {old_token:x?}), serve {pid} (before {serve_pid:?})"
+                ),
             )
         }),
         Fault::LinkDelExporter => agent_cmd(peer, "linkadd"),
         Fault::LinkDelImporter => inject::link_add(dev_name, prov),
-        Fault::Rmmod => Ok(()),
+        // Refused: the module stayed, and serves.
+        Fault::Rmmod => module_serves(peer).map(|_| ()),
     };
     t.check(&format!("{name}: undone"), healed);
     let t_heal = t_heal_req;
@@ -635,6 +757,17 @@ fn one(
         );
     }
     if f == Fault::Rmmod {
+        // Refused because in use, with operations completing across it.
+        evidence = applied
+            .clone()
+            .map_err(|e| format!("not refused as in use: {e}"))
+            .and_then(|()| {
+                let refs = module_serves(peer)?;
+                ensure(
+                    s1.ok > s0.ok,
+                    format!("{refs}; no operation completed during the fault"),
+                )
+            });
         t.check(
             "rmmod in flight: the workload saw no error",
             ensure(
