@@ -30,7 +30,7 @@ kernel_check() {
 	src=$(readlink -f "$kdir/source")
 	# YIELD: a synchronous operation's busy poll yields its CPU between
 	# empty polls, which cond_resched() does not do for a soft provider's
-	# thread whose wake-up did not preempt (see qp_task_poll(), shim/qp.c).
+	# thread whose wake-up did not preempt (see qp_task_poll(), shim/poll.c).
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet --ignore YIELD -f \
 		rust/module/shim/*.c rust/module/shim/*.h include/uapi/rrdma.h
 	# Userspace C: its fixed-width types are the C library's.

@@ -194,17 +194,6 @@ int rrdma_shim_cm_connect(struct rdma_cm_id *id, const void *pdata, u8 len)
 	return rdma_connect_locked(id, &p);
 }
 
-static uint fail_at;
-module_param(fail_at, uint, 0644);
-MODULE_PARM_DESC(fail_at,
-		 "Test hook: accepts that fail with EIO once their queue pair is built, as bits: 1 a connection's, 2 a data lane's (default 0)");
-
-/* Whether the test hook fails accept step @point (RRDMA_SHIM_FAIL_*). */
-bool rrdma_shim_fail_at(u32 point)
-{
-	return READ_ONCE(fail_at) & BIT(point);
-}
-
 int rrdma_shim_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len,
 			 u8 peer_initiator, u8 peer_responder)
 {

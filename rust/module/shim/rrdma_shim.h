@@ -253,7 +253,10 @@ struct rrdma_shim_done {
 /* Most completions one poll of a send CQ takes, and so one batch holds. */
 #define RRDMA_SHIM_POLL_BATCH	16
 
-/* Queue pairs, control messages and posting (shim/qp.c). */
+/*
+ * Queue pairs (shim/qp.c), their send CQs (cq.c) and polling tasks (poll.c),
+ * control messages (ctrl.c) and posting (post.c).
+ */
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
@@ -266,7 +269,7 @@ bool rrdma_shim_qp_has_sinks(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_poll(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q);
-/* For shim/uring.c's IOPOLL (C only): see shim/qp.c. */
+/* For shim/uring.c's IOPOLL (C only): see shim/poll.c. */
 void rrdma_shim_qp_iopoll_wake(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring,
 			 bool oneshot);
@@ -287,8 +290,8 @@ void rrdma_shim_mr_keys(struct rrdma_shim_mr *m, u32 *lkey, u32 *rkey);
 void rrdma_shim_mr_free(struct rrdma_shim_mr *m);
 
 /*
- * A connection's timer, and the module parameters of keepalive and reconnect
- * (shim/conn_timer.c).
+ * A connection's timer (shim/conn_timer.c), and the module parameters of
+ * keepalive and reconnect (shim/params.c).
  */
 void rrdma_shim_keepalive_params(u32 *ms, u32 *misses);
 void rrdma_shim_reconnect_params(u32 *attempts, u32 *delay_ms,
