@@ -62,10 +62,11 @@ struct workqueue_struct *rrdma_shim_wq(void)
 }
 
 /*
- * Polls of the queue pairs' send CQs (shim/cq.c), as the RDMA core's
- * ib_comp_wq (not exported) does its own: per CPU, high priority, so a
- * poll runs on the CPU its completion event came in on.  Destroyed after
- * the ib_client: every queue pair is gone by then.
+ * The work items of the queue pairs' send CQs (shim/cq.c): the polls of
+ * completions that need process context (all polls with cq_softirq off),
+ * as the RDMA core's ib_comp_wq (not exported) runs its own: per CPU,
+ * high priority, so a poll runs on the CPU its completion event came in
+ * on.  Destroyed after the ib_client: every queue pair is gone by then.
  */
 static struct workqueue_struct *rrdma_comp_wq;
 

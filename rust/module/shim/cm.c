@@ -5,9 +5,11 @@
  * forward to the Rust entry points.
  *
  * Policy (state machines, what to connect to) lives in Rust; this file
- * only converts addresses and calls rdma_cm.  Every path here is
- * non-blocking except rrdma_shim_cm_destroy_id(), which Rust calls from
- * process context outside its locks.
+ * only converts addresses and calls rdma_cm, whose calls may sleep (they
+ * allocate and take rdma_cm's mutexes): Rust calls them in process
+ * context.  rrdma_shim_cm_destroy_id() waits for the id's running handler:
+ * Rust calls it outside its locks, never from that id's handler.  The
+ * handlers run on rdma_cm's work queues with the id's handler mutex held.
  */
 #include <linux/in.h>
 #include <linux/in6.h>

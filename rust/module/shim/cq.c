@@ -9,10 +9,14 @@
  * to Rust as one batch (one acquisition of the file's completion ring and
  * one wake-up of its readers per batch, not per operation).  It is polled
  * in softirq, as IB_POLL_SOFTIRQ CQs are (irq_poll), and by the tasks that
- * poll for their own operations; completions that need process context
- * (a failed one, a control send's, a registration's, the drain's) hand
- * the CQ to a work item until it is empty again (see rrdma_scq_poll_atomic()).
- * A receive CQ (control messages) stays the RDMA core's (ctrl.c).
+ * poll for their own operations (poll.c), both under the QP's @poll_lock;
+ * completions that need process context (a failed one, a control send's,
+ * a registration's, the drain's) hand the CQ to a work item until it is
+ * empty again (see rrdma_scq_poll_atomic()).  So rrdma_rust_ops_done()
+ * runs in softirq, in a polling task with softirqs off (both under
+ * @poll_lock) or on the work item; every other callback of a send CQ
+ * only on the work item.  A receive CQ (control messages) stays the RDMA
+ * core's (ctrl.c).
  */
 #include <linux/string.h>
 #include <linux/workqueue.h>
@@ -36,7 +40,9 @@ bool rrdma_shim_in_softirq(void)
 
 /*
  * An operation's completion joins its poll's batch, which goes to Rust at
- * the end of the poll (scq_hand_ops()).  A poll takes at most
+ * the end of the poll (scq_hand_ops()).  Runs in the poll that found it:
+ * under @poll_lock (softirq, or a polling task), or on @scq_work (which
+ * owns @ndone and @done then, see @work_owns).  A poll takes at most
  * RRDMA_SHIM_POLL_BATCH completions: the batch has room for all.
  */
 void rrdma_qp_op_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -52,7 +58,11 @@ void rrdma_qp_op_done(struct ib_cq *cq, struct ib_wc *wc)
 	q->ndone++;
 }
 
-/* The poll's operation completions to Rust, in one call. */
+/*
+ * The poll's operation completions to Rust, in one call: under @poll_lock
+ * (softirq, or a polling task with softirqs off) or on @scq_work (process
+ * context); never under @lock.
+ */
 static void scq_hand_ops(struct rrdma_shim_qp *q)
 {
 	if (q->ndone) {
@@ -71,8 +81,9 @@ static void scq_handle(struct rrdma_shim_qp *q, struct ib_wc *wc)
 }
 
 /*
- * One poll of the send CQ in atomic context (softirq, or a task with
- * @poll_lock held): the operations that ended well go to Rust in one
+ * One poll of the send CQ in atomic context, @poll_lock held (in softirq,
+ * or by a task with softirqs off): the operations that ended well go to
+ * Rust in one
  * batch (Rust ends them under their path's lock only).  Any other
  * completion needs process context: a failed operation ends its
  * connection first, a control send's and a registration's take the
@@ -121,7 +132,8 @@ void rrdma_shim_qp_iopoll_wake(struct rrdma_shim_qp *q)
 }
 
 /*
- * The softirq poll (irq_poll), as the RDMA core's ib_poll_handler() does:
+ * The softirq poll (irq_poll), under @poll_lock, as the RDMA core's
+ * ib_poll_handler() does:
  * up to @budget completions, a batch at a time; then, if the CQ looks
  * empty, re-arms it and polls again if a completion came in between.  A
  * poll that handed the CQ to @scq_work stops: the work re-arms it.
@@ -151,8 +163,9 @@ int rrdma_scq_iop_poll(struct irq_poll *iop, int budget)
 }
 
 /*
- * Polls the send CQ in process context (handlers run as they come) while
- * it owns it (@work_owns): first what an atomic poll left it (@carry),
+ * Polls the send CQ on rrdma_shim_comp_wq(), in process context and
+ * without @poll_lock (handlers run as they come), while it owns it
+ * (@work_owns): first what an atomic poll left it (@carry),
  * then the CQ itself as the RDMA core's ib_cq_poll_work() does (up to a
  * budget, then re-arms, and polls again if a completion came in between).
  * Once the CQ is empty and armed, the atomic pollers have it again.

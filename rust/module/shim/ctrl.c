@@ -34,6 +34,7 @@ int rrdma_qp_post_recv_locked(struct rrdma_shim_qp *q, u32 i)
  * A control message arrived.  It is copied out and its buffer re-posted
  * before Rust sees it: an answer Rust sends then also tells the peer that
  * the buffer is free again (the wire protocol's flow control relies on it).
+ * On ib_comp_wq (the receive CQ is IB_POLL_WORKQUEUE), process context;
  * Rust is never called with @q->lock held (it takes sleeping locks).
  */
 void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -76,6 +77,11 @@ void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	rrdma_rust_ctrl_recv(q->owner, msg, len);
 }
 
+/*
+ * A control send completed (or was flushed): on the send CQ's work item,
+ * process context (an atomic poll leaves it there); @lock is released
+ * before Rust is called.
+ */
 void rrdma_qp_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rrdma_shim_ctrl_slot *s =
@@ -89,6 +95,10 @@ void rrdma_qp_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	rrdma_rust_ctrl_sent(q->owner, wc->status);
 }
 
+/*
+ * Sends one control message from a free send buffer; never sleeps.  Rust
+ * calls it in process context, under Conn::inner.
+ */
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len)
 {
 	struct ib_device *dev = q->id->device;

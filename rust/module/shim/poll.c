@@ -65,7 +65,8 @@ static int qp_task_poll(struct rrdma_shim_qp *q, const void *ring)
 /*
  * Busy polling, for a task that waits for its synchronous operation on @q
  * (qp_task_poll()).  Process context, no rrdma lock held, a poll reference
- * held (rrdma_shim_qp_poll_get()).
+ * held (rrdma_shim_qp_poll_get()); rrdma_rust_ops_done() runs here with
+ * @poll_lock held and softirqs off.
  */
 int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
 {

@@ -16,7 +16,8 @@
 /*
  * Work requests without a Rust completion context: registrations.  Those
  * of exports are signaled (Rust counts them), those of the data path are
- * not and complete here only on error.
+ * not and complete here only on error.  On the send CQ's work item,
+ * process context (an atomic poll leaves them there, cq.c).
  */
 static void quiet_done(struct ib_cq *cq, struct ib_wc *wc)
 {
@@ -102,6 +103,12 @@ static int sink_map(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
 
 #define RRDMA_POST_CHUNK 8
 
+/*
+ * Posts @n work requests in order, under @lock (irqsave); never sleeps.
+ * Rust posts in process context under a path's lock, and from a fence's
+ * completion (its open group's fence) under @poll_lock: in softirq, or in
+ * a polling task with softirqs off.
+ */
 int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 		    u32 n, u32 *posted)
 {
@@ -242,7 +249,8 @@ u32 rrdma_qp_free_sinks(struct rrdma_shim_qp *q)
  * allocated at the first operation that needs one, not with the QP: a
  * connection that only exports (or a lane that carries nothing) holds
  * none of the device's registrations for them.  Process context, may
- * sleep; the caller keeps @q from being destroyed (a poll reference).
+ * sleep, no rrdma lock held (@sinks_lock is the outermost); the caller
+ * keeps @q from being destroyed (a poll reference).
  * Returns 1 if they were allocated now, 0 if they were already (or the QP
  * has none), or -errno.
  */

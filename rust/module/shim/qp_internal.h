@@ -13,10 +13,31 @@
  * Rust sees struct rrdma_shim_qp as opaque (rrdma_shim.h).
  *
  * Policy (what to post, which operation a completion ends) lives in Rust;
- * this file only builds verbs structures whose layout Rust cannot rely on
- * and calls the static-inline verbs.  Every path here is non-blocking
- * except rrdma_shim_qp_drain(), which Rust calls from process context
- * outside its locks, and rrdma_shim_qp_stop(), which may sleep.
+ * these files only build verbs structures whose layout Rust cannot rely on
+ * and call the static-inline verbs.
+ *
+ * Contexts: posting (rrdma_shim_post()), control sends and the atomic polls
+ * of a send CQ never sleep: Rust posts in process context and, for a
+ * fence completion, under @poll_lock (softirq, or a polling task with
+ * softirqs off).  rrdma_shim_qp_create(), _stop(), _drain(), _destroy()
+ * and _sinks_alloc() sleep: Rust calls them in process context, _drain()
+ * and _destroy() with no rrdma lock held (rrdma_shim_assert_unlocked()
+ * checks it), _sinks_alloc() with none either.  A busy or IOPOLL poll
+ * (poll.c) runs in its task, yields between empty polls, and an IOPOLL
+ * one may sleep.  The calling context of each rrdma_rust_*() callback is
+ * in rrdma_shim.h.
+ *
+ * The QP's locks in rrdma's order, outer first (Documentation/rrdma.rst
+ * "Locking"; each declaration below says what it guards):
+ *  - posting, control sends: Conn::inner -> (Shared::exports, a path's
+ *    lock, Shared::ring) -> @lock;
+ *  - completions: io_uring's ring lock -> @poll_lock -> a path's lock ->
+ *    Shared::ring -> @lock (a fence completion posts);
+ *  - sinks: @sinks_lock (a mutex, taken with no rrdma lock held) -> @lock.
+ * @lock is the innermost: nothing of rrdma's is taken under it, only the
+ * provider's own locks inside ib_post_send()/ib_post_recv().  C never calls
+ * Rust with @lock or @sinks_lock held; rrdma_rust_ops_done() runs with
+ * @poll_lock held, except on @scq_work.
  */
 #ifndef RRDMA_SHIM_QP_INTERNAL_H
 #define RRDMA_SHIM_QP_INTERNAL_H
@@ -80,7 +101,14 @@ struct rrdma_shim_ctrl_slot {
  *		carries the control messages; a data lane has one receive, whose
  *		flush tells Rust that the QP failed, and no send buffer), passed
  *		with every operation's completion
- * @lock:	protects @draining and @send_busy
+ * @lock:	spinlock (irqsave: posting runs in softirq too) that guards
+ *		@draining, @send_busy and the sinks (@nsinks, @sinks, @sink_sg
+ *		and a sink MR's mapping while it is registered); every post on
+ *		the QP (work requests, control sends, receives) is made under it,
+ *		so nothing is posted once @draining is set.  The innermost of
+ *		rrdma's locks: taken under a path's lock and Shared::ring, under
+ *		@poll_lock (a fence completion's post) and under @sinks_lock;
+ *		nothing of rrdma's nests inside it
  * @draining:	set before the drain: nothing is posted afterwards
  * @abandoned:	creation failed after receives were posted: their
  *		completions, if the provider makes any while the QP and its CQs
@@ -106,16 +134,23 @@ struct rrdma_shim_ctrl_slot {
  * @data_sinks:	how many of them map up to @sink_pages pages (the others, fence
  *		sinks, one)
  * @sink_pages:	see @data_sinks
- * @sinks_lock:	serializes the allocation of the sinks; taken with no rrdma
- *		lock held, @lock nests inside
+ * @sinks_lock:	mutex that serializes the allocation of the sinks
+ *		(rrdma_shim_qp_sinks_alloc()); taken in process context with no
+ *		rrdma lock held (the poster drops Conn::inner first and holds a
+ *		poll reference), the outermost: @lock nests inside it
  * @iop:	polls @scq in softirq, scheduled by its event (cq_softirq)
  * @scq_work:	polls @scq on rrdma_shim_comp_wq() while @work_owns: queued
  *		by a poll that found a completion only process context may
  *		handle (left in @carry), or by the event (cq_softirq off)
- * @poll_lock:	held (softirqs off) by whoever polls @scq in atomic context:
- *		@iop, or a task polling for its own operations
- *		(rrdma_shim_qp_poll(), _iopoll()); @work_owns is set and
- *		cleared under it
+ * @poll_lock:	spinlock held by whoever polls @scq in atomic context: @iop
+ *		(softirq), or a task polling for its own operations
+ *		(rrdma_shim_qp_poll(), _iopoll(): spin_trylock_bh(), never
+ *		waiting for it); @scq_work takes it only to set and clear
+ *		@work_owns.  It guards @work_owns, the atomic poll's @wc,
+ *		@ndone/@done and @carry/@ncarry (handed to @scq_work with
+ *		@work_owns), and @iopoller/@iopoll_ring.  rrdma_rust_ops_done()
+ *		runs under it: after io_uring's ring lock (an IOPOLL poller holds
+ *		it), before a path's lock, Shared::ring and @lock
  * @work_owns:	@scq_work polls @scq (in process context, without
  *		@poll_lock): the others do not, and its event queues the work
  * @ncarry:	completions a poll left to @scq_work, in @carry
@@ -150,7 +185,7 @@ struct rrdma_shim_qp {
 	struct ib_cq *rcq;
 	void *owner;
 	u32 lane;
-	spinlock_t lock; /* protects draining and send_busy */
+	spinlock_t lock; /* posting, draining, send_busy, sinks: see above */
 	bool draining;
 	bool abandoned;
 	u32 nrecv;
@@ -170,10 +205,10 @@ struct rrdma_shim_qp {
 	u32 sinks_max;
 	u32 data_sinks;
 	u32 sink_pages;
-	struct mutex sinks_lock; /* serializes rrdma_shim_qp_sinks_alloc() */
+	struct mutex sinks_lock; /* sink allocation, outermost: see above */
 	struct irq_poll iop;
 	struct work_struct scq_work;
-	spinlock_t poll_lock; /* serializes the polls of scq, see above */
+	spinlock_t poll_lock; /* the atomic polls of scq: see above */
 	bool work_owns;
 	u32 ncarry;
 	struct ib_wc carry[RRDMA_SHIM_POLL_BATCH];
