@@ -17,7 +17,7 @@ cd "$REPO"
 
 rustfmt_check() {
 	(cd rust && cargo fmt --all --check)
-	rustfmt --check --edition 2021 --config-path rust/rustfmt.toml rust/module/*.rs rust/module/conn/*.rs rust/module/file/*.rs rust/module/entry/*.rs rust/module/compat/*.rs
+	rustfmt --check --edition 2021 --config-path rust/rustfmt.toml rust/module/*.rs rust/module/conn/*.rs rust/module/file/*.rs rust/module/entry/*.rs rust/module/compat/*.rs rust/module/ffi/*.rs
 }
 
 clippy_check() {
