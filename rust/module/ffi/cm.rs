@@ -13,7 +13,8 @@ pub(crate) struct RdmaCmId {
     _opaque: [u8; 0],
 }
 
-/// `struct rrdma_shim_addr` (same layout as `struct rrdma_addr`).
+/// `struct rrdma_shim_addr` (same layout as `struct rrdma_addr`; checked
+/// in `layout.rs`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct ShimAddr {
@@ -23,8 +24,6 @@ pub(crate) struct ShimAddr {
     pub(crate) addr: [u8; 16],
 }
 
-const _: () = assert!(core::mem::size_of::<ShimAddr>() == 24);
-
 impl ShimAddr {
     /// Whether `other` is the same host (family and address; any port).
     pub(crate) fn same_host(&self, other: &ShimAddr) -> bool {
@@ -32,18 +31,20 @@ impl ShimAddr {
     }
 }
 
-/// `rdma_cm_event_type` values rrdma handles.
+/// `rdma_cm_event_type` values rrdma handles (the kernel's, `layout.rs`).
 pub(crate) mod cm_event {
-    pub(crate) const ADDR_RESOLVED: i32 = 0;
-    pub(crate) const ADDR_ERROR: i32 = 1;
-    pub(crate) const ROUTE_RESOLVED: i32 = 2;
-    pub(crate) const ROUTE_ERROR: i32 = 3;
-    pub(crate) const CONNECT_ERROR: i32 = 6;
-    pub(crate) const UNREACHABLE: i32 = 7;
-    pub(crate) const REJECTED: i32 = 8;
-    pub(crate) const ESTABLISHED: i32 = 9;
-    pub(crate) const DISCONNECTED: i32 = 10;
-    pub(crate) const DEVICE_REMOVAL: i32 = 11;
+    use super::super::layout::{c, i32_of};
+
+    pub(crate) const ADDR_RESOLVED: i32 = i32_of(c::RDMA_CM_EVENT_ADDR_RESOLVED);
+    pub(crate) const ADDR_ERROR: i32 = i32_of(c::RDMA_CM_EVENT_ADDR_ERROR);
+    pub(crate) const ROUTE_RESOLVED: i32 = i32_of(c::RDMA_CM_EVENT_ROUTE_RESOLVED);
+    pub(crate) const ROUTE_ERROR: i32 = i32_of(c::RDMA_CM_EVENT_ROUTE_ERROR);
+    pub(crate) const CONNECT_ERROR: i32 = i32_of(c::RDMA_CM_EVENT_CONNECT_ERROR);
+    pub(crate) const UNREACHABLE: i32 = i32_of(c::RDMA_CM_EVENT_UNREACHABLE);
+    pub(crate) const REJECTED: i32 = i32_of(c::RDMA_CM_EVENT_REJECTED);
+    pub(crate) const ESTABLISHED: i32 = i32_of(c::RDMA_CM_EVENT_ESTABLISHED);
+    pub(crate) const DISCONNECTED: i32 = i32_of(c::RDMA_CM_EVENT_DISCONNECTED);
+    pub(crate) const DEVICE_REMOVAL: i32 = i32_of(c::RDMA_CM_EVENT_DEVICE_REMOVAL);
 }
 
 extern "C" {

@@ -23,7 +23,7 @@ pub(crate) struct UserStruct {
     _opaque: [u8; 0],
 }
 
-/// `struct rrdma_shim_vma_info`.
+/// `struct rrdma_shim_vma_info` (layout checked in `layout.rs`).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub(crate) struct VmaInfo {

@@ -20,11 +20,14 @@
 //! - `uring.rs`: io_uring commands;
 //! - `params.rs`: the module parameters;
 //! - `lock.rs`: lock helpers;
-//! - `helpers.rs`: kernel helpers, and the ratelimited warning macros.
+//! - `helpers.rs`: kernel helpers, and the ratelimited warning macros;
+//! - `layout.rs`: the C side's numbers (generated from `shim/layout.c`),
+//!   and the compile-time checks of every mirror against them.
 
 mod chardev;
 mod cm;
 mod helpers;
+mod layout;
 mod lock;
 mod mm;
 mod mr;

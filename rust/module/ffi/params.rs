@@ -3,6 +3,8 @@
 //! The module parameters Rust reads (all are defined in
 //! `shim/params.c`).
 
+use super::layout::{c, u32_of};
+
 /// The module parameters of reconnect: the policy, and the storm guard's
 /// limit.
 pub(crate) fn reconnect_params() -> (crate::abi::reconnect::Policy, u32) {
@@ -27,14 +29,15 @@ pub(crate) fn keepalive_params() -> (u32, u32) {
 
 /// The accept steps the `fail_at` module parameter (a test hook) can fail,
 /// once their queue pair is built, to reach the failure paths that a
-/// peer's timing reaches only by chance.
+/// peer's timing reaches only by chance (`RRDMA_SHIM_FAIL_*`, from
+/// `layout.rs`).
 #[derive(Clone, Copy)]
 #[repr(u32)]
 pub(crate) enum FailAt {
     /// A connection's accept (`Conn::accept_request`).
-    Accept = 0,
+    Accept = u32_of(c::RRDMA_SHIM_FAIL_ACCEPT),
     /// A data lane's accept (`Conn::accept_lane`).
-    LaneAccept = 1,
+    LaneAccept = u32_of(c::RRDMA_SHIM_FAIL_LANE_ACCEPT),
 }
 
 /// `EIO` if the `fail_at` test hook fails `point` now.

@@ -5,6 +5,8 @@
 
 use kernel::ffi::c_int;
 
+use super::layout::{c, u32_of, usize_of};
+
 /// Opaque `struct ib_device`.
 #[repr(C)]
 pub(crate) struct IbDevice {
@@ -18,12 +20,12 @@ pub(crate) struct IbPd {
 }
 
 /// Name length in [`DeviceAttr`] (`RRDMA_SHIM_NAME_MAX`).
-pub(crate) const NAME_MAX: usize = 64;
+pub(crate) const NAME_MAX: usize = usize_of(c::RRDMA_SHIM_NAME_MAX);
 
 /// `RRDMA_SHIM_CAP_MEM_MGT_EXT`: the device supports fast registration.
-pub(crate) const CAP_MEM_MGT_EXT: u32 = 1 << 0;
+pub(crate) const CAP_MEM_MGT_EXT: u32 = u32_of(c::RRDMA_SHIM_CAP_MEM_MGT_EXT);
 
-/// `struct rrdma_shim_device_attr`.
+/// `struct rrdma_shim_device_attr` (layout checked in `layout.rs`).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct DeviceAttr {
@@ -37,13 +39,9 @@ pub(crate) struct DeviceAttr {
     pub(crate) node_guid: u64,
 }
 
-// The shim asserts the same size on the C side.
-const _: () = assert!(core::mem::size_of::<DeviceAttr>() == 96);
-
 /// `struct rrdma_shim_device_limits` (the pure type is `repr(C)` with the
-/// same fields in the same order).
+/// same fields in the same order; checked in `layout.rs`).
 pub(crate) use crate::abi::limits::DeviceLimits;
-const _: () = assert!(core::mem::size_of::<DeviceLimits>() == 28);
 
 impl DeviceAttr {
     /// The all-zero value, filled in by [`rrdma_shim_device_query`].

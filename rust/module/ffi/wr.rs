@@ -5,28 +5,31 @@
 //! constants, and the scratch array an operation's work requests are
 //! built in.
 
+use super::layout::{c, u32_of, usize_of};
 use super::ShimMr;
 
-/// `RRDMA_SHIM_NO_SLOT`: a work request without an operation slot.
-pub(crate) const NO_SLOT: u32 = u32::MAX;
-/// `RRDMA_SHIM_WR_READ`.
-pub(crate) const WR_READ: u32 = 1;
-/// `RRDMA_SHIM_WR_WRITE`.
-pub(crate) const WR_WRITE: u32 = 2;
-/// `RRDMA_SHIM_WR_REG`.
-pub(crate) const WR_REG: u32 = 3;
-/// `RRDMA_SHIM_WR_SINK_REG`: registers a READ sink (iWARP).
-pub(crate) const WR_SINK_REG: u32 = 5;
-/// `RRDMA_SHIM_WR_SINK_READ`: an RDMA READ that invalidates its sink.
-pub(crate) const WR_SINK_READ: u32 = 6;
-/// `RRDMA_SHIM_ACCESS_LOCAL_WRITE`.
-pub(crate) const ACCESS_LOCAL_WRITE: u32 = 1 << 0;
-/// `RRDMA_SHIM_ACCESS_REMOTE_READ`.
-pub(crate) const ACCESS_REMOTE_READ: u32 = 1 << 1;
-/// `RRDMA_SHIM_ACCESS_REMOTE_WRITE`.
-pub(crate) const ACCESS_REMOTE_WRITE: u32 = 1 << 2;
+// The constants are the C header's (`layout.rs`).
 
-/// `struct rrdma_shim_wr`.
+/// `RRDMA_SHIM_NO_SLOT`: a work request without an operation slot.
+pub(crate) const NO_SLOT: u32 = u32_of(c::RRDMA_SHIM_NO_SLOT);
+/// `RRDMA_SHIM_WR_READ`.
+pub(crate) const WR_READ: u32 = u32_of(c::RRDMA_SHIM_WR_READ);
+/// `RRDMA_SHIM_WR_WRITE`.
+pub(crate) const WR_WRITE: u32 = u32_of(c::RRDMA_SHIM_WR_WRITE);
+/// `RRDMA_SHIM_WR_REG`.
+pub(crate) const WR_REG: u32 = u32_of(c::RRDMA_SHIM_WR_REG);
+/// `RRDMA_SHIM_WR_SINK_REG`: registers a READ sink (iWARP).
+pub(crate) const WR_SINK_REG: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_REG);
+/// `RRDMA_SHIM_WR_SINK_READ`: an RDMA READ that invalidates its sink.
+pub(crate) const WR_SINK_READ: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_READ);
+/// `RRDMA_SHIM_ACCESS_LOCAL_WRITE`.
+pub(crate) const ACCESS_LOCAL_WRITE: u32 = u32_of(c::RRDMA_SHIM_ACCESS_LOCAL_WRITE);
+/// `RRDMA_SHIM_ACCESS_REMOTE_READ`.
+pub(crate) const ACCESS_REMOTE_READ: u32 = u32_of(c::RRDMA_SHIM_ACCESS_REMOTE_READ);
+/// `RRDMA_SHIM_ACCESS_REMOTE_WRITE`.
+pub(crate) const ACCESS_REMOTE_WRITE: u32 = u32_of(c::RRDMA_SHIM_ACCESS_REMOTE_WRITE);
+
+/// `struct rrdma_shim_wr` (layout checked in `layout.rs`).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct ShimWr {
@@ -44,7 +47,8 @@ pub(crate) struct ShimWr {
 }
 
 /// `struct rrdma_shim_done`: one operation completion of a batch (the
-/// slot its work request carried, the work completion's status).
+/// slot its work request carried, the work completion's status; layout
+/// checked in `layout.rs`).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub(crate) struct ShimDone {
@@ -52,10 +56,8 @@ pub(crate) struct ShimDone {
     pub(crate) status: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<ShimDone>() == 8);
-
 /// `RRDMA_SHIM_POLL_BATCH`: most completions in one batch.
-pub(crate) const POLL_BATCH: usize = 16;
+pub(crate) const POLL_BATCH: usize = usize_of(c::RRDMA_SHIM_POLL_BATCH);
 
 /// Room for the work requests of one operation, built and posted under
 /// the lock of the connection that owns it (allocated once: posting

@@ -25,13 +25,6 @@
 #include "params.h"
 #include "qp_internal.h"
 
-/* The work completion statuses rust/abi/src/ops.rs (wc) tells apart. */
-static_assert(IB_WC_SUCCESS == 0 && IB_WC_LOC_PROT_ERR == 4 &&
-	      IB_WC_WR_FLUSH_ERR == 5 && IB_WC_BAD_RESP_ERR == 7 &&
-	      IB_WC_REM_INV_REQ_ERR == 9 && IB_WC_REM_ACCESS_ERR == 10 &&
-	      IB_WC_REM_OP_ERR == 11 && IB_WC_RETRY_EXC_ERR == 12 &&
-	      IB_WC_RNR_RETRY_EXC_ERR == 13);
-
 /* Whether a softirq runs this (a send CQ's poll: Rust counts it). */
 bool rrdma_shim_in_softirq(void)
 {

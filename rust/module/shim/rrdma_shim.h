@@ -12,7 +12,9 @@
  * Conventions: functions named rrdma_shim_*() are C called by Rust; functions
  * named rrdma_rust_*() are Rust (#[no_mangle] extern "C") called by C.  Every
  * kernel object crosses as an opaque pointer; errors cross as negative errno.
- * The Rust mirror of this header is rust/module/ffi/ (one file per concern).
+ * The Rust mirror of this header is rust/module/ffi/ (one file per concern);
+ * every struct below that crosses by pointer, and every constant Rust uses,
+ * is checked at build time on both sides (shim/layout.c, ffi/layout.rs).
  *
  * Calling contexts of the rrdma_rust_*() callbacks.  C never calls one with
  * a QP's @lock or @sinks_lock held (shim/qp_internal.h).  All run in process

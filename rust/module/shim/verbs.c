@@ -13,9 +13,6 @@
 #include "params.h"
 #include "rrdma_shim.h"
 
-static_assert(sizeof(struct rrdma_shim_device_attr) == 96);
-static_assert(sizeof(struct rrdma_shim_device_limits) == 28);
-
 /* struct ib_device_attr has int limits; a negative one reads as 0. */
 static u32 lim(int v)
 {
