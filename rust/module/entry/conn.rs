@@ -5,9 +5,8 @@
 //! Each borrows the connection from the context pointer C holds (covered by
 //! the cm_id's context reference, see `cm_id.rs`; the timer's run
 //! owns its own, see `timer.rs`) and forwards to the code of its concern in
-//! `conn/`. None is called with a shim lock that Rust takes (the queue
-//! pair's `lock`, `sinks_lock`) held. Their contexts (`shim/rrdma_shim.h`
-//! has them all):
+//! `conn/`. None is called with the shim queue pair's `lock` or
+//! `sinks_lock` held. Their contexts (`shim/rrdma_shim.h` has them all):
 //! - process context, may sleep: [`rrdma_rust_conn_event`] (rdma_cm's
 //!   work queue, the id's handler mutex held), [`rrdma_rust_conn_timer`]
 //!   (the module's work queue), the receive CQ's [`rrdma_rust_ctrl_recv`],
