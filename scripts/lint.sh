@@ -18,7 +18,7 @@ cd "$REPO"
 
 rustfmt_check() {
 	(cd rust && cargo fmt --all --check)
-	rustfmt --check --edition 2021 --config-path rust/rustfmt.toml rust/module/*.rs rust/module/conn/*.rs rust/module/conn/data/*.rs rust/module/file/*.rs rust/module/entry/*.rs rust/module/compat/*.rs
+	rustfmt --check --edition 2021 --config-path rust/rustfmt.toml rust/module/*.rs rust/module/conn/*.rs rust/module/conn/data/*.rs rust/module/file/*.rs rust/module/entry/*.rs rust/module/compat/*.rs rust/module/ffi/*.rs
 }
 
 clippy_check() {
@@ -45,7 +45,7 @@ kernel_check() {
 	src=$(readlink -f "$kdir/source")
 	# YIELD: a synchronous operation's busy poll yields its CPU between
 	# empty polls, which cond_resched() does not do for a soft provider's
-	# thread whose wake-up did not preempt (see qp_task_poll(), shim/qp.c).
+	# thread whose wake-up did not preempt (see qp_task_poll(), shim/poll.c).
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet --ignore YIELD -f \
 		rust/module/shim/*.c rust/module/shim/*.h include/uapi/rrdma.h
 	# Userspace C: its fixed-width types are the C library's.

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Every C-callable entry point of the module (`rrdma_rust_*`, declared in
-//! `shim/rrdma_shim.h`), beside `ffi.rs`, which declares what Rust calls.
+//! `shim/rrdma_shim.h`), beside `ffi/`, which declares what Rust calls.
 //!
 //! An entry point only turns C's pointers back into Rust's types (an
 //! `Arc` reference handed over with `foreign::into_c`, a slice, a

@@ -22,7 +22,7 @@ pub(crate) enum Callback {
     CtrlRecv,
     /// A completion of a work request the connection posted (registration,
     /// control send) or of a failed one, or a batch of its operations'
-    /// completions (one poll of a send CQ, see `shim/qp.c`).
+    /// completions (one poll of a send CQ, see `shim/cq.c`).
     Completion,
 }
 

@@ -5,9 +5,28 @@
 //! Each borrows the connection from the context pointer C holds (covered by
 //! the cm_id's context reference, see `cm_id.rs`; the timer's run
 //! owns its own, see `timer.rs`) and forwards to the code of its concern in
-//! `conn/`. All run in process context, without a shim
-//! lock held (see `shim/rrdma_shim.h`); an unplug on its task's way to
-//! sleep must not sleep.
+//! `conn/`. None is called with the shim queue pair's `lock` or
+//! `sinks_lock` held. Their contexts (`shim/rrdma_shim.h` has them all):
+//! - process context, may sleep: [`rrdma_rust_conn_event`] (rdma_cm's
+//!   work queue, the id's handler mutex held), [`rrdma_rust_conn_timer`]
+//!   (the module's work queue), the receive CQ's [`rrdma_rust_ctrl_recv`],
+//!   [`rrdma_rust_qp_error`] and [`rrdma_rust_lane_recv`] (ib_comp_wq),
+//!   and the send CQ's [`rrdma_rust_ctrl_sent`] and
+//!   [`rrdma_rust_quiet_done`] (its work item on the module's completion
+//!   work queue);
+//! - [`rrdma_rust_ops_done`]: in softirq (the send CQ's irq_poll) or in a
+//!   task that polls for its own operations with softirqs off, both under
+//!   the shim queue pair's `poll_lock` and with successful completions
+//!   only; or on the send CQ's work item (process context, the only one
+//!   to hand over a failed completion). So it and what it reaches
+//!   (`Conn::slots_done`, `Conn::end_slot`, `Conn::heard`,
+//!   `Conn::post_open_group`, `OpCtx::finish` with `SyncWait::set` and
+//!   `UringCmd::complete`, `Shared::complete`, `Shared::wake_readers`,
+//!   `Conn::ask_followups`) must not sleep: softirq-safe spinlocks only
+//!   (a path's lock, `Shared::ring`, `SyncWait::status`), the connection's
+//!   mutex only for a failed completion;
+//! - [`rrdma_rust_conn_unplug`]: the submitting task (process context);
+//!   with `from_schedule`, on its way to sleep, it must not sleep.
 
 use core::ptr::NonNull;
 
@@ -163,7 +182,8 @@ unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
 
 /// The operations of queue pair `lane` (`qp`) whose slots `done` names
 /// completed: the operation completions of one poll of its send CQ, in
-/// softirq or by a task that polls it.
+/// softirq or by a task that polls it (under the shim's `poll_lock`: must
+/// not sleep), or on the CQ's work item (see the module doc).
 ///
 /// # Safety
 ///

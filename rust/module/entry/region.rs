@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The `vm_operations` of a mapped region (`shim/chardev.c`): every VMA
+//! The `vm_operations` of a mapped region (`shim/mm.c`): every VMA
 //! holds one region reference, handed over by `Region::map`.
 
 use kernel::ffi::{c_ulong, c_void};

@@ -19,6 +19,7 @@
 #include <linux/seq_file.h>
 #include <rdma/ib_verbs.h>
 
+#include "params.h"
 #include "rrdma_shim.h"
 #include "uapi/rrdma.h"
 
@@ -44,21 +45,6 @@ static_assert(sizeof(struct rrdma_completion) == 24);
 
 MODULE_AUTHOR("The rrdma developers");
 
-static ushort dev_mode = 0600;
-module_param(dev_mode, ushort, 0444);
-MODULE_PARM_DESC(dev_mode,
-		 "Permission bits of /dev/rrdma (default 0600; at most 0666)");
-
-static uint max_region_mb = 1024;
-module_param(max_region_mb, uint, 0644);
-MODULE_PARM_DESC(max_region_mb,
-		 "Largest region one REGION_CREATE may allocate, in MiB (default 1024)");
-
-u64 rrdma_shim_max_region_bytes(void)
-{
-	return (u64)READ_ONCE(max_region_mb) << 20;
-}
-
 /* Set while registered; the callbacks below only run in that window. */
 static void *rrdma_core;
 
@@ -76,10 +62,11 @@ struct workqueue_struct *rrdma_shim_wq(void)
 }
 
 /*
- * Polls of the queue pairs' send CQs (shim/qp.c), as the RDMA core's
- * ib_comp_wq (not exported) does its own: per CPU, high priority, so a
- * poll runs on the CPU its completion event came in on.  Destroyed after
- * the ib_client: every queue pair is gone by then.
+ * The work items of the queue pairs' send CQs (shim/cq.c): the polls of
+ * completions that need process context (all polls with cq_softirq off),
+ * as the RDMA core's ib_comp_wq (not exported) runs its own: per CPU,
+ * high priority, so a poll runs on the CPU its completion event came in
+ * on.  Destroyed after the ib_client: every queue pair is gone by then.
  */
 static struct workqueue_struct *rrdma_comp_wq;
 
@@ -251,6 +238,7 @@ unsigned long rrdma_shim_jiffies(void)
 
 int rrdma_shim_register(void *core)
 {
+	u16 dev_mode = rrdma_param_dev_mode();
 	int ret;
 
 	/* _IOWR() is not an integer constant expression; it folds here. */

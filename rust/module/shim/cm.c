@@ -5,9 +5,11 @@
  * forward to the Rust entry points.
  *
  * Policy (state machines, what to connect to) lives in Rust; this file
- * only converts addresses and calls rdma_cm.  Every path here is
- * non-blocking except rrdma_shim_cm_destroy_id(), which Rust calls from
- * process context outside its locks.
+ * only converts addresses and calls rdma_cm, whose calls may sleep (they
+ * allocate and take rdma_cm's mutexes): Rust calls them in process
+ * context.  rrdma_shim_cm_destroy_id() waits for the id's running handler:
+ * Rust calls it outside its locks, never from that id's handler.  The
+ * handlers run on rdma_cm's work queues with the id's handler mutex held.
  */
 #include <linux/in.h>
 #include <linux/in6.h>
@@ -192,17 +194,6 @@ int rrdma_shim_cm_connect(struct rdma_cm_id *id, const void *pdata, u8 len)
 		rdma_set_ack_timeout(id, RRDMA_ACK_TIMEOUT);
 	conn_param(id, &p, pdata, len, RRDMA_RD_ATOMS, RRDMA_RD_ATOMS);
 	return rdma_connect_locked(id, &p);
-}
-
-static uint fail_at;
-module_param(fail_at, uint, 0644);
-MODULE_PARM_DESC(fail_at,
-		 "Test hook: accepts that fail with EIO once their queue pair is built, as bits: 1 a connection's, 2 a data lane's (default 0)");
-
-/* Whether the test hook fails accept step @point (RRDMA_SHIM_FAIL_*). */
-bool rrdma_shim_fail_at(u32 point)
-{
-	return READ_ONCE(fail_at) & BIT(point);
 }
 
 int rrdma_shim_cm_accept(struct rdma_cm_id *id, const void *pdata, u8 len,

@@ -2,7 +2,7 @@
 /*
  * rrdma C shim: fast-registration memory regions over runs of a region's
  * pages (allocated, DMA-mapped and mapped into the MR here; registered on
- * the wire by a REG_MR work request that qp.c posts).
+ * the wire by a REG_MR work request that post.c posts).
  */
 #include <linux/dma-mapping.h>
 #include <linux/scatterlist.h>

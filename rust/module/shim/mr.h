@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * rrdma C shim, internal: the layout of a fast-registration MR, shared by
- * mr.c (which owns it) and qp.c (which posts its registration).  Rust sees
+ * mr.c (which owns it) and post.c (which posts its registration).  Rust sees
  * the type as opaque (rrdma_shim.h).
  */
 #ifndef RRDMA_SHIM_MR_H

@@ -12,23 +12,46 @@
  * Conventions: functions named rrdma_shim_*() are C called by Rust; functions
  * named rrdma_rust_*() are Rust (#[no_mangle] extern "C") called by C.  Every
  * kernel object crosses as an opaque pointer; errors cross as negative errno.
- * The Rust mirror of this header is rust/module/ffi.rs.
+ * The Rust mirror of this header is rust/module/ffi/ (one file per concern);
+ * every struct below that crosses by pointer, and every constant Rust uses,
+ * is checked at build time on both sides (shim/layout.c, ffi/layout.rs).
  *
- * Calling contexts of the rrdma_rust_*() callbacks (Rust takes sleeping
- * locks in all of them, so C never calls them with a spinlock held or from
- * atomic context):
- *  - device add/remove, file operations, VMA open/close/fault: process
- *    context, as the VFS, the mm and ib_core call them;
+ * Calling contexts of the rrdma_rust_*() callbacks.  C never calls one with
+ * a QP's @lock or @sinks_lock held (shim/qp_internal.h).  All run in process
+ * context, and may sleep, except rrdma_rust_ops_done(), which a send CQ's
+ * softirq poll calls too, and an unplug from schedule:
+ *  - device add/remove (ib_client), file operations, VMA open/close/fault:
+ *    process context, as ib_core, the VFS and the mm call them;
+ *  - rrdma_rust_file_uring_op: io_uring's ->uring_cmd, process context
+ *    (the submitting task, usually holding the ring's lock, or an io-wq
+ *    worker); @nonblock: io_uring asks for an issue that does not wait;
  *  - rdma_cm events (rrdma_rust_conn_event, rrdma_rust_listen_*): the
  *    rdma_cm work queues, process context, with the id's handler mutex held:
  *    Rust must not call rdma_destroy_id() on that id from there, and must not
  *    hold its own locks across rdma_destroy_id() anywhere else;
- *  - completions (rrdma_rust_ops_done, _quiet_done, _ctrl_recv, _ctrl_sent,
- *    _qp_error): process context, never with rrdma_shim_qp's spinlock
- *    held; a send CQ is polled by the shim on rrdma's completion work
- *    queue (rrdma_shim_comp_wq()), which hands each poll's operation
- *    completions to Rust as one batch, a receive CQ is IB_POLL_WORKQUEUE
- *    (ib_comp_wq);
+ *  - a receive CQ's completions (rrdma_rust_ctrl_recv, _lane_recv,
+ *    _qp_error): it is IB_POLL_WORKQUEUE, so ib_comp_wq, process context;
+ *  - a send CQ's completions other than an operation's that succeeded
+ *    (rrdma_rust_ctrl_sent, _quiet_done, and failed operations'):
+ *    its work item on rrdma's completion work queue (rrdma_shim_comp_wq(),
+ *    shim/cq.c), process context, no shim lock held;
+ *  - rrdma_rust_ops_done (the operation completions of one poll of a send
+ *    CQ, as one batch): in softirq (the CQ's irq_poll) with the QP's
+ *    @poll_lock held; in a task that polls for its own operations
+ *    (rrdma_shim_qp_poll(), _iopoll(); an IOPOLL one holds io_uring's ring
+ *    lock) with @poll_lock held and softirqs off; or on the work item above.
+ *    The first two hand over successful completions only.  So Rust must not
+ *    sleep there, nor take a mutex or a lock that is not softirq-safe:
+ *    what it reaches (Conn::slots_done, Conn::end_slot, Conn::heard,
+ *    Conn::post_open_group, OpCtx::finish with SyncWait::set and
+ *    UringCmd::complete, Shared::complete, Shared::wake_readers,
+ *    Conn::ask_followups) takes a path's lock, Shared::ring and
+ *    SyncWait::status (softirq-safe spinlocks), posts (rrdma_shim_post(),
+ *    under @lock), completes io_uring commands
+ *    (rrdma_shim_uring_complete()), wakes a file's readers and queues
+ *    work; what needs the connection's mutex is left to that work, and a
+ *    batch with a failed completion (which does) comes only on the CQ's
+ *    work item;
  *  - rrdma_rust_conn_timer: rrdma's work queue, process context;
  *  - rrdma_rust_conn_unplug: the submitting task, in io_uring's submission
  *    with its plug closing (process context), or with @from_schedule on
@@ -253,7 +276,10 @@ struct rrdma_shim_done {
 /* Most completions one poll of a send CQ takes, and so one batch holds. */
 #define RRDMA_SHIM_POLL_BATCH	16
 
-/* Queue pairs, control messages and posting (shim/qp.c). */
+/*
+ * Queue pairs (shim/qp.c), their send CQs (cq.c) and polling tasks (poll.c),
+ * control messages (ctrl.c) and posting (post.c).
+ */
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
@@ -266,7 +292,7 @@ bool rrdma_shim_qp_has_sinks(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_poll(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q);
-/* For shim/uring.c's IOPOLL (C only): see shim/qp.c. */
+/* For shim/uring.c's IOPOLL (C only): see shim/poll.c. */
 void rrdma_shim_qp_iopoll_wake(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring,
 			 bool oneshot);
@@ -287,8 +313,8 @@ void rrdma_shim_mr_keys(struct rrdma_shim_mr *m, u32 *lkey, u32 *rkey);
 void rrdma_shim_mr_free(struct rrdma_shim_mr *m);
 
 /*
- * A connection's timer, and the module parameters of keepalive and reconnect
- * (shim/conn_timer.c).
+ * A connection's timer (shim/conn_timer.c), and the module parameters of
+ * keepalive and reconnect (shim/params.c).
  */
 void rrdma_shim_keepalive_params(u32 *ms, u32 *misses);
 void rrdma_shim_reconnect_params(u32 *attempts, u32 *delay_ms,
@@ -317,9 +343,10 @@ unsigned long rrdma_shim_jiffies(void);
  * CQE's -errno) and ->uring_cmd_iopoll; the QP a queued command's
  * operation is posted on, told by Rust before it posts (an IOPOLL ring's
  * command polls that QP's send CQ); the CQE of a queued command, @res the
- * bytes moved or -errno, callable from any process context, once per
- * queued command, returning whether its IOPOLL poller completed it in
- * place (else task work posts it, or on an IOPOLL ring its next poll).
+ * bytes moved or -errno, callable in process context or softirq (an
+ * operation's completion), once per queued command, returning whether its
+ * IOPOLL poller completed it in place (else task work posts it, or on an
+ * IOPOLL ring its next poll).
  */
 bool rrdma_shim_uring_supported(void);
 int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,

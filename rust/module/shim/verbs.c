@@ -7,41 +7,11 @@
  */
 #include <linux/err.h>
 #include <linux/module.h>
-#include <linux/moduleparam.h>
 #include <linux/string.h>
 #include <rdma/ib_verbs.h>
 
+#include "params.h"
 #include "rrdma_shim.h"
-
-static_assert(sizeof(struct rrdma_shim_device_attr) == 96);
-static_assert(sizeof(struct rrdma_shim_device_limits) == 28);
-
-/*
- * Clamps of the device limits (0: the device's own), so that a guest on
- * siw or rxe behaves as a small NIC would.  Read when a device is added.
- */
-static unsigned int limit_qp_wr;
-module_param(limit_qp_wr, uint, 0444);
-MODULE_PARM_DESC(limit_qp_wr, "Clamp of max_qp_wr, work requests per queue (0: the device's)");
-static unsigned int limit_cqe;
-module_param(limit_cqe, uint, 0444);
-MODULE_PARM_DESC(limit_cqe, "Clamp of max_cqe, entries per completion queue (0: the device's)");
-static unsigned int limit_send_sge;
-module_param(limit_send_sge, uint, 0444);
-MODULE_PARM_DESC(limit_send_sge, "Clamp of max_send_sge (0: the device's)");
-static unsigned int limit_recv_sge;
-module_param(limit_recv_sge, uint, 0444);
-MODULE_PARM_DESC(limit_recv_sge, "Clamp of max_recv_sge (0: the device's)");
-static unsigned int limit_sge_rd;
-module_param(limit_sge_rd, uint, 0444);
-MODULE_PARM_DESC(limit_sge_rd, "Clamp of max_sge_rd, SGEs per RDMA READ (0: the device's)");
-static unsigned int limit_fast_reg_pages;
-module_param(limit_fast_reg_pages, uint, 0444);
-MODULE_PARM_DESC(limit_fast_reg_pages,
-		 "Clamp of max_fast_reg_page_list_len, pages per registration (0: the device's)");
-static unsigned int limit_mr;
-module_param(limit_mr, uint, 0444);
-MODULE_PARM_DESC(limit_mr, "Clamp of max_mr, registrations per device (0: the device's)");
 
 /* struct ib_device_attr has int limits; a negative one reads as 0. */
 static u32 lim(int v)
@@ -62,13 +32,7 @@ void rrdma_shim_device_limits(struct ib_device *dev,
 	dev_limits->max_sge_rd = lim(a->max_sge_rd);
 	dev_limits->max_fast_reg_pages = a->max_fast_reg_page_list_len;
 	dev_limits->max_mr = lim(a->max_mr);
-	clamp->max_qp_wr = limit_qp_wr;
-	clamp->max_cqe = limit_cqe;
-	clamp->max_send_sge = limit_send_sge;
-	clamp->max_recv_sge = limit_recv_sge;
-	clamp->max_sge_rd = limit_sge_rd;
-	clamp->max_fast_reg_pages = limit_fast_reg_pages;
-	clamp->max_mr = limit_mr;
+	rrdma_param_limits(clamp);
 }
 
 void rrdma_shim_device_query(struct ib_device *dev,

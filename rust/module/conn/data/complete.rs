@@ -30,9 +30,10 @@ pub(super) enum Ended {
 impl Conn {
     /// The completions of path `p`'s operation slots in `done`, each
     /// `(slot, work completion status)`: one poll of its send CQ `qp`
-    /// (softirq, or a task that polls), or the teardown's flush of what the
-    /// provider never completed (`qp` gone). They end under one
-    /// acquisition of the path's lock, not the connection's: their records
+    /// (softirq, a task that polls, or the CQ's work item), or the
+    /// teardown's flush of what the provider never completed (`qp` gone).
+    /// They end under one acquisition of the path's lock, not the
+    /// connection's: their records
     /// reach the file's ring under one acquisition of its lock per
     /// [`ffi::POLL_BATCH`], and the file's readers are woken once for them
     /// all. What needs the connection's lock is left to its follow-up work

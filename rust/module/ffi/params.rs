@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module parameters Rust reads (all are defined in
+//! `shim/params.c`).
+
+use super::layout::{c, u32_of};
+
+/// The module parameters of reconnect: the policy, and the storm guard's
+/// limit.
+pub(crate) fn reconnect_params() -> (crate::abi::reconnect::Policy, u32) {
+    let (mut attempts, mut delay, mut max_delay, mut teardowns) = (0, 0, 0, 0);
+    // SAFETY: all four pointers are valid for writes.
+    unsafe {
+        rrdma_shim_reconnect_params(&mut attempts, &mut delay, &mut max_delay, &mut teardowns)
+    };
+    (
+        crate::abi::reconnect::from_params(attempts, delay, max_delay),
+        teardowns,
+    )
+}
+
+/// The module parameters `keepalive_ms` and `keepalive_misses`, as set.
+pub(crate) fn keepalive_params() -> (u32, u32) {
+    let (mut ms, mut misses) = (0, 0);
+    // SAFETY: both pointers are valid for writes.
+    unsafe { rrdma_shim_keepalive_params(&mut ms, &mut misses) };
+    (ms, misses)
+}
+
+/// The accept steps the `fail_at` module parameter (a test hook) can fail,
+/// once their queue pair is built, to reach the failure paths that a
+/// peer's timing reaches only by chance (`RRDMA_SHIM_FAIL_*`, from
+/// `layout.rs`).
+#[derive(Clone, Copy)]
+#[repr(u32)]
+pub(crate) enum FailAt {
+    /// A connection's accept (`Conn::accept_request`).
+    Accept = u32_of(c::RRDMA_SHIM_FAIL_ACCEPT),
+    /// A data lane's accept (`Conn::accept_lane`).
+    LaneAccept = u32_of(c::RRDMA_SHIM_FAIL_LANE_ACCEPT),
+}
+
+/// `EIO` if the `fail_at` test hook fails `point` now.
+pub(crate) fn fail_at(point: FailAt) -> Result<(), crate::abi::errno::Errno> {
+    // SAFETY: no preconditions.
+    if unsafe { rrdma_shim_fail_at(point as u32) } {
+        return Err(crate::abi::errno::EIO);
+    }
+    Ok(())
+}
+
+/// The largest region a caller may create (a module parameter's value).
+pub(crate) fn max_region_bytes() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_max_region_bytes() }
+}
+
+/// Queue pairs a new connection offers or grants: the `queue_pairs`
+/// module parameter (0: one per online CPU), from 1 to `wire::QPS_MAX`.
+pub(crate) fn queue_pairs() -> u16 {
+    // SAFETY: no preconditions.
+    let n = unsafe { rrdma_shim_queue_pairs() };
+    n.clamp(1, u32::from(crate::abi::wire::QPS_MAX)) as u16
+}
+
+/// How long a synchronous operation busy-polls for its completion before
+/// it sleeps, in ns (module parameter `sync_poll_us`; 0: it does not).
+pub(crate) fn sync_poll_ns() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_sync_poll_ns() }
+}
+
+extern "C" {
+    /// The module parameters `keepalive_ms` and `keepalive_misses`.
+    pub(crate) fn rrdma_shim_keepalive_params(ms: *mut u32, misses: *mut u32);
+    /// The module parameters `reconnect_attempts`, `reconnect_delay_ms`,
+    /// `reconnect_max_delay_ms` and `accept_max_teardowns`.
+    pub(crate) fn rrdma_shim_reconnect_params(
+        attempts: *mut u32,
+        delay_ms: *mut u32,
+        max_delay_ms: *mut u32,
+        max_teardowns: *mut u32,
+    );
+    /// The `max_region_mb` module parameter, in bytes.
+    pub(crate) fn rrdma_shim_max_region_bytes() -> u64;
+    /// The `queue_pairs` module parameter's count (0 made one per online
+    /// CPU), unclamped.
+    pub(crate) fn rrdma_shim_queue_pairs() -> u32;
+    /// Whether the `fail_at` test hook fails accept step `point`.
+    pub(crate) fn rrdma_shim_fail_at(point: u32) -> bool;
+    /// How long a synchronous operation polls (module parameter
+    /// `sync_poll_us`), in ns.
+    pub(crate) fn rrdma_shim_sync_poll_ns() -> u64;
+}

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrdma C shim: posting a queue pair's work requests (flattened by Rust,
+ * struct rrdma_shim_wr), and the READ sinks of an iWARP queue pair that
+ * they use.
+ */
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <rdma/ib_verbs.h>
+
+#include "qp_internal.h"
+#include "mr.h"
+
+/*
+ * Work requests without a Rust completion context: registrations.  Those
+ * of exports are signaled (Rust counts them), those of the data path are
+ * not and complete here only on error.  On the send CQ's work item,
+ * process context (an atomic poll leaves them there, cq.c).
+ */
+static void quiet_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct rrdma_shim_qp *q = cq->cq_context;
+
+	rrdma_rust_quiet_done(q->owner, wc->status);
+}
+
+static struct ib_cqe quiet_cqe = { .done = quiet_done };
+
+static int access_flags(u32 a)
+{
+	int f = 0;
+
+	if (a & RRDMA_SHIM_ACCESS_LOCAL_WRITE)
+		f |= IB_ACCESS_LOCAL_WRITE;
+	if (a & RRDMA_SHIM_ACCESS_REMOTE_READ)
+		f |= IB_ACCESS_REMOTE_READ;
+	if (a & RRDMA_SHIM_ACCESS_REMOTE_WRITE)
+		f |= IB_ACCESS_REMOTE_WRITE;
+	return f;
+}
+
+union rrdma_any_wr {
+	struct ib_send_wr send;
+	struct ib_rdma_wr rdma;
+	struct ib_reg_wr reg;
+};
+
+/*
+ * Maps READ sink @k over exactly @s->len bytes: at @s->local_addr of the
+ * region, through the DMA mapping of chunk @s->mr (its iova is the
+ * chunk's region offset), or, without @s->mr, over the QP's scratch
+ * buffer (a fence).  The sink's iova is the region offset (the scratch
+ * buffer's offset in its page): the peer sees no DMA address.
+ */
+static int sink_map(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
+		    const struct rrdma_shim_wr *s)
+{
+	struct scatterlist *sg, *out = q->sink_sg;
+	u64 iova, off, end, pos = 0;
+	u32 n = 0;
+	int i, mapped;
+
+	if (!s->len)
+		return -EINVAL;
+	if (!s->mr) {
+		sg_dma_address(&out[0]) = q->fence_dma;
+		sg_dma_len(&out[0]) = min_t(u32, s->len, RRDMA_SHIM_FENCE_LEN);
+		n = 1;
+		iova = offset_in_page(q->fence_dma);
+	} else {
+		off = s->local_addr - s->mr->mr->iova;
+		end = off + s->len;
+		if (s->local_addr < s->mr->mr->iova || end > s->mr->mr->length)
+			return -EINVAL;
+		for_each_sgtable_dma_sg(&s->mr->sgt, sg, i) {
+			u64 a = pos, b = pos + sg_dma_len(sg);
+
+			pos = b;
+			if (b <= off)
+				continue;
+			if (a >= end)
+				break;
+			if (n == q->sink_nsg)
+				return -EINVAL;
+			sg_dma_address(&out[n]) =
+				sg_dma_address(sg) + (max(a, off) - a);
+			sg_dma_len(&out[n]) = min(b, end) - max(a, off);
+			n++;
+		}
+		iova = s->local_addr;
+	}
+	lockdep_assert_held(&q->lock);
+	mapped = ib_map_mr_sg(k->mr, out, n, NULL, PAGE_SIZE);
+	if (mapped != n)
+		return mapped < 0 ? mapped : -EINVAL;
+	k->mr->iova = iova;
+	/* A fresh key: the last READ into this sink invalidated the old one. */
+	ib_update_fast_reg_key(k->mr, ib_inc_rkey(k->mr->rkey));
+	return 0;
+}
+
+#define RRDMA_POST_CHUNK 8
+
+/*
+ * Posts @n work requests in order, under @lock (irqsave); never sleeps.
+ * Rust posts in process context under a path's lock, and from a fence's
+ * completion (its open group's fence) under @poll_lock: in softirq, or in
+ * a polling task with softirqs off.
+ */
+int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
+		    u32 n, u32 *posted)
+{
+	union rrdma_any_wr w[RRDMA_POST_CHUNK];
+	struct ib_sge sge[RRDMA_POST_CHUNK];
+	const struct ib_send_wr *bad;
+	unsigned long flags;
+	u32 done = 0;
+	int ret = 0;
+
+	spin_lock_irqsave(&q->lock, flags);
+	if (q->draining)
+		ret = -ENOTCONN;
+	while (!ret && done < n) {
+		u32 k, m = min_t(u32, n - done, RRDMA_POST_CHUNK);
+
+		memset(w, 0, sizeof(w[0]) * m);
+		for (k = 0; k < m; k++) {
+			const struct rrdma_shim_wr *s = &wrs[done + k];
+			struct ib_send_wr *wr = &w[k].send;
+			struct rrdma_shim_sink *sink = NULL;
+
+			if (s->opcode == RRDMA_SHIM_WR_SINK_REG ||
+			    s->opcode == RRDMA_SHIM_WR_SINK_READ) {
+				if (s->sink >= q->nsinks) {
+					ret = -EINVAL;
+					goto out;
+				}
+				sink = &q->sinks[s->sink];
+			}
+
+			if (s->slot < q->nops)
+				wr->wr_cqe = &q->ops[s->slot].cqe;
+			else
+				wr->wr_cqe = &quiet_cqe;
+			if (s->signaled)
+				wr->send_flags = IB_SEND_SIGNALED;
+			switch (s->opcode) {
+			case RRDMA_SHIM_WR_REG:
+				wr->opcode = IB_WR_REG_MR;
+				w[k].reg.mr = s->mr->mr;
+				w[k].reg.key = s->mr->mr->rkey;
+				w[k].reg.access = access_flags(s->access);
+				break;
+			case RRDMA_SHIM_WR_SINK_REG:
+				ret = sink_map(q, sink, s);
+				if (ret)
+					goto out;
+				wr->opcode = IB_WR_REG_MR;
+				w[k].reg.mr = sink->mr;
+				w[k].reg.key = sink->mr->rkey;
+				w[k].reg.access = IB_ACCESS_LOCAL_WRITE |
+						  IB_ACCESS_REMOTE_WRITE;
+				break;
+			case RRDMA_SHIM_WR_SINK_READ:
+				/*
+				 * Into the sink as its SINK_REG just mapped it.
+				 * A fence's (one byte into the scratch buffer)
+				 * response follows the placement of every
+				 * earlier WRITE on this connection (iWARP
+				 * completes a WRITE once sent).
+				 */
+				wr->opcode = IB_WR_RDMA_READ_WITH_INV;
+				wr->ex.invalidate_rkey = sink->mr->lkey;
+				sge[k].addr = sink->mr->iova;
+				sge[k].length = sink->mr->length;
+				sge[k].lkey = sink->mr->lkey;
+				wr->sg_list = &sge[k];
+				wr->num_sge = 1;
+				w[k].rdma.remote_addr = s->remote_addr;
+				w[k].rdma.rkey = s->rkey;
+				break;
+			case RRDMA_SHIM_WR_READ:
+			case RRDMA_SHIM_WR_WRITE:
+				wr->opcode = s->opcode == RRDMA_SHIM_WR_READ ?
+					     IB_WR_RDMA_READ : IB_WR_RDMA_WRITE;
+				sge[k].addr = s->local_addr;
+				sge[k].length = s->len;
+				sge[k].lkey = s->lkey;
+				wr->sg_list = &sge[k];
+				wr->num_sge = 1;
+				w[k].rdma.remote_addr = s->remote_addr;
+				w[k].rdma.rkey = s->rkey;
+				break;
+			default:
+				ret = -EINVAL;
+				goto out;
+			}
+			if (k + 1 < m)
+				wr->next = &w[k + 1].send;
+		}
+		bad = NULL;
+		ret = ib_post_send(q->id->qp, &w[0].send, &bad);
+		if (ret) {
+			/* Work requests before @bad were posted. */
+			for (k = 0; k < m && bad && &w[k].send != bad; k++)
+				done++;
+			break;
+		}
+		done += m;
+	}
+out:
+	spin_unlock_irqrestore(&q->lock, flags);
+	*posted = done;
+	return ret;
+}
+
+/* Frees @n sinks of @sinks (NULL: none) and @sg. */
+static void free_sink_array(struct rrdma_shim_sink *sinks, u32 n,
+			    struct scatterlist *sg)
+{
+	u32 i;
+
+	for (i = 0; sinks && i < n; i++) {
+		if (!IS_ERR_OR_NULL(sinks[i].mr))
+			ib_dereg_mr(sinks[i].mr);
+	}
+	kfree(sinks);
+	kfree(sg);
+}
+
+/* Frees the QP's sinks; returns how many there were. */
+u32 rrdma_qp_free_sinks(struct rrdma_shim_qp *q)
+{
+	u32 n = q->nsinks;
+
+	free_sink_array(q->sinks, n, q->sink_sg);
+	q->sinks = NULL;
+	q->sink_sg = NULL;
+	q->nsinks = 0;
+	return n;
+}
+
+/*
+ * The QP's READ sinks (iWARP), as rrdma_shim_qp_create() sized them: the
+ * first @data_sinks of up to @sink_pages pages each (over region memory),
+ * the others of one page (over the scratch buffer, for fences).  They are
+ * allocated at the first operation that needs one, not with the QP: a
+ * connection that only exports (or a lane that carries nothing) holds
+ * none of the device's registrations for them.  Process context, may
+ * sleep, no rrdma lock held (@sinks_lock is the outermost); the caller
+ * keeps @q from being destroyed (a poll reference).
+ * Returns 1 if they were allocated now, 0 if they were already (or the QP
+ * has none), or -errno.
+ */
+int rrdma_shim_qp_sinks_alloc(struct rrdma_shim_qp *q)
+{
+	u32 i, n = q->sinks_max, pages = q->sink_pages;
+	struct rrdma_shim_sink *sinks;
+	struct scatterlist *sg;
+	int ret = 0;
+
+	mutex_lock(&q->sinks_lock);
+	if (q->nsinks || !n)
+		goto out;
+	sinks = kcalloc(n, sizeof(*sinks), GFP_KERNEL);
+	sg = kcalloc(pages, sizeof(*sg), GFP_KERNEL);
+	if (!sinks || !sg) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	sg_init_table(sg, pages);
+	for (i = 0; i < n; i++) {
+		struct ib_mr *mr;
+
+		mr = ib_alloc_mr(q->pd, IB_MR_TYPE_MEM_REG,
+				 i < q->data_sinks ? pages : 1);
+		if (IS_ERR(mr)) {
+			ret = PTR_ERR(mr);
+			goto fail;
+		}
+		sinks[i].mr = mr;
+	}
+	/* Posting reads them under @lock. */
+	spin_lock_irq(&q->lock);
+	q->sinks = sinks;
+	q->sink_sg = sg;
+	q->sink_nsg = pages;
+	q->nsinks = n;
+	spin_unlock_irq(&q->lock);
+	ret = 1;
+	goto out;
+fail:
+	free_sink_array(sinks, n, sg);
+out:
+	mutex_unlock(&q->sinks_lock);
+	return ret;
+}
+
+/* Whether the QP's sinks are allocated (or it has none). */
+bool rrdma_shim_qp_has_sinks(struct rrdma_shim_qp *q)
+{
+	return READ_ONCE(q->nsinks) || !q->sinks_max;
+}

@@ -1,0 +1,246 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * rrdma C shim, internal: struct rrdma_shim_qp and what the files of a
+ * queue pair share.  One concern a file:
+ *  - qp.c: the QP's lifetime (create, stop, drain, destroy) and its
+ *    references;
+ *  - cq.c: the send CQ: its event, its softirq poll and its work item,
+ *    and the batch of operation completions they hand to Rust;
+ *  - poll.c: tasks that poll a send CQ for their own operations (busy
+ *    polling, io_uring IOPOLL);
+ *  - ctrl.c: control messages (receive buffers, sends);
+ *  - post.c: work requests, and the READ sinks they use.
+ * Rust sees struct rrdma_shim_qp as opaque (rrdma_shim.h).
+ *
+ * Policy (what to post, which operation a completion ends) lives in Rust;
+ * these files only build verbs structures whose layout Rust cannot rely on
+ * and call the static-inline verbs.
+ *
+ * Contexts: posting (rrdma_shim_post()), control sends and the atomic polls
+ * of a send CQ never sleep: Rust posts in process context and, for a
+ * fence completion, under @poll_lock (softirq, or a polling task with
+ * softirqs off).  rrdma_shim_qp_create(), _stop(), _drain(), _destroy()
+ * and _sinks_alloc() sleep: Rust calls them in process context, _drain()
+ * and _destroy() with no rrdma lock held (rrdma_shim_assert_unlocked()
+ * checks it), _sinks_alloc() with none either.  A busy or IOPOLL poll
+ * (poll.c) runs in its task, yields between empty polls, and an IOPOLL
+ * one may sleep.  The calling context of each rrdma_rust_*() callback is
+ * in rrdma_shim.h.
+ *
+ * The QP's locks in rrdma's order, outer first (Documentation/rrdma.rst
+ * "Locking"; each declaration below says what it guards):
+ *  - posting, control sends: Conn::inner -> (Shared::exports, a path's
+ *    lock, Shared::ring) -> @lock;
+ *  - completions: io_uring's ring lock -> @poll_lock -> a path's lock ->
+ *    Shared::ring -> @lock (a fence completion posts);
+ *  - sinks: @sinks_lock (a mutex, taken with no rrdma lock held) -> @lock.
+ * @lock is the innermost: nothing of rrdma's is taken under it, only the
+ * provider's own locks inside ib_post_send()/ib_post_recv().  C never calls
+ * Rust with @lock or @sinks_lock held; rrdma_rust_ops_done() runs with
+ * @poll_lock held, except on @scq_work.
+ */
+#ifndef RRDMA_SHIM_QP_INTERNAL_H
+#define RRDMA_SHIM_QP_INTERNAL_H
+
+#include <linux/list.h>
+#include <linux/irq_poll.h>
+#include <linux/mutex.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
+#include <linux/scatterlist.h>
+#include <linux/spinlock.h>
+#include <linux/wait.h>
+#include <linux/workqueue.h>
+#include <rdma/ib_verbs.h>
+#include <rdma/rdma_cm.h>
+
+#include "rrdma_shim.h"
+
+/* Bytes of a QP's write-fence sink: a fence READs one byte. */
+#define RRDMA_SHIM_FENCE_LEN	8
+
+/* Completions polled before a poller lets other work run. */
+#define RRDMA_SHIM_POLL_BUDGET	(4 * RRDMA_SHIM_POLL_BATCH)
+
+/*
+ * Completion context of an operation slot.  It lives as long as the QP's
+ * CQs, so a provider completing a work request twice (siw's flush path can)
+ * never makes the RDMA core read freed memory; Rust decides whether the
+ * slot still holds an operation.
+ */
+struct rrdma_shim_op_slot {
+	struct ib_cqe cqe;
+	struct rrdma_shim_qp *q;
+	u32 index;
+};
+
+/*
+ * A READ sink of an iWARP QP: an MR registered for one READ at a time
+ * (RRDMA_SHIM_WR_SINK_REG).
+ */
+struct rrdma_shim_sink {
+	struct ib_mr *mr;
+};
+
+/* One control-message buffer and its completion context. */
+struct rrdma_shim_ctrl_slot {
+	struct ib_cqe cqe;
+	struct rrdma_shim_qp *q;
+	u32 index;
+};
+
+/**
+ * struct rrdma_shim_qp - an RC QP with its CQs and control buffers
+ * @id:		the connection's cm_id (owns the QP)
+ * @pd:		protection domain (the device's)
+ * @scq:	send CQ: data work requests and control sends, polled by
+ *		@iop in softirq (rrdma_scq_iop_poll()) or @scq_work
+ * @rcq:	receive CQ: control messages
+ * @owner:	the Rust Conn, passed to every callback
+ * @lane:	which of the connection's queue pairs this is (0: its own, which
+ *		carries the control messages; a data lane has one receive, whose
+ *		flush tells Rust that the QP failed, and no send buffer), passed
+ *		with every operation's completion
+ * @lock:	spinlock (irqsave: posting runs in softirq too) that guards
+ *		@draining, @send_busy and the sinks (@nsinks, @sinks, @sink_sg
+ *		and a sink MR's mapping while it is registered); every post on
+ *		the QP (work requests, control sends, receives) is made under it,
+ *		so nothing is posted once @draining is set.  The innermost of
+ *		rrdma's locks: taken under a path's lock and Shared::ring, under
+ *		@poll_lock (a fence completion's post) and under @sinks_lock;
+ *		nothing of rrdma's nests inside it
+ * @draining:	set before the drain: nothing is posted afterwards
+ * @abandoned:	creation failed after receives were posted: their
+ *		completions, if the provider makes any while the QP and its CQs
+ *		are destroyed, are not reported to @owner (the creator may hold
+ *		locks the callbacks take)
+ * @nrecv:	receive buffers, all posted while the QP lives
+ * @nsend:	control send buffers
+ * @send_busy:	bitmap of control send buffers in flight
+ * @msg_len:	bytes per control buffer
+ * @bufs:	(@nrecv + @nsend) * @msg_len bytes, DMA-mapped at @dma
+ * @fence:	scratch sink of write fences (SINK_REG without an MR), mapped at
+ *		@fence_dma; apart from @bufs so that those stay a power of two
+ *		(kmalloc rounds a size up to one: 64 buffers plus one took 64 KiB)
+ * @nops:	operation slots
+ * @ops:	completion contexts of the operation slots
+ * @nsinks:	READ sinks allocated (iWARP only; Rust tells which are free),
+ *		0 until the first operation that needs one allocates them
+ *		(rrdma_shim_qp_sinks_alloc(); set with @sinks under @lock)
+ * @sinks:	the READ sinks
+ * @sink_sg:	@sink_nsg entries that map a sink's bytes while it is being
+ *		registered (under @lock: ib_map_mr_sg() copies them out)
+ * @sinks_max:	READ sinks the QP has once they are allocated
+ * @data_sinks:	how many of them map up to @sink_pages pages (the others, fence
+ *		sinks, one)
+ * @sink_pages:	see @data_sinks
+ * @sinks_lock:	mutex that serializes the allocation of the sinks
+ *		(rrdma_shim_qp_sinks_alloc()); taken in process context with no
+ *		rrdma lock held (the poster drops Conn::inner first and holds a
+ *		poll reference), the outermost: @lock nests inside it
+ * @iop:	polls @scq in softirq, scheduled by its event (cq_softirq)
+ * @scq_work:	polls @scq on rrdma_shim_comp_wq() while @work_owns: queued
+ *		by a poll that found a completion only process context may
+ *		handle (left in @carry), or by the event (cq_softirq off)
+ * @poll_lock:	spinlock held by whoever polls @scq in atomic context: @iop
+ *		(softirq), or a task polling for its own operations
+ *		(rrdma_shim_qp_poll(), _iopoll(): spin_trylock_bh(), never
+ *		waiting for it); @scq_work takes it only to set and clear
+ *		@work_owns.  It guards @work_owns, the atomic poll's @wc,
+ *		@ndone/@done and @carry/@ncarry (handed to @scq_work with
+ *		@work_owns), and @iopoller/@iopoll_ring.  rrdma_rust_ops_done()
+ *		runs under it: after io_uring's ring lock (an IOPOLL poller holds
+ *		it), before a path's lock, Shared::ring and @lock
+ * @work_owns:	@scq_work polls @scq (in process context, without
+ *		@poll_lock): the others do not, and its event queues the work
+ * @ncarry:	completions a poll left to @scq_work, in @carry
+ * @carry:	see @ncarry
+ * @pollers:	poll references (rrdma_shim_qp_poll_get(), _tryget()):
+ *		destroying the QP waits for none to be left, then makes it
+ *		negative so that no more can be taken
+ * @iopoller:	the task polling @scq for an IOPOLL ring, @iopoll_ring, in
+ *		rrdma_shim_qp_iopoll() (set and cleared under @poll_lock)
+ * @iopoll_ring: see @iopoller
+ * @iopoll_idle_ns: when IOPOLL polls of @scq started to find nothing (0: the
+ *		last one found something); after iopoll_spin_us they sleep
+ * @iopoll_events: @cq_events when IOPOLL polls last saw it
+ * @iopoll_wq:	IOPOLL pollers sleeping until @cq_events changes
+ * @cq_events:	events of @scq and polls of @scq_work that found completions
+ * @refs:	the QP's own reference, dropped by rrdma_shim_qp_destroy(), and
+ *		one per IOPOLL io_uring command that may poll it (shim/uring.c):
+ *		the last frees this struct, after an RCU grace period, since an
+ *		IOPOLL callback may still read a command's pointer to it
+ * @rcu:	frees this struct once no RCU reader sees it
+ * @wc:		the poll buffer (of whoever polls: under @poll_lock, or
+ *		@scq_work's while @work_owns)
+ * @ndone:	operation completions of the current poll, in @done (as @wc:
+ *		rrdma_qp_op_done() runs in a poll)
+ * @done:	the batch rrdma_rust_ops_done() gets
+ * @slots:	one per buffer, receive buffers first
+ */
+struct rrdma_shim_qp {
+	struct rdma_cm_id *id;
+	struct ib_pd *pd;
+	struct ib_cq *scq;
+	struct ib_cq *rcq;
+	void *owner;
+	u32 lane;
+	spinlock_t lock; /* posting, draining, send_busy, sinks: see above */
+	bool draining;
+	bool abandoned;
+	u32 nrecv;
+	u32 nsend;
+	unsigned long *send_busy;
+	u32 msg_len;
+	void *bufs;
+	u64 dma;
+	void *fence;
+	u64 fence_dma;
+	u32 nops;
+	struct rrdma_shim_op_slot *ops;
+	u32 nsinks;
+	struct rrdma_shim_sink *sinks;
+	struct scatterlist *sink_sg;
+	u32 sink_nsg;
+	u32 sinks_max;
+	u32 data_sinks;
+	u32 sink_pages;
+	struct mutex sinks_lock; /* sink allocation, outermost: see above */
+	struct irq_poll iop;
+	struct work_struct scq_work;
+	spinlock_t poll_lock; /* the atomic polls of scq: see above */
+	bool work_owns;
+	u32 ncarry;
+	struct ib_wc carry[RRDMA_SHIM_POLL_BATCH];
+	atomic_t pollers;
+	struct task_struct *iopoller;
+	const void *iopoll_ring;
+	u64 iopoll_idle_ns;
+	int iopoll_events;
+	wait_queue_head_t iopoll_wq;
+	atomic_t cq_events;
+	refcount_t refs;
+	struct rcu_head rcu;
+	struct ib_wc wc[RRDMA_SHIM_POLL_BATCH];
+	u32 ndone;
+	struct rrdma_shim_done done[RRDMA_SHIM_POLL_BATCH];
+	struct rrdma_shim_ctrl_slot slots[];
+};
+
+/* ctrl.c */
+int rrdma_qp_post_recv_locked(struct rrdma_shim_qp *q, u32 i);
+void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc);
+void rrdma_qp_send_done(struct ib_cq *cq, struct ib_wc *wc);
+
+/* cq.c */
+void rrdma_qp_op_done(struct ib_cq *cq, struct ib_wc *wc);
+int rrdma_scq_poll_atomic(struct rrdma_shim_qp *q);
+int rrdma_scq_iop_poll(struct irq_poll *iop, int budget);
+void rrdma_scq_poll(struct work_struct *work);
+struct ib_cq *rrdma_scq_create(struct rrdma_shim_qp *q, u32 cqe);
+void rrdma_scq_destroy(struct rrdma_shim_qp *q);
+
+/* post.c */
+u32 rrdma_qp_free_sinks(struct rrdma_shim_qp *q);
+
+#endif /* RRDMA_SHIM_QP_INTERNAL_H */
