@@ -9,11 +9,13 @@
 //! that release, revocation and region destruction can reach them all,
 //! including those a listener accepted but userspace has not yet taken.
 //!
-//! Locking: nothing is locked under `Shared::ring` and `Shared::conns`, and
-//! no user memory is touched under them. `Shared::conns` is taken alone;
-//! `Shared::ring`, a softirq-safe spinlock, alone or under a connection's
-//! path lock (a completion in softirq reports a batch fence's writes).
-//! `Shared::exports` nests inside `FileState::objects` and `Conn::inner`.
+//! Locking (each field's declaration says more): no user memory is
+//! touched under these locks. `Shared::conns` is taken alone and takes
+//! nothing; `Shared::ring`, a softirq-safe spinlock, alone or under a
+//! connection's path lock (a completion in softirq reports a batch
+//! fence's writes), and takes only `SyncWait::status` (a fence's write
+//! that was a synchronous operation). `Shared::exports` nests inside
+//! `FileState::objects` and `Conn::inner`.
 
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
@@ -38,7 +40,9 @@ pub(crate) struct Shared {
     waitq: FileWaitq,
     /// Completions of asynchronous operations. A softirq-safe spinlock:
     /// completions push into it where they are handled. Order: after a
-    /// path's lock (a completion batch) or alone; a leaf.
+    /// path's lock (a completion batch) or alone; before
+    /// `SyncWait::status` (a fence's writes end under it, and one may be a
+    /// synchronous operation's).
     #[pin]
     pub(crate) ring: BhLock<Ring>,
     /// Exports, by token. Order: after `Conn::inner` (a grant re-checks

@@ -10,7 +10,8 @@ use super::*;
 #[pin_data]
 pub(crate) struct SyncWait {
     /// Set where the operation completes. A softirq-safe spinlock, a leaf:
-    /// taken under its path's lock by the completion, alone by the waiter.
+    /// taken under its path's lock (and `Shared::ring`, for a fence's
+    /// writes) by the completion, alone by the waiter.
     #[pin]
     pub(super) status: BhLock<Option<i32>>,
     #[pin]
