@@ -92,9 +92,9 @@ check "KUnit suite rrdma passed" grep -q "^ok [0-9]* rrdma$" /sys/kernel/debug/k
 rmmod rrdma_kunit
 
 # Debug kernels: the leak check at the end of every guest run can fail.
-# rrdma_kunit.ko leaks 64 bytes at load on request; the same scans then
-# report it (with the module still loaded, its allocation's backtrace
-# names it), and `clear` hides it from the run's own check.
+# rrdma_kunit.ko leaks 16 small objects at load on request; the same
+# scans then report them (with the module still loaded, an allocation's
+# backtrace names it), and `clear` hides them from the run's own check.
 if [ -e /sys/kernel/debug/kmemleak ]; then
 	insmod $RRDMA_KUNIT_KO leak_on_purpose=1
 	kmemleak_scan
