@@ -15,6 +15,8 @@
 //!   (one file per C caller); `foreign`: how references cross to C;
 //! - `context`, `device`, `release`: the module-wide state and the
 //!   per-RDMA-device contexts, torn down when a device goes;
+//! - `calling`: calling contexts as types (a task's proof of process
+//!   context, the atomic completion path's lack of one);
 //! - `cm_id`, `verbs`, `mr`, `timer`: owned rdma_cm ids, protection
 //!   domains, queue pairs, memory registrations and keepalive timers;
 //! - `conn/`: connections (lifecycle, control channel, exporter and
@@ -31,6 +33,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 mod abi;
+mod calling;
 mod cm_id;
 mod compat;
 mod conn;

@@ -32,6 +32,7 @@ use crate::abi::{
     errno::{Errno, EAGAIN, ENOTCONN, EPROTO},
     wire::{Ctrl, Grant, CTRL_LEN, REQ_MAX, REVOKE_MAX},
 };
+use crate::calling::Task;
 use crate::cm_id::CmId;
 
 /// Where an import request of ours is.
@@ -462,9 +463,9 @@ impl Conn {
 
     /// A control message's send completed: its buffer is free again, for
     /// the oldest message waiting in the backlog.
-    pub(crate) fn ctrl_sent(self: &Arc<Self>, wc_status: c_int) {
+    pub(crate) fn ctrl_sent(self: &Arc<Self>, t: &Task, wc_status: c_int) {
         if wc_status != 0 {
-            return self.wc_failed(wc_status, super::FailedWr::ControlSend);
+            return self.wc_failed(t, wc_status, super::FailedWr::ControlSend);
         }
         let mut g = self.inner.lock();
         if g.ctrl.backlog.is_empty() {

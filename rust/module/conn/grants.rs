@@ -29,6 +29,7 @@ use crate::abi::{
     ops,
     wire::{Grant, GRANT_KEYS_MAX},
 };
+use crate::calling::Task;
 use crate::ffi::{self, ShimWr};
 use crate::mr::{Chunks, Mr};
 use crate::region::Region;
@@ -72,9 +73,9 @@ impl Grants {
 
 impl Conn {
     /// A grant's registration work request completed with `wc_status`.
-    pub(crate) fn grant_reg_done(self: &Arc<Self>, wc_status: c_int) {
+    pub(crate) fn grant_reg_done(self: &Arc<Self>, t: &Task, wc_status: c_int) {
         if ops::wc_errno(wc_status as u32).is_some() {
-            return self.wc_failed(wc_status, super::FailedWr::Registration);
+            return self.wc_failed(t, wc_status, super::FailedWr::Registration);
         }
         let mut g = self.inner.lock();
         if let Some(res) = g.res.as_mut() {

@@ -36,6 +36,7 @@ use crate::abi::{
     errno::{Errno, ECONNRESET, EINVAL, ENOENT, ENOMEM, ENOTCONN, EPROTO},
     wire::{self, Hello},
 };
+use crate::calling::Task;
 use crate::cm_id::{CmId, InHandler};
 use crate::ffi::{self, cm_event, ShimAddr};
 use crate::shared::Shared;
@@ -226,11 +227,11 @@ impl Conn {
     /// connection fails it, as the connection's own queue pair does; one
     /// the active side has not seen established is the CM's to end (a
     /// reject moves its queue pair to the error state first).
-    pub(crate) fn recv_failed(self: &Arc<Self>, lane: usize, wc_status: c_int) {
+    pub(crate) fn recv_failed(self: &Arc<Self>, t: &Task, lane: usize, wc_status: c_int) {
         if lane != 0 && !self.inner.lock().paths.get(lane).is_some_and(|p| p.joined) {
             return;
         }
-        self.wc_failed(wc_status, super::FailedWr::Receive);
+        self.wc_failed(t, wc_status, super::FailedWr::Receive);
     }
 
     /// A Send arrived on lane `lane`: the peer broke the protocol.

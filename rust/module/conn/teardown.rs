@@ -23,6 +23,7 @@ use crate::abi::{
     errno::{Errno, ECANCELED, ECONNRESET},
     ops, wire,
 };
+use crate::calling::Task;
 use crate::cm_id::{CmId, InHandler};
 use crate::ffi;
 
@@ -120,10 +121,10 @@ impl Conn {
     /// A work request of kind `wr` failed with work completion status
     /// `wc_status`: the connection ends. A flush ends it only while it is
     /// still connected (see [`Self::flushed`]).
-    pub(crate) fn wc_failed(self: &Arc<Self>, wc_status: c_int, wr: FailedWr) {
+    pub(crate) fn wc_failed(self: &Arc<Self>, t: &Task, wc_status: c_int, wr: FailedWr) {
         let status = wc_status as u32;
         match ops::wc_errno(status) {
-            Some(e) if e == ECANCELED => self.flushed(wr),
+            Some(e) if e == ECANCELED => self.flushed(t, wr),
             Some(e) => {
                 self.fail_with(Event::QpFatal, || {
                     pr_warn!(
@@ -152,7 +153,7 @@ impl Conn {
     /// is the teardown's flush. A flushed receive is not logged: a peer
     /// that disconnects flushes the posted receives, and a disconnect is
     /// not an error.
-    pub(crate) fn flushed(self: &Arc<Self>, wr: FailedWr) {
+    pub(crate) fn flushed(self: &Arc<Self>, _t: &Task, wr: FailedWr) {
         if wr == FailedWr::Receive {
             // Not even a ratelimit token: a disconnect is not an error.
             self.end(Event::Flushed, || {});
@@ -204,7 +205,7 @@ impl Conn {
     /// in its handler `in_handler`: device removal, a refused request),
     /// leaves the file. Returns what the handler must return to the CM.
     pub(super) fn teardown(this: &Arc<Self>, in_handler: Option<&InHandler>) -> c_int {
-        ffi::assert_unlocked(b"connection torn down\0");
+        let task = Task::checked(b"connection torn down\0");
         // The connection's own id, then its lanes'.
         let mut ids: [Option<CmId<Conn>>; wire::QPS_MAX as usize] = core::array::from_fn(|_| None);
         let (res, listener, device) = {
@@ -236,7 +237,7 @@ impl Conn {
             // Drained and destroyed: no completion callback runs any more.
             id.destroy_qp();
         }
-        this.flush_ops();
+        this.flush_ops(&task);
         // The paths' registrations, one path at a time outside the lock;
         // the lanes' paths go with them.
         this.drop_paths();

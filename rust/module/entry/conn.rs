@@ -13,18 +13,21 @@
 //!   [`rrdma_rust_qp_error`] and [`rrdma_rust_lane_recv`] (ib_comp_wq),
 //!   and the send CQ's [`rrdma_rust_ctrl_sent`] and
 //!   [`rrdma_rust_quiet_done`] (its work item on the module's completion
-//!   work queue);
-//! - [`rrdma_rust_ops_done`]: in softirq (the send CQ's irq_poll) or in a
-//!   task that polls for its own operations with softirqs off, both under
-//!   the shim queue pair's `poll_lock` and with successful completions
-//!   only; or on the send CQ's work item (process context, the only one
-//!   to hand over a failed completion). So it and what it reaches
-//!   (`Conn::slots_done`, `Conn::end_slot`, `Conn::heard`,
-//!   `Conn::post_open_group`, `OpCtx::finish` with `SyncWait::set` and
-//!   `UringCmd::complete`, `Shared::complete`, `Shared::wake_readers`,
-//!   `Conn::ask_followups`) must not sleep: softirq-safe spinlocks only
-//!   (a path's lock, `Shared::ring`, `SyncWait::status`), the connection's
-//!   mutex only for a failed completion;
+//!   work queue); those that can fail a connection check their context
+//!   and make a [`Task`] for it;
+//! - [`rrdma_rust_ops_done_atomic`]: in softirq (the send CQ's irq_poll)
+//!   or in a task that polls for its own operations with softirqs off,
+//!   both under the shim queue pair's `poll_lock`, with successful
+//!   completions only; [`rrdma_rust_ops_done`]: the same on the send CQ's
+//!   work item (process context, the only one to hand over a failed
+//!   completion). What they reach (`Conn::slots_done`, `Conn::end_slot`,
+//!   `Conn::heard`, `Conn::post_open_group`, `OpCtx::finish` with
+//!   `SyncWait::set` and `UringCmd::complete`, `Shared::complete`,
+//!   `Shared::wake_readers`, `Conn::ask_followups`) takes softirq-safe
+//!   spinlocks only (a path's lock, `Shared::ring`, `SyncWait::status`);
+//!   what takes the connection's mutex (`Conn::wc_failed`,
+//!   `Conn::flushed`) requires a [`Task`], which the atomic entry has none
+//!   of (`calling.rs`);
 //! - [`rrdma_rust_conn_unplug`]: the submitting task (process context);
 //!   with `from_schedule`, on its way to sleep, it must not sleep.
 
@@ -34,6 +37,7 @@ use kernel::ffi::{c_int, c_void};
 use kernel::sync::Arc;
 
 use super::bytes;
+use crate::calling::{Caller, Task};
 use crate::cm_id::InHandler;
 use crate::conn::Conn;
 use crate::ffi::{RdmaCmId, ShimDone, ShimQp};
@@ -126,7 +130,8 @@ unsafe extern "C" fn rrdma_rust_conn_unplug(ctx: *mut c_void, from_schedule: boo
 unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, lane: u32, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Callback::Completion) };
-    this.recv_failed(lane as usize, wc_status);
+    let task = Task::checked(b"a receive CQ's completion\0");
+    this.recv_failed(&task, lane as usize, wc_status);
 }
 
 /// A Send arrived on data lane `lane` (its receive is a tripwire: no
@@ -151,7 +156,8 @@ unsafe extern "C" fn rrdma_rust_lane_recv(ctx: *mut c_void, lane: u32) {
 unsafe extern "C" fn rrdma_rust_quiet_done(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Callback::Completion) };
-    this.grant_reg_done(wc_status);
+    let task = Task::checked(b"a send CQ's work item\0");
+    this.grant_reg_done(&task, wc_status);
 }
 
 /// A control message arrived (its buffer is posted again already).
@@ -177,13 +183,13 @@ unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, 
 unsafe extern "C" fn rrdma_rust_ctrl_sent(ctx: *mut c_void, wc_status: c_int) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Callback::Completion) };
-    this.ctrl_sent(wc_status);
+    let task = Task::checked(b"a send CQ's work item\0");
+    this.ctrl_sent(&task, wc_status);
 }
 
 /// The operations of queue pair `lane` (`qp`) whose slots `done` names
-/// completed: the operation completions of one poll of its send CQ, in
-/// softirq or by a task that polls it (under the shim's `poll_lock`: must
-/// not sleep), or on the CQ's work item (see the module doc).
+/// completed: the operation completions of one poll of its send CQ on the
+/// CQ's work item (process context, no lock held; failures included).
 ///
 /// # Safety
 ///
@@ -197,6 +203,44 @@ unsafe extern "C" fn rrdma_rust_ops_done(
     done: *const ShimDone,
     n: u32,
 ) {
+    let task = Task::checked(b"a send CQ's work item\0");
+    // SAFETY: by the function's safety requirements.
+    unsafe { ops_done(ctx, lane, qp, done, n, Caller::Task(&task)) }
+}
+
+/// As [`rrdma_rust_ops_done`], in atomic context: a poll of the send CQ
+/// in softirq or by a task that polls it, under the shim's `poll_lock`;
+/// successful completions only. Nothing here may sleep or take a mutex:
+/// with [`Caller::Atomic`] the completion path cannot reach what does.
+///
+/// # Safety
+///
+/// As [`rrdma_rust_ops_done`].
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_ops_done_atomic(
+    ctx: *mut c_void,
+    lane: u32,
+    qp: *mut ShimQp,
+    done: *const ShimDone,
+    n: u32,
+) {
+    // SAFETY: by the function's safety requirements.
+    unsafe { ops_done(ctx, lane, qp, done, n, Caller::Atomic) }
+}
+
+/// The two entries' common part, in context `caller`.
+///
+/// # Safety
+///
+/// As [`rrdma_rust_ops_done`].
+unsafe fn ops_done(
+    ctx: *mut c_void,
+    lane: u32,
+    qp: *mut ShimQp,
+    done: *const ShimDone,
+    n: u32,
+    caller: Caller<'_>,
+) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Callback::Completion) };
     let done = if done.is_null() || n == 0 {
@@ -208,5 +252,10 @@ unsafe extern "C" fn rrdma_rust_ops_done(
     };
     // SAFETY: by the function's safety requirements.
     let qp = unsafe { QpRef::from_raw(qp) };
-    this.slots_done(lane as usize, qp, done.iter().map(|d| (d.slot, d.status)));
+    this.slots_done(
+        lane as usize,
+        qp,
+        done.iter().map(|d| (d.slot, d.status)),
+        caller,
+    );
 }

@@ -53,15 +53,21 @@ void rrdma_qp_op_done(struct ib_cq *cq, struct ib_wc *wc)
 
 /*
  * The poll's operation completions to Rust, in one call: under @poll_lock
- * (softirq, or a polling task with softirqs off) or on @scq_work (process
- * context); never under @lock.
+ * (softirq, or a polling task with softirqs off: @atomic, successful
+ * completions only) or on @scq_work (process context); never under @lock.
+ * Each context has its own entry: Rust's atomic one cannot reach what
+ * sleeps or takes a mutex.
  */
-static void scq_hand_ops(struct rrdma_shim_qp *q)
+static void scq_hand_ops(struct rrdma_shim_qp *q, bool atomic)
 {
-	if (q->ndone) {
+	if (!q->ndone)
+		return;
+	if (atomic)
+		rrdma_rust_ops_done_atomic(q->owner, q->lane, q, q->done,
+					   q->ndone);
+	else
 		rrdma_rust_ops_done(q->owner, q->lane, q, q->done, q->ndone);
-		q->ndone = 0;
-	}
+	q->ndone = 0;
 }
 
 /* Calls @wc's handler (process context: any handler may run). */
@@ -105,7 +111,7 @@ int rrdma_scq_poll_atomic(struct rrdma_shim_qp *q)
 		q->work_owns = true;
 	}
 	/* Those before it first: completions are reported in order. */
-	scq_hand_ops(q);
+	scq_hand_ops(q, true);
 	if (i < n)
 		queue_work(rrdma_shim_comp_wq(), &q->scq_work);
 	return n;
@@ -177,14 +183,14 @@ void rrdma_scq_poll(struct work_struct *work)
 		scq_handle(q, &q->carry[i]);
 	total = q->ncarry;
 	q->ncarry = 0;
-	scq_hand_ops(q);
+	scq_hand_ops(q, false);
 	do {
 		while (total < RRDMA_SHIM_POLL_BUDGET &&
 		       (n = ib_poll_cq(q->scq, RRDMA_SHIM_POLL_BATCH,
 				       q->wc)) > 0) {
 			for (i = 0; i < n; i++)
 				scq_handle(q, &q->wc[i]);
-			scq_hand_ops(q);
+			scq_hand_ops(q, false);
 			total += n;
 		}
 		if (total >= RRDMA_SHIM_POLL_BUDGET) {

@@ -35,13 +35,16 @@
  *    (rrdma_rust_ctrl_sent, _quiet_done, and failed operations'):
  *    its work item on rrdma's completion work queue (rrdma_shim_comp_wq(),
  *    shim/cq.c), process context, no shim lock held;
- *  - rrdma_rust_ops_done (the operation completions of one poll of a send
- *    CQ, as one batch): in softirq (the CQ's irq_poll) with the QP's
- *    @poll_lock held; in a task that polls for its own operations
- *    (rrdma_shim_qp_poll(), _iopoll(); an IOPOLL one holds io_uring's ring
- *    lock) with @poll_lock held and softirqs off; or on the work item above.
- *    The first two hand over successful completions only.  So Rust must not
- *    sleep there, nor take a mutex or a lock that is not softirq-safe:
+ *  - rrdma_rust_ops_done_atomic (the operation completions of one poll of
+ *    a send CQ, as one batch, successful ones only): in softirq (the CQ's
+ *    irq_poll) with the QP's @poll_lock held, or in a task that polls for
+ *    its own operations (rrdma_shim_qp_poll(), _iopoll(); an IOPOLL one
+ *    holds io_uring's ring lock) with @poll_lock held and softirqs off;
+ *    rrdma_rust_ops_done: the same from the work item above (process
+ *    context; a failed completion comes only this way).  Rust's atomic
+ *    entry holds no proof of process context (rust/module/calling.rs), so
+ *    it cannot reach what needs one; neither entry may sleep or take a
+ *    mutex or a lock that is not softirq-safe where the atomic one can:
  *    what it reaches (Conn::slots_done, Conn::end_slot, Conn::heard,
  *    Conn::post_open_group, OpCtx::finish with SyncWait::set and
  *    UringCmd::complete, Shared::complete, Shared::wake_readers,
@@ -51,7 +54,7 @@
  *    (rrdma_shim_uring_complete()), wakes a file's readers and queues
  *    work; what needs the connection's mutex is left to that work, and a
  *    batch with a failed completion (which does) comes only on the CQ's
- *    work item;
+ *    work item, through rrdma_rust_ops_done;
  *  - rrdma_rust_conn_timer: rrdma's work queue, process context;
  *  - rrdma_rust_conn_unplug: the submitting task, in io_uring's submission
  *    with its plug closing (process context), or with @from_schedule on
@@ -393,6 +396,8 @@ void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
 void rrdma_rust_ops_done(void *conn, u32 lane, struct rrdma_shim_qp *q,
 			 const struct rrdma_shim_done *done, u32 n);
+void rrdma_rust_ops_done_atomic(void *conn, u32 lane, struct rrdma_shim_qp *q,
+				const struct rrdma_shim_done *done, u32 n);
 void rrdma_rust_quiet_done(void *conn, int wc_status);
 void rrdma_rust_lane_recv(void *conn, u32 lane);
 void rrdma_rust_region_get(void *region);

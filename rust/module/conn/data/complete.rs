@@ -37,15 +37,19 @@ impl Conn {
     /// reach the file's ring under one acquisition of its lock per
     /// [`ffi::POLL_BATCH`], and the file's readers are woken once for them
     /// all. What needs the connection's lock is left to its follow-up work
-    /// ([`Followups`]), except a failed operation's end, which comes only
-    /// in process context (the shim hands failed completions to its work
-    /// item): the connection ends first (outside the path's lock), then
-    /// the operation is reported.
+    /// ([`Followups`]), except a failed operation's end, which comes in
+    /// process context (`caller` holds its [`Task`]; the shim hands failed
+    /// completions to its work item): the connection ends first (outside
+    /// the path's lock), then the operation is reported. A failure in
+    /// atomic context breaks the shim's promise: it is logged, the
+    /// operation is reported with `ECONNRESET`, and the follow-up work
+    /// ends the connection.
     pub(crate) fn slots_done(
         self: &Arc<Self>,
         p: usize,
         qp: Option<QpRef<'_>>,
         done: impl Iterator<Item = (u32, u32)> + Clone,
+        caller: Caller<'_>,
     ) {
         let Some(lock) = self.path(p) else {
             return;
@@ -54,10 +58,17 @@ impl Conn {
             self.shared.work.softirq();
         }
         // The status of a flushed operation says why the connection ended.
-        let flush = if done.clone().any(|(_, s)| s != ops::wc::SUCCESS) {
-            self.inner.lock().state.flush_errno()
-        } else {
-            ECONNRESET
+        let failures = done.clone().any(|(_, s)| s != ops::wc::SUCCESS);
+        let flush = match caller {
+            Caller::Task(_) if failures => self.inner.lock().state.flush_errno(),
+            Caller::Atomic if failures => {
+                ffi::internal_error!(
+                    "connection {}: a failed completion in atomic context\n",
+                    self.serial
+                );
+                ECONNRESET
+            }
+            _ => ECONNRESET,
         };
         let mut recs = [Completion::zeroed(); ffi::POLL_BATCH];
         let (mut n, mut queued) = (0, false);
@@ -79,8 +90,16 @@ impl Conn {
                     wc_status,
                     members_queued,
                 } => {
-                    g = None;
-                    self.wc_failed(wc_status as c_int, crate::conn::FailedWr::Operation);
+                    match caller {
+                        Caller::Task(t) => {
+                            g = None;
+                            let wr = crate::conn::FailedWr::Operation;
+                            self.wc_failed(t, wc_status as c_int, wr);
+                        }
+                        Caller::Atomic => {
+                            due.failed_wc.get_or_insert(wc_status);
+                        }
+                    }
                     let rec = op
                         .finish(errno.to_errno(), &self.shared.work)
                         .filter(|_| op.kind == OpKind::User);
@@ -205,13 +224,14 @@ impl Conn {
 
     /// Completes, with the flush status, every operation the provider did
     /// not complete (the teardown, once the queue pair is destroyed).
-    pub(in crate::conn) fn flush_ops(self: &Arc<Self>) {
+    pub(in crate::conn) fn flush_ops(self: &Arc<Self>, t: &Task) {
         let paths = self.inner.lock().paths.len();
         for p in 0..paths {
             self.slots_done(
                 p,
                 None,
                 (0..SLOTS_MAX).map(|slot| (slot, ops::wc::WR_FLUSH_ERR)),
+                Caller::Task(t),
             );
         }
     }

@@ -14,6 +14,8 @@ pub(in crate::conn) struct Followups {
     pub(super) due: AtomicU32,
     /// The errno of the first write fence a completion could not post.
     pub(super) fence_errno: AtomicI32,
+    /// The status of a failed operation handled in atomic context.
+    pub(super) failed_wc: AtomicU32,
     /// Tasks in [`Conn::wait_room`].
     pub(super) room_waiters: AtomicU32,
 }
@@ -28,11 +30,15 @@ impl Followups {
     pub(super) const FENCE_FAILED: u32 = 1 << 2;
     /// Send-queue room came while a task waits for it.
     pub(super) const ROOM: u32 = 1 << 3;
+    /// An operation failed where its connection could not be ended (atomic
+    /// context): the connection fails.
+    pub(super) const OP_FAILED: u32 = 1 << 4;
 
     pub(in crate::conn) const fn new() -> Self {
         Self {
             due: AtomicU32::new(0),
             fence_errno: AtomicI32::new(0),
+            failed_wc: AtomicU32::new(0),
             room_waiters: AtomicU32::new(0),
         }
     }
@@ -43,6 +49,9 @@ impl Followups {
 pub(super) struct Due {
     pub(super) flags: u32,
     pub(super) fence_err: Option<Errno>,
+    /// The work completion status of an operation that failed in atomic
+    /// context.
+    pub(super) failed_wc: Option<u32>,
 }
 
 impl_has_work! {
@@ -72,6 +81,10 @@ impl Conn {
             );
             flags |= Followups::FENCE_FAILED;
         }
+        if let Some(s) = due.failed_wc {
+            self.followups.failed_wc.store(s, Ordering::Release);
+            flags |= Followups::OP_FAILED;
+        }
         if flags == 0 {
             return;
         }
@@ -89,6 +102,11 @@ impl Conn {
             let e = self.followups.fence_errno.swap(0, Ordering::AcqRel);
             let e = Errno::from_status(e).unwrap_or(crate::abi::errno::EIO);
             self.fail(Event::QpFatal, "cannot post a write fence", e);
+        }
+        if due & Followups::OP_FAILED != 0 {
+            let task = Task::checked(b"the follow-up work\0");
+            let s = self.followups.failed_wc.load(Ordering::Acquire);
+            self.wc_failed(&task, s as c_int, crate::conn::FailedWr::Operation);
         }
         if due & Followups::PRUNE != 0 {
             self.prune_destroyed();

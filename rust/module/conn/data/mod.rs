@@ -96,6 +96,7 @@ use crate::abi::{
     uapi::Completion,
     wire,
 };
+use crate::calling::{Caller, Task};
 use crate::cm_id::CmId;
 use crate::compat::{new_bh_lock, BhGuard, BhLock};
 use crate::conn::imports::Uses;
