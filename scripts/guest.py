@@ -211,7 +211,14 @@ def netdev(net):
 
 def qemu_cmd(args, initrd, work, role, net, self_ip, peer_ip):
     kimg = Path(args.kdir) / "arch/x86/boot/bzImage"
-    append = (f"console=ttyS0 panic=-1 rrdma.role={role} rrdma.test={args.test} "
+    # watchdog_thresh=60: the debug kernel's soft-lockup detector reports a
+    # CPU that ran kernel code for 2 x 60 s without scheduling, not 2 x 10
+    # s.  Under TCG, KASAN and a guest sharing its host core, legitimate
+    # loops run 100 times slower than on hardware: siw's transmit thread,
+    # which sends every queued work request before it yields, took 23 s
+    # for a few hundred of them under the attack suite's load.  A runaway
+    # loop still shows, within two minutes.
+    append = (f"console=ttyS0 panic=-1 watchdog_thresh=60 rrdma.role={role} rrdma.test={args.test} "
               f"rrdma.arg={args.arg or '-'} rrdma.self={self_ip} rrdma.peer={peer_ip} "
               f"{args.append}").rstrip()
     # la57=off: with 5-level paging a timer IRQ during early boot can trip

@@ -13,7 +13,9 @@
 //! - a completion (read(2) or a CQE of a posted command): 0 or
 //!   `ECONNRESET`;
 //! - RW_SYNC and IMPORT, which wait for their answer: success, `EAGAIN`,
-//!   or `ECONNRESET` when in flight at the failure.
+//!   or `ECONNRESET` when in flight at the failure; IMPORT also
+//!   `ETIMEDOUT`, its own timeout, when the cut holds its request's answer
+//!   back before the connection notices.
 //!
 //! Four workers run those calls without pause (SUBMIT batches of 16
 //! one-block WRITEs, io_uring WRITEs, RW_SYNC READs, IMPORTs) while this
@@ -27,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rrdma::abi::errno::{EAGAIN, ECONNRESET};
+use rrdma::abi::errno::{EAGAIN, ECONNRESET, ETIMEDOUT};
 use rrdma::abi::uapi::{Completion, OP_READ, OP_WRITE};
 use rrdma::{RemoteRegion, Rrdma, UringCompletion, UringEngine};
 
@@ -51,13 +53,14 @@ impl Census {
 
     /// The entries outside the documented table.
     fn undocumented(&self) -> Vec<String> {
-        let (again, reset) = (EAGAIN.get(), ECONNRESET.get());
+        let (again, reset, timedout) = (EAGAIN.get(), ECONNRESET.get(), ETIMEDOUT.get());
         self.0
             .iter()
             .filter(|((call, _, e), _)| {
                 let ok: &[i32] = match *call {
                     "SUBMIT" | "io_uring submit" => &[0, again],
                     "completion" | "io_uring CQE" => &[0, reset],
+                    "IMPORT" => &[0, again, reset, timedout],
                     _ => &[0, again, reset],
                 };
                 !ok.contains(e)
@@ -117,7 +120,7 @@ fn workers(
                 return note("REGION_CREATE", "setup", -1);
             };
             let mut buf = vec![Completion::zeroed(); 64];
-            let mut next = 0u64;
+            let (mut next, mut done) = (0u64, 0u64);
             while !stop.load(Ordering::Relaxed) {
                 let ops: Vec<_> = (0..16)
                     .map(|i| rw.op(OP_WRITE, &local, i, 64 + i, 1, next + i))
@@ -133,19 +136,25 @@ fn workers(
                 let n = dev
                     .completions(&mut buf, Some(Duration::from_millis(20)))
                     .unwrap_or(0);
+                done += n as u64;
                 for c in &buf[..n] {
                     note("completion", st, -c.status);
                 }
             }
             // What is still in flight completes (with its status).
             let start = Instant::now();
-            while start.elapsed() < T {
-                match dev.completions(&mut buf, Some(Duration::from_millis(300))) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => buf[..n]
-                        .iter()
-                        .for_each(|c| note("completion", state(dev), -c.status)),
-                }
+            while done < next && start.elapsed() < 3 * T {
+                let n = dev
+                    .completions(&mut buf, Some(Duration::from_millis(300)))
+                    .unwrap_or(0);
+                done += n as u64;
+                let st = state(dev);
+                buf[..n]
+                    .iter()
+                    .for_each(|c| note("completion", st, -c.status));
+            }
+            if done < next {
+                note("completion never came", "any", (next - done) as i32);
             }
         });
         // io_uring WRITEs, one at a time.
