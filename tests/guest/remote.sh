@@ -9,12 +9,17 @@
 # rounds (RRDMA_ROUNDS), which the data lanes' cross-queue-pair ordering
 # needs more than one round of.  "PROV,sync-poll": only the busy-polling
 # check of the selftest, the file round trip and the read-only refusal.
+# The options combine: "PROV,small,sync-poll" runs those on a small NIC.
 . ./lib.sh
 
 prov=${RRDMA_ARG%%,*}
 dev=${prov}0
 export RRDMA_PROV=$prov
-if [ "${RRDMA_ARG#*,}" = small ]; then
+# The options after the provider, comma-separated: small, stress,
+# sync-poll (which combine: "rxe,small,sync-poll").
+opts=",${RRDMA_ARG#"$prov"},"
+has() { case $opts in *",$1,"*) return 0 ;; esac; return 1; }
+if has small; then
 	RRDMA_LIMITS="limit_qp_wr=48 limit_cqe=64 limit_send_sge=1 limit_recv_sge=1"
 	RRDMA_LIMITS="$RRDMA_LIMITS limit_sge_rd=1 limit_fast_reg_pages=4 limit_mr=1024"
 	# 17 operation entries and 16 KiB chunks: an operation of 16 blocks
@@ -27,7 +32,7 @@ if [ "${RRDMA_ARG#*,}" = small ]; then
 		export RRDMA_MAX_OP_BLOCKS=16
 	fi
 fi
-if [ "${RRDMA_ARG#*,}" = stress ]; then
+if has stress; then
 	export RRDMA_ROUNDS=20
 fi
 # The bench's larger size: the largest operation the import allows.
@@ -84,7 +89,7 @@ if [ "$RRDMA_ROLE" = a ]; then
 	wait_exit $pid 1500
 	check "serve dies on request (peer death)" test $? = 9
 	cat /tmp/serve.out
-elif [ "${RRDMA_ARG#*,}" = sync-poll ]; then
+elif has sync-poll; then
 	wait_peer
 	wait_tokens
 	tap "sync-poll $prov" rrdma-selftest sync-poll $RRDMA_PEER

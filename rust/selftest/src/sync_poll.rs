@@ -132,13 +132,36 @@ fn under_stream(
             let mut buf = vec![Completion::zeroed(); STREAM_DEPTH as usize];
             loop {
                 while in_flight < STREAM_DEPTH && !stop.load(SeqCst) {
-                    dev.submit(&[op(next)])
-                        .map_err(|e| format!("stream SUBMIT: {e}"))?;
-                    next += 1;
-                    in_flight += 1;
+                    match dev.submit(&[op(next)]) {
+                        Ok(_) => {
+                            next += 1;
+                            in_flight += 1;
+                        }
+                        // No room (a small NIC's queue, shared with the
+                        // synchronous READs): completions make some.
+                        Err(e) if rrdma::errno(&e) == Some(libc::EAGAIN) => break,
+                        Err(e) => {
+                            // What is in flight completes before the
+                            // error goes up: none reaches a later check.
+                            let mut left = in_flight as usize;
+                            while left > 0 {
+                                match dev.completions(&mut buf, Some(T)) {
+                                    Ok(n) if n > 0 => left = left.saturating_sub(n),
+                                    _ => break,
+                                }
+                            }
+                            return Err(format!("stream SUBMIT: {e}"));
+                        }
+                    }
                 }
                 if in_flight == 0 {
-                    return Ok(done);
+                    if stop.load(SeqCst) {
+                        return Ok(done);
+                    }
+                    // Full without a READ of its own in flight: the
+                    // synchronous READ holds the room; it ends soon.
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
                 }
                 let n = dev
                     .completions(&mut buf, Some(T))
