@@ -95,7 +95,7 @@ GUEST_LOCK=${RRDMA_GUEST_LOCK:-/tmp/rrdma-guest.lock}
 # build directory is in $kdir.  A harness that dies without recording
 # anything is a failure too.
 g() {
-	local before
+	local before t=$SECONDS
 	before=$(wc -l <"$RESULTS")
 	# One guest run at a time on this machine, whoever starts it.
 	flock "$GUEST_LOCK" python3 "$HERE/guest.py" --kdir "$kdir" --modules "$REPO/build/mod-$1-$2" \
@@ -103,6 +103,9 @@ g() {
 		>"$LOGS/guest-$(echo "$4" | tr -c 'A-Za-z0-9.-' '_').log" 2>&1
 	[ "$(wc -l <"$RESULTS")" -gt "$before" ] ||
 		record FAIL "$4: guest harness ran # see $LOGS"
+	# Where the time goes (CI's 90 minutes): build/logs/guest-times.txt.
+	echo "$((SECONDS - t)) s $4" >>"$LOGS/guest-times.txt"
+	log "$4: $((SECONDS - t)) s"
 }
 
 linted=""
