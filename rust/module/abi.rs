@@ -40,6 +40,8 @@ pub(crate) mod region;
 pub(crate) mod ring;
 #[path = "../abi/src/uapi.rs"]
 pub(crate) mod uapi;
+#[path = "../abi/src/wc.rs"]
+pub(crate) mod wc;
 #[path = "../abi/src/wire.rs"]
 pub(crate) mod wire;
 

@@ -375,7 +375,7 @@ kunit_case! {
 /// Work requests never cross a registration chunk on either side.
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_kt_segments(t: *mut c_void) {
-    use abi::ops::{chunk_shift, segments, Checked, Dir};
+    use abi::ops::{chunk_shift, segment_count, segments, Checked, Dir};
     let c = Checked { dir: Dir::Write, local_off: 3 << 20, remote_off: (1 << 20) - 4096, len: 3 << 20 };
     let mut total = 0u64;
     let mut n = 0;
@@ -387,6 +387,10 @@ pub unsafe extern "C" fn rrdma_kt_segments(t: *mut c_void) {
     }
     kexpect!(t, total == 3 << 20);
     kexpect!(t, n == 6);
+    kexpect!(t, segment_count(&c, 20, 20) == 6);
+    // Offsets that differ below the finer chunk: no boundary is shared.
+    let c = Checked { dir: Dir::Read, local_off: 4096, remote_off: 8192 + 512, len: 1 << 21 };
+    kexpect!(t, segment_count(&c, 12, 20) == segments(&c, 12, 20).count() as u64);
     kexpect!(t, chunk_shift(256, 12) == 20);
     kexpect!(t, chunk_shift(512, 12) == 20);
 }
@@ -397,12 +401,12 @@ kunit_case! {
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_kt_wc_errno(t: *mut c_void) {
     use abi::errno::{EACCES, ECANCELED, ECONNRESET};
-    use abi::ops::{wc, wc_errno};
-    kexpect!(t, wc_errno(wc::SUCCESS).is_none());
-    kexpect!(t, wc_errno(wc::REM_ACCESS_ERR) == Some(EACCES));
-    kexpect!(t, wc_errno(wc::WR_FLUSH_ERR) == Some(ECANCELED));
-    kexpect!(t, wc_errno(wc::RETRY_EXC_ERR) == Some(ECONNRESET));
-    kexpect!(t, wc_errno(wc::BAD_RESP_ERR) == Some(ECONNRESET));
+    use abi::wc;
+    kexpect!(t, wc::to_errno(wc::SUCCESS).is_none());
+    kexpect!(t, wc::to_errno(wc::REM_ACCESS_ERR) == Some(EACCES));
+    kexpect!(t, wc::to_errno(wc::WR_FLUSH_ERR) == Some(ECANCELED));
+    kexpect!(t, wc::to_errno(wc::RETRY_EXC_ERR) == Some(ECONNRESET));
+    kexpect!(t, wc::to_errno(wc::BAD_RESP_ERR) == Some(ECONNRESET));
 }
 }
 

@@ -31,4 +31,5 @@ pub mod reconnect;
 pub mod region;
 pub mod ring;
 pub mod uapi;
+pub mod wc;
 pub mod wire;

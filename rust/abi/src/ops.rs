@@ -1,15 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Rules for remote access: export access modes, block operations and how
-//! they are cut into work requests, and what a work completion means.
+//! they are cut into work requests (what a work completion means is in
+//! `wc`).
 //!
 //! Everything here runs before anything is posted, with checked arithmetic.
 
 use super::blocks::Geometry;
-use super::errno::{
-    Errno, E2BIG, EACCES, EAFNOSUPPORT, ECANCELED, ECONNABORTED, ECONNRESET, EINVAL, EIO,
-    EKEYREVOKED, EPERM,
-};
+use super::errno::{Errno, E2BIG, EAFNOSUPPORT, EINVAL, EKEYREVOKED, EPERM};
 use super::uapi::{Addr, Op, ACCESS_READ, ACCESS_WRITE, AF_INET, AF_INET6, OP_READ, OP_WRITE};
 
 /// Checks an address for LISTEN or CONNECT: a known family, a port, and
@@ -168,6 +166,38 @@ impl Iterator for Segments {
     }
 }
 
+/// How many segments [`segments`] cuts `c` into, without walking them:
+/// one, and one more for each local or remote chunk boundary strictly
+/// inside the range (a boundary of both sides counts once). Shifts below
+/// 32 (every registration chunk: `wire::CHUNK_SHIFT_MAX`), where no
+/// segment reaches `u32::MAX` bytes; others are counted by walking.
+pub fn segment_count(c: &Checked, local_shift: u32, remote_shift: u32) -> u64 {
+    if c.len == 0 {
+        return 0;
+    }
+    if local_shift >= 32 || remote_shift >= 32 {
+        return segments(c, local_shift, remote_shift).count() as u64;
+    }
+    // Boundaries `b` with `off < b < off + len`.
+    let inside = |off: u64, shift: u32| ((off + c.len - 1) >> shift) - (off >> shift);
+    let (local, remote) = (
+        inside(c.local_off, local_shift),
+        inside(c.remote_off, remote_shift),
+    );
+    // Both sides cut at the same byte only if their offsets agree below
+    // the finer chunk size; then every boundary of the coarser side is
+    // one of the finer side's too.
+    let fine = local_shift.min(remote_shift);
+    let shared = if (c.local_off ^ c.remote_off) & ((1u64 << fine) - 1) != 0 {
+        0
+    } else if local_shift >= remote_shift {
+        local
+    } else {
+        remote
+    };
+    1 + local + remote - shared
+}
+
 /// Registration chunk index of byte offset `off`.
 pub fn chunk_of(off: u64, shift: u32) -> u64 {
     off >> shift
@@ -259,102 +289,10 @@ pub fn max_op_blocks(
     }
 }
 
-/// `enum ib_wc_status` values rrdma tells apart.
-pub mod wc {
-    /// `IB_WC_SUCCESS`.
-    pub const SUCCESS: u32 = 0;
-    /// `IB_WC_LOC_QP_OP_ERR`: siw reports every transmit failure so (a
-    /// socket the peer reset, its link gone) and drops the connection.
-    pub const LOC_QP_OP_ERR: u32 = 2;
-    /// `IB_WC_LOC_PROT_ERR`.
-    pub const LOC_PROT_ERR: u32 = 4;
-    /// `IB_WC_WR_FLUSH_ERR`.
-    pub const WR_FLUSH_ERR: u32 = 5;
-    /// `IB_WC_BAD_RESP_ERR`: the responder's answer did not fit the
-    /// request (out of sequence, wrong opcode): the transport failed.
-    pub const BAD_RESP_ERR: u32 = 7;
-    /// `IB_WC_REM_INV_REQ_ERR`.
-    pub const REM_INV_REQ_ERR: u32 = 9;
-    /// `IB_WC_REM_ACCESS_ERR`.
-    pub const REM_ACCESS_ERR: u32 = 10;
-    /// `IB_WC_REM_OP_ERR`.
-    pub const REM_OP_ERR: u32 = 11;
-    /// `IB_WC_RETRY_EXC_ERR`.
-    pub const RETRY_EXC_ERR: u32 = 12;
-    /// `IB_WC_RNR_RETRY_EXC_ERR`.
-    pub const RNR_RETRY_EXC_ERR: u32 = 13;
-}
-
-/// What a work completion status means, in the words of the kernel's
-/// `ib_wc_status_msg()` (`enum ib_wc_status` order), for log lines.
-pub fn wc_status_name(status: u32) -> &'static str {
-    const NAMES: [&str; 22] = [
-        "success",
-        "local length error",
-        "local QP operation error",
-        "local EE context operation error",
-        "local protection error",
-        "WR flushed",
-        "memory bind operation error",
-        "bad response error",
-        "local access error",
-        "remote invalid request error",
-        "remote access error",
-        "remote operation error",
-        "transport retry counter exceeded",
-        "RNR retry counter exceeded",
-        "local RDD violation error",
-        "remote invalid RD request",
-        "operation aborted",
-        "invalid EE context number",
-        "invalid EE context state",
-        "fatal error",
-        "response timeout error",
-        "general error",
-    ];
-    NAMES
-        .get(status as usize)
-        .copied()
-        .unwrap_or("unrecognized status")
-}
-
-/// The errno an operation completes with, given its work completion status
-/// (`None`: success).
-pub fn wc_errno(status: u32) -> Option<Errno> {
-    Some(match status {
-        wc::SUCCESS => return None,
-        wc::REM_ACCESS_ERR | wc::REM_INV_REQ_ERR | wc::LOC_PROT_ERR => EACCES,
-        wc::WR_FLUSH_ERR => ECANCELED,
-        // siw's transmit failure (its socket broke) is a local QP
-        // operation error: the connection failed under the operation.
-        wc::RETRY_EXC_ERR | wc::RNR_RETRY_EXC_ERR | wc::BAD_RESP_ERR | wc::LOC_QP_OP_ERR => {
-            ECONNRESET
-        }
-        wc::REM_OP_ERR => ECONNABORTED,
-        _ => EIO,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::errno::{EOVERFLOW, ERANGE};
-
-    #[test]
-    fn wc_status_names_follow_the_enum() {
-        assert_eq!(wc_status_name(wc::SUCCESS), "success");
-        assert_eq!(wc_status_name(1), "local length error");
-        assert_eq!(wc_status_name(wc::LOC_PROT_ERR), "local protection error");
-        assert_eq!(wc_status_name(wc::WR_FLUSH_ERR), "WR flushed");
-        assert_eq!(wc_status_name(wc::REM_ACCESS_ERR), "remote access error");
-        assert_eq!(
-            wc_status_name(wc::RNR_RETRY_EXC_ERR),
-            "RNR retry counter exceeded"
-        );
-        assert_eq!(wc_status_name(21), "general error");
-        assert_eq!(wc_status_name(22), "unrecognized status");
-        assert_eq!(wc_status_name(u32::MAX), "unrecognized status");
-    }
 
     fn op(opcode: u32, local: u64, remote: u64, count: u32) -> Op {
         Op {
@@ -518,21 +456,6 @@ mod tests {
         assert_eq!(max_op_blocks(4096, 12, 12, 6, false), 1);
         // Huge budgets are capped by the count field.
         assert_eq!(max_op_blocks(512, 30, 30, u64::MAX, false), u32::MAX);
-    }
-
-    #[test]
-    fn completion_statuses() {
-        assert_eq!(wc_errno(wc::SUCCESS), None);
-        assert_eq!(wc_errno(wc::REM_ACCESS_ERR), Some(EACCES));
-        assert_eq!(wc_errno(wc::WR_FLUSH_ERR), Some(ECANCELED));
-        assert_eq!(wc_errno(wc::RETRY_EXC_ERR), Some(ECONNRESET));
-        assert_eq!(wc_errno(wc::BAD_RESP_ERR), Some(ECONNRESET));
-        assert_eq!(wc_errno(wc::LOC_QP_OP_ERR), Some(ECONNRESET));
-        assert_eq!(
-            wc_status_name(wc::LOC_QP_OP_ERR),
-            "local QP operation error"
-        );
-        assert_eq!(wc_errno(99), Some(EIO));
     }
 
     extern crate std;

@@ -696,7 +696,7 @@ mod wire_and_blocks {
 
 mod segments {
     use proptest::prelude::*;
-    use rrdma_abi::ops::{segments, Checked, Dir};
+    use rrdma_abi::ops::{segment_count, segments, Checked, Dir};
 
     proptest! {
         #[test]
@@ -717,6 +717,19 @@ mod segments {
                 total += n;
             }
             prop_assert_eq!(total, len);
+        }
+
+        /// `segment_count` counts what `segments` cuts, without walking.
+        #[test]
+        fn segment_count_is_the_walk(
+            lo in 0u64..(1 << 40), ro in 0u64..(1 << 40), len in 1u64..(64 << 20),
+            ls in 12u32..=34, rs in 12u32..=34, aligned in any::<bool>(),
+        ) {
+            // Half the cases share their offsets below the finer chunk,
+            // where both sides' boundaries coincide.
+            let ro = if aligned { (ro & !((1 << ls.min(rs)) - 1)) | (lo & ((1 << ls.min(rs)) - 1)) } else { ro };
+            let c = Checked { dir: Dir::Write, local_off: lo, remote_off: ro, len };
+            prop_assert_eq!(segment_count(&c, ls, rs), segments(&c, ls, rs).count() as u64);
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::abi::Result;
 use crate::abi::{
     conn::Event,
     errno::{Errno, EBUSY, EINVAL, ENOENT, ENOMEM, ENOTCONN},
-    ops,
+    wc,
     wire::{Grant, GRANT_KEYS_MAX},
 };
 use crate::calling::Task;
@@ -74,7 +74,7 @@ impl Grants {
 impl Conn {
     /// A grant's registration work request completed with `wc_status`.
     pub(crate) fn grant_reg_done(self: &Arc<Self>, t: &Task, wc_status: c_int) {
-        if ops::wc_errno(wc_status as u32).is_some() {
+        if wc::to_errno(wc_status as u32).is_some() {
             return self.wc_failed(t, wc_status, super::FailedWr::Registration);
         }
         let mut g = self.inner.lock();

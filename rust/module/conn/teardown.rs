@@ -21,7 +21,7 @@ use super::{Conn, Resources};
 use crate::abi::{
     conn::{Action, Event, State},
     errno::{Errno, ECANCELED, ECONNRESET},
-    ops, wire,
+    wc, wire,
 };
 use crate::calling::Task;
 use crate::cm_id::{CmId, InHandler};
@@ -123,7 +123,7 @@ impl Conn {
     /// still connected (see [`Self::flushed`]).
     pub(crate) fn wc_failed(self: &Arc<Self>, t: &Task, wc_status: c_int, wr: FailedWr) {
         let status = wc_status as u32;
-        match ops::wc_errno(status) {
+        match wc::to_errno(status) {
             Some(e) if e == ECANCELED => self.flushed(t, wr),
             Some(e) => {
                 self.fail_with(Event::QpFatal, || {
@@ -131,7 +131,7 @@ impl Conn {
                         "connection {} closing: {} failed: {} (errno {})\n",
                         self.serial,
                         wr.name(),
-                        ops::wc_status_name(status),
+                        wc::status_name(status),
                         e.get()
                     )
                 });

@@ -15,7 +15,7 @@
 //! against the kernel's. A mismatch fails the build.
 
 use super::{DeviceAttr, DeviceLimits, ShimAddr, ShimDone, ShimWr, VmaInfo};
-use crate::abi::{errno, ops::wc, uapi, wire};
+use crate::abi::{errno, uapi, wc, wire};
 
 /// The numbers of `shim/layout.c`, as `i64` (`dead_code`: a use in a
 /// `const _` check does not count as one).

@@ -58,7 +58,7 @@ impl Conn {
             self.shared.work.softirq();
         }
         // The status of a flushed operation says why the connection ended.
-        let failures = done.clone().any(|(_, s)| s != ops::wc::SUCCESS);
+        let failures = done.clone().any(|(_, s)| s != wc::SUCCESS);
         let flush = match caller {
             Caller::Task(_) if failures => self.inner.lock().state.flush_errno(),
             Caller::Atomic if failures => {
@@ -156,7 +156,7 @@ impl Conn {
                 members_queued: false,
             };
         };
-        let errno = match ops::wc_errno(wc_status) {
+        let errno = match wc::to_errno(wc_status) {
             // Flushed: the connection ended under it.
             Some(crate::abi::errno::ECANCELED) => Some(flush),
             e => e,
@@ -230,7 +230,7 @@ impl Conn {
             self.slots_done(
                 p,
                 None,
-                (0..SLOTS_MAX).map(|slot| (slot, ops::wc::WR_FLUSH_ERR)),
+                (0..SLOTS_MAX).map(|slot| (slot, wc::WR_FLUSH_ERR)),
                 Caller::Task(t),
             );
         }

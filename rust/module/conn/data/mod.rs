@@ -94,7 +94,7 @@ use crate::abi::{
     limits,
     ops::{self, Checked, Dir},
     uapi::Completion,
-    wire,
+    wc, wire,
 };
 use crate::calling::{Caller, Task};
 use crate::cm_id::CmId;

@@ -69,7 +69,7 @@ impl Plan {
                 nmissing += 1;
             }
         }
-        let nseg = ops::segments(c, lshift, import.chunk_shift).count() as u64;
+        let nseg = ops::segment_count(c, lshift, import.chunk_shift);
         // A write of a batch leaves its fence to the batch's (2 requests).
         let unfenced = batched && c.dir == Dir::Write && res.iwarp;
         let wrs = ops::op_wrs(c.dir, nseg, nmissing, res.iwarp) - if unfenced { 2 } else { 0 };
