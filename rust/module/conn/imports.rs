@@ -146,6 +146,22 @@ struct Entry {
     rkeys: KVVec<u32>,
 }
 
+/// An import's entry an operation may start on, found under the
+/// connection's lock ([`Table::usable`]).
+pub(super) struct Usable<'a>(&'a Entry);
+
+impl Usable<'_> {
+    /// Its in-flight count, which the operation joins.
+    pub(super) fn uses(&self) -> &Arc<Uses> {
+        &self.0.uses
+    }
+
+    /// The peer's key for its chunk `chunk`.
+    pub(super) fn rkey(&self, chunk: usize) -> Option<u32> {
+        self.0.rkeys.get(chunk).copied()
+    }
+}
+
 /// The imports of a connection, by entry id.
 pub(super) struct Table {
     tree: RBTree<u64, Entry>,
@@ -168,11 +184,6 @@ impl Table {
             .filter(|e| e.token == token)
             .map(|e| e.uses.waited_count())
             .sum()
-    }
-
-    /// The in-flight count of import `id`, for an operation to be posted.
-    pub(super) fn uses(&self, id: u64) -> Option<Arc<Uses>> {
-        self.tree.get(&id).map(|e| e.uses.clone())
     }
 
     /// The follow-up work runs: nothing waits for counts to reach zero
@@ -202,18 +213,20 @@ impl Table {
     /// Whether operations may start on import `id`: `EKEYREVOKED` once
     /// revoked, `EAGAIN` until a reconnect restored it.
     pub(super) fn check(&self, id: u64) -> Result<(), Errno> {
+        self.usable(id).map(|_| ())
+    }
+
+    /// Import `id`'s entry, if an operation may start on it now
+    /// ([`Self::check`]): the one lookup an operation's posting makes, for
+    /// its check, its in-flight count and every segment's key.
+    pub(super) fn usable(&self, id: u64) -> Result<Usable<'_>, Errno> {
         match self.tree.get(&id) {
             Some(e) if e.uses.is_revoked() => Err(EKEYREVOKED),
             Some(e) if e.orphan => Err(ENOENT),
             Some(e) if e.stale => Err(EAGAIN),
-            Some(_) => Ok(()),
+            Some(e) => Ok(Usable(e)),
             None => Err(ENOENT),
         }
-    }
-
-    /// The peer's key for its chunk `chunk` of import `id`.
-    pub(super) fn rkey(&self, id: u64, chunk: usize) -> Option<u32> {
-        self.tree.get(&id)?.rkeys.get(chunk).copied()
     }
 
     /// The connection failed and reconnects: every import waits for its

@@ -36,9 +36,10 @@ impl Plan {
 }
 
 impl Plan {
-    /// Checks an operation against the connection (under its lock) and
-    /// its path's data state `path` (under the path's), and plans what it
-    /// needs.
+    /// Plans what an operation on `import` needs, on a connection (under
+    /// its lock) that is connected and whose import may take it (the
+    /// caller checked both), with its path's data state `path` (under the
+    /// path's lock).
     pub(super) fn new(
         g: &crate::conn::ConnInner,
         path: &PathData,
@@ -47,10 +48,6 @@ impl Plan {
         c: &Checked,
         batched: bool,
     ) -> Result<Plan, Errno> {
-        if !g.state.is_connected() {
-            return Err(g.errno());
-        }
-        g.imports.check(import.entry())?;
         let res = g.res.as_ref().ok_or(ENOTCONN)?;
         let lshift = res.chunk_shift;
         let first = c.local_off >> lshift;

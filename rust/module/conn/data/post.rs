@@ -213,14 +213,13 @@ impl Conn {
                     && c.dir == Dir::Write
                     && inner.res.as_ref().is_some_and(|r| r.iwarp)
                     && self.plugged()));
+        if !inner.state.is_connected() {
+            return Err(inner.errno());
+        }
+        // The import's one lookup: its check, its count, its keys.
+        let target = inner.imports.usable(import.entry())?;
         let plan = Plan::new(inner, d, import, region, c, batch.is_some() || join)?;
-        let crate::conn::ConnInner {
-            paths,
-            id,
-            imports,
-            res,
-            ..
-        } = inner;
+        let (paths, id, res) = (&inner.paths, &inner.id, &mut inner.res);
         let Some(Path { lane, .. }) = paths.get(p) else {
             return Err(ENOTCONN);
         };
@@ -250,7 +249,7 @@ impl Conn {
         if !plan.covered_by(prep, &res.pd) {
             return Ok(Attempt::Prepare(plan, res.pd.clone()));
         }
-        let uses = imports.uses(import.entry()).ok_or(ENOTCONN)?;
+        let uses = target.uses().clone();
         let (mrs, spare) = (&mut prep.mrs, &mut prep.spare);
         let wrs = wr_scratch.start();
         if plan.wrs as usize > wrs.capacity() {
@@ -318,7 +317,7 @@ impl Conn {
             };
             last_chunk = lc;
             let rc = ops::chunk_of(s.remote_off, import.chunk_shift) as usize;
-            let rkey = imports.rkey(import.entry(), rc).ok_or(ENOTCONN)?;
+            let rkey = target.rkey(rc).ok_or(ENOTCONN)?;
             // Within capacity (the plan counted every request).
             match (c.dir, plan.iwarp) {
                 (Dir::Read, true) => {
