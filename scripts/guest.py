@@ -34,6 +34,7 @@ the run.  Results are appended to --results as `PASS|FAIL LABEL: NAME` lines.
 """
 
 import argparse
+import fcntl
 import json
 import os
 import re
@@ -468,6 +469,17 @@ def main():
     # A missing script would boot both guests for nothing and "pass".
     if not (REPO / "tests" / "guest" / f"{args.test}.sh").is_file():
         ap.error(f"no tests/guest/{args.test}.sh (--test takes the NAME)")
+    # One guest run at a time on this machine, whatever started it (make
+    # check, bench, flood, a helper): TCG guests that share two cores
+    # miss their timeouts.  RRDMA_GUEST_LOCK="" runs without the lock.
+    lock_path = os.environ.get("RRDMA_GUEST_LOCK", "/tmp/rrdma-guest.lock")
+    if lock_path:
+        lock = open(lock_path, "w")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for the other guest run to end ({lock_path})")
+            fcntl.flock(lock, fcntl.LOCK_EX)
     sys.exit(run(args))
 
 
