@@ -12,7 +12,7 @@
 //! - `absent NAME...`: the named devices are not listed;
 //! - `regions`: regions and their mappings (`regions.rs`);
 //! - `remote PEER_IP`: connections, export/import and block operations
-//!   against a peer running `rrdma serve` (`remote.rs`);
+//!   against a peer running `rrdma serve` (`remote/`);
 //! - `sync-poll PEER_IP`: `remote`'s busy-polling checks alone
 //!   (`sync_poll.rs`; tests/guest/remote.sh's argument `PROVIDER,sync-poll`);
 //! - `attack PEER_IP SELF_IP PROVIDER [quick]`: the faults of an outside
