@@ -19,7 +19,7 @@
 //!   attack run (`quick`: small transfers and longer timer intervals, for
 //!   debug kernels): exporter-side revoke and device loss under load,
 //!   refused calls, stalled user copies, concurrency, keepalive and
-//!   reconnect (`attack.rs`);
+//!   reconnect (`attack/`);
 //! - `keepalive PEER_IP [quick]`, `reconnect PEER_IP [quick]`, `hostile
 //!   PEER_IP PROVIDER`, `stall PEER_IP PROVIDER`, `stalled-copies PEER_IP
 //!   PROVIDER`, `unexport PEER_IP PROVIDER`: those parts alone
