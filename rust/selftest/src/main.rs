@@ -10,7 +10,7 @@
 //! - `devices NAME:NODETYPE...`: the named devices are listed, usable, with
 //!   an active port and the given node type (`rnic` or `ib_ca`);
 //! - `absent NAME...`: the named devices are not listed (both `devices.rs`);
-//! - `regions`: regions and their mappings (`regions.rs`);
+//! - `regions`: regions and their mappings (`regions/`);
 //! - `remote PEER_IP`: connections, export/import and block operations
 //!   against a peer running `rrdma serve` (`remote/`);
 //! - `sync-poll PEER_IP`: `remote`'s busy-polling checks alone
