@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! The C side's interface (`csrc/verbs_peer.c`): its structs as laid out
+//! The C side's interface (`csrc/verbs_peer.h`): its structs as laid out
 //! there, its functions, and the constants both sides agree on.
 
 use core::ffi::c_void;

@@ -8,11 +8,11 @@
 //! error state); what it delivers, rrdma must refuse.
 //!
 //! The verbs calls are static inline functions of rdma-core's headers, so
-//! they are made in C (`csrc/verbs_peer.c`, linked statically with the rxe
-//! provider by `build.rs`); these files are its thin, safe owner: `ffi.rs`
-//! its interface, `conn.rs` a connection, `peer.rs` the attacks' side of
-//! one, `exporter.rs` a hostile listener. Here the checks that only a real
-//! queue pair can make.
+//! they are made in C (`csrc/verbs_peer_*.c`, linked statically with the
+//! rxe provider by `build.rs`); these files are its thin, safe owner:
+//! `ffi.rs` its interface, `conn.rs` a connection, `peer.rs` the attacks'
+//! side of one, `exporter.rs` a hostile listener. Here the checks that
+//! only a real queue pair can make.
 
 mod conn;
 mod exporter;
