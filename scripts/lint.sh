@@ -50,7 +50,7 @@ kernel_check() {
 		rust/module/shim/*.c rust/module/shim/*.h include/uapi/rrdma.h
 	# Userspace C: its fixed-width types are the C library's.
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
-		--ignore PREFER_KERNEL_TYPES,BIT_MACRO rust/selftest/csrc/*.c
+		--ignore PREFER_KERNEL_TYPES,BIT_MACRO rust/selftest/csrc/*.[ch]
 	"$HERE/build-module.sh" "$kver" "$variant" clippy >/tmp/rrdma-clippy.log 2>&1 || { cat /tmp/rrdma-clippy.log; exit 1; }
 	if grep -qE "warning|error" /tmp/rrdma-clippy.log; then
 		cat /tmp/rrdma-clippy.log

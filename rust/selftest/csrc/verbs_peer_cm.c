@@ -1,74 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
- * The verbs side of the hostile RoCE peer (rust/selftest/src/hostile/
- * verbs.rs): a real RC queue pair on rxe, connected through librdmacm,
- * from which the Rust side sends what it wants: control messages as
- * Sends, RDMA Writes and Reads with any key.
- *
- * Verbs posting and polling are static inline functions of rdma-core's
- * headers, so they live here, behind a narrow interface; the selftest is
- * a static binary, so rdma-core's static libraries and the rxe provider
- * are linked in (RDMA_STATIC_PROVIDERS).
- *
- * Buffers: one registration, cut into VP_SLOT-byte slots: VP_RECV receive
- * slots (each posted once connected, reposted when polled), then VP_SEND
- * slots for what this side sends, writes or reads into.
+ * The hostile RoCE peer's connections (see verbs_peer.h): connected with
+ * any private data, listened for and accepted, each with its queue pair
+ * and buffers, and ended, through librdmacm's events.
  */
-#define RDMA_STATIC_PROVIDERS rxe
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
+#include "verbs_peer.h"
 
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-#define VP_SLOT 1024u
-#define VP_RECV 512u
-#define VP_SEND 512u
-/* wr_id of a receive: its slot with this bit; of a send: its slot. */
-#define VP_RECV_BIT (1ull << 32)
-
-struct vp {
-	struct rdma_event_channel *ch;
-	struct rdma_cm_id *id;
-	struct ibv_pd *pd;
-	struct ibv_cq *cq;
-	struct ibv_mr *mr;
-	uint8_t *buf;
-	uint32_t next_send;
-	int disconnected;
-};
-
-/* What a connection attempt ended with (see vp_connect). */
-struct vp_result {
-	int32_t err;		/* 0 or a negative errno of this side */
-	uint32_t event;		/* the last rdma_cm event */
-	int32_t status;		/* its status */
-	uint8_t private_data_len;
-	uint8_t private_data[255];
-};
-
-/* One work completion, with a receive's first bytes. */
-struct vp_wc {
-	uint64_t wr_id;
-	uint32_t status;
-	uint32_t opcode;
-	uint32_t byte_len;
-	uint32_t recv;
-	uint8_t data[VP_SLOT];
-};
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /*
  * Waits up to timeout_ms for the next rdma_cm event, acknowledges it: 0,
@@ -107,23 +49,6 @@ static int expect(struct vp *v, enum rdma_cm_event_type want, int timeout_ms,
 	if (err)
 		return err;
 	return r->event == (uint32_t)want ? 0 : -EPROTO;
-}
-
-static int post_recv(struct vp *v, uint32_t slot)
-{
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)(v->buf + (uint64_t)slot * VP_SLOT),
-		.length = VP_SLOT,
-		.lkey = v->mr->lkey,
-	};
-	struct ibv_recv_wr wr = {
-		.wr_id = VP_RECV_BIT | slot,
-		.sg_list = &sge,
-		.num_sge = 1,
-	};
-	struct ibv_recv_wr *bad;
-
-	return ibv_post_recv(v->id->qp, &wr, &bad);
 }
 
 void vp_destroy(struct vp *v)
@@ -182,7 +107,7 @@ static int setup_qp(struct vp *v)
 	if (rdma_create_qp(v->id, v->pd, &qa))
 		return -errno;
 	for (i = 0; i < VP_RECV; i++)
-		if (post_recv(v, i))
+		if (vp_post_recv(v, i))
 			return -EIO;
 	return 0;
 }
@@ -369,117 +294,6 @@ struct vp *vp_accept(struct vp *l, const uint8_t *private_data,
 fail:
 	vp_destroy(v);
 	return NULL;
-}
-
-static int post_send(struct vp *v, enum ibv_wr_opcode op, uint32_t slot,
-		     uint32_t len, uint64_t raddr, uint32_t rkey)
-{
-	struct ibv_sge sge = {
-		.addr = (uintptr_t)(v->buf + (uint64_t)(VP_RECV + slot) * VP_SLOT),
-		.length = len,
-		.lkey = v->mr->lkey,
-	};
-	struct ibv_send_wr wr = {
-		.wr_id = slot,
-		.sg_list = &sge,
-		.num_sge = len ? 1 : 0,
-		.opcode = op,
-		.send_flags = IBV_SEND_SIGNALED,
-		.wr.rdma = { .remote_addr = raddr, .rkey = rkey },
-	};
-	struct ibv_send_wr *bad;
-
-	return -ibv_post_send(v->id->qp, &wr, &bad);
-}
-
-/* The next send slot, its bytes set to data (len <= VP_SLOT). */
-static uint32_t fill_slot(struct vp *v, const uint8_t *data, uint32_t len)
-{
-	uint32_t slot = v->next_send++ % VP_SEND;
-
-	if (len)
-		memcpy(v->buf + (uint64_t)(VP_RECV + slot) * VP_SLOT, data,
-		       len);
-	return slot;
-}
-
-/* Posts a Send of data (len <= VP_SLOT bytes, 0 allowed): 0 or -errno. */
-int vp_send(struct vp *v, const uint8_t *data, uint32_t len)
-{
-	if (len > VP_SLOT)
-		return -EINVAL;
-	return post_send(v, IBV_WR_SEND, fill_slot(v, data, len), len, 0, 0);
-}
-
-/* Posts an RDMA Write of data to raddr under rkey. */
-int vp_write(struct vp *v, const uint8_t *data, uint32_t len, uint64_t raddr,
-	     uint32_t rkey)
-{
-	if (len > VP_SLOT)
-		return -EINVAL;
-	return post_send(v, IBV_WR_RDMA_WRITE, fill_slot(v, data, len), len,
-			 raddr, rkey);
-}
-
-/*
- * Posts an RDMA Read of len bytes at raddr under rkey into a send slot:
- * the slot (its completion's wr_id), or a negative errno.
- */
-int vp_read(struct vp *v, uint32_t len, uint64_t raddr, uint32_t rkey)
-{
-	uint32_t slot;
-	int err;
-
-	if (len > VP_SLOT)
-		return -EINVAL;
-	slot = fill_slot(v, NULL, 0);
-	err = post_send(v, IBV_WR_RDMA_READ, slot, len, raddr, rkey);
-	return err ? err : (int)slot;
-}
-
-/* Copies the first len bytes (<= VP_SLOT) of send slot 'slot' to out. */
-void vp_slot_copy(struct vp *v, uint32_t slot, uint8_t *out, uint32_t len)
-{
-	memcpy(out, v->buf + (uint64_t)(VP_RECV + slot % VP_SEND) * VP_SLOT,
-	       len < VP_SLOT ? len : VP_SLOT);
-}
-
-/*
- * Waits up to timeout_ms for a work completion: 1 with it in wc (a
- * receive's bytes copied, its slot posted again), 0 if none came, or a
- * negative errno.
- */
-int vp_poll(struct vp *v, int timeout_ms, struct vp_wc *wc)
-{
-	int64_t end = now_ms() + timeout_ms;
-	struct timespec pause = { .tv_nsec = 200000 };
-	struct ibv_wc c;
-	uint32_t slot;
-	int n;
-
-	for (;;) {
-		n = ibv_poll_cq(v->cq, 1, &c);
-		if (n < 0)
-			return -EIO;
-		if (n)
-			break;
-		if (now_ms() >= end)
-			return 0;
-		nanosleep(&pause, NULL);
-	}
-	wc->wr_id = c.wr_id;
-	wc->status = c.status;
-	wc->opcode = c.opcode;
-	wc->byte_len = c.byte_len;
-	wc->recv = !!(c.wr_id & VP_RECV_BIT);
-	if (wc->recv && c.status == IBV_WC_SUCCESS) {
-		slot = (uint32_t)c.wr_id;
-		memcpy(wc->data, v->buf + (uint64_t)slot * VP_SLOT,
-		       c.byte_len < VP_SLOT ? c.byte_len : VP_SLOT);
-		if (post_recv(v, slot))
-			return -EIO;
-	}
-	return 1;
 }
 
 /*

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! A connection's data lanes: they come up as the `queue_pairs` module
+//! parameter says, and operations from several CPUs go on them.
+
+use rrdma::Rrdma;
+
+use crate::param::ModParam;
+use crate::{ensure, Tap};
+
+/// Data lanes each connection should have: the `queue_pairs` module
+/// parameter (0: one queue pair per online CPU), up to 16, less the
+/// connection's own queue pair.
+fn lanes_expected() -> u64 {
+    let param = ModParam::get("queue_pairs")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+        .unwrap_or(0);
+    let qps = if param == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+    } else {
+        param
+    };
+    qps.clamp(1, 16) - 1
+}
+
+/// The connection's data lanes come up (both guests load the module with
+/// the same `queue_pairs`, so the peer grants all that this side offers);
+/// returns how many are expected.
+pub(super) fn lanes_up_checks(dev: &Rrdma, t: &mut Tap) -> u64 {
+    let want = lanes_expected();
+    let start = std::time::Instant::now();
+    let mut up = 0;
+    while start.elapsed() < std::time::Duration::from_secs(10) {
+        up = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+        if up >= want {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    println!(
+        "# data lanes: {up} up of {want} after {} ms",
+        start.elapsed().as_millis()
+    );
+    t.check(
+        &format!("the connection's {want} data lanes come up"),
+        ensure(up == want, format!("{up} up")),
+    );
+    want
+}
+
+/// Operations submitted from several CPUs went on the data lanes too.
+pub(super) fn lane_ops_checks(dev: &Rrdma, t: &mut Tap, lanes: u64, before: u64) {
+    let ops = dev.fdinfo_value("rrdma-lane-ops").unwrap_or(0) - before;
+    println!("# operations posted on data lanes by the thread checks: {ops}");
+    if lanes == 0 {
+        return;
+    }
+    t.check(
+        "threads on several CPUs post on the data lanes",
+        ensure(ops > 0, "none"),
+    );
+}
