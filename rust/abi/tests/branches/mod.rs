@@ -3,8 +3,20 @@
 //! How often each branch of a property was taken. A property whose
 //! generator stops reaching one of its branches then fails, instead of
 //! passing without ever running that branch's assertions.
+//!
+//! The property tests (`prop_*.rs`) build their inputs rather than draw
+//! them at random: a random ioctl number, GET_INFO argument or control
+//! message is almost never one the rules accept, and a property whose
+//! accepting branch never runs passes without testing anything. So
+//! generators start from valid inputs and break some of them in one way,
+//! and the properties count their branches ([`Branches`]) and fail when one
+//! is no longer reached often enough.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+
+/// Cases of the properties that count their branches: enough for the
+/// shares to be stable, few enough to stay well under a second.
+pub const COUNTED_CASES: u32 = 1000;
 
 /// Cases below which shares mean little (a run with `PROPTEST_CASES` set
 /// low): then each branch need only be reached once.

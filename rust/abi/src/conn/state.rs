@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! What a connection's [`State`] allows: posting, talking, and the errnos
+//! its operations fail with.
+
+use super::super::errno::{Errno, EAGAIN, ECONNRESET, ENOTCONN};
+use super::State;
+
+impl State {
+    /// Whether operations may be posted.
+    pub fn is_connected(&self) -> bool {
+        matches!(self, State::Connected)
+    }
+
+    /// Whether the connection is finished (closing or closed), or between
+    /// two of its queue pairs (a reconnect's teardown, its backoff).
+    pub fn is_finished(&self) -> bool {
+        matches!(
+            self,
+            State::Closing { .. } | State::Closed { .. } | State::Waiting { .. }
+        )
+    }
+
+    /// Whether the connection will reconnect (its teardown, its backoff).
+    pub fn is_waiting(&self) -> bool {
+        matches!(
+            self,
+            State::Closing { retry: true, .. } | State::Waiting { .. }
+        )
+    }
+
+    /// Whether the teardown has finished.
+    pub fn is_closed(&self) -> bool {
+        matches!(self, State::Closed { .. })
+    }
+
+    /// Whether control messages may flow: established, or accepted by us
+    /// with the peer already talking (on IB/RoCE the passive side's
+    /// ESTABLISHED event can trail the peer's first message; its QP is
+    /// ready to send by then).
+    pub fn can_talk(&self) -> bool {
+        matches!(self, State::Connected | State::Accepting)
+    }
+
+    /// The errno an operation on a connection in this state fails with:
+    /// `EAGAIN` while it reconnects (`again`: it was established before,
+    /// so a state before `Connected` is a reconnect attempt), the close
+    /// errno if it carries one, else `ENOTCONN`.
+    pub fn errno(&self, again: bool) -> Errno {
+        match *self {
+            State::Closing { retry: true, .. } | State::Waiting { .. } => EAGAIN,
+            State::Resolving | State::RoutePending | State::Connecting if again => EAGAIN,
+            State::Closed { error: Some(e) } | State::Closing { error: Some(e), .. } => e,
+            _ => ENOTCONN,
+        }
+    }
+
+    /// The status of an operation the teardown flushed: `ECONNRESET` when
+    /// the connection reconnects, else the close errno, or `ECANCELED` for
+    /// an orderly close by this side.
+    pub fn flush_errno(&self) -> Errno {
+        match *self {
+            State::Closing { retry: true, .. } => ECONNRESET,
+            State::Closed { error: Some(e) } | State::Closing { error: Some(e), .. } => e,
+            State::Closed { error: None } | State::Closing { error: None, .. } => {
+                super::super::errno::ECANCELED
+            }
+            // Flushed while still up: the provider gave up under us.
+            _ => ECONNRESET,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::errno::{ECANCELED, ENODEV};
+
+    #[test]
+    fn talking_and_errnos_by_state() {
+        assert!(State::Connected.can_talk());
+        assert!(State::Accepting.can_talk());
+        assert!(!State::Connecting.can_talk());
+        assert!(!State::Closing {
+            error: None,
+            retry: false
+        }
+        .can_talk());
+        assert_eq!(
+            State::Closed {
+                error: Some(ENODEV)
+            }
+            .errno(false),
+            ENODEV
+        );
+        assert_eq!(
+            State::Closing {
+                error: Some(ECONNRESET),
+                retry: false
+            }
+            .errno(false),
+            ECONNRESET
+        );
+        assert_eq!(State::Closed { error: None }.errno(false), ENOTCONN);
+        assert_eq!(State::Resolving.errno(false), ENOTCONN);
+        assert_eq!(
+            State::Closing {
+                error: None,
+                retry: false
+            }
+            .flush_errno(),
+            ECANCELED
+        );
+        assert_eq!(
+            State::Closing {
+                error: Some(ENODEV),
+                retry: false
+            }
+            .flush_errno(),
+            ENODEV
+        );
+        assert_eq!(State::Connected.flush_errno(), ECONNRESET);
+        assert!(State::Closing {
+            error: None,
+            retry: false
+        }
+        .is_finished());
+        assert!(!State::Closing {
+            error: None,
+            retry: false
+        }
+        .is_closed());
+    }
+}

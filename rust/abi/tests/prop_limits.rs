@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Property tests of the queue sizes: whatever the device's limits, what
+//! rrdma asks for fits them, or the device is refused.
+
+use proptest::prelude::*;
+use rrdma_abi::limits::{queue_sizes, DeviceLimits, OPS_MAX, OPS_MIN};
+use rrdma_abi::wire::CTRL_RECV_MIN;
+
+fn small_or_large() -> impl Strategy<Value = u32> {
+    prop_oneof![0u32..600, any::<u32>()]
+}
+
+proptest! {
+    /// Whatever the device's limits, the queues rrdma asks for fit
+    /// them, or the device is refused; and the control messages always
+    /// have what the wire protocol needs.
+    #[test]
+    fn queue_sizes_fit_the_device(
+        qp_wr in small_or_large(),
+        cqe in small_or_large(),
+        sge in 0u32..3,
+    ) {
+        let l = DeviceLimits {
+            max_qp_wr: qp_wr,
+            max_cqe: cqe,
+            max_send_sge: sge,
+            max_recv_sge: sge,
+            max_sge_rd: sge,
+            ..DeviceLimits::UNLIMITED
+        };
+        match queue_sizes(&l) {
+            Ok(q) => {
+                prop_assert!(sge >= 1);
+                prop_assert!(q.send_wrs() <= qp_wr && q.recv <= qp_wr);
+                prop_assert!(q.send_cqe() <= cqe && q.recv_cqe() <= cqe);
+                prop_assert!((OPS_MIN..=OPS_MAX).contains(&q.ops));
+                prop_assert!(q.grant_regs >= 1);
+                prop_assert!(q.ctrl_send >= u32::from(CTRL_RECV_MIN));
+                prop_assert!(q.recv >= u32::from(CTRL_RECV_MIN));
+            }
+            // Refused only when no sizing could fit (the bound is
+            // exact: one entry more and it fits).
+            Err(_) => prop_assert!(
+                sge == 0
+                    || qp_wr.min(cqe.saturating_sub(1))
+                        < u32::from(CTRL_RECV_MIN) + OPS_MIN + OPS_MIN / 4 + 1
+            ),
+        }
+    }
+}

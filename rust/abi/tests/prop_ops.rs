@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Property tests of the operation rules: segments tile an operation's
+//! range within the registration chunks, their count needs no walk, and
+//! an operation's work requests fit their bound.
+
+use proptest::prelude::*;
+use rrdma_abi::ops::{
+    max_op_blocks, max_wrs, op_sinks, op_wrs, segment_count, segments, Checked, Dir,
+};
+
+proptest! {
+    #[test]
+    fn segments_tile_the_range_within_chunks(
+        lo in 0u64..(1 << 30), ro in 0u64..(1 << 30), len in 1u64..(64 << 20),
+        ls in 12u32..=20, rs in 12u32..=20,
+    ) {
+        let c = Checked { dir: Dir::Read, local_off: lo, remote_off: ro, len };
+        let (mut l, mut r, mut total) = (lo, ro, 0u64);
+        for s in segments(&c, ls, rs) {
+            prop_assert!(s.len > 0);
+            prop_assert_eq!((s.local_off, s.remote_off), (l, r));
+            let n = u64::from(s.len);
+            prop_assert_eq!(s.local_off >> ls, (s.local_off + n - 1) >> ls);
+            prop_assert_eq!(s.remote_off >> rs, (s.remote_off + n - 1) >> rs);
+            l += n;
+            r += n;
+            total += n;
+        }
+        prop_assert_eq!(total, len);
+    }
+
+    /// `segment_count` counts what `segments` cuts, without walking.
+    #[test]
+    fn segment_count_is_the_walk(
+        lo in 0u64..(1 << 40), ro in 0u64..(1 << 40), len in 1u64..(64 << 20),
+        ls in 12u32..=34, rs in 12u32..=34, aligned in any::<bool>(),
+    ) {
+        // Half the cases share their offsets below the finer chunk,
+        // where both sides' boundaries coincide.
+        let fine = (1u64 << ls.min(rs)) - 1;
+        let ro = if aligned { (ro & !fine) | (lo & fine) } else { ro };
+        let c = Checked { dir: Dir::Write, local_off: lo, remote_off: ro, len };
+        prop_assert_eq!(segment_count(&c, ls, rs), segments(&c, ls, rs).count() as u64);
+    }
+}
+
+proptest! {
+    /// An operation's real work requests (segments, a registration per
+    /// local chunk it touches, a fence, iWARP's READ sinks) never
+    /// exceed `max_wrs`, an operation of `max_op_blocks` blocks fits
+    /// the budget wherever it starts, and its READ sinks never exceed
+    /// half the budget (a queue pair has that many).
+    #[test]
+    fn operations_fit_their_bound(
+        bs_shift in 9u32..=20, lblock in 0u64..(1 << 16), rblock in 0u64..(1 << 16),
+        ls in 12u32..=20, rs in 12u32..=20, budget in 6u64..600, frac in 0.0f64..=1.0,
+        read in any::<bool>(), iwarp in any::<bool>(),
+    ) {
+        let bs = 1u32 << bs_shift;
+        let max = max_op_blocks(bs, ls, rs, budget, iwarp);
+        prop_assume!(max >= 1);
+        let count = ((f64::from(max) * frac) as u32).clamp(1, max);
+        let len = u64::from(count) * u64::from(bs);
+        let dir = if read { Dir::Read } else { Dir::Write };
+        let c = Checked {
+            dir,
+            local_off: lblock * u64::from(bs),
+            remote_off: rblock * u64::from(bs),
+            len,
+        };
+        let segs = segments(&c, ls, rs).count() as u64;
+        let first = c.local_off >> ls;
+        let last = (c.local_off + len - 1) >> ls;
+        let wrs = op_wrs(dir, segs, last - first + 1, iwarp);
+        prop_assert!(wrs <= max_wrs(len, ls, rs, iwarp));
+        prop_assert!(wrs <= budget);
+        prop_assert!(op_sinks(dir, segs, iwarp) <= budget / 2);
+        prop_assert!(max_wrs(u64::from(max) * u64::from(bs), ls, rs, iwarp) <= budget);
+    }
+}

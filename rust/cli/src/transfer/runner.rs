@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! One queue of `rrdma bench`: its set-up, its timed run between the gates
+//! every queue waits at, and what it counts.
+
+use std::collections::VecDeque;
+use std::io;
+use std::sync::Barrier;
+use std::time::Instant;
+
+use rrdma::abi::uapi::{Op, OP_READ, OP_WRITE};
+use rrdma::{Region, RemoteRegion, Rrdma};
+
+use super::bench::{BenchArgs, Engine};
+use super::queue::Queue;
+use super::{open, Target};
+
+/// What one queue of `bench` did.
+#[derive(Default)]
+pub(super) struct QueueRun {
+    pub(super) completed: u64,
+    pub(super) secs: f64,
+    /// Highest bandwidth over a 100 ms window, MB/s (with several queues,
+    /// the sum of theirs: an upper bound).
+    pub(super) peak_mbps: f64,
+    pub(super) samples: Vec<f64>,
+    pub(super) depth: u64,
+    /// Its file's write fences and completion callbacks during the run
+    /// ([`file_counts`]).
+    pub(super) counts: (u64, u64),
+}
+
+/// A file's iWARP write fences and completion callbacks so far (fdinfo).
+pub(super) fn file_counts(dev: &Rrdma) -> (u64, u64) {
+    (
+        dev.fdinfo_value("rrdma-write-fences").unwrap_or(0),
+        dev.fdinfo_value("rrdma-work-completions").unwrap_or(0),
+    )
+}
+
+/// How much a file's [`file_counts`] grew since `then`.
+pub(super) fn file_counts_since(dev: &Rrdma, then: (u64, u64)) -> (u64, u64) {
+    let now = file_counts(dev);
+    (now.0.saturating_sub(then.0), now.1.saturating_sub(then.1))
+}
+
+/// Where the threads of `bench` wait for each other: every queue set up
+/// (`ready`), the clock started (`go`), every queue finished (`done`), the
+/// exporter's counts read (`release`: only then do the connections close).
+pub(super) struct Gates {
+    pub(super) ready: Barrier,
+    pub(super) go: Barrier,
+    pub(super) done: Barrier,
+    pub(super) release: Barrier,
+}
+
+impl Gates {
+    pub(super) fn new(n: usize) -> Self {
+        Self {
+            ready: Barrier::new(n),
+            go: Barrier::new(n),
+            done: Barrier::new(n),
+            release: Barrier::new(n),
+        }
+    }
+
+    /// Passes every gate (a queue that could not run), returning `r`.
+    pub(super) fn pass<T>(&self, r: T) -> T {
+        self.ready.wait();
+        self.go.wait();
+        self.done.wait();
+        self.release.wait();
+        r
+    }
+}
+
+/// One queue of `bench` on `dev`: connects, imports and sets up, runs
+/// between the gates, and closes its connection once released. Passes
+/// every gate whatever happens, so that the others never wait forever.
+pub(super) fn run_queue(
+    dev: &Rrdma,
+    t: &Target,
+    a: &BenchArgs,
+    gates: &Gates,
+) -> io::Result<QueueRun> {
+    let set_up = open(dev, t).and_then(|(conn, remote)| {
+        let (local, depth) = local_for(dev, &remote, a)?;
+        Ok((conn, remote, local, depth))
+    });
+    match set_up {
+        Ok((_conn, remote, local, depth)) => {
+            gated(gates, || run_set_up(dev, a, &remote, &local, depth))
+        }
+        Err(e) => gates.pass(Err(e)),
+    }
+}
+
+/// One thread of `bench --threads` on the shared connection's `remote`:
+/// its own local region and io_uring ring, run between the gates.
+pub(super) fn run_shared(
+    dev: &Rrdma,
+    remote: &RemoteRegion<'_>,
+    a: &BenchArgs,
+    gates: &Gates,
+) -> io::Result<QueueRun> {
+    match local_for(dev, remote, a) {
+        Ok((local, depth)) => gated(gates, || run_set_up(dev, a, remote, &local, depth)),
+        Err(e) => gates.pass(Err(e)),
+    }
+}
+
+/// Runs `run` between the gates, set up already.
+fn gated<T>(gates: &Gates, run: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+    gates.ready.wait();
+    gates.go.wait();
+    let r = run();
+    gates.done.wait();
+    gates.release.wait();
+    r
+}
+
+/// The timed run of one queue of `bench`, from `local` (`depth` slots) to
+/// or from `remote`.
+fn run_set_up(
+    dev: &Rrdma,
+    a: &BenchArgs,
+    remote: &RemoteRegion<'_>,
+    local: &Region<'_>,
+    depth: u64,
+) -> io::Result<QueueRun> {
+    let bs = u64::from(remote.block_size());
+    let count = a.size / bs;
+    let slots = remote.nblocks() / count;
+    let opcode = if a.write { OP_WRITE } else { OP_READ };
+    let mk = |i: u64| -> Op {
+        remote.op(
+            opcode,
+            local,
+            (i % depth) * count,
+            (i % slots) * count,
+            count as u32,
+            i % depth,
+        )
+    };
+    let done_when = |n: u64, start: Instant| match a.iters {
+        Some(it) => n >= it,
+        None => start.elapsed() >= a.duration,
+    };
+    let mut samples = Vec::new();
+    let counts0 = file_counts(dev);
+    let start = Instant::now();
+    let mut completed: u64 = 0;
+    let mut peak: f64 = 0.0;
+    let mut window = (Instant::now(), 0u64);
+    if a.latency && a.engine == Engine::Ioctl {
+        while !done_when(completed, start) {
+            let t0 = Instant::now();
+            dev.rw_sync(&mk(completed))?;
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+            completed += 1;
+        }
+    } else if a.latency {
+        // One io_uring command at a time, submitted and waited for in one
+        // io_uring_enter (an IOPOLL ring polls for it).
+        let mut queue = Queue::new(dev, a.engine, 1)?;
+        let mut done = Vec::with_capacity(1);
+        while !done_when(completed, start) {
+            let t0 = Instant::now();
+            if queue.post(dev, &[mk(completed)], 0)? != 1 {
+                return Err(io::Error::other("io_uring submission queue full"));
+            }
+            done.clear();
+            queue.reap(dev, &mut done)?;
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+            if let Some(&(_, status)) = done.iter().find(|d| d.1 < 0) {
+                return Err(io::Error::from_raw_os_error(-status));
+            }
+            completed += 1;
+        }
+    } else {
+        // Operations the queues had no room for wait in `pending` and go
+        // again after the next completions: a full send queue (EAGAIN with
+        // operations in flight) is flow control, not an error.
+        let mut next = depth.min(a.iters.unwrap_or(u64::MAX));
+        let mut pending: VecDeque<Op> = (0..next).map(&mk).collect();
+        let mut in_flight: u64 = 0;
+        let mut queue = Queue::new(dev, a.engine, depth)?;
+        let mut done = Vec::with_capacity(depth as usize);
+        loop {
+            if !pending.is_empty() {
+                let n = queue.post(dev, pending.make_contiguous(), in_flight)?;
+                pending.drain(..n);
+                in_flight += n as u64;
+            }
+            if in_flight == 0 {
+                break;
+            }
+            done.clear();
+            queue.reap(dev, &mut done)?;
+            for &(user_data, status) in &done {
+                if status < 0 {
+                    return Err(io::Error::from_raw_os_error(-status));
+                }
+                completed += 1;
+                in_flight -= 1;
+                if !done_when(completed, start) && next < a.iters.unwrap_or(u64::MAX) {
+                    // Reuse the completed slot (user_data).
+                    let mut op = mk(next);
+                    op.local_block = user_data * count;
+                    op.user_data = user_data;
+                    pending.push_back(op);
+                    next += 1;
+                }
+            }
+            if done_when(completed, start) {
+                // The run is over: what has not gone yet never goes.
+                pending.clear();
+            }
+            let el = window.0.elapsed().as_secs_f64();
+            if el >= 0.1 {
+                peak = peak.max((completed - window.1) as f64 * a.size as f64 / el / 1e6);
+                window = (Instant::now(), completed);
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64().max(1e-9);
+    Ok(QueueRun {
+        completed,
+        secs,
+        peak_mbps: peak,
+        samples,
+        depth,
+        counts: file_counts_since(dev, counts0),
+    })
+}
+
+/// A queue's local region for operations of `a.size` on `remote`, and its
+/// depth.
+fn local_for<'a>(
+    dev: &'a Rrdma,
+    remote: &RemoteRegion<'_>,
+    a: &BenchArgs,
+) -> io::Result<(Region<'a>, u64)> {
+    let bs = u64::from(remote.block_size());
+    if a.size == 0 || !a.size.is_multiple_of(bs) || a.size / bs > remote.nblocks() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "size {} is not a multiple of the block size {bs} within the region",
+                a.size
+            ),
+        ));
+    }
+    let count = a.size / bs;
+    let slots = remote.nblocks() / count;
+    let depth = if a.latency {
+        1
+    } else {
+        u64::from(a.depth.max(1)).min(slots.max(1)).min(1024)
+    };
+    let local = dev.create_region(bs as u32, depth * count)?;
+    Ok((local, depth))
+}
