@@ -89,6 +89,7 @@ step "build: userspace (static)" "$HERE/build-userspace.sh"
 step "lint: rustfmt" "$HERE/lint.sh" rustfmt
 step "lint: cargo clippy" "$HERE/lint.sh" clippy
 step "lint: Documentation/rrdma.rst parses" "$HERE/lint.sh" docs
+step "lint: no source file over 500 lines" "$HERE/lint.sh" sizes
 
 # g KERNEL VARIANT --label LABEL ARGS...: one guest.py run on the kernel whose
 # build directory is in $kdir.  A harness that dies without recording

@@ -5,6 +5,7 @@
 #   rustfmt  - formatting of every Rust file (module and userspace)
 #   clippy   - cargo clippy on the userspace workspace, warnings are errors
 #   docs     - Documentation/rrdma.rst parses without a warning
+#   sizes    - no source file over 500 lines (one concern a file)
 #   kernel   - checkpatch.pl on the C shim, the UAPI header and the
 #              selftest's userspace C, and the module
 #              built with CLIPPY=1 against kernel KVER (VARIANT base or
@@ -39,6 +40,16 @@ if err.getvalue():
 PY
 }
 
+# One concern a file: no source file (Rust, C, shell, Python) over 500
+# lines.  The UAPI header stays one file, as every UAPI header does.
+sizes_check() {
+	local over
+	over=$(git ls-files '*.rs' '*.c' '*.h' '*.sh' '*.py' ':!include/uapi/rrdma.h' |
+		xargs wc -l | awk '$2 != "total" && $1 > 500 { print "  " $2 ": " $1 " lines" }')
+	[ -z "$over" ] || die "files over 500 lines (split them by concern):
+$over"
+}
+
 kernel_check() {
 	local kver=${1:-6.12} variant=${2:-base} kdir src
 	kdir=$("$HERE/kernel.sh" "$kver" "$variant" | tail -1)
@@ -62,7 +73,8 @@ case "${1:-all}" in
 rustfmt) rustfmt_check ;;
 clippy) clippy_check ;;
 docs) docs_check ;;
+sizes) sizes_check ;;
 kernel) kernel_check "${2:-6.12}" "${3:-base}" ;;
-all) rustfmt_check; clippy_check; docs_check; kernel_check 6.12 debug ;;
-*) die "usage: lint.sh rustfmt|clippy|docs|kernel KVER [VARIANT]|all" ;;
+all) rustfmt_check; clippy_check; docs_check; sizes_check; kernel_check 6.12 debug ;;
+*) die "usage: lint.sh rustfmt|clippy|docs|sizes|kernel KVER [VARIANT]|all" ;;
 esac
