@@ -60,7 +60,7 @@ check:
 	@scripts/check.sh
 
 check-full:
-	@KERNELS="6.12 7.3" scripts/check.sh
+	@KERNELS="6.12 7.3" DEBUG_SMALL_PROVIDERS="siw rxe" scripts/check.sh
 
 demo:
 	@scripts/demo.sh
