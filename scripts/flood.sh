@@ -4,7 +4,8 @@
 # `make flood`: the connect flood of tests/guest/attack.sh's `flood` part
 # (rust/selftest/src/flood.rs), FLOOD_ROUNDS times in a row (default 4) on
 # each provider, FLOOD_SECONDS each (default 120), on the debug 6.12
-# kernel (FLOOD_KERNEL, FLOOD_VARIANT to change): connect, import and
+# kernel (FLOOD_KERNEL, FLOOD_VARIANT to change; FLOOD_PROVIDERS, default
+# "rxe siw"): connect, import and
 # disconnect cycles while the exporter's accepts fail at each point and it
 # tears old connections down; after each round a new connection must work
 # and the kernel log must be clean.  `make check` runs one 40 s round on
@@ -20,12 +21,13 @@ KVER=${FLOOD_KERNEL:-6.12}
 VAR=${FLOOD_VARIANT:-debug}
 ROUNDS=${FLOOD_ROUNDS:-4}
 SECS=${FLOOD_SECONDS:-120}
+PROVIDERS=${FLOOD_PROVIDERS:-rxe siw}
 prepare_guests "$KVER" "$VAR"
 out=build/flood
 rm -rf "$out"
 mkdir -p "$out"
 : >"$out/results.txt"
-for prov in rxe siw; do
+for prov in $PROVIDERS; do
 	for round in $(seq 1 "$ROUNDS"); do
 		log "flood on $prov, round $round of $ROUNDS: $SECS s, kernel $KVER ($VAR)"
 		python3 "$HERE/guest.py" --kdir "$kdir" --modules "$mods" --bindir build/bin \
