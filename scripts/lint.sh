@@ -44,8 +44,10 @@ PY
 # lines.  The UAPI header stays one file, as every UAPI header does.
 sizes_check() {
 	local over
-	over=$(git ls-files '*.rs' '*.c' '*.h' '*.sh' '*.py' ':!include/uapi/rrdma.h' |
-		xargs wc -l | awk '$2 != "total" && $1 > 500 { print "  " $2 ": " $1 " lines" }')
+	over=$(git ls-files -z -- '*.rs' '*.c' '*.h' '*.sh' '*.py' ':!include/uapi/rrdma.h' |
+		xargs -0 -r wc -l -- |
+		awk '$1 > 500 && $0 !~ /^ *[0-9]+ total$/ { n = $1; sub(/^ *[0-9]+ /, ""); print "  " $0 ": " n " lines" }') ||
+		die "sizes: cannot count the lines of the tracked files"
 	[ -z "$over" ] || die "files over 500 lines (split them by concern):
 $over"
 }
