@@ -9,8 +9,8 @@
 # how many distinct checks those results are of (scripts/distinct-checks.py).
 #
 # 6.12 runs in its debug build only: a cold run builds two kernels, not
-# three (each takes 19 to 22 minutes on a slow 2-core machine, and CI has
-# 90 minutes).  `make check-full` (KERNELS="6.12 7.3") adds the 6.12 base
+# three (14 to 16 minutes each on a 2-core machine; a cold run took 66 of
+# CI's 90 minutes, 2026-11-27).  `make check-full` (KERNELS="6.12 7.3") adds the 6.12 base
 # kernel and its perftest pair test, and the small-NIC test on the debug
 # kernel.  Each guest run's time is in build/logs/guest-times.txt.
 set -uo pipefail
