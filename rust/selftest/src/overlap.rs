@@ -26,7 +26,7 @@ const BLOCKS: u32 = 16;
 const BYTES: usize = BLOCKS as usize * 4096;
 
 /// The CPUs this thread may run on.
-fn cpus() -> Vec<usize> {
+pub(crate) fn cpus() -> Vec<usize> {
     // SAFETY: a zeroed `cpu_set_t` is an empty set; the call writes at
     // most its size into it.
     let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
@@ -43,17 +43,24 @@ fn cpus() -> Vec<usize> {
 
 /// Pins the calling thread to `cpu` (its operations then go on that CPU's
 /// queue pair).
-fn pin(cpu: usize) -> Result<(), String> {
+pub(crate) fn pin(cpu: usize) -> Result<(), String> {
+    pin_to(&[cpu])
+}
+
+/// Lets the calling thread run on `cpus` (from `cpus()`) only.
+pub(crate) fn pin_to(cpus: &[usize]) -> Result<(), String> {
     // SAFETY: a zeroed `cpu_set_t` is an empty set.
     let mut set: libc::cpu_set_t = unsafe { core::mem::zeroed() };
-    // SAFETY: `cpu` is below CPU_SETSIZE (it came from `cpus()`).
-    unsafe { libc::CPU_SET(cpu, &mut set) };
+    for &cpu in cpus {
+        // SAFETY: `cpu` is below CPU_SETSIZE (it came from `cpus()`).
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
     // SAFETY: `set` is an initialized `cpu_set_t` of the size given.
     let r = unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) };
     ensure(
         r == 0,
         format!(
-            "sched_setaffinity({cpu}): {}",
+            "sched_setaffinity({cpus:?}): {}",
             std::io::Error::last_os_error()
         ),
     )
