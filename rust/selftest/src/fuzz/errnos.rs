@@ -76,6 +76,8 @@ const OP: Group = &[ERANGE, EOVERFLOW, EINVAL, EPERM, EKEYREVOKED, E2BIG, EAGAIN
 /// local port EADDRNOTAVAIL, unknown family EAFNOSUPPORT.
 const CONNECT: Group = &[
     ECONNREFUSED,
+    // rrdma.rst, CONNECT: iWARP's stream reset before the MPA reply.
+    ECONNRESET,
     ETIMEDOUT,
     EHOSTUNREACH,
     ENODEV,
