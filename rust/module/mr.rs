@@ -103,6 +103,44 @@ impl Mr {
     }
 }
 
+/// A registration lent to work requests by an owner that keeps it
+/// registered until every request built from it has completed or been
+/// flushed. A [`ShimWr`](crate::ffi::ShimWr) names a local registration
+/// only through one, which is what makes posting safe
+/// ([`crate::verbs::QpRef::post`]).
+///
+/// # Invariants
+///
+/// `mr` stays registered until every work request built from this one
+/// has completed or been flushed.
+#[derive(Clone, Copy)]
+pub(crate) struct Lent<'a> {
+    mr: &'a Mr,
+}
+
+impl<'a> Lent<'a> {
+    /// Lends `mr` to work requests.
+    ///
+    /// # Safety
+    ///
+    /// The owner of `mr` keeps it registered until every work request
+    /// built from the result has completed or been flushed.
+    pub(crate) unsafe fn new(mr: &'a Mr) -> Self {
+        // INVARIANT: by the function's safety requirements.
+        Self { mr }
+    }
+
+    /// The shim object, for a registration work request.
+    pub(crate) fn as_ptr(&self) -> *mut ShimMr {
+        self.mr.as_ptr()
+    }
+
+    /// Local key.
+    pub(crate) fn lkey(&self) -> u32 {
+        self.mr.lkey()
+    }
+}
+
 impl Drop for Mr {
     fn drop(&mut self) {
         // SAFETY: by the type invariant; no work request uses it any more
@@ -145,5 +183,12 @@ impl Chunks {
             }
             _ => Err(mr),
         }
+    }
+
+    /// Takes the registration of chunk `i` back out: only for one whose
+    /// registration work request was not posted, so that no posted
+    /// request names it (the owners' invariants rely on it).
+    pub(crate) fn take_unposted(&mut self, i: usize) -> Option<Mr> {
+        self.mrs.get_mut(i).and_then(Option::take)
     }
 }

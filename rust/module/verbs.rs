@@ -175,16 +175,9 @@ impl Qp {
         })
     }
 
-    /// Posts `wrs` in order; returns how many were posted and the errno of
-    /// the first refused one.
-    ///
-    /// # Safety
-    ///
-    /// Every registration the requests name stays registered until the
-    /// requests completed (or were flushed).
-    pub(crate) unsafe fn post(&self, wrs: &[ShimWr]) -> (u32, Result<(), Errno>) {
-        // SAFETY: by the function's safety requirements.
-        unsafe { self.to_ref().post(wrs) }
+    /// Posts `wrs` in order, as [`QpRef::post`] does.
+    pub(crate) fn post(&self, wrs: &mut [ShimWr]) -> (u32, Result<(), Errno>) {
+        self.to_ref().post(wrs)
     }
 
     /// A borrowed handle, for posting.
@@ -236,15 +229,14 @@ impl QpRef<'_> {
         })
     }
 
-    /// Posts `wrs` in order, as [`Qp::post`] does.
-    ///
-    /// # Safety
-    ///
-    /// As [`Qp::post`].
-    pub(crate) unsafe fn post(&self, wrs: &[ShimWr]) -> (u32, Result<(), Errno>) {
+    /// Posts `wrs` in order; returns how many were posted and the errno of
+    /// the first refused one. Spends every request (`ffi::spend`): none
+    /// can be posted again.
+    pub(crate) fn post(&self, wrs: &mut [ShimWr]) -> (u32, Result<(), Errno>) {
         let mut posted = 0;
-        // SAFETY: the queue pair is live (type invariant); by the function's
-        // safety requirements the registrations stay valid.
+        // SAFETY: the queue pair is live (type invariant); every local
+        // registration a request names stays registered until the request
+        // completes (`ShimWr`'s invariant), and none was posted before.
         let ret = unsafe {
             ffi::rrdma_shim_post(
                 self.raw.as_ptr(),
@@ -253,6 +245,7 @@ impl QpRef<'_> {
                 &mut posted,
             )
         };
+        ffi::spend(wrs);
         (posted, crate::abi::to_result(ret))
     }
 }

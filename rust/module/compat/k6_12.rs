@@ -12,13 +12,6 @@ pub(crate) fn user_slice(addr: u64, len: usize) -> UserSlice {
     UserSlice::new(addr as usize, len)
 }
 
-/// Empties a vector of plain values (6.12's `Vec` has no `clear`).
-pub(crate) fn vec_clear<T: Copy>(v: &mut kernel::alloc::KVec<T>) {
-    // SAFETY: every length up to the current one is valid, and `Copy`
-    // values need no drop.
-    unsafe { v.set_len(0) };
-}
-
 /// Removes and returns the last element (6.12's `Vec` has no `pop`).
 pub(crate) fn vec_pop<T>(v: &mut kernel::alloc::KVec<T>) -> Option<T> {
     let len = v.len();

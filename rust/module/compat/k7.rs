@@ -12,11 +12,6 @@ pub(crate) fn user_slice(addr: u64, len: usize) -> UserSlice {
     UserSlice::new(UserPtr::from_addr(addr as usize), len)
 }
 
-/// Empties a vector of plain values.
-pub(crate) fn vec_clear<T: Copy>(v: &mut kernel::alloc::KVec<T>) {
-    v.clear();
-}
-
 /// Removes and returns the last element.
 pub(crate) fn vec_pop<T>(v: &mut kernel::alloc::KVec<T>) -> Option<T> {
     v.pop()

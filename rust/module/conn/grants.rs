@@ -6,8 +6,9 @@
 //! A grant registers chunks of the exported region for this connection
 //! only (its own protection domain), with remote write access only for a
 //! read-write export. Registrations are allocated outside the connection's
-//! lock and enter the cache only once their registration work request is
-//! posted: a refused or failed grant leaves nothing behind.
+//! lock and enter the cache, under it, with their registration work
+//! request's post; those the queue pair refused leave it at once: a
+//! refused or failed grant leaves nothing behind.
 //!
 //! Revocation (UNEXPORT) is a round trip: the importer is told, refuses
 //! new operations on the export, lets those in flight complete and
@@ -31,7 +32,7 @@ use crate::abi::{
 };
 use crate::calling::Task;
 use crate::ffi::{self, ShimWr};
-use crate::mr::{Chunks, Mr};
+use crate::mr::{Chunks, Lent, Mr};
 use crate::region::Region;
 
 /// How long UNEXPORT waits for an importer's acknowledgement before it
@@ -44,6 +45,19 @@ const REVOKE_TIMEOUT_MS: u32 = 30_000;
 pub(super) struct Granted {
     chunks: Chunks,
     _region: Arc<Region>,
+}
+
+impl Granted {
+    /// Chunk `i`'s registration, lent to its registration work request.
+    fn lent(&self, i: usize) -> Option<Lent<'_>> {
+        let mr = self.chunks.get(i)?;
+        // SAFETY: a grant leaves its connection's cache only once no
+        // registration request of the connection's grants is in flight
+        // (`RevokeTicket::finish` waits for `Grants::regs_idle`), or with
+        // the connection's resources after its queue pair is destroyed;
+        // a chunk leaves it only unposted (`Chunks::take_unposted`).
+        Some(unsafe { Lent::new(mr) })
+    }
 }
 
 /// The grants of a connection, by token.
@@ -61,11 +75,16 @@ impl Grants {
         }
     }
 
+    /// Whether a registration work request of a grant is in flight.
+    fn regs_idle(&self) -> bool {
+        self.regs_in_flight == 0
+    }
+
     fn contains(&self, token: u64) -> bool {
         self.tree.get(&token).is_some()
     }
 
-    /// A registration work request of a grant completed.
+    /// A registration work request of a grant completed (or flushed).
     pub(super) fn reg_done(&mut self) {
         self.regs_in_flight = self.regs_in_flight.saturating_sub(1);
     }
@@ -216,30 +235,38 @@ impl Conn {
             }
         }
         let entry = res.grants.tree.get_mut(&token).ok_or(ENOENT)?;
-        // Keep only what a concurrent grant did not register meanwhile.
-        for (c, mr) in mrs.iter() {
-            if entry.chunks.get(*c).is_none() {
-                let _ = wrs.push(ShimWr::reg(mr.as_ptr(), access, true), GFP_KERNEL);
-            }
-        }
-        if res.grants.regs_in_flight + wrs.len() as u32 > res.grant_regs {
-            return Err(EBUSY);
-        }
-        // SAFETY: every registration posted is installed in the cache just
-        // below and stays there until the grant is revoked or the
-        // connection torn down, both after its work request completed.
-        let (posted, r) = unsafe { qp.post(&wrs) };
-        res.grants.regs_in_flight += posted;
-        let mut installed = 0;
+        // Installed before the post, so that each request names a
+        // registration the grant holds; what a concurrent grant registered
+        // meanwhile is kept, ours freed after the lock.
+        let mut fresh: u128 = 0;
         for (c, mr) in mrs {
-            if entry.chunks.get(c).is_some() || installed >= posted {
-                // A duplicate, or never posted. Within capacity: no failure.
-                let _ = spare.push(mr, GFP_KERNEL);
-                continue;
+            match entry.chunks.set(c, mr) {
+                Ok(()) => fresh |= 1 << (c - first as usize),
+                // Within capacity: cannot fail.
+                Err(mr) => drop(spare.push(mr, GFP_KERNEL)),
             }
-            installed += 1;
-            // Cannot fail: the chunk exists and is empty.
-            let _ = entry.chunks.set(c, mr);
+        }
+        for k in (0..n).filter(|k| fresh & (1 << k) != 0) {
+            if let Some(lent) = entry.lent((first + k) as usize) {
+                // Within capacity (one per registration allocated).
+                let _ = wrs.push(ShimWr::reg(lent, access, true), GFP_KERNEL);
+            }
+        }
+        let room = res.grants.regs_in_flight + wrs.len() as u32 <= res.grant_regs;
+        let (posted, r) = if room { qp.post(&mut wrs) } else { (0, Ok(())) };
+        res.grants.regs_in_flight += posted;
+        // Those not posted leave the grant: no posted request names them.
+        for k in (0..n)
+            .filter(|k| fresh & (1 << k) != 0)
+            .skip(posted as usize)
+        {
+            if let Some(mr) = entry.chunks.take_unposted((first + k) as usize) {
+                // Within capacity: cannot fail.
+                let _ = spare.push(mr, GFP_KERNEL);
+            }
+        }
+        if !room {
+            return Err(EBUSY);
         }
         if let Err(e) = r {
             drop(g);
@@ -301,10 +328,15 @@ impl RevokeTicket {
         if let Some(id) = self.id {
             let mut g = conn.inner.lock();
             let mut left = deadline(REVOKE_TIMEOUT_MS);
+            // The grant's registration requests must be done too: they name
+            // what is deregistered below.
             let _ = wait_until(&conn.cv, &mut g, &mut left, |i| {
-                !i.state.can_talk() || ctrl::revoke_answered(i, id)
+                !i.state.can_talk()
+                    || (ctrl::revoke_answered(i, id)
+                        && i.res.as_ref().map_or(true, |r| r.grants.regs_idle()))
             });
-            acked = Conn::revoke_acked(&mut g, id, true);
+            let idle = g.res.as_ref().map_or(true, |r| r.grants.regs_idle());
+            acked = Conn::revoke_acked(&mut g, id, true) && idle;
             if acked {
                 let granted = g
                     .res

@@ -6,22 +6,25 @@
 //! built in.
 
 use super::layout::{c, u32_of, usize_of};
-use super::ShimMr;
+use crate::mr::Lent;
 
 // The constants are the C header's (`layout.rs`).
 
 /// `RRDMA_SHIM_NO_SLOT`: a work request without an operation slot.
 pub(crate) const NO_SLOT: u32 = u32_of(c::RRDMA_SHIM_NO_SLOT);
 /// `RRDMA_SHIM_WR_READ`.
-pub(crate) const WR_READ: u32 = u32_of(c::RRDMA_SHIM_WR_READ);
+const WR_READ: u32 = u32_of(c::RRDMA_SHIM_WR_READ);
 /// `RRDMA_SHIM_WR_WRITE`.
-pub(crate) const WR_WRITE: u32 = u32_of(c::RRDMA_SHIM_WR_WRITE);
+const WR_WRITE: u32 = u32_of(c::RRDMA_SHIM_WR_WRITE);
 /// `RRDMA_SHIM_WR_REG`.
-pub(crate) const WR_REG: u32 = u32_of(c::RRDMA_SHIM_WR_REG);
+const WR_REG: u32 = u32_of(c::RRDMA_SHIM_WR_REG);
 /// `RRDMA_SHIM_WR_SINK_REG`: registers a READ sink (iWARP).
-pub(crate) const WR_SINK_REG: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_REG);
+const WR_SINK_REG: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_REG);
 /// `RRDMA_SHIM_WR_SINK_READ`: an RDMA READ that invalidates its sink.
-pub(crate) const WR_SINK_READ: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_READ);
+const WR_SINK_READ: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_READ);
+/// An opcode the shim refuses: what a work request becomes once handed to
+/// the shim, so that it is never posted twice ([`spend`]).
+const WR_SPENT: u32 = u32::MAX;
 /// `RRDMA_SHIM_ACCESS_LOCAL_WRITE`.
 pub(crate) const ACCESS_LOCAL_WRITE: u32 = u32_of(c::RRDMA_SHIM_ACCESS_LOCAL_WRITE);
 /// `RRDMA_SHIM_ACCESS_REMOTE_READ`.
@@ -30,20 +33,26 @@ pub(crate) const ACCESS_REMOTE_READ: u32 = u32_of(c::RRDMA_SHIM_ACCESS_REMOTE_RE
 pub(crate) const ACCESS_REMOTE_WRITE: u32 = u32_of(c::RRDMA_SHIM_ACCESS_REMOTE_WRITE);
 
 /// `struct rrdma_shim_wr` (layout checked in `layout.rs`).
+///
+/// # Invariants
+///
+/// A local registration it names (`lkey`, `mr`) was [`Lent`]: it stays
+/// registered until the request, posted, completes. Neither `Clone` nor
+/// settable outside `ffi` (whose `layout.rs` only reads offsets), and
+/// posted at most once ([`spend`]).
 #[repr(C)]
-#[derive(Clone, Copy)]
 pub(crate) struct ShimWr {
-    pub(crate) opcode: u32,
+    pub(super) opcode: u32,
     pub(crate) signaled: u32,
     pub(crate) slot: u32,
-    pub(crate) sink: u32,
-    pub(crate) local_addr: u64,
-    pub(crate) lkey: u32,
+    pub(super) sink: u32,
+    pub(super) local_addr: u64,
+    pub(super) lkey: u32,
     pub(crate) len: u32,
     pub(crate) remote_addr: u64,
     pub(crate) rkey: u32,
-    pub(crate) access: u32,
-    pub(crate) mr: *mut ShimMr,
+    pub(super) access: u32,
+    pub(super) mr: *mut super::ShimMr,
 }
 
 /// `struct rrdma_shim_done`: one operation completion of a batch (the
@@ -65,8 +74,8 @@ pub(crate) const POLL_BATCH: usize = usize_of(c::RRDMA_SHIM_POLL_BATCH);
 pub(crate) struct WrScratch(kernel::prelude::KVec<ShimWr>);
 
 // SAFETY: `ShimWr` is plain data; the registration pointers in it are
-// dereferenced only by `rrdma_shim_qp_post`, called under the lock that
-// owns the scratch while the registrations they name are held.
+// dereferenced only by `rrdma_shim_post`, and the registrations they name
+// are held until the requests complete (`ShimWr`'s invariant).
 unsafe impl Send for WrScratch {}
 // SAFETY: as for `Send`; a shared reference gives no access to them.
 unsafe impl Sync for WrScratch {}
@@ -82,29 +91,63 @@ impl WrScratch {
 
     /// The scratch, emptied, for one operation's work requests.
     pub(crate) fn start(&mut self) -> &mut kernel::prelude::KVec<ShimWr> {
-        crate::compat::vec_clear(&mut self.0);
+        // Not `Copy`: emptied one by one (an operation built a few).
+        while crate::compat::vec_pop(&mut self.0).is_some() {}
         &mut self.0
+    }
+
+    /// The work requests built since [`Self::start`].
+    pub(crate) fn built(&mut self) -> &mut [ShimWr] {
+        &mut self.0
+    }
+
+    /// How many work requests it holds at most.
+    pub(crate) fn capacity(&self) -> usize {
+        self.0.capacity()
     }
 }
 
 impl ShimWr {
-    /// An unsignaled RDMA READ or WRITE (`opcode`) of `len` bytes between
-    /// `local_addr` (under `lkey`) and `remote_addr` (under `rkey`).
-    pub(crate) fn rdma(
-        opcode: u32,
+    /// An unsignaled RDMA READ of `len` bytes at `remote_addr` (under
+    /// `rkey`) into `local_addr` of `chunk`.
+    pub(crate) fn read(
         local_addr: u64,
-        lkey: u32,
+        chunk: Lent<'_>,
         len: u32,
         remote_addr: u64,
         rkey: u32,
     ) -> Self {
+        Self {
+            lkey: chunk.lkey(),
+            ..Self::remote(WR_READ, local_addr, len, remote_addr, rkey)
+        }
+    }
+
+    /// An unsignaled RDMA WRITE of `len` bytes at `local_addr` of `chunk`
+    /// to `remote_addr` (under `rkey`).
+    pub(crate) fn write(
+        local_addr: u64,
+        chunk: Lent<'_>,
+        len: u32,
+        remote_addr: u64,
+        rkey: u32,
+    ) -> Self {
+        Self {
+            lkey: chunk.lkey(),
+            ..Self::remote(WR_WRITE, local_addr, len, remote_addr, rkey)
+        }
+    }
+
+    /// A request of `opcode` naming no local registration.
+    fn remote(opcode: u32, local_addr: u64, len: u32, remote_addr: u64, rkey: u32) -> Self {
+        // INVARIANT: it names no local registration.
         Self {
             opcode,
             signaled: 0,
             slot: NO_SLOT,
             sink: 0,
             local_addr,
-            lkey,
+            lkey: 0,
             len,
             remote_addr,
             rkey,
@@ -114,13 +157,13 @@ impl ShimWr {
     }
 
     /// A registration of READ sink `sink` (iWARP) over the `len` bytes at
-    /// region offset `local_addr` of `chunk`'s pages, or, with a null
+    /// region offset `local_addr` of `chunk`'s pages, or, with no
     /// `chunk`, over the queue pair's scratch buffer (a write fence).
-    pub(crate) fn sink_reg(chunk: *mut ShimMr, sink: u32, local_addr: u64, len: u32) -> Self {
+    pub(crate) fn sink_reg(chunk: Option<Lent<'_>>, sink: u32, local_addr: u64, len: u32) -> Self {
         Self {
             sink,
-            mr: chunk,
-            ..Self::rdma(WR_SINK_REG, local_addr, 0, len, 0, 0)
+            mr: chunk.map_or(core::ptr::null_mut(), |c| c.as_ptr()),
+            ..Self::remote(WR_SINK_REG, local_addr, len, 0, 0)
         }
     }
 
@@ -130,24 +173,25 @@ impl ShimWr {
     pub(crate) fn sink_read(sink: u32, len: u32, remote_addr: u64, rkey: u32) -> Self {
         Self {
             sink,
-            ..Self::rdma(WR_SINK_READ, 0, 0, len, remote_addr, rkey)
+            ..Self::remote(WR_SINK_READ, 0, len, remote_addr, rkey)
         }
     }
 
     /// A registration of `mr` with `access`.
-    pub(crate) fn reg(mr: *mut ShimMr, access: u32, signaled: bool) -> Self {
+    pub(crate) fn reg(mr: Lent<'_>, access: u32, signaled: bool) -> Self {
         Self {
-            opcode: WR_REG,
             signaled: u32::from(signaled),
-            slot: NO_SLOT,
-            sink: 0,
-            local_addr: 0,
-            lkey: 0,
-            len: 0,
-            remote_addr: 0,
-            rkey: 0,
             access,
-            mr,
+            mr: mr.as_ptr(),
+            ..Self::remote(WR_REG, 0, 0, 0, 0)
         }
+    }
+}
+
+/// Marks `wrs` as handed to the shim: the shim refuses them from now on,
+/// so a request is posted at most once, while what it names is held.
+pub(crate) fn spend(wrs: &mut [ShimWr]) {
+    for w in wrs {
+        w.opcode = WR_SPENT;
     }
 }

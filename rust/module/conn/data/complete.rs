@@ -162,7 +162,7 @@ impl Conn {
             e => e,
         };
         let status = errno.map_or(0, Errno::to_errno);
-        if op.kind == OpKind::User && local_done(&mut d.local, op.reg) {
+        if op.lease.take().is_some_and(|l| d.local.settle(l)) {
             due.flags |= Followups::PRUNE;
         }
         if op.uses.take().is_some_and(|u| u.done()) {
@@ -177,7 +177,7 @@ impl Conn {
             let (slots, local) = (&mut d.slots, &mut d.local);
             let mut ring = self.shared.ring.lock();
             slots.take_members(id, |mut w| {
-                if local_done(local, w.reg) {
+                if w.lease.take().is_some_and(|l| local.settle(l)) {
                     due.flags |= Followups::PRUNE;
                 }
                 if w.uses.take().is_some_and(|u| u.done()) {

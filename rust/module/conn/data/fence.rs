@@ -206,16 +206,16 @@ impl Conn {
             return Ok(());
         }
         let mut wrs = [
-            ShimWr::sink_reg(core::ptr::null_mut(), k, 0, 1),
+            ShimWr::sink_reg(None, k, 0, 1),
             ShimWr::sink_read(k, 1, addr, rkey),
         ];
         wrs[1].signaled = 1;
         wrs[1].slot = slot;
         // Counted before the post, as an operation is.
         uses.started();
-        // SAFETY: the sink maps the queue pair's scratch buffer; the remote
-        // key belongs to the peer's registration the last write used.
-        let (posted, r) = unsafe { qp.post(&wrs) };
+        // The sink maps the queue pair's scratch buffer: no registration of
+        // a region.
+        let (posted, r) = qp.post(&mut wrs);
         if posted < 2 {
             uses.done();
             return Err(r.err().unwrap_or(crate::abi::errno::EIO));

@@ -32,9 +32,13 @@
 //! locks first (`Prep`), which are released around it.
 //! Posting is all or nothing: everything an operation needs (its slot,
 //! its work requests, its send-queue room, new registrations) is found or
-//! allocated first, and a registration enters its path's cache only
-//! once its work request is posted, so a refused operation (`EAGAIN`,
-//! `E2BIG`, `ENOMEM`) leaves nothing behind.
+//! allocated first, and a registration that enters its path's cache for
+//! it leaves it again, under the same lock, unless its work request was
+//! posted, so a refused operation (`EAGAIN`, `E2BIG`, `ENOMEM`) leaves
+//! nothing behind. A work request names a local registration only as
+//! lent ([`crate::mr::Lent`]) by the operation's lease on its cache entry
+//! (`Lease`), which its slot holds until it completes: posting is safe by
+//! type.
 //!
 //! Completions come in batches, one per poll of a queue pair's send CQ
 //! (`Conn::slots_done`): the operations of a batch end under one
@@ -60,7 +64,8 @@
 //!   operation reports;
 //! - `local.rs`: the local registration cache;
 //! - `plan.rs`: an operation's plan, and what it allocates;
-//! - `post.rs`: posting;
+//! - `post.rs`: posting, with the locks and the retries;
+//! - `attempt.rs`: one attempt: plan, install, build, post;
 //! - `fence.rs`: iWARP write fences;
 //! - `complete.rs`: completions;
 //! - `followups.rs`: what completions leave for process context;
@@ -69,6 +74,7 @@
 //! The concern files share this file's imports and each other's items
 //! (`use super::*`).
 
+mod attempt;
 mod complete;
 mod fence;
 mod followups;
@@ -99,9 +105,9 @@ use crate::abi::{
 use crate::calling::{Caller, Task};
 use crate::cm_id::CmId;
 use crate::compat::{new_bh_lock, BhGuard, BhLock};
-use crate::conn::imports::Uses;
+use crate::conn::imports::{Usable, Uses};
 use crate::conn::{ctrl, wait_until, Conn, Import};
-use crate::ffi::{self, ShimWr};
+use crate::ffi::{self, ShimWr, WrScratch};
 use crate::foreign;
 use crate::mr::{Chunks, Mr};
 use crate::region::Region;

@@ -42,9 +42,9 @@ impl Plan {
     /// path's lock).
     pub(super) fn new(
         g: &crate::conn::ConnInner,
-        path: &PathData,
+        slots: &Slots,
+        reg: Option<&LocalReg>,
         import: &Import,
-        region: &Arc<Region>,
         c: &Checked,
         batched: bool,
     ) -> Result<Plan, Errno> {
@@ -56,7 +56,6 @@ impl Plan {
         if nchunks > CHUNKS_MAX {
             return Err(E2BIG);
         }
-        let reg = path.local.tree.get(&key(region));
         let mut missing = [0u64; CHUNKS_MAX / 64];
         let mut nmissing = 0;
         for i in 0..nchunks {
@@ -71,7 +70,7 @@ impl Plan {
         let unfenced = batched && c.dir == Dir::Write && res.iwarp;
         let wrs = ops::op_wrs(c.dir, nseg, nmissing, res.iwarp) - if unfenced { 2 } else { 0 };
         let sinks = ops::op_sinks(c.dir, nseg, res.iwarp);
-        if wrs > u64::from(path.slots.op_budget()) || sinks > u64::from(path.slots.sinks) {
+        if wrs > u64::from(slots.op_budget()) || sinks > u64::from(slots.sinks) {
             // `check_op` refuses operations above the import's limit.
             return Err(E2BIG);
         }
@@ -96,11 +95,10 @@ impl Plan {
             return true;
         }
         prep.pd.as_ref().is_some_and(|p| Arc::ptr_eq(p, pd))
-            && (self.have_reg || prep.node.is_some())
+            && self.have_reg
             && (0..self.nchunks).filter(|&i| self.is_missing(i)).all(|i| {
-                prep.mrs
-                    .iter()
-                    .any(|m| m.0 == (self.first + i as u64) as usize)
+                let chunk = (self.first + i as u64) as usize;
+                prep.mrs.iter().any(|f| f.chunk == chunk && f.mr.is_some())
             })
     }
 }
@@ -108,13 +106,12 @@ impl Plan {
 /// What an operation that is the first to touch a chunk needs allocated
 /// outside the connection's lock: the missing registrations (with the
 /// index of their work request once built) and the region's cache entry.
-/// Registrations that end up unused are freed after the lock (`spare`).
+/// Registrations that end up unused stay here, freed after the lock.
 #[derive(Default)]
 pub(super) struct Prep {
     pub(super) pd: Option<Arc<crate::verbs::Pd>>,
-    pub(super) mrs: KVec<(usize, Mr, u32)>,
+    pub(super) mrs: KVec<Fresh>,
     pub(super) node: Option<(RBTreeNodeReservation<usize, LocalReg>, Chunks)>,
-    pub(super) spare: KVec<Mr>,
 }
 
 impl Prep {
@@ -127,8 +124,13 @@ impl Prep {
         for i in (0..plan.nchunks).filter(|&i| plan.is_missing(i)) {
             let chunk = plan.first + i as u64;
             let mr = Mr::new(&pd, region, chunk, plan.lshift).map_err(|_| ENOMEM)?;
-            mrs.push((chunk as usize, mr, u32::MAX), GFP_KERNEL)
-                .map_err(|_| ENOMEM)?;
+            let fresh = Fresh {
+                chunk: chunk as usize,
+                mr: Some(mr),
+                installed: false,
+                at: NOT_BUILT,
+            };
+            mrs.push(fresh, GFP_KERNEL).map_err(|_| ENOMEM)?;
         }
         let node = if plan.have_reg {
             None
@@ -138,15 +140,29 @@ impl Prep {
                 Chunks::new(region.geometry().bytes(), plan.lshift).map_err(|_| ENOMEM)?,
             ))
         };
-        let spare = KVec::with_capacity(mrs.len(), GFP_KERNEL).map_err(|_| ENOMEM)?;
         Ok(Self {
             pd: Some(pd),
             mrs,
             node,
-            spare,
         })
     }
 }
+
+/// A registration allocated for a chunk that an operation is the first
+/// to touch.
+pub(super) struct Fresh {
+    pub(super) chunk: usize,
+    /// The registration, while not in the cache.
+    pub(super) mr: Option<Mr>,
+    /// Installed in the cache by the current attempt.
+    pub(super) installed: bool,
+    /// The index of its registration work request, once built
+    /// ([`NOT_BUILT`] before).
+    pub(super) at: u32,
+}
+
+/// [`Fresh::at`] of a registration whose work request is not built.
+pub(super) const NOT_BUILT: u32 = u32::MAX;
 
 /// How one attempt to post went.
 pub(super) enum Attempt {

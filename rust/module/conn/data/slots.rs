@@ -9,11 +9,11 @@ use super::*;
 
 /// An operation in flight.
 pub(super) struct OpCtx {
-    /// Its region's key in its path's registration cache (0: none, a
-    /// fence): the cache entry keeps the region and its registrations
-    /// while the operation is in flight, so that ending one never frees
-    /// them (which cannot be done in softirq).
-    pub(super) reg: usize,
+    /// Its lease on its region's entry in its path's registration cache
+    /// (none: a fence): the entry keeps the region and the registrations
+    /// its requests name while it is in flight, so that ending it never
+    /// frees them (which cannot be done in softirq).
+    pub(super) lease: Option<Lease>,
     /// The in-flight count of its import (a fence's: its last write's,
     /// once posted).
     pub(super) uses: Option<Arc<Uses>>,
@@ -232,7 +232,7 @@ impl Slots {
         let sinks = self.hold_sink(true, NO_SINK);
         self.sq_free -= 2;
         self.ops[slot as usize] = Some(OpCtx {
-            reg: 0,
+            lease: None,
             uses: None,
             user_data: 0,
             opcode: 0,

@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One attempt to post an operation under the connection's lock and its
+//! path's: plan it against the path's registration cache (one lookup),
+//! install what was allocated for it, build its work requests from
+//! registrations lent under its lease, and post them all or nothing.
+
+use super::*;
+
+impl Conn {
+    /// Plans and posts under the connection's lock (`inner`) and path
+    /// `p`'s (its data state `d`) with what `prep` allocated; what is left
+    /// of `prep` is for the caller to free once the locks are released.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn try_post(
+        self: &Arc<Self>,
+        inner: &mut crate::conn::ConnInner,
+        d: &mut PathData,
+        p: usize,
+        import: &Import,
+        region: &Arc<Region>,
+        c: &Checked,
+        to: &mut ReportTo,
+        batch: Option<&mut FenceGroup>,
+        prep: &mut Prep,
+    ) -> Result<Attempt, Errno> {
+        // A write outside a batch joins the open group while a fence is in
+        // flight (`Slots::open`), and so does an iWARP write of an io_uring
+        // submission under a plug, whose end posts the group's fence.
+        // Decided under the path's lock: a fence completion that posts the
+        // open group takes it too.
+        let join = batch.is_none()
+            && (d.slots.fences_posted > 0
+                || (to.uring.is_some()
+                    && c.dir == Dir::Write
+                    && inner.res.as_ref().is_some_and(|r| r.iwarp)
+                    && self.plugged()));
+        if !inner.state.is_connected() {
+            return Err(inner.errno());
+        }
+        // The import's one lookup: its check, its count, its keys.
+        let target = inner.imports.usable(import.entry())?;
+        let PathData {
+            slots: o,
+            wr_scratch,
+            local,
+        } = d;
+        let rk = key(region);
+        // The cache entry a first touch allocated outside the locks.
+        if let Some((reservation, chunks)) = prep.node.take() {
+            if local.tree.get(&rk).is_none() {
+                let entry = LocalReg::new(chunks, region.clone());
+                local.tree.insert(reservation.into_node(rk, entry));
+            }
+        }
+        // The region's one lookup in the cache.
+        let reg = local.tree.get_mut(&rk);
+        let batched = batch.is_some() || join;
+        let plan = Plan::new(inner, o, reg.as_deref(), import, c, batched)?;
+        let (paths, id, res) = (&inner.paths, &inner.id, &inner.res);
+        let Some(Path { lane, .. }) = paths.get(p) else {
+            return Err(ENOTCONN);
+        };
+        // The group's fence is reserved by its first write.
+        let new_group = plan.unfenced && batch.is_none() && o.open.is_none();
+        let (Some(qp), Some(res)) = (path_qp(p, id, lane), res.as_ref()) else {
+            return Err(ENOTCONN);
+        };
+        if !o.sinks_ready {
+            return Ok(Attempt::Sinks);
+        }
+        if plan.wrs + if new_group { 2 } else { 0 } > o.sq_free
+            || o.free.len() < 1 + usize::from(new_group)
+            || (plan.sinks as usize) > o.sinks_free.len()
+            || ((plan.fence || new_group) && o.fences_free.is_empty())
+        {
+            return Ok(Attempt::Done(Posted::Full));
+        }
+        if !plan.covered_by(prep, &res.pd) {
+            return Ok(Attempt::Prepare(plan, res.pd.clone()));
+        }
+        let Some(reg) = reg else {
+            return Ok(Attempt::Again);
+        };
+        if plan.wrs as usize > wr_scratch.capacity() {
+            // A plan fits in the send queue's operation entries, at most
+            // `SLOTS_MAX`.
+            ffi::internal_error!(
+                "an operation's plan of {} work requests exceeds the scratch list ({})\n",
+                plan.wrs,
+                wr_scratch.capacity()
+            );
+            return Err(E2BIG);
+        }
+        // What was allocated enters the cache now, and leaves it again
+        // below unless its registration's work request was posted.
+        for f in prep.mrs.iter_mut() {
+            reg.install(f);
+        }
+        let mut lease = Some(reg.lend());
+        let step = Step {
+            plan: &plan,
+            import,
+            reg,
+            c,
+            target: &target,
+        };
+        let built = step.build(o, wr_scratch, &mut prep.mrs, lease.as_ref());
+        let (nsinks, fence) = match built {
+            Ok(b) => b,
+            Err(a) => {
+                finish_attempt(reg, prep, lease.take(), 0);
+                return a;
+            }
+        };
+        let wrs = wr_scratch.built();
+        // A write that leaves its fence to its batch's or its group's: the
+        // batch's fence must still be waiting in its slot (a reconnect
+        // flushed it); the fence will read the last byte this write places.
+        let mut op = OpCtx {
+            lease: None,
+            uses: Some(target.uses().clone()),
+            user_data: to.user_data,
+            opcode: to.opcode,
+            wrs: 0,
+            bytes: c.len,
+            sync: None,
+            uring: None,
+            sinks: NO_SINK,
+            batch: None,
+            fenced: plan.fence,
+            kind: OpKind::User,
+        };
+        let mut unfenced_last = None;
+        if plan.unfenced {
+            let id = match (batch.as_ref(), o.open.as_ref()) {
+                (Some(b), _) if o.holds_fence(b.slot, b.id) => b.id,
+                (Some(_), _) => {
+                    finish_attempt(reg, prep, lease.take(), 0);
+                    return Err(ECONNRESET);
+                }
+                (None, Some(o)) => o.id,
+                (None, None) => {
+                    // Room checked above (`new_group`).
+                    let id = FENCE_IDS.fetch_add(1, Ordering::Relaxed);
+                    let Some(slot) = o.reserve_fence(id) else {
+                        finish_attempt(reg, prep, lease.take(), 0);
+                        return Ok(Attempt::Done(Posted::Full));
+                    };
+                    o.open = Some(FenceGroup {
+                        slot,
+                        id,
+                        last: None,
+                    });
+                    id
+                }
+            };
+            op.batch = Some(id);
+            unfenced_last = match (wrs.last(), op.uses.as_ref()) {
+                (Some(w), Some(u)) => {
+                    Some((u.clone(), w.remote_addr + u64::from(w.len) - 1, w.rkey))
+                }
+                _ => None,
+            };
+        }
+        let n = wrs.len() as u32;
+        let Some(slot) = crate::compat::vec_pop(&mut o.free) else {
+            finish_attempt(reg, prep, lease.take(), 0);
+            return Ok(Attempt::Done(Posted::Full));
+        };
+        // Where it reports: taken from `to` only now, past every refusal.
+        op.sync = to.sync.take();
+        op.uring = to.uring.take();
+        if let Some(u) = op.uring.as_ref() {
+            u.poll_on(qp);
+        }
+        // What it gives back to the send queue when it completes: what
+        // was built (a chunk registered since the plan takes one less).
+        op.wrs = n;
+        // The sinks the requests name (the plan checked there were enough).
+        for _ in 0..nsinks {
+            op.sinks = o.hold_sink(false, op.sinks);
+        }
+        if fence {
+            op.sinks = o.hold_sink(true, op.sinks);
+        }
+        // The last request carries the slot: its completion completes the
+        // operation. A write of a batch goes unsignaled (its batch's fence
+        // completes it), and completes on its own only with an error.
+        if let Some(last) = wrs.last_mut() {
+            last.signaled = u32::from(op.batch.is_none());
+            last.slot = slot;
+        }
+        // Counted before the post: its completion (under this path's lock,
+        // which is held) counts it down and settles the lease.
+        if let Some(u) = op.uses.as_ref() {
+            u.started();
+        }
+        op.lease = lease.take();
+        o.ops[slot as usize] = Some(op);
+        let (posted, r) = qp.post(wrs);
+        if posted < n {
+            // The signaled request was not posted: no completion will come
+            // for the slot. What was posted fails with the queue pair.
+            // Its sinks go back to the pool; the queue pair, failed, takes
+            // them down with it. A lease of which some request was posted
+            // stays out: the cache entry stays until the connection ends.
+            let mut op = o.ops[slot as usize].take();
+            let _ = o.free.push(slot, GFP_KERNEL);
+            if let Some(op) = op.as_mut() {
+                o.put_sinks(op.sinks);
+                if let Some(u) = op.uses.as_ref() {
+                    u.done();
+                }
+                lease = op.lease.take().filter(|_| posted == 0);
+            }
+            finish_attempt(reg, prep, lease, posted);
+            o.sq_free -= posted;
+            let e = r.err().unwrap_or(crate::abi::errno::EIO);
+            return Ok(Attempt::Failed(e, op));
+        }
+        finish_attempt(reg, prep, None, posted);
+        o.sq_free -= n;
+        if p != 0 {
+            self.shared.work.lane_op();
+        }
+        if plan.fence {
+            o.fences_posted += 1;
+            self.shared.work.fence();
+        }
+        if unfenced_last.is_some() {
+            match (batch, o.open.as_mut()) {
+                (Some(b), _) => b.last = unfenced_last,
+                (None, Some(o)) => o.last = unfenced_last,
+                (None, None) => {}
+            }
+        }
+        Ok(Attempt::Done(Posted::Yes))
+    }
+}
+
+/// Ends an attempt that posted `posted` of its work requests: what it
+/// installed and did not post leaves the cache (back to `prep`, for a next
+/// attempt or to free after the locks), and a lease none of whose
+/// requests was posted is given back.
+fn finish_attempt(reg: &mut LocalReg, prep: &mut Prep, lease: Option<Lease>, posted: u32) {
+    for f in prep.mrs.iter_mut() {
+        reg.uninstall_unposted(f, posted);
+    }
+    if let Some(l) = lease {
+        reg.unlend(l);
+    }
+}
+
+/// What building an operation's work requests reads.
+struct Step<'a> {
+    plan: &'a Plan,
+    import: &'a Import,
+    reg: &'a LocalReg,
+    c: &'a Checked,
+    target: &'a Usable<'a>,
+}
+
+impl Step<'_> {
+    /// Builds the operation's work requests into `scratch`: each chunk's
+    /// registration (one `fresh` installed) right before its first
+    /// segment, and its segments from registrations lent under `lease`.
+    /// Returns the READ sinks taken and whether it ends with a fence, or
+    /// the attempt's outcome if the plan no longer holds.
+    fn build(
+        &self,
+        o: &Slots,
+        scratch: &mut WrScratch,
+        fresh: &mut [Fresh],
+        lease: Option<&Lease>,
+    ) -> Result<(usize, bool), Result<Attempt, Errno>> {
+        let (plan, c, reg) = (self.plan, self.c, self.reg);
+        let again = Err(Ok(Attempt::Again));
+        let Some(lease) = lease else {
+            return again;
+        };
+        let wrs = scratch.start();
+        // The sinks are the last `plan.sinks` free ones, taken once built.
+        let nfree = o.sinks_free.len();
+        let sink_of = |j: usize| {
+            nfree
+                .checked_sub(j + 1)
+                .and_then(|i| o.sinks_free.get(i).copied())
+        };
+        let mut nsinks = 0;
+        for s in ops::segments(c, plan.lshift, self.import.chunk_shift) {
+            let lc = ops::chunk_of(s.local_off, plan.lshift) as usize;
+            let Some(chunk) = reg.lent(lease, lc) else {
+                return again;
+            };
+            if let Some(f) = fresh
+                .iter_mut()
+                .find(|f| f.chunk == lc && f.installed && f.at == NOT_BUILT)
+            {
+                f.at = wrs.len() as u32;
+                let w = ShimWr::reg(chunk, ffi::ACCESS_LOCAL_WRITE, false);
+                // Within capacity (the plan counted it).
+                let _ = wrs.push(w, GFP_KERNEL);
+            }
+            let rc = ops::chunk_of(s.remote_off, self.import.chunk_shift) as usize;
+            let rkey = self.target.rkey(rc).ok_or(Err(ENOTCONN))?;
+            // Within capacity (the plan counted every request).
+            let _ = match (c.dir, plan.iwarp) {
+                (Dir::Read, true) => {
+                    let Some(k) = sink_of(nsinks) else {
+                        // The plan checked there were enough.
+                        return again;
+                    };
+                    nsinks += 1;
+                    let w = ShimWr::sink_reg(Some(chunk), k, s.local_off, s.len);
+                    let _ = wrs.push(w, GFP_KERNEL);
+                    wrs.push(ShimWr::sink_read(k, s.len, s.remote_off, rkey), GFP_KERNEL)
+                }
+                (Dir::Read, false) => wrs.push(
+                    ShimWr::read(s.local_off, chunk, s.len, s.remote_off, rkey),
+                    GFP_KERNEL,
+                ),
+                (Dir::Write, _) => wrs.push(
+                    ShimWr::write(s.local_off, chunk, s.len, s.remote_off, rkey),
+                    GFP_KERNEL,
+                ),
+            };
+        }
+        let mut fence = false;
+        if plan.fence {
+            // The fence: a READ of the last byte written, into a fence sink
+            // over the queue pair's scratch buffer.
+            if let (Some(last), Some(&k)) = (wrs.last(), o.fences_free.last()) {
+                let (addr, rkey) = (last.remote_addr + u64::from(last.len) - 1, last.rkey);
+                let _ = wrs.push(ShimWr::sink_reg(None, k, 0, 1), GFP_KERNEL);
+                let _ = wrs.push(ShimWr::sink_read(k, 1, addr, rkey), GFP_KERNEL);
+                fence = true;
+            }
+        }
+        if nsinks != plan.sinks as usize || fence != plan.fence || wrs.len() > plan.wrs as usize {
+            // The plan no longer holds (it counted what this builds; a
+            // chunk registered meanwhile only takes a request less).
+            return again;
+        }
+        Ok((nsinks, fence))
+    }
+}
