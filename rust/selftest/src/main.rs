@@ -48,6 +48,7 @@ use std::io;
 use std::process::ExitCode;
 
 mod abi;
+mod affinity;
 mod agent;
 mod attack;
 mod devices;

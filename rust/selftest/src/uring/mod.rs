@@ -280,13 +280,13 @@ fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, ou
             // of 16 reads, the poller on each CPU in turn, so that one
             // placement's or a slow guest's chance does not fail the check.
             let mut total = 32;
-            let all = crate::overlap::cpus();
+            let all = crate::affinity::cpus();
             let mut round = 0;
             while uring_polled(dev) == polled0 && total < 128 {
-                crate::overlap::pin(all[round % all.len()])?;
+                crate::affinity::pin(all[round % all.len()])?;
                 round += 1;
                 let r = all_done(run(&mut eng, &reads), 4000);
-                crate::overlap::pin_to(&all)?;
+                crate::affinity::pin_to(&all)?;
                 r?;
                 total += 16;
             }
