@@ -13,7 +13,8 @@
 //! arguments (`setup.rs`); blocks moved and read back (`data.rs`); batches
 //! and completion delivery (`batch.rs`); bad operations (`bad_ops.rs`);
 //! data lanes (`lanes.rs`); many connections, limits, close and revoke
-//! (`connections.rs`). `peer.rs` and `common.rs` hold what the other
+//! (`connections.rs`); a destroyed region's memory given back
+//! (`release.rs`). `peer.rs` and `common.rs` hold what the other
 //! test programs share.
 
 mod bad_ops;
@@ -23,6 +24,7 @@ mod connections;
 mod data;
 mod lanes;
 mod peer;
+mod release;
 mod setup;
 
 use rrdma::abi::errno::ENOENT;
@@ -101,6 +103,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         );
     }
     integrity_checks(dev, t, peer, &rw);
+    release::checks(dev, t, &rw);
     batch_checks(dev, t, &rw);
     crate::lossy::checks(dev, t, peer, rw_token);
     crate::sync_poll::checks(dev, t, peer, &rw);
