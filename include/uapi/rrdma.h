@@ -41,9 +41,12 @@
 #define RRDMA_FEATURE_URING	(1ULL << 4)
 /* io_uring commands on an IORING_SETUP_IOPOLL ring complete by polling */
 #define RRDMA_FEATURE_URING_IOPOLL	(1ULL << 5)
+/* RRDMA_IOCTL_REGION_REGISTER: the caller's own memory as a region */
+#define RRDMA_FEATURE_REGISTER	(1ULL << 6)
 #define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
 				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT | \
-				 RRDMA_FEATURE_URING | RRDMA_FEATURE_URING_IOPOLL)
+				 RRDMA_FEATURE_URING | RRDMA_FEATURE_URING_IOPOLL | \
+				 RRDMA_FEATURE_REGISTER)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -179,6 +182,51 @@ struct rrdma_region_destroy {
 };
 
 #define RRDMA_REGION_DESTROY_SIZE_VER0	8
+
+/**
+ * struct rrdma_region_register - argument of RRDMA_IOCTL_REGION_REGISTER
+ * @addr:	in: start of the caller's memory, page aligned
+ * @block_size:	in: bytes per block, a power of two from 512 to 1 MiB
+ * @flags:	in: must be zero
+ * @nblocks:	in: number of blocks, at least one; block_size * nblocks is
+ *		a whole number of pages
+ * @handle:	out: the region's handle in this file
+ * @reserved:	in: must be zero
+ * @size:	out: bytes in the region (block_size * nblocks)
+ *
+ * Turns the caller's memory [addr, addr + size) into a region, usable
+ * wherever a created one is (EXPORT, the local side of operations,
+ * io_uring), without copying it: the pages are pinned (as ib_umem pins
+ * them, FOLL_LONGTERM) and charged to RLIMIT_MEMLOCK like a created
+ * region's; they already belong to the caller's memory cgroup.  Accepted:
+ * anonymous memory (private or shared), shmem (memfd, tmpfs) and hugetlb
+ * mappings, all writable.  Errors: EINVAL (an argument above), EOVERFLOW
+ * (the size overflows or exceeds the module parameter max_region_mb),
+ * EFAULT (part of the range is not
+ * mapped), EACCES (a mapping in it is not writable), EOPNOTSUPP (memory
+ * that cannot be pinned for a NIC: VM_IO or VM_PFNMAP mappings, DAX, and
+ * file-backed memory other than shmem and hugetlb), ENOMEM (RLIMIT_MEMLOCK,
+ * or no memory), EINTR (a fatal signal while pinning).
+ *
+ * The region is the pages the range held when it was registered, until
+ * REGION_DESTROY (or close) unpins them: whatever the process then does
+ * to its mapping (munmap, MADV_DONTNEED, mremap, a new mapping over it),
+ * the NIC reaches only those pages, and the process no longer sees what
+ * operations move.  A fork(2) child gets copies of pinned private pages
+ * (the parent keeps the region's); shared memory stays shared.  A
+ * registered region has no mmap offset: the caller already maps it.
+ */
+struct rrdma_region_register {
+	__u64 addr;
+	__u32 block_size;
+	__u32 flags;
+	__u64 nblocks;
+	__u32 handle;
+	__u32 reserved;
+	__u64 size;
+};
+
+#define RRDMA_REGION_REGISTER_SIZE_VER0	40
 
 #define RRDMA_IOCTL_GET_INFO	_IOWR(RRDMA_IOCTL_MAGIC, 0x00, struct rrdma_info)
 #define RRDMA_IOCTL_REGION_CREATE \
@@ -513,6 +561,8 @@ struct rrdma_completion {
 #define RRDMA_IOCTL_SUBMIT	_IOWR(RRDMA_IOCTL_MAGIC, 0x0c, struct rrdma_submit)
 /* One operation, waited for: returns its status (user_data is ignored). */
 #define RRDMA_IOCTL_RW_SYNC	_IOW(RRDMA_IOCTL_MAGIC, 0x0d, struct rrdma_op)
+#define RRDMA_IOCTL_REGION_REGISTER \
+	_IOWR(RRDMA_IOCTL_MAGIC, 0x0e, struct rrdma_region_register)
 
 /*
  * io_uring (RRDMA_FEATURE_URING): an IORING_OP_URING_CMD on /dev/rrdma, on

@@ -26,8 +26,8 @@ use crate::abi::{
     self,
     errno::{EBUSY, EINVAL, ENXIO},
     ioctl::{Command, Decoded},
-    region::{validate_create, MapRequest},
-    uapi::{Addr, RegionCreate, RegionDestroy},
+    region::{validate_create, validate_register, MapRequest},
+    uapi::{Addr, RegionCreate, RegionDestroy, RegionRegister},
 };
 use crate::conn::DEFAULT_TIMEOUT_MS;
 use crate::context::Context;
@@ -142,6 +142,7 @@ impl FileState {
             Command::Unimport => self.unimport(arg, &d),
             Command::Submit => return self.submit(arg, &d),
             Command::RwSync => self.rw_sync(arg, &d),
+            Command::RegionRegister => self.region_register(arg, &d),
         }?;
         Ok(0)
     }
@@ -170,6 +171,31 @@ impl FileState {
         self.publish(Object::Region(region), |h| {
             req.handle = h;
             req.mmap_offset = offset;
+            req.size = geometry.bytes();
+            uarg::write(arg, d, &req.encode())
+        })
+    }
+
+    fn region_register(&self, arg: u64, d: &Decoded) -> Result {
+        let mut req = RegionRegister::decode(&uarg::read::<{ RegionRegister::SIZE }>(arg, d)?);
+        let max = ffi::max_region_bytes();
+        let geometry = validate_register(&req, ffi::page_size(), max).inspect_err(|e| {
+            warn_user!(
+                "REGION_REGISTER: invalid argument (address {:#x}, block size {}, blocks {}, flags {:#x}, reserved {:#x}, limit {} bytes; whole pages from a page boundary): errno {}\n",
+                req.addr,
+                req.block_size,
+                req.nblocks,
+                req.flags,
+                req.reserved,
+                max,
+                e.get()
+            );
+        })?;
+        // Writable before anything is pinned.
+        uarg::write(arg, d, &req.encode())?;
+        let region = Region::register(geometry, req.addr)?;
+        self.publish(Object::Region(region), |h| {
+            req.handle = h;
             req.size = geometry.bytes();
             uarg::write(arg, d, &req.encode())
         })

@@ -152,7 +152,7 @@ impl Objects {
     /// The region mapped at byte offset `offset`, if any.
     pub(crate) fn region_at(&self, offset: u64) -> Option<Arc<Region>> {
         self.tree.values().find_map(|o| match o {
-            Object::Region(r) if r.mmap_offset() == offset => Some(r.clone()),
+            Object::Region(r) if r.mmap_offset() == Some(offset) => Some(r.clone()),
             _ => None,
         })
     }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Regions: kernel-allocated, zeroed pages that userspace maps without copies
-//! and that the NIC will read and write.
+//! and that the NIC will read and write; or the caller's own memory, pinned
+//! (REGION_REGISTER, [`crate::umem`]), which it maps already.
 //!
 //! The pages are allocated in physically contiguous chunks of up to
 //! [`CHUNK_ORDER_MAX`] (falling back to smaller ones), split so that every
@@ -23,12 +24,13 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use kernel::ffi::{c_int, c_ulong, c_void};
 use kernel::prelude::*;
 
-use crate::abi::errno::{Errno, EINTR, EINVAL, ENOMEM};
+use crate::abi::errno::{Errno, EINTR, EINVAL, ENOMEM, ENXIO};
 use crate::abi::Result;
 use kernel::sync::Arc;
 
 use crate::abi::{self, blocks::Geometry, region::MapRequest};
 use crate::ffi::{self, UserStruct};
+use crate::umem::Pinned;
 use crate::vma::NewVma;
 
 /// Pages charged to a user's `RLIMIT_MEMLOCK`; uncharged on drop.
@@ -101,12 +103,24 @@ impl Drop for Chunk {
     }
 }
 
+/// A region's pages.
+enum Backing {
+    /// Allocated by the module, in chunks in page order; mapped by mmap(2)
+    /// at the region's offset.
+    Allocated {
+        chunks: KVec<Chunk>,
+        mmap_offset: u64,
+    },
+    /// The caller's own pages (REGION_REGISTER); not mapped by rrdma.
+    Pinned(Pinned),
+}
+
 /// A region.
+/// Field order is drop order: the pages go before their memlock charge.
 pub(crate) struct Region {
     geometry: Geometry,
-    chunks: KVec<Chunk>,
+    backing: Backing,
     npages: usize,
-    mmap_offset: u64,
     destroyed: AtomicBool,
     _memlock: MemlockCharge,
 }
@@ -147,9 +161,35 @@ impl Region {
         Ok(Arc::new(
             Self {
                 geometry,
-                chunks,
+                backing: Backing::Allocated {
+                    chunks,
+                    mmap_offset,
+                },
                 npages,
-                mmap_offset,
+                destroyed: AtomicBool::new(false),
+                _memlock: memlock,
+            },
+            GFP_KERNEL,
+        )?)
+    }
+
+    /// A region of `geometry` over the caller's memory at `addr` (page
+    /// aligned, whole pages: checked by `abi::region::validate_register`),
+    /// pinned. Charged to `RLIMIT_MEMLOCK` before any page is pinned.
+    pub(crate) fn register(geometry: Geometry, addr: u64) -> Result<Arc<Self>> {
+        let npages = usize::try_from(geometry.pages(ffi::page_size())).map_err(|_| EINVAL)?;
+        let memlock = MemlockCharge::new(npages).inspect_err(|_| {
+            crate::ffi::warn_user!(
+                "REGION_REGISTER: {} pages exceed RLIMIT_MEMLOCK (see ulimit -l)\n",
+                npages
+            );
+        })?;
+        let pinned = Pinned::pin(addr, npages)?;
+        Ok(Arc::new(
+            Self {
+                geometry,
+                backing: Backing::Pinned(pinned),
+                npages,
                 destroyed: AtomicBool::new(false),
                 _memlock: memlock,
             },
@@ -183,8 +223,17 @@ impl Region {
     pub(crate) fn page_ptrs(&self, first: usize, end: usize) -> Result<KVVec<*mut c_void>> {
         let end = end.min(self.npages);
         let mut out = KVVec::with_capacity(end.saturating_sub(first), GFP_KERNEL)?;
+        let chunks = match &self.backing {
+            Backing::Allocated { chunks, .. } => chunks,
+            Backing::Pinned(p) => {
+                for &page in p.pages().get(first..end).unwrap_or(&[]) {
+                    out.push(page, GFP_KERNEL)?;
+                }
+                return Ok(out);
+            }
+        };
         let mut base = 0;
-        for c in self.chunks.iter() {
+        for c in chunks.iter() {
             let n = c.pages();
             if base + n > first && base < end {
                 for i in first.max(base)..end.min(base + n) {
@@ -199,9 +248,13 @@ impl Region {
         Ok(out)
     }
 
-    /// The offset userspace passes to mmap(2).
-    pub(crate) fn mmap_offset(&self) -> u64 {
-        self.mmap_offset
+    /// The offset userspace passes to mmap(2); none for a registered
+    /// region.
+    pub(crate) fn mmap_offset(&self) -> Option<u64> {
+        match &self.backing {
+            Backing::Allocated { mmap_offset, .. } => Some(*mmap_offset),
+            Backing::Pinned(_) => None,
+        }
     }
 
     /// Bytes a mapping of the region covers (whole pages).
@@ -212,7 +265,10 @@ impl Region {
     /// The page a fault at file page offset `pgoff` of a mapping maps, or
     /// null (SIGBUS) outside the region.
     pub(crate) fn fault_page(&self, pgoff: u64) -> *mut c_void {
-        match pgoff.checked_sub(self.mmap_offset / ffi::page_size()) {
+        let Some(offset) = self.mmap_offset() else {
+            return core::ptr::null_mut();
+        };
+        match pgoff.checked_sub(offset / ffi::page_size()) {
             Some(i) => self.page_at(i as usize),
             None => core::ptr::null_mut(),
         }
@@ -223,9 +279,19 @@ impl Region {
         if index >= self.npages {
             return core::ptr::null_mut();
         }
+        let chunks = match &self.backing {
+            Backing::Allocated { chunks, .. } => chunks,
+            Backing::Pinned(p) => {
+                return p
+                    .pages()
+                    .get(index)
+                    .copied()
+                    .unwrap_or(core::ptr::null_mut())
+            }
+        };
         // Chunks are in page order: the last one starting at or before it.
-        let i = self.chunks.as_slice().partition_point(|c| c.first <= index) - 1;
-        let c = &self.chunks[i];
+        let i = chunks.as_slice().partition_point(|c| c.first <= index) - 1;
+        let c = &chunks[i];
         // SAFETY: `index - c.first < 2^order`: a page of this chunk.
         unsafe { ffi::rrdma_shim_nth_page(c.page.as_ptr(), (index - c.first) as c_ulong) }
     }
@@ -233,14 +299,17 @@ impl Region {
     /// Maps the region into `vma` after checking the request: the VMA
     /// takes a reference on the region and faults its pages in.
     pub(crate) fn map(self: &Arc<Self>, vma: NewVma<'_>, req: &MapRequest) -> Result {
-        abi::region::check_map(req, self.mmap_offset, self.mapped_len()).inspect_err(|e| {
+        // A registered region is not rrdma's to map (`region_at` never
+        // finds one).
+        let offset = self.mmap_offset().ok_or(ENXIO)?;
+        abi::region::check_map(req, offset, self.mapped_len()).inspect_err(|e| {
             crate::ffi::warn_user!(
                 "mmap: refused (offset {:#x}, len {}, shared {}, exec {}; region at {:#x}, {} bytes): errno {}\n",
                 req.offset,
                 req.len,
                 req.shared,
                 req.exec,
-                self.mmap_offset,
+                offset,
                 self.mapped_len(),
                 e.get()
             );

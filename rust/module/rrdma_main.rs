@@ -55,6 +55,7 @@ mod ring;
 mod shared;
 mod timer;
 mod uarg;
+mod umem;
 mod verbs;
 mod vma;
 mod work;

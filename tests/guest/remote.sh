@@ -9,14 +9,17 @@
 # rounds (RRDMA_ROUNDS), which the data lanes' cross-queue-pair ordering
 # needs more than one round of.  "PROV,sync-poll": only the busy-polling
 # check of the selftest, the file round trip and the read-only refusal.
-# The options combine: "PROV,small,sync-poll" runs those on a small NIC.
+# "PROV,user": the serving guest exports its own memory (REGION_REGISTER,
+# `serve --user-memory`), so every check reaches the exporter's process
+# memory itself.  The options combine: "PROV,small,sync-poll" runs those
+# on a small NIC.
 . ./lib.sh
 
 prov=${RRDMA_ARG%%,*}
 dev=${prov}0
 export RRDMA_PROV=$prov
 # The options after the provider, comma-separated: small, stress,
-# sync-poll (which combine: "rxe,small,sync-poll").
+# sync-poll, user (which combine: "rxe,small,sync-poll").
 opts=",${RRDMA_ARG#"$prov"},"
 has() { case $opts in *",$1,"*) return 0 ;; esac; return 1; }
 if has small; then
@@ -41,9 +44,11 @@ ctl=$RRDMA_PEER:7470
 
 wire_up "$prov" "$dev"
 
+memory=
+has user && memory=--user-memory
 serve() {
 	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks 256 --access rw --access ro \
-		>>/tmp/serve.out 2>&1 &
+		$memory >>/tmp/serve.out 2>&1 &
 	pid=$!
 }
 

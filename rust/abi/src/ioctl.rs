@@ -95,6 +95,8 @@ pub enum Command {
     Submit,
     /// `RRDMA_IOCTL_RW_SYNC`.
     RwSync,
+    /// `RRDMA_IOCTL_REGION_REGISTER`.
+    RegionRegister,
 }
 
 /// One row of the command table.
@@ -206,6 +208,13 @@ const COMMANDS: &[CommandSpec] = &[
         min_size: uapi::Op::SIZE,
         size: uapi::Op::SIZE,
         cmd: Command::RwSync,
+    },
+    CommandSpec {
+        nr: 0x0e,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: uapi::REGION_REGISTER_SIZE_VER0,
+        size: uapi::RegionRegister::SIZE,
+        cmd: Command::RegionRegister,
     },
 ];
 

@@ -4,7 +4,7 @@
 
 use super::blocks::Geometry;
 use super::errno::{Errno, EINVAL, ENXIO, EPERM};
-use super::uapi::RegionCreate;
+use super::uapi::{RegionCreate, RegionRegister};
 
 /// Checks a `REGION_CREATE` argument; returns the region's geometry.
 pub fn validate_create(req: &RegionCreate, max_bytes: u64) -> Result<Geometry, Errno> {
@@ -12,6 +12,27 @@ pub fn validate_create(req: &RegionCreate, max_bytes: u64) -> Result<Geometry, E
         return Err(EINVAL);
     }
     Geometry::new(req.block_size, req.nblocks, max_bytes)
+}
+
+/// Checks a `REGION_REGISTER` argument for pages of `page_size` bytes;
+/// returns the region's geometry. The memory must start on a page and be
+/// whole pages (`EINVAL`): a peer granted its last page could otherwise
+/// reach the caller's bytes past the region.
+pub fn validate_register(
+    req: &RegionRegister,
+    page_size: u64,
+    max_bytes: u64,
+) -> Result<Geometry, Errno> {
+    // A page size is a power of two.
+    let in_page = page_size - 1;
+    if req.flags != 0 || req.reserved != 0 || req.addr & in_page != 0 {
+        return Err(EINVAL);
+    }
+    let geometry = Geometry::new(req.block_size, req.nblocks, max_bytes)?;
+    if geometry.bytes() & in_page != 0 || req.addr.checked_add(geometry.bytes()).is_none() {
+        return Err(EINVAL);
+    }
+    Ok(geometry)
 }
 
 /// What the kernel knows of a mapping request (`struct vm_area_struct`).
@@ -95,6 +116,56 @@ mod tests {
             },
             1 << 30
         )
+        .is_err());
+    }
+
+    #[test]
+    fn register_rules() {
+        let r = RegionRegister {
+            addr: 1 << 20,
+            block_size: 4096,
+            nblocks: 4,
+            ..RegionRegister::zeroed()
+        };
+        let v = |r: RegionRegister| validate_register(&r, 4096, 1 << 30).map(|g| g.bytes());
+        assert_eq!(v(r), Ok(16384));
+        assert_eq!(v(RegionRegister { flags: 1, ..r }), Err(EINVAL));
+        assert_eq!(v(RegionRegister { reserved: 1, ..r }), Err(EINVAL));
+        assert_eq!(v(RegionRegister { addr: 512, ..r }), Err(EINVAL));
+        assert_eq!(v(RegionRegister { nblocks: 0, ..r }), Err(EINVAL));
+        assert_eq!(
+            v(RegionRegister {
+                block_size: 1000,
+                ..r
+            }),
+            Err(EINVAL)
+        );
+        // Not whole pages: 7 blocks of 512 bytes.
+        let small = RegionRegister {
+            block_size: 512,
+            nblocks: 7,
+            ..r
+        };
+        assert_eq!(v(small), Err(EINVAL));
+        assert_eq!(
+            v(RegionRegister {
+                nblocks: 8,
+                ..small
+            }),
+            Ok(4096)
+        );
+        // The end past the address space.
+        assert_eq!(
+            v(RegionRegister {
+                addr: u64::MAX - 4095,
+                ..r
+            }),
+            Err(EINVAL)
+        );
+        assert!(v(RegionRegister {
+            nblocks: 1 << 20,
+            ..r
+        })
         .is_err());
     }
 

@@ -26,13 +26,16 @@ pub const FEATURE_URING: u64 = 1 << 4;
 /// `RRDMA_FEATURE_URING_IOPOLL`: io_uring commands on an
 /// `IORING_SETUP_IOPOLL` ring complete by polling.
 pub const FEATURE_URING_IOPOLL: u64 = 1 << 5;
+/// `RRDMA_FEATURE_REGISTER`: `RRDMA_IOCTL_REGION_REGISTER`.
+pub const FEATURE_REGISTER: u64 = 1 << 6;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
 pub const FEATURES_ALL: u64 = FEATURE_REGIONS
     | FEATURE_REMOTE
     | FEATURE_KEEPALIVE
     | FEATURE_RECONNECT
     | FEATURE_URING
-    | FEATURE_URING_IOPOLL;
+    | FEATURE_URING_IOPOLL
+    | FEATURE_REGISTER;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).
@@ -200,6 +203,32 @@ pub const REGION_DESTROY_SIZE_VER0: usize = 8;
 pub const IOCTL_REGION_CREATE: IoctlCmd = iowr(IOCTL_MAGIC, 0x01, RegionCreate::SIZE);
 /// `RRDMA_IOCTL_REGION_DESTROY`.
 pub const IOCTL_REGION_DESTROY: IoctlCmd = iow(IOCTL_MAGIC, 0x02, RegionDestroy::SIZE);
+
+abi_struct! {
+    /// `struct rrdma_region_register`: argument of
+    /// `RRDMA_IOCTL_REGION_REGISTER`.
+    pub struct RegionRegister (size = 40) {
+        /// In: start of the caller's memory, page aligned.
+        addr: u64 = 0,
+        /// In: bytes per block.
+        block_size: u32 = 8,
+        /// In: must be zero.
+        flags: u32 = 12,
+        /// In: number of blocks (whole pages in all).
+        nblocks: u64 = 16,
+        /// Out: the region's handle.
+        handle: u32 = 24,
+        /// In: must be zero.
+        reserved: u32 = 28,
+        /// Out: bytes in the region.
+        size: u64 = 32,
+    }
+}
+
+/// First published size of `struct rrdma_region_register`.
+pub const REGION_REGISTER_SIZE_VER0: usize = 40;
+/// `RRDMA_IOCTL_REGION_REGISTER`.
+pub const IOCTL_REGION_REGISTER: IoctlCmd = iowr(IOCTL_MAGIC, 0x0e, RegionRegister::SIZE);
 
 /// `RRDMA_AF_INET`.
 pub const AF_INET: u16 = 2;

@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use rrdma_abi::uapi::{self, Connect, DeviceInfo, Import, Info, RegionCreate, RegionDestroy};
+use rrdma_abi::uapi::{
+    self, Connect, DeviceInfo, Import, Info, RegionCreate, RegionDestroy, RegionRegister,
+};
 
 const PROBE: &str = r#"
 #include <stddef.h>
@@ -31,6 +33,14 @@ int main(void)
 	F(rrdma_region_create, size);
 	printf("rrdma_region_destroy %zu\n", sizeof(struct rrdma_region_destroy));
 	F(rrdma_region_destroy, handle); F(rrdma_region_destroy, flags);
+	printf("rrdma_region_register %zu\n", sizeof(struct rrdma_region_register));
+	F(rrdma_region_register, addr); F(rrdma_region_register, block_size);
+	F(rrdma_region_register, flags); F(rrdma_region_register, nblocks);
+	F(rrdma_region_register, handle); F(rrdma_region_register, reserved);
+	F(rrdma_region_register, size);
+	printf("RRDMA_REGION_REGISTER_SIZE_VER0 %u\n", (unsigned)RRDMA_REGION_REGISTER_SIZE_VER0);
+	printf("RRDMA_IOCTL_REGION_REGISTER %u\n", (unsigned)RRDMA_IOCTL_REGION_REGISTER);
+	printf("RRDMA_FEATURE_REGISTER %llu\n", (unsigned long long)RRDMA_FEATURE_REGISTER);
 	printf("rrdma_import %zu\n", sizeof(struct rrdma_import));
 	F(rrdma_import, conn); F(rrdma_import, flags); F(rrdma_import, token);
 	F(rrdma_import, timeout_ms); F(rrdma_import, handle); F(rrdma_import, block_size);
@@ -147,6 +157,23 @@ fn c_header_matches_rust_mirror() {
     off!("rrdma_import", Import, nblocks);
     off!("rrdma_import", Import, max_op_blocks);
     off!("rrdma_import", Import, reserved);
+    assert_eq!(got["rrdma_region_register"], RegionRegister::SIZE as u64);
+    off!("rrdma_region_register", RegionRegister, addr);
+    off!("rrdma_region_register", RegionRegister, block_size);
+    off!("rrdma_region_register", RegionRegister, flags);
+    off!("rrdma_region_register", RegionRegister, nblocks);
+    off!("rrdma_region_register", RegionRegister, handle);
+    off!("rrdma_region_register", RegionRegister, reserved);
+    off!("rrdma_region_register", RegionRegister, size);
+    assert_eq!(
+        got["RRDMA_REGION_REGISTER_SIZE_VER0"],
+        uapi::REGION_REGISTER_SIZE_VER0 as u64
+    );
+    assert_eq!(
+        got["RRDMA_IOCTL_REGION_REGISTER"],
+        u64::from(uapi::IOCTL_REGION_REGISTER)
+    );
+    assert_eq!(got["RRDMA_FEATURE_REGISTER"], uapi::FEATURE_REGISTER);
     assert_eq!(got["RRDMA_IMPORT_SIZE_VER0"], uapi::IMPORT_SIZE_VER0 as u64);
     assert_eq!(got["RRDMA_IOCTL_IMPORT"], u64::from(uapi::IOCTL_IMPORT));
     assert_eq!(

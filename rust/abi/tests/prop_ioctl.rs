@@ -15,7 +15,7 @@ use rrdma_abi::uapi;
 
 /// The published commands, what each decodes to and the first published
 /// size of its argument: the table `decode` is checked against.
-const OUR_COMMANDS: [(IoctlCmd, Command, usize); 14] = [
+const OUR_COMMANDS: [(IoctlCmd, Command, usize); 15] = [
     (uapi::IOCTL_GET_INFO, Command::GetInfo, uapi::INFO_SIZE_VER0),
     (
         uapi::IOCTL_REGION_CREATE,
@@ -54,6 +54,11 @@ const OUR_COMMANDS: [(IoctlCmd, Command, usize); 14] = [
     ),
     (uapi::IOCTL_SUBMIT, Command::Submit, uapi::Submit::SIZE),
     (uapi::IOCTL_RW_SYNC, Command::RwSync, uapi::Op::SIZE),
+    (
+        uapi::IOCTL_REGION_REGISTER,
+        Command::RegionRegister,
+        uapi::REGION_REGISTER_SIZE_VER0,
+    ),
 ];
 
 /// Largest `_IOC_SIZE` a command number can carry.

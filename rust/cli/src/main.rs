@@ -94,7 +94,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Create a region, listen, export it and print its token(s).
+    /// Create (or register) a region, listen, export it and print its
+    /// token(s).
     Serve {
         /// Address to listen on.
         #[arg(long, default_value = "0.0.0.0:7471")]
@@ -116,6 +117,10 @@ enum Command {
         /// oldest (0: no limit).
         #[arg(long, default_value_t = 0)]
         max_conns: usize,
+        /// Export this process's own memory (anonymous, registered with
+        /// REGION_REGISTER) instead of a region the module allocates.
+        #[arg(long)]
+        user_memory: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -291,6 +296,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
             access,
             control,
             max_conns,
+            user_memory,
             json,
         } => {
             let access = access
@@ -309,6 +315,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
                     access,
                     control,
                     max_conns,
+                    user_memory,
                     json,
                 },
             )?;

@@ -33,6 +33,8 @@ pub struct ServeArgs {
     pub control: Option<u16>,
     /// Connections kept at most (0: no limit): a new one closes the oldest.
     pub max_conns: usize,
+    /// Export this process's own memory (REGION_REGISTER).
+    pub user_memory: bool,
     pub json: bool,
 }
 
@@ -313,7 +315,15 @@ fn handle_client<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, stream: TcpStream) -
 
 /// Runs `serve` until `quit` on the control channel or a signal.
 pub fn serve(dev: &Rrdma, a: &ServeArgs) -> io::Result<()> {
-    let region = dev.create_region(a.block_size, a.blocks)?;
+    let region = if a.user_memory {
+        // Borrowed by the region for the rest of the process.
+        let len = usize::try_from(u64::from(a.block_size) * a.blocks)
+            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        let buf = Box::leak(Box::new(rrdma::PageBuf::new(len)?));
+        dev.register_region(&mut buf.as_mut_slice()[..len], a.block_size)?
+    } else {
+        dev.create_region(a.block_size, a.blocks)?
+    };
     let listener = dev.listen(a.listen, 0)?;
     let mut exports = Vec::new();
     for &acc in &a.access {

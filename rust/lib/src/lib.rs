@@ -17,7 +17,7 @@ mod uring;
 
 pub use device::Rrdma;
 pub use info::{DeviceEntry, InfoReport};
-pub use region::{page_size, Region};
+pub use region::{page_size, PageBuf, Region};
 pub use remote::{
     errno, from_addr, to_addr, Access, ConnectOptions, Connection, Export, Keepalive, Listener,
     RemoteRegion, SubmitError,

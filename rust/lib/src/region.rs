@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! Regions: kernel memory blocks mapped into this process without copies.
+//! Regions: kernel memory blocks mapped into this process without copies,
+//! or this process's own memory registered as a region.
 
 use std::io;
 use std::ptr::NonNull;
 
-use rrdma_abi::uapi::{self, RegionCreate, RegionDestroy};
+use rrdma_abi::uapi::{self, RegionCreate, RegionDestroy, RegionRegister};
 
 use crate::Rrdma;
 
-/// A region, mapped. Unmapped and destroyed on drop.
+/// A region, mapped; or memory of this process registered as one
+/// ([`Rrdma::register_region`]). Destroyed on drop, and unmapped if the
+/// module mapped it.
 #[derive(Debug)]
 pub struct Region<'a> {
     dev: &'a Rrdma,
@@ -18,6 +21,8 @@ pub struct Region<'a> {
     nblocks: u64,
     map: NonNull<u8>,
     map_len: usize,
+    /// The caller's memory (REGION_REGISTER): not ours to unmap.
+    registered: bool,
 }
 
 // SAFETY: the mapping is plain shared memory; `Region` hands out slices only
@@ -64,12 +69,50 @@ impl Rrdma {
                 nblocks,
                 map,
                 map_len,
+                registered: false,
             }),
             Err(e) => {
                 let _ = self.region_destroy_raw(out.handle, 0);
                 Err(e)
             }
         }
+    }
+
+    /// Issues `REGION_REGISTER` with `req`, returning the kernel's answer.
+    pub fn region_register_raw(&self, req: &RegionRegister) -> io::Result<RegionRegister> {
+        let mut b = req.encode();
+        self.ioctl_bytes(uapi::IOCTL_REGION_REGISTER, &mut b)?;
+        Ok(RegionRegister::decode(&b))
+    }
+
+    /// Registers `buf` (page aligned, whole pages: anonymous, memfd/shmem
+    /// or hugetlb memory) as a region of `block_size` blocks, without
+    /// copying it: operations move its bytes directly. `buf` stays
+    /// borrowed until the region is dropped (destroyed).
+    pub fn register_region<'a>(
+        &'a self,
+        buf: &'a mut [u8],
+        block_size: u32,
+    ) -> io::Result<Region<'a>> {
+        if block_size == 0 || !buf.len().is_multiple_of(block_size as usize) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let nblocks = (buf.len() / block_size as usize) as u64;
+        let out = self.region_register_raw(&RegionRegister {
+            addr: buf.as_mut_ptr() as u64,
+            block_size,
+            nblocks,
+            ..RegionRegister::zeroed()
+        })?;
+        Ok(Region {
+            dev: self,
+            handle: out.handle,
+            block_size,
+            nblocks,
+            map: NonNull::new(buf.as_mut_ptr()).expect("a slice is never null"),
+            map_len: buf.len(),
+            registered: true,
+        })
     }
 
     /// mmap(2) of this file at `offset`.
@@ -95,6 +138,60 @@ impl Rrdma {
             return Err(io::Error::last_os_error());
         }
         Ok(NonNull::new(p.cast()).expect("mmap returned NULL"))
+    }
+}
+
+/// Zeroed, page-aligned anonymous memory of this process (a private
+/// mapping), to register as a region ([`Rrdma::register_region`]);
+/// unmapped on drop.
+#[derive(Debug)]
+pub struct PageBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: plain private memory, handed out only through `&self`/`&mut self`.
+unsafe impl Send for PageBuf {}
+// SAFETY: as above.
+unsafe impl Sync for PageBuf {}
+
+impl PageBuf {
+    /// `len` bytes (rounded up to whole pages).
+    pub fn new(len: usize) -> io::Result<Self> {
+        let page = page_size() as usize;
+        let len = len.div_ceil(page).max(1) * page;
+        // SAFETY: a fresh private anonymous mapping; nothing aliases it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            ptr: NonNull::new(p.cast()).expect("mmap returned NULL"),
+            len,
+        })
+    }
+
+    /// The memory.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: `len` bytes mapped readable and writable while `self`
+        // lives; `&mut self` excludes other slices.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for PageBuf {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping, not used after this.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
     }
 }
 
@@ -146,8 +243,10 @@ impl Region<'_> {
 
 impl Drop for Region<'_> {
     fn drop(&mut self) {
-        // SAFETY: our own mapping, not used after this.
-        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+        if !self.registered {
+            // SAFETY: our own mapping, not used after this.
+            unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+        }
         let _ = self.dev.region_destroy_raw(self.handle, 0);
     }
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Memory for regions (`shim/mm.c`): mapping a region into a VMA,
-//! `RLIMIT_MEMLOCK`, page chunks, fdinfo.
+//! `RLIMIT_MEMLOCK`, page chunks, fdinfo; and the caller's own pages for a
+//! registered region (`shim/umem.c`).
 
 use kernel::ffi::{c_char, c_int, c_ulong, c_void};
 
@@ -54,4 +55,14 @@ extern "C" {
     pub(crate) fn rrdma_shim_free_chunk(page: *mut c_void, order: u32);
     /// `nth_page(page, n)`.
     pub(crate) fn rrdma_shim_nth_page(page: *mut c_void, n: c_ulong) -> *mut c_void;
+    /// Pins `npages` pages of the caller's memory at `addr` into `pages`
+    /// (0), or refuses with a negative errno and `*why` (a static string).
+    pub(crate) fn rrdma_shim_umem_pin(
+        addr: u64,
+        npages: c_ulong,
+        pages: *mut *mut c_void,
+        why: *mut *const c_char,
+    ) -> c_int;
+    /// Unpins pages from [`rrdma_shim_umem_pin`], marking them dirty.
+    pub(crate) fn rrdma_shim_umem_unpin(pages: *mut *mut c_void, npages: c_ulong);
 }

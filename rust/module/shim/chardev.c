@@ -30,6 +30,8 @@ static_assert(sizeof(struct rrdma_region_create) ==
 	      RRDMA_REGION_CREATE_SIZE_VER0);
 static_assert(sizeof(struct rrdma_region_destroy) ==
 	      RRDMA_REGION_DESTROY_SIZE_VER0);
+static_assert(sizeof(struct rrdma_region_register) ==
+	      RRDMA_REGION_REGISTER_SIZE_VER0);
 static_assert(sizeof(struct rrdma_addr) == 24);
 static_assert(sizeof(struct rrdma_listen) == 40);
 static_assert(sizeof(struct rrdma_accept) == 40);
@@ -247,6 +249,7 @@ int rrdma_shim_register(void *core)
 	BUILD_BUG_ON(RRDMA_IOCTL_REGION_DESTROY != 0x4008E702);
 	BUILD_BUG_ON(RRDMA_IOCTL_SUBMIT != 0xC018E70C);
 	BUILD_BUG_ON(RRDMA_IOCTL_RW_SYNC != 0x4030E70D);
+	BUILD_BUG_ON(RRDMA_IOCTL_REGION_REGISTER != 0xC028E70E);
 
 	if (dev_mode & ~0666) {
 		pr_warn("dev_mode %#o has bits outside 0666\n", dev_mode);

@@ -174,6 +174,15 @@ void rrdma_shim_free_chunk(struct page *page, unsigned int order);
 struct page *rrdma_shim_nth_page(struct page *page, unsigned long n);
 u64 rrdma_shim_max_region_bytes(void);
 
+/*
+ * Registered user memory (shim/umem.c): pins @npages pages of the caller's
+ * memory at @addr into @pages (0), or refuses with a negative errno and
+ * *@why saying why (a static string); unpins them.  Process context.
+ */
+int rrdma_shim_umem_pin(u64 addr, unsigned long npages, struct page **pages,
+			const char **why);
+void rrdma_shim_umem_unpin(struct page **pages, unsigned long npages);
+
 /**
  * struct rrdma_shim_addr - IP address and port; same layout as the UAPI's
  * struct rrdma_addr (family AF_INET/AF_INET6, port in host order, address

@@ -32,9 +32,10 @@ const BOUND: Duration = Duration::from_secs(10);
 
 /// How each ioctl ends once its all-zero argument can be read: handle 0
 /// and token 0 name nothing (`ENOENT`), block size 0, access 0 and count 0
-/// are `EINVAL`, address family 0 is `EAFNOSUPPORT`; GET_INFO asks for no
+/// are `EINVAL` (REGION_REGISTER's too), address family 0 is
+/// `EAFNOSUPPORT`; GET_INFO asks for no
 /// device entries and succeeds.
-const ZEROED: [(&str, Option<i32>); 14] = [
+const ZEROED: [(&str, Option<i32>); 15] = [
     ("GET_INFO", None),
     ("REGION_CREATE", Some(EINVAL.get())),
     ("REGION_DESTROY", Some(ENOENT.get())),
@@ -49,6 +50,7 @@ const ZEROED: [(&str, Option<i32>); 14] = [
     ("UNLISTEN", Some(ENOENT.get())),
     ("SUBMIT", Some(EINVAL.get())),
     ("RW_SYNC", Some(ENOENT.get())),
+    ("REGION_REGISTER", Some(EINVAL.get())),
 ];
 
 /// What became of a call stalled on a page while others ran.

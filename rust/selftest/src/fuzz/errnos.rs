@@ -172,6 +172,18 @@ const TABLE: &[Entry] = &[
         call: "REGION_CREATE",
         groups: &[FRAMING, &[EOVERFLOW, ENOMEM, EINTR], FULL],
     },
+    // rrdma.h REGION_REGISTER: part of the range unmapped EFAULT, a
+    // mapping not writable EACCES, memory that cannot be pinned
+    // EOPNOTSUPP, size above max_region_mb EOVERFLOW, over RLIMIT_MEMLOCK
+    // ENOMEM, a fatal signal EINTR.
+    Entry {
+        call: "REGION_REGISTER",
+        groups: &[
+            FRAMING,
+            &[EFAULT, EACCES, EOPNOTSUPP, EOVERFLOW, ENOMEM, EINTR],
+            FULL,
+        ],
+    },
     // rrdma.rst, operation errors: destroy of an exported region EBUSY.
     Entry {
         call: "REGION_DESTROY",
@@ -248,7 +260,7 @@ const TABLE: &[Entry] = &[
 /// command (ENOTTY, checked as `raw`).
 pub(super) fn command(cmd: u32) -> Option<&'static str> {
     use rrdma::abi::ioctl::{dir, nr, ty, IOC_READ as R, IOC_WRITE as W};
-    const COMMANDS: [(u8, u32, &str); 14] = [
+    const COMMANDS: [(u8, u32, &str); 15] = [
         (0x00, R | W, "GET_INFO"),
         (0x01, R | W, "REGION_CREATE"),
         (0x02, W, "REGION_DESTROY"),
@@ -263,6 +275,7 @@ pub(super) fn command(cmd: u32) -> Option<&'static str> {
         (0x0b, W, "UNLISTEN"),
         (0x0c, R | W, "SUBMIT"),
         (0x0d, W, "RW_SYNC"),
+        (0x0e, R | W, "REGION_REGISTER"),
     ];
     if ty(cmd) != rrdma::abi::uapi::IOCTL_MAGIC {
         return None;

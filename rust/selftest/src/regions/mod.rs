@@ -7,11 +7,13 @@
 //!
 //! Here the order of the checks and the helpers they share; creation,
 //! destruction and handles are in `create.rs`, mappings in `mmap.rs`,
-//! RLIMIT_MEMLOCK and the exports cap in `limits.rs`.
+//! RLIMIT_MEMLOCK and the exports cap in `limits.rs`, the caller's own
+//! memory as a region (REGION_REGISTER) in `register.rs`.
 
 mod create;
 mod limits;
 mod mmap;
+mod register;
 
 use std::io;
 
@@ -62,4 +64,5 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap) {
     create::handle_reuse_check(dev, t);
     mmap::library_region_check(dev, t);
     limits::export_cap_check(t);
+    register::checks(dev, t);
 }

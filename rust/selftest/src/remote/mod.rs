@@ -14,7 +14,8 @@
 //! and completion delivery (`batch.rs`); bad operations (`bad_ops.rs`);
 //! data lanes (`lanes.rs`); many connections, limits, close and revoke
 //! (`connections.rs`); a destroyed region's memory given back
-//! (`release.rs`). `peer.rs` and `common.rs` hold what the other
+//! (`release.rs`); the process's own memory as the local side
+//! (`registered.rs`). `peer.rs` and `common.rs` hold what the other
 //! test programs share.
 
 mod bad_ops;
@@ -24,6 +25,7 @@ mod connections;
 mod data;
 mod lanes;
 mod peer;
+mod registered;
 mod release;
 mod setup;
 
@@ -104,6 +106,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     }
     integrity_checks(dev, t, peer, &rw);
     release::checks(dev, t, &rw);
+    registered::checks(dev, t, peer, &rw);
     batch_checks(dev, t, &rw);
     crate::lossy::checks(dev, t, peer, rw_token);
     crate::sync_poll::checks(dev, t, peer, &rw);
