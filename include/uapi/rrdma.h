@@ -200,13 +200,15 @@ struct rrdma_region_destroy {
  * them, FOLL_LONGTERM) and charged to RLIMIT_MEMLOCK like a created
  * region's; they already belong to the caller's memory cgroup.  Accepted:
  * anonymous memory (private or shared), shmem (memfd, tmpfs) and hugetlb
- * mappings, all writable.  Errors: EINVAL (an argument above), EOVERFLOW
- * (the size overflows or exceeds the module parameter max_region_mb),
- * EFAULT (part of the range is not
+ * mappings, all writable.  Errors: EINVAL (an argument above, or a range
+ * that wraps the address space), EOVERFLOW (the size overflows or exceeds
+ * the module parameter max_region_mb), EFAULT (part of the range is not
  * mapped), EACCES (a mapping in it is not writable), EOPNOTSUPP (memory
  * that cannot be pinned for a NIC: VM_IO or VM_PFNMAP mappings, DAX, and
  * file-backed memory other than shmem and hugetlb), ENOMEM (RLIMIT_MEMLOCK,
- * or no memory), EINTR (a fatal signal while pinning).
+ * or no memory), EINTR (a fatal signal while pinning), ENOSPC (the file's
+ * objects are at their limit).  A mapping changed by another thread while
+ * the pages are pinned may turn any of these into EFAULT.
  *
  * The region is the pages the range held when it was registered, until
  * REGION_DESTROY (or close) unpins them: whatever the process then does

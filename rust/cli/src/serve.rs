@@ -316,11 +316,16 @@ fn handle_client<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, stream: TcpStream) -
 /// Runs `serve` until `quit` on the control channel or a signal.
 pub fn serve(dev: &Rrdma, a: &ServeArgs) -> io::Result<()> {
     let region = if a.user_memory {
-        // Borrowed by the region for the rest of the process.
         let len = usize::try_from(u64::from(a.block_size) * a.blocks)
-            .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
-        let buf = Box::leak(Box::new(rrdma::PageBuf::new(len)?));
-        dev.register_region(&mut buf.as_mut_slice()[..len], a.block_size)?
+            .ok()
+            .filter(|l| l.is_multiple_of(rrdma::page_size() as usize))
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "--user-memory registers whole pages: blocks x block size must be a multiple of the page size",
+                )
+            })?;
+        dev.register_region(rrdma::PageBuf::new(len)?, a.block_size)?
     } else {
         dev.create_region(a.block_size, a.blocks)?
     };

@@ -21,8 +21,10 @@ pub struct Region<'a> {
     nblocks: u64,
     map: NonNull<u8>,
     map_len: usize,
-    /// The caller's memory (REGION_REGISTER): not ours to unmap.
-    registered: bool,
+    /// The memory registered (REGION_REGISTER), unmapped only after the
+    /// region is destroyed: then the process no longer sees pages that a
+    /// peer or an operation still in flight may write.
+    registered: Option<PageBuf>,
 }
 
 // SAFETY: the mapping is plain shared memory; `Region` hands out slices only
@@ -69,7 +71,7 @@ impl Rrdma {
                 nblocks,
                 map,
                 map_len,
-                registered: false,
+                registered: None,
             }),
             Err(e) => {
                 let _ = self.region_destroy_raw(out.handle, 0);
@@ -85,21 +87,19 @@ impl Rrdma {
         Ok(RegionRegister::decode(&b))
     }
 
-    /// Registers `buf` (page aligned, whole pages: anonymous, memfd/shmem
-    /// or hugetlb memory) as a region of `block_size` blocks, without
-    /// copying it: operations move its bytes directly. `buf` stays
-    /// borrowed until the region is dropped (destroyed).
-    pub fn register_region<'a>(
-        &'a self,
-        buf: &'a mut [u8],
-        block_size: u32,
-    ) -> io::Result<Region<'a>> {
-        if block_size == 0 || !buf.len().is_multiple_of(block_size as usize) {
+    /// Registers `buf` (anonymous or memfd memory: [`PageBuf`]) as a
+    /// region of `block_size` blocks, without copying it: operations move
+    /// its bytes directly. The region owns `buf` and unmaps it once
+    /// destroyed, so this process never sees its pages again while an
+    /// export or an operation in flight may still write them.
+    pub fn register_region(&self, mut buf: PageBuf, block_size: u32) -> io::Result<Region<'_>> {
+        let len = buf.as_mut_slice().len();
+        if block_size == 0 || !len.is_multiple_of(block_size as usize) {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
-        let nblocks = (buf.len() / block_size as usize) as u64;
+        let nblocks = (len / block_size as usize) as u64;
         let out = self.region_register_raw(&RegionRegister {
-            addr: buf.as_mut_ptr() as u64,
+            addr: buf.ptr.as_ptr() as u64,
             block_size,
             nblocks,
             ..RegionRegister::zeroed()
@@ -109,9 +109,9 @@ impl Rrdma {
             handle: out.handle,
             block_size,
             nblocks,
-            map: NonNull::new(buf.as_mut_ptr()).expect("a slice is never null"),
-            map_len: buf.len(),
-            registered: true,
+            map: buf.ptr,
+            map_len: len,
+            registered: Some(buf),
         })
     }
 
@@ -141,8 +141,9 @@ impl Rrdma {
     }
 }
 
-/// Zeroed, page-aligned anonymous memory of this process (a private
-/// mapping), to register as a region ([`Rrdma::register_region`]);
+/// Zeroed, page-aligned memory of this process, to register as a region
+/// ([`Rrdma::register_region`]): a private anonymous mapping
+/// ([`PageBuf::new`]) or a shared mapping of a memfd ([`PageBuf::memfd`]);
 /// unmapped on drop.
 #[derive(Debug)]
 pub struct PageBuf {
@@ -156,21 +157,39 @@ unsafe impl Send for PageBuf {}
 unsafe impl Sync for PageBuf {}
 
 impl PageBuf {
-    /// `len` bytes (rounded up to whole pages).
+    /// `len` bytes of private anonymous memory (rounded up to whole
+    /// pages).
     pub fn new(len: usize) -> io::Result<Self> {
+        Self::map(len, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1)
+    }
+
+    /// `len` bytes of a new memfd (shmem), mapped shared (rounded up to
+    /// whole pages); the descriptor is closed once mapped.
+    pub fn memfd(len: usize) -> io::Result<Self> {
+        // SAFETY: a NUL-terminated name.
+        let fd = unsafe { libc::memfd_create(c"rrdma".as_ptr(), 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let page = page_size() as usize;
+        let rounded = len.div_ceil(page).max(1) * page;
+        // SAFETY: our own descriptor.
+        let res = if unsafe { libc::ftruncate(fd, rounded as libc::off_t) } != 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Self::map(rounded, libc::MAP_SHARED, fd)
+        };
+        // SAFETY: our own descriptor; the mapping keeps the memory.
+        unsafe { libc::close(fd) };
+        res
+    }
+
+    fn map(len: usize, flags: i32, fd: i32) -> io::Result<Self> {
         let page = page_size() as usize;
         let len = len.div_ceil(page).max(1) * page;
-        // SAFETY: a fresh private anonymous mapping; nothing aliases it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // SAFETY: a fresh mapping chosen by the kernel; nothing aliases it.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, 0) };
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
@@ -243,10 +262,14 @@ impl Region<'_> {
 
 impl Drop for Region<'_> {
     fn drop(&mut self) {
-        if !self.registered {
+        if self.registered.is_none() {
             // SAFETY: our own mapping, not used after this.
             unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
         }
         let _ = self.dev.region_destroy_raw(self.handle, 0);
+        // Registered memory: unmapped (by `PageBuf`'s drop) after the
+        // destroy, whether or not it succeeded (an export keeps the pages
+        // pinned; the process no longer sees them either way).
+        self.registered = None;
     }
 }

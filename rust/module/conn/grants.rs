@@ -51,11 +51,14 @@ impl Granted {
     /// Chunk `i`'s registration, lent to its registration work request.
     fn lent(&self, i: usize) -> Option<Lent<'_>> {
         let mr = self.chunks.get(i)?;
-        // SAFETY: a grant leaves its connection's cache only once no
-        // registration request of the connection's grants is in flight
-        // (`RevokeTicket::finish` waits for `Grants::regs_idle`), or with
-        // the connection's resources after its queue pair is destroyed;
-        // a chunk leaves it only unposted (`Chunks::take_unposted`).
+        // SAFETY: a grant leaves its connection's cache only once every
+        // registration request posted before its revoke began has
+        // completed (`RevokeTicket::finish` waits for
+        // `Grants::regs_done_through`), and none naming it is posted after
+        // (a grant first finds its token in the export table, which
+        // UNEXPORT left before revoking), or with the connection's
+        // resources after its queue pair is destroyed; a chunk leaves it
+        // only unposted (`Chunks::take_unposted`).
         Some(unsafe { Lent::new(mr) })
     }
 }
@@ -63,21 +66,31 @@ impl Granted {
 /// The grants of a connection, by token.
 pub(super) struct Grants {
     tree: RBTree<u64, Granted>,
-    /// Registration work requests posted and not completed yet.
-    regs_in_flight: u32,
+    /// Registration work requests posted, and completed: they complete in
+    /// the order they were posted (one send queue).
+    regs_posted: u64,
+    regs_done: u64,
 }
 
 impl Grants {
     pub(super) fn new() -> Self {
         Self {
             tree: RBTree::new(),
-            regs_in_flight: 0,
+            regs_posted: 0,
+            regs_done: 0,
         }
     }
 
-    /// Whether a registration work request of a grant is in flight.
-    fn regs_idle(&self) -> bool {
-        self.regs_in_flight == 0
+    /// Registration work requests posted and not completed yet.
+    fn regs_in_flight(&self) -> u32 {
+        (self.regs_posted - self.regs_done) as u32
+    }
+
+    /// Whether the first `posted` registration requests have completed
+    /// (also when these counts are a newer queue pair's, which posted
+    /// fewer: the old one's are gone with it).
+    fn regs_done_through(&self, posted: u64) -> bool {
+        self.regs_done >= posted || self.regs_posted < posted
     }
 
     fn contains(&self, token: u64) -> bool {
@@ -86,7 +99,7 @@ impl Grants {
 
     /// A registration work request of a grant completed (or flushed).
     pub(super) fn reg_done(&mut self) {
-        self.regs_in_flight = self.regs_in_flight.saturating_sub(1);
+        self.regs_done = (self.regs_done + 1).min(self.regs_posted);
     }
 }
 
@@ -114,6 +127,9 @@ const GRANT_ROOM_WAIT_MS: u32 = 1000;
 pub(crate) struct RevokeTicket {
     conn: Arc<Conn>,
     token: u64,
+    /// Registration requests posted when it began: the grant's are among
+    /// them.
+    regs_posted: u64,
     /// The revoke's id, if it could be sent.
     id: Option<u64>,
 }
@@ -206,7 +222,7 @@ impl Conn {
             !i.state.can_talk()
                 || i.res
                     .as_ref()
-                    .map_or(true, |r| r.grants.regs_in_flight + count <= r.grant_regs)
+                    .map_or(true, |r| r.grants.regs_in_flight() + count <= r.grant_regs)
         })
         .map_err(|_| EBUSY)?;
         if !g.state.can_talk() {
@@ -234,6 +250,7 @@ impl Conn {
                 ));
             }
         }
+        let in_flight = res.grants.regs_in_flight();
         let entry = res.grants.tree.get_mut(&token).ok_or(ENOENT)?;
         // Installed before the post, so that each request names a
         // registration the grant holds; what a concurrent grant registered
@@ -252,9 +269,9 @@ impl Conn {
                 let _ = wrs.push(ShimWr::reg(lent, access, true), GFP_KERNEL);
             }
         }
-        let room = res.grants.regs_in_flight + wrs.len() as u32 <= res.grant_regs;
+        let room = in_flight + wrs.len() as u32 <= res.grant_regs;
         let (posted, r) = if room { qp.post(&mut wrs) } else { (0, Ok(())) };
-        res.grants.regs_in_flight += posted;
+        res.grants.regs_posted += u64::from(posted);
         // Those not posted leave the grant: no posted request names them.
         for k in (0..n)
             .filter(|k| fresh & (1 << k) != 0)
@@ -303,14 +320,16 @@ impl Conn {
         generation: u32,
     ) -> Option<RevokeTicket> {
         let mut g = self.inner.lock();
-        if !g.res.as_ref().is_some_and(|r| r.grants.contains(token)) {
-            return None;
-        }
+        let regs_posted = match g.res.as_ref() {
+            Some(r) if r.grants.contains(token) => r.grants.regs_posted,
+            _ => return None,
+        };
         let mut left = deadline(REVOKE_TIMEOUT_MS);
         let id = self.send_revoke(&mut g, token, generation, &mut left).ok();
         Some(RevokeTicket {
             conn: self.clone(),
             token,
+            regs_posted,
             id,
         })
     }
@@ -329,14 +348,18 @@ impl RevokeTicket {
             let mut g = conn.inner.lock();
             let mut left = deadline(REVOKE_TIMEOUT_MS);
             // The grant's registration requests must be done too: they name
-            // what is deregistered below.
+            // what is deregistered below (later grants' do not matter).
+            let posted = self.regs_posted;
+            let done = |i: &super::ConnInner| {
+                i.res
+                    .as_ref()
+                    .map_or(true, |r| r.grants.regs_done_through(posted))
+            };
             let _ = wait_until(&conn.cv, &mut g, &mut left, |i| {
-                !i.state.can_talk()
-                    || (ctrl::revoke_answered(i, id)
-                        && i.res.as_ref().map_or(true, |r| r.grants.regs_idle()))
+                !i.state.can_talk() || (ctrl::revoke_answered(i, id) && done(i))
             });
-            let idle = g.res.as_ref().map_or(true, |r| r.grants.regs_idle());
-            acked = Conn::revoke_acked(&mut g, id, true) && idle;
+            let regs_done = done(&*g);
+            acked = Conn::revoke_acked(&mut g, id, true) && regs_done;
             if acked {
                 let granted = g
                     .res

@@ -39,7 +39,9 @@ pub(crate) const ACCESS_REMOTE_WRITE: u32 = u32_of(c::RRDMA_SHIM_ACCESS_REMOTE_W
 /// A local registration it names (`lkey`, `mr`) was [`Lent`]: it stays
 /// registered until the request, posted, completes. Neither `Clone` nor
 /// settable outside `ffi` (whose `layout.rs` only reads offsets), and
-/// posted at most once ([`spend`]).
+/// posted at most once ([`spend`]). Which operation slot a request
+/// completes (`slot`, `signaled`) is the slots' bookkeeping, not this
+/// type's: a wrong slot would settle another operation's lease.
 #[repr(C)]
 pub(crate) struct ShimWr {
     pub(super) opcode: u32,
@@ -93,11 +95,6 @@ impl WrScratch {
     pub(crate) fn start(&mut self) -> &mut kernel::prelude::KVec<ShimWr> {
         // Not `Copy`: emptied one by one (an operation built a few).
         while crate::compat::vec_pop(&mut self.0).is_some() {}
-        &mut self.0
-    }
-
-    /// The work requests built since [`Self::start`].
-    pub(crate) fn built(&mut self) -> &mut [ShimWr] {
         &mut self.0
     }
 

@@ -81,6 +81,11 @@ int rrdma_shim_umem_pin(u64 addr, unsigned long npages, struct page **pages,
 	int ret;
 
 	*why = NULL;
+	if (addr != (unsigned long)addr ||
+	    npages > (TASK_SIZE - (unsigned long)addr) >> PAGE_SHIFT) {
+		*why = "the range is outside the address space";
+		return -EFAULT;
+	}
 	ret = umem_check(addr, npages, why);
 	if (ret)
 		return ret;

@@ -45,6 +45,13 @@ impl Conn {
             wr_scratch,
             local,
         } = d;
+        // A region destroyed since the caller looked it up takes no more
+        // operations: a cache entry made now could outlive the destroy's
+        // prune (`Conn::forget_region`, which takes this lock after the
+        // region is marked).
+        if region.is_destroyed() {
+            return Err(ENOENT);
+        }
         let rk = key(region);
         // The cache entry a first touch allocated outside the locks.
         if let Some((reservation, chunks)) = prep.node.take() {
@@ -98,6 +105,7 @@ impl Conn {
             reg.install(f);
         }
         let mut lease = Some(reg.lend());
+        let wrs = wr_scratch.start();
         let step = Step {
             plan: &plan,
             import,
@@ -105,15 +113,14 @@ impl Conn {
             c,
             target: &target,
         };
-        let built = step.build(o, wr_scratch, &mut prep.mrs, lease.as_ref());
+        let built = step.build(o, wrs, &mut prep.mrs, lease.as_ref());
         let (nsinks, fence) = match built {
             Ok(b) => b,
             Err(a) => {
-                finish_attempt(reg, prep, lease.take(), 0);
+                finish_attempt(reg, prep, wrs, lease.take(), 0);
                 return a;
             }
         };
-        let wrs = wr_scratch.built();
         // A write that leaves its fence to its batch's or its group's: the
         // batch's fence must still be waiting in its slot (a reconnect
         // flushed it); the fence will read the last byte this write places.
@@ -136,7 +143,7 @@ impl Conn {
             let id = match (batch.as_ref(), o.open.as_ref()) {
                 (Some(b), _) if o.holds_fence(b.slot, b.id) => b.id,
                 (Some(_), _) => {
-                    finish_attempt(reg, prep, lease.take(), 0);
+                    finish_attempt(reg, prep, wrs, lease.take(), 0);
                     return Err(ECONNRESET);
                 }
                 (None, Some(o)) => o.id,
@@ -144,7 +151,7 @@ impl Conn {
                     // Room checked above (`new_group`).
                     let id = FENCE_IDS.fetch_add(1, Ordering::Relaxed);
                     let Some(slot) = o.reserve_fence(id) else {
-                        finish_attempt(reg, prep, lease.take(), 0);
+                        finish_attempt(reg, prep, wrs, lease.take(), 0);
                         return Ok(Attempt::Done(Posted::Full));
                     };
                     o.open = Some(FenceGroup {
@@ -165,7 +172,7 @@ impl Conn {
         }
         let n = wrs.len() as u32;
         let Some(slot) = crate::compat::vec_pop(&mut o.free) else {
-            finish_attempt(reg, prep, lease.take(), 0);
+            finish_attempt(reg, prep, wrs, lease.take(), 0);
             return Ok(Attempt::Done(Posted::Full));
         };
         // Where it reports: taken from `to` only now, past every refusal.
@@ -214,12 +221,12 @@ impl Conn {
                 }
                 lease = op.lease.take().filter(|_| posted == 0);
             }
-            finish_attempt(reg, prep, lease, posted);
+            finish_attempt(reg, prep, wrs, lease, posted);
             o.sq_free -= posted;
             let e = r.err().unwrap_or(crate::abi::errno::EIO);
             return Ok(Attempt::Failed(e, op));
         }
-        finish_attempt(reg, prep, None, posted);
+        finish_attempt(reg, prep, wrs, None, posted);
         o.sq_free -= n;
         if p != 0 {
             self.shared.work.lane_op();
@@ -239,11 +246,19 @@ impl Conn {
     }
 }
 
-/// Ends an attempt that posted `posted` of its work requests: what it
-/// installed and did not post leaves the cache (back to `prep`, for a next
-/// attempt or to free after the locks), and a lease none of whose
-/// requests was posted is given back.
-fn finish_attempt(reg: &mut LocalReg, prep: &mut Prep, lease: Option<Lease>, posted: u32) {
+/// Ends an attempt that posted `posted` of its work requests `wrs`: none
+/// of them can be posted any more, what it installed and did not post
+/// leaves the cache (back to `prep`, for a next attempt or to free after
+/// the locks), and a lease none of whose requests was posted is given
+/// back.
+fn finish_attempt(
+    reg: &mut LocalReg,
+    prep: &mut Prep,
+    wrs: &mut [ShimWr],
+    lease: Option<Lease>,
+    posted: u32,
+) {
+    ffi::spend(wrs);
     for f in prep.mrs.iter_mut() {
         reg.uninstall_unposted(f, posted);
     }
@@ -262,7 +277,7 @@ struct Step<'a> {
 }
 
 impl Step<'_> {
-    /// Builds the operation's work requests into `scratch`: each chunk's
+    /// Builds the operation's work requests into `wrs` (empty): each chunk's
     /// registration (one `fresh` installed) right before its first
     /// segment, and its segments from registrations lent under `lease`.
     /// Returns the READ sinks taken and whether it ends with a fence, or
@@ -270,7 +285,7 @@ impl Step<'_> {
     fn build(
         &self,
         o: &Slots,
-        scratch: &mut WrScratch,
+        wrs: &mut KVec<ShimWr>,
         fresh: &mut [Fresh],
         lease: Option<&Lease>,
     ) -> Result<(usize, bool), Result<Attempt, Errno>> {
@@ -279,7 +294,6 @@ impl Step<'_> {
         let Some(lease) = lease else {
             return again;
         };
-        let wrs = scratch.start();
         // The sinks are the last `plan.sinks` free ones, taken once built.
         let nfree = o.sinks_free.len();
         let sink_of = |j: usize| {

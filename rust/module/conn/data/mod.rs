@@ -96,7 +96,7 @@ use kernel::workqueue::{impl_has_work, WorkItem};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, E2BIG, ECONNRESET, ENOMEM, ENOTCONN},
+    errno::{Errno, E2BIG, ECONNRESET, ENOENT, ENOMEM, ENOTCONN},
     limits,
     ops::{self, Checked, Dir},
     uapi::Completion,
@@ -107,7 +107,7 @@ use crate::cm_id::CmId;
 use crate::compat::{new_bh_lock, BhGuard, BhLock};
 use crate::conn::imports::{Usable, Uses};
 use crate::conn::{ctrl, wait_until, Conn, Import};
-use crate::ffi::{self, ShimWr, WrScratch};
+use crate::ffi::{self, ShimWr};
 use crate::foreign;
 use crate::mr::{Chunks, Mr};
 use crate::region::Region;

@@ -178,7 +178,7 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap) {
         ramfs_check(dev),
     );
     t.check(
-        "device memory (VM_IO/VM_PFNMAP: [vvar]): EOPNOTSUPP",
+        "[vvar] (VM_IO/VM_PFNMAP, not file-backed): EOPNOTSUPP",
         vvar_check(dev),
     );
 

@@ -3,12 +3,14 @@
 //! The importer's own memory as the local side of operations
 //! (REGION_REGISTER): blocks written from an anonymous buffer land in the
 //! peer's memory, blocks read land in a memfd buffer the process reads
-//! directly, and a fork(2) child's writes to the buffer do not reach the
-//! region (the parent keeps the pinned pages).
+//! directly, a fork(2) child's writes to the buffer do not reach the
+//! region (the parent keeps the pinned pages), and a region destroyed with
+//! operations in flight unpins its pages once they complete.
 
+use rrdma::abi::uapi::OP_READ;
 use rrdma::{PageBuf, RemoteRegion, Rrdma};
 
-use super::common::{fnv, pattern};
+use super::common::{fnv, pattern, reap};
 use super::peer::control;
 use crate::{ensure, Tap};
 
@@ -26,6 +28,78 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         "registered memory after fork: the child's writes do not reach the region",
         after_fork(dev, peer, rw),
     );
+    t.check(
+        "a registered region destroyed with READs in flight: each completes once, every page unpinned",
+        destroy_in_flight(dev, rw),
+    );
+}
+
+/// The kernel's counts of pages pinned and unpinned, folded at once.
+fn pins() -> Result<(u64, u64), String> {
+    std::fs::write("/proc/sys/vm/stat_refresh", "1").map_err(|e| e.to_string())?;
+    let s = std::fs::read_to_string("/proc/vmstat").map_err(|e| e.to_string())?;
+    let get = |k: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.parse::<u64>().ok())
+            .ok_or(format!("no {k} in /proc/vmstat"))
+    };
+    Ok((get("nr_foll_pin_acquired")?, get("nr_foll_pin_released")?))
+}
+
+/// 16 READs of one block each into a registered region, submitted, then
+/// the region destroyed at once: every READ completes exactly once, and
+/// once they have, every page the region pinned is unpinned (by the
+/// prune that the last one's completion leaves to process context).
+fn destroy_in_flight(dev: &Rrdma, rw: &RemoteRegion<'_>) -> Result<(), String> {
+    let (a0, r0) = pins()?;
+    let buf = PageBuf::new(BYTES).map_err(|e| e.to_string())?;
+    let region = dev
+        .register_region(buf, 4096)
+        .map_err(|e| format!("register: {e}"))?;
+    let ops: Vec<_> = (0..16u32)
+        .map(|i| {
+            rw.op(
+                OP_READ,
+                &region,
+                u64::from(i),
+                FIRST + u64::from(i),
+                1,
+                100 + u64::from(i),
+            )
+        })
+        .collect();
+    let posted = dev.submit(&ops).map_err(|e| format!("submit: {e}"))?;
+    // Destroyed (and unmapped) with the READs in flight.
+    drop(region);
+    let done = reap(dev, posted).map_err(|e| format!("reap: {e}"))?;
+    let mut seen: Vec<u64> = done.iter().map(|c| c.user_data).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    ensure(
+        done.len() == posted && seen.len() == posted,
+        format!(
+            "{posted} posted, {} completions of {} operations",
+            done.len(),
+            seen.len()
+        ),
+    )?;
+    // The prune runs after the last completion, in the connection's work.
+    let want = (BYTES as u64) / rrdma::page_size();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (a1, r1) = pins()?;
+        if a1 - a0 >= want && a1 - a0 == r1 - r0 {
+            return Ok(());
+        }
+        if std::time::Instant::now() > deadline {
+            return Err(format!(
+                "{} pages pinned and {} unpinned 5 s after the completions",
+                a1 - a0,
+                r1 - r0
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// The peer's checksum of the blocks these checks write, against `ours`.
@@ -39,13 +113,13 @@ fn peer_has(peer: &str, ours: &[u8]) -> Result<(), String> {
 }
 
 fn round_trip(dev: &Rrdma, peer: &str, rw: &RemoteRegion<'_>) -> Result<(), String> {
-    let mut out_buf = PageBuf::new(BYTES).map_err(|e| e.to_string())?;
-    let mut memfd = Memfd::new(BYTES)?;
+    let anon = PageBuf::new(BYTES).map_err(|e| e.to_string())?;
+    let memfd = PageBuf::memfd(BYTES).map_err(|e| e.to_string())?;
     let mut out = dev
-        .register_region(out_buf.as_mut_slice(), 4096)
+        .register_region(anon, 4096)
         .map_err(|e| format!("register anonymous memory: {e}"))?;
     let back = dev
-        .register_region(memfd.as_mut_slice(), 4096)
+        .register_region(memfd, 4096)
         .map_err(|e| format!("register memfd memory: {e}"))?;
     pattern(out.as_mut_slice(), 0xfeed);
     rw.write(&out, 0, FIRST, BLOCKS)
@@ -59,13 +133,17 @@ fn round_trip(dev: &Rrdma, peer: &str, rw: &RemoteRegion<'_>) -> Result<(), Stri
     )
 }
 
+/// The child writes its copy of the buffer; then the parent writes its
+/// own: both after fork, when a pinned page the parent shared with the
+/// child (copy on write) would be replaced under the parent's write and
+/// leave the region behind. The peer must get the parent's new bytes.
 fn after_fork(dev: &Rrdma, peer: &str, rw: &RemoteRegion<'_>) -> Result<(), String> {
-    let mut buf = PageBuf::new(BYTES).map_err(|e| e.to_string())?;
+    let buf = PageBuf::new(BYTES).map_err(|e| e.to_string())?;
     let mut region = dev
-        .register_region(buf.as_mut_slice(), 4096)
+        .register_region(buf, 4096)
         .map_err(|e| format!("register: {e}"))?;
     pattern(region.as_mut_slice(), 0xf0f0);
-    let want = region.as_slice().to_vec();
+    let before = region.as_slice().to_vec();
     let p = region.as_mut_slice().as_mut_ptr();
     // SAFETY: the child only writes its copy of the buffer and exits.
     let pid = unsafe { libc::fork() };
@@ -79,69 +157,12 @@ fn after_fork(dev: &Rrdma, peer: &str, rw: &RemoteRegion<'_>) -> Result<(), Stri
     // SAFETY: waiting for our child.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     ensure(
-        region.as_slice() == want.as_slice(),
-        "the parent's buffer changed",
+        region.as_slice() == before.as_slice(),
+        "the child's write reached the parent's buffer",
     )?;
+    pattern(region.as_mut_slice(), 0x0f0f);
+    let want = region.as_slice().to_vec();
     rw.write(&region, 0, FIRST, BLOCKS)
         .map_err(|e| format!("write: {e}"))?;
     peer_has(peer, &want)
-}
-
-/// A memfd of `len` bytes, mapped shared (shmem memory).
-struct Memfd {
-    fd: i32,
-    map: *mut u8,
-    len: usize,
-}
-
-impl Memfd {
-    fn new(len: usize) -> Result<Self, String> {
-        let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
-        // SAFETY: a NUL-terminated name.
-        let fd = unsafe { libc::memfd_create(c"rrdma-registered".as_ptr(), 0) };
-        if fd < 0 {
-            return Err(err("memfd_create"));
-        }
-        // SAFETY: our own descriptor; a fresh shared mapping of it.
-        let map = unsafe {
-            if libc::ftruncate(fd, len as libc::off_t) != 0 {
-                libc::close(fd);
-                return Err(err("ftruncate"));
-            }
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if map == libc::MAP_FAILED {
-            // SAFETY: our own descriptor.
-            unsafe { libc::close(fd) };
-            return Err(err("mmap"));
-        }
-        Ok(Self {
-            fd,
-            map: map.cast(),
-            len,
-        })
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: `len` bytes mapped while `self` lives; `&mut self`
-        // excludes other slices.
-        unsafe { std::slice::from_raw_parts_mut(self.map, self.len) }
-    }
-}
-
-impl Drop for Memfd {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping and descriptor.
-        unsafe {
-            libc::munmap(self.map.cast(), self.len);
-            libc::close(self.fd);
-        }
-    }
 }
