@@ -358,7 +358,7 @@ impl RevokeTicket {
             let _ = wait_until(&conn.cv, &mut g, &mut left, |i| {
                 !i.state.can_talk() || (ctrl::revoke_answered(i, id) && done(i))
             });
-            let regs_done = done(&*g);
+            let regs_done = done(&g);
             acked = Conn::revoke_acked(&mut g, id, true) && regs_done;
             if acked {
                 let granted = g

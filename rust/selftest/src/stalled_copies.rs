@@ -163,7 +163,9 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
     }
     // SUBMIT's operation array on a stalled page: once released, an
     // operation of zeros names import 0, which is nothing.
-    let ops_at = stalled.addr(14);
+    // The pages after the arguments' (one per command).
+    let ops_page = ALL_IOCTLS.len();
+    let ops_at = stalled.addr(ops_page);
     let submit = move || {
         dev.submit_raw(&Submit {
             ops: ops_at,
@@ -173,7 +175,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         })
         .map(|_| ())
     };
-    let held = hold(&stalled, 14, submit, others_proceed);
+    let held = hold(&stalled, ops_page, submit, others_proceed);
     t.check(
         "SUBMIT stalled reading its operations holds up nothing",
         held.verdict,
@@ -182,7 +184,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         "... and once the page is released, SUBMIT refuses the zeroed operation with ENOENT",
         ends_as(&held.result, Some(ENOENT.get())),
     );
-    read_checks(dev, t, peer, rw, &local, &stalled);
+    read_checks(dev, t, peer, rw, &local, &stalled, ops_page + 1);
 }
 
 /// read(2) into a stalled buffer, with completions waiting: poll, fdinfo,
@@ -195,8 +197,9 @@ fn read_checks(
     rw: &RemoteRegion<'_>,
     local: &rrdma::Region<'_>,
     stalled: &Stalled,
+    buf_page: usize,
 ) {
-    let buf_at = stalled.addr(15);
+    let buf_at = stalled.addr(buf_page);
     let posted = dev
         .submit(
             &(0..4)
@@ -232,7 +235,7 @@ fn read_checks(
         other.disconnect().map_err(|e| format!("DISCONNECT: {e}"))?;
         Ok(extra as u64)
     };
-    let held = hold(stalled, 15, read, others);
+    let held = hold(stalled, buf_page, read, others);
     let n = held.result.unwrap_or(-1);
     let mut ids: Vec<u64> = Vec::new();
     if n > 0 {
