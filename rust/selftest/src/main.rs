@@ -51,6 +51,7 @@ mod abi;
 mod affinity;
 mod agent;
 mod attack;
+mod child;
 mod devices;
 mod faults;
 mod flood;

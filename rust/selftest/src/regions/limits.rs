@@ -8,7 +8,8 @@ use rrdma::abi::uapi::{Export as ExportArg, ACCESS_READ};
 use rrdma::Rrdma;
 
 use super::{create, map, rw, unmap};
-use crate::{ensure, expect_errno, expect_ok, Tap};
+use crate::child::unprivileged;
+use crate::{expect_errno, expect_ok, Tap};
 
 /// RLIMIT_MEMLOCK, in unprivileged children.
 pub(super) fn memlock_checks(t: &mut Tap) {
@@ -53,51 +54,26 @@ pub(super) fn export_cap_check(t: &mut Tap) {
 /// and after freeing the first the budget is back. The child's objects die
 /// with its file when it exits.
 fn memlock_check() -> Result<(), String> {
-    // SAFETY: the child runs only system calls and ioctls, then exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let lim = libc::rlimit {
-            rlim_cur: 65536,
-            rlim_max: 65536,
-        };
-        let code = match Rrdma::open() {
-            Err(_) => 9,
-            // SAFETY: plain system calls in the child.
-            Ok(dev) => unsafe {
-                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) != 0
-                    || libc::setgid(65534) != 0
-                    || libc::setuid(65534) != 0
-                {
-                    10
-                } else {
-                    match create(&dev, 4096, 8) {
-                        Err(_) => 11,
-                        Ok(small) => match create(&dev, 4096, 256) {
-                            Ok(_) => 12,
-                            Err(e) if e.raw_os_error() != Some(ENOMEM.get()) => 13,
-                            Err(_) => {
-                                if dev.region_destroy_raw(small.handle, 0).is_err() {
-                                    14
-                                } else if create(&dev, 4096, 16).is_err() {
-                                    15
-                                } else {
-                                    0
-                                }
-                            }
-                        },
+    unprivileged(
+        65536,
+        || Rrdma::open().ok(),
+        |dev| match create(&dev, 4096, 8) {
+            Err(_) => 11,
+            Ok(small) => match create(&dev, 4096, 256) {
+                Ok(_) => 12,
+                Err(e) if e.raw_os_error() != Some(ENOMEM.get()) => 13,
+                Err(_) => {
+                    if dev.region_destroy_raw(small.handle, 0).is_err() {
+                        14
+                    } else if create(&dev, 4096, 16).is_err() {
+                        15
+                    } else {
+                        0
                     }
                 }
             },
-        };
-        // SAFETY: exit the child.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    ensure(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        format!("child exit status {status:#x}"),
+        },
+        "11: 32 KiB refused; 12: 1 MiB accepted; 13: not ENOMEM; 14: destroy; 15: the budget not back",
     )
 }
 
@@ -106,59 +82,37 @@ fn memlock_check() -> Result<(), String> {
 /// is ENOMEM) until the mapping goes.
 fn memlock_mapped_check() -> Result<(), String> {
     const LEN: usize = 768 << 10;
-    // SAFETY: the child runs only system calls and ioctls, then exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let lim = libc::rlimit {
-            rlim_cur: 1 << 20,
-            rlim_max: 1 << 20,
-        };
-        let code = match Rrdma::open() {
-            Err(_) => 9,
-            // SAFETY: plain system calls in the child.
-            Ok(dev) => unsafe {
-                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) != 0
-                    || libc::setgid(65534) != 0
-                    || libc::setuid(65534) != 0
-                {
-                    10
-                } else {
-                    let mut code = 0;
-                    for round in 0..4 {
-                        let Ok(a) = create(&dev, 4096, (LEN / 4096) as u64) else {
-                            code = 20 + round;
-                            break;
-                        };
-                        let Ok(p) = map(&dev, a.mmap_offset, LEN, rw(), libc::MAP_SHARED) else {
-                            code = 30 + round;
-                            break;
-                        };
-                        *p = 1;
-                        if dev.region_destroy_raw(a.handle, 0).is_err() {
-                            code = 40 + round;
-                            break;
-                        }
-                        match create(&dev, 4096, (LEN / 4096) as u64) {
-                            Err(e) if e.raw_os_error() == Some(ENOMEM.get()) => {}
-                            _ => {
-                                code = 50 + round;
-                                break;
-                            }
-                        }
-                        unmap(p, LEN);
-                    }
-                    code
+    unprivileged(
+        1 << 20,
+        || Rrdma::open().ok(),
+        |dev| {
+        let mut code = 0;
+        for round in 0..4 {
+            let Ok(a) = create(&dev, 4096, (LEN / 4096) as u64) else {
+                code = 20 + round;
+                break;
+            };
+            let Ok(p) = map(&dev, a.mmap_offset, LEN, rw(), libc::MAP_SHARED) else {
+                code = 30 + round;
+                break;
+            };
+            // SAFETY: the first byte of the mapping just made.
+            unsafe { *p = 1 };
+            if dev.region_destroy_raw(a.handle, 0).is_err() {
+                code = 40 + round;
+                break;
+            }
+            match create(&dev, 4096, (LEN / 4096) as u64) {
+                Err(e) if e.raw_os_error() == Some(ENOMEM.get()) => {}
+                _ => {
+                    code = 50 + round;
+                    break;
                 }
-            },
-        };
-        // SAFETY: exit the child.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    ensure(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        format!("child exit status {status:#x}"),
+            }
+            unmap(p, LEN);
+        }
+        code
+        },
+        "20 + round: create; 30 + round: map; 40 + round: destroy; 50 + round: a second region not ENOMEM",
     )
 }

@@ -14,6 +14,7 @@ use rrdma::abi::uapi::{self, Export as ExportArg, RegionRegister, ACCESS_READ};
 use rrdma::{page_size, Rrdma};
 
 use super::unmap;
+use crate::child::unprivileged;
 use crate::{ensure, expect_errno, expect_ok, map_anon, Tap};
 
 /// REGION_REGISTER of `pages` pages at `addr` in 4 KiB blocks.
@@ -388,43 +389,22 @@ fn memlock_check() -> Result<(), String> {
     let small = map_anon(32 << 10, libc::PROT_READ | libc::PROT_WRITE);
     let big = map_anon(1 << 20, libc::PROT_READ | libc::PROT_WRITE);
     let page = page_size();
-    // SAFETY: the child runs only system calls and ioctls, then exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let lim = libc::rlimit {
-            rlim_cur: 64 << 10,
-            rlim_max: 64 << 10,
-        };
-        let code = match Rrdma::open() {
-            Err(_) => 9,
-            // SAFETY: plain system calls in the child.
-            Ok(dev) => unsafe {
-                if libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) != 0
-                    || libc::setgid(65534) != 0
-                    || libc::setuid(65534) != 0
-                {
-                    10
-                } else if register(&dev, small, (32 << 10) / page).is_err() {
-                    11
-                } else {
-                    match register(&dev, big, (1 << 20) / page) {
-                        Ok(_) => 12,
-                        Err(e) if e.raw_os_error() == Some(ENOMEM.get()) => 0,
-                        Err(_) => 13,
-                    }
-                }
-            },
-        };
-        // SAFETY: exit the child.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let res = unprivileged(
+        64 << 10,
+        || Rrdma::open().ok(),
+        |dev| {
+            if register(&dev, small, (32 << 10) / page).is_err() {
+                return 11;
+            }
+            match register(&dev, big, (1 << 20) / page) {
+                Ok(_) => 12,
+                Err(e) if e.raw_os_error() == Some(ENOMEM.get()) => 0,
+                Err(_) => 13,
+            }
+        },
+        "11: 32 KiB refused; 12: 1 MiB accepted; 13: 1 MiB not ENOMEM",
+    );
     unmap(small as *mut u8, 32 << 10);
     unmap(big as *mut u8, 1 << 20);
-    ensure(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        format!("child exit status {status:#x} (11: 32 KiB refused; 12: 1 MiB accepted; 13: 1 MiB not ENOMEM)"),
-    )
+    res
 }

@@ -9,7 +9,8 @@
 use rrdma::abi::uapi::{Op, RegionCreate, OP_READ};
 use rrdma::{RemoteRegion, Rrdma};
 
-use crate::{ensure, Tap};
+use crate::child::unprivileged;
+use crate::Tap;
 
 /// Region size: two do not fit under the child's memlock limit.
 const BLOCKS: u64 = 192;
@@ -33,36 +34,11 @@ fn child(dev: &Rrdma, rw: &RemoteRegion<'_>) -> Result<(), String> {
         count: 1,
         ..Op::zeroed()
     };
-    // SAFETY: the child runs only system calls and ioctls, then exits.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let lim = libc::rlimit {
-            rlim_cur: LIMIT,
-            rlim_max: LIMIT,
-        };
-        // SAFETY: plain system calls in the child.
-        let code = unsafe {
-            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) != 0
-                || libc::setgid(65534) != 0
-                || libc::setuid(65534) != 0
-            {
-                10
-            } else {
-                rounds(dev, &template)
-            }
-        };
-        // SAFETY: exit the child.
-        unsafe { libc::_exit(code) };
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    ensure(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        format!(
-            "child exit status {status:#x} (20 + round: create refused; \
-             30 + round: read failed; 40 + round: destroy failed)"
-        ),
+    unprivileged(
+        LIMIT,
+        || Some(()),
+        |()| rounds(dev, &template),
+        "20 + round: create refused; 30 + round: read failed; 40 + round: destroy failed",
     )
 }
 
