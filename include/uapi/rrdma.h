@@ -43,10 +43,12 @@
 #define RRDMA_FEATURE_URING_IOPOLL	(1ULL << 5)
 /* RRDMA_IOCTL_REGION_REGISTER: the caller's own memory as a region */
 #define RRDMA_FEATURE_REGISTER	(1ULL << 6)
+/* RRDMA_OP_F_SENT and RRDMA_OP_FENCE */
+#define RRDMA_FEATURE_WRITE_SENT	(1ULL << 7)
 #define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
 				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT | \
 				 RRDMA_FEATURE_URING | RRDMA_FEATURE_URING_IOPOLL | \
-				 RRDMA_FEATURE_REGISTER)
+				 RRDMA_FEATURE_REGISTER | RRDMA_FEATURE_WRITE_SENT)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -459,13 +461,18 @@ struct rrdma_import {
 /* rrdma_op.opcode */
 #define RRDMA_OP_READ		1	/* remote blocks -> local region */
 #define RRDMA_OP_WRITE		2	/* local region -> remote blocks */
+#define RRDMA_OP_FENCE		3	/* earlier writes on @remote placed */
+
+/* rrdma_op.flags */
+#define RRDMA_OP_F_SENT		(1U << 0)	/* a write completes once sent */
 
 /**
  * struct rrdma_op - one block operation
- * @opcode:	RRDMA_OP_READ or RRDMA_OP_WRITE
- * @flags:	must be zero
+ * @opcode:	RRDMA_OP_READ, RRDMA_OP_WRITE or RRDMA_OP_FENCE
+ * @flags:	RRDMA_OP_F_SENT on a write, otherwise zero
  * @remote:	handle of an imported remote region
  * @local:	handle of a local region; same block size as the remote one
+ *		(zero for a fence, as are the block fields and @count)
  * @remote_block: first remote block
  * @local_block: first local block
  * @count:	number of contiguous blocks, at least one
@@ -481,6 +488,32 @@ struct rrdma_import {
  * reported, any operation submitted afterwards, by any thread that learned
  * of that completion, sees all its bytes, and a later write replaces them
  * in full.  A failed write may have placed any part of its bytes.
+ *
+ * When a write completes (RRDMA_FEATURE_WRITE_SENT):
+ * - by default, once placed: its bytes are in the exporter's memory, where
+ *   any later operation of any peer sees them.  On iWARP (siw, irdma,
+ *   cxgb4), whose RDMA WRITE completion says only that the data left, the
+ *   module reads one byte after it (a fence) and completes the write with
+ *   that read; writes of one SUBMIT, or posted while a fence is in flight,
+ *   share one.
+ * - with RRDMA_OP_F_SENT, once sent: its local blocks may be reused, but
+ *   its bytes may still be on their way, and an operation that reads them
+ *   may see older bytes until a fence on the import completes.  On
+ *   RoCE/InfiniBand a write completes once acknowledged, which is placed:
+ *   the flag changes nothing there.
+ *
+ * RRDMA_OP_FENCE on an import completes, with bytes 0, once every write on
+ * that import submitted before it (by this file, on any of the
+ * connection's queue pairs) is placed: one round trip however many writes
+ * it follows, and none when nothing is outstanding (every earlier write's
+ * placement already known).  Within one SUBMIT it completes after the
+ * batch's earlier writes.  When the connection ends (RRDMA_CONNECT_RECONNECT
+ * then brings it back), writes sent and never covered by a fence that
+ * completed may be lost: the first fence submitted on the import after
+ * that fails with ECONNRESET (once; a fence in flight when it ended fails
+ * with the connection's errno and counts as that report), and so does
+ * every write not yet completed.  The check is conservative: it may
+ * report writes lost that had in fact been placed, never the reverse.
  */
 struct rrdma_op {
 	__u32 opcode;

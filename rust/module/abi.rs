@@ -38,6 +38,8 @@ pub(crate) mod reconnect;
 pub(crate) mod region;
 #[path = "../abi/src/ring.rs"]
 pub(crate) mod ring;
+#[path = "../abi/src/sent.rs"]
+pub(crate) mod sent;
 #[path = "../abi/src/uapi.rs"]
 pub(crate) mod uapi;
 #[path = "../abi/src/wc.rs"]

@@ -376,7 +376,7 @@ kunit_case! {
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_kt_segments(t: *mut c_void) {
     use abi::ops::{chunk_shift, segment_count, segments, Checked, Dir};
-    let c = Checked { dir: Dir::Write, local_off: 3 << 20, remote_off: (1 << 20) - 4096, len: 3 << 20 };
+    let c = Checked { dir: Dir::Write, local_off: 3 << 20, remote_off: (1 << 20) - 4096, len: 3 << 20, sent: false };
     let mut total = 0u64;
     let mut n = 0;
     for s in segments(&c, 20, 20) {
@@ -389,7 +389,7 @@ pub unsafe extern "C" fn rrdma_kt_segments(t: *mut c_void) {
     kexpect!(t, n == 6);
     kexpect!(t, segment_count(&c, 20, 20) == 6);
     // Offsets that differ below the finer chunk: no boundary is shared.
-    let c = Checked { dir: Dir::Read, local_off: 4096, remote_off: 8192 + 512, len: 1 << 21 };
+    let c = Checked { dir: Dir::Read, local_off: 4096, remote_off: 8192 + 512, len: 1 << 21, sent: false };
     kexpect!(t, segment_count(&c, 12, 20) == segments(&c, 12, 20).count() as u64);
     kexpect!(t, chunk_shift(256, 12) == 20);
     kexpect!(t, chunk_shift(512, 12) == 20);

@@ -34,6 +34,12 @@ pub(crate) struct FabricWork {
     ctrl_recv: AtomicU64,
     completions: AtomicU64,
     fences: AtomicU64,
+    /// Fences callers asked for (`RRDMA_OP_FENCE`), one per path they
+    /// went on (`rrdma-op-fences`: only grows).
+    op_fences: AtomicU64,
+    /// Fences callers asked for that completed at once, with nothing to
+    /// wait for (`rrdma-op-fences-at-once`: only grows).
+    op_fences_now: AtomicU64,
     /// Data lanes established (`rrdma-lanes-up`: now).
     lanes_up: AtomicU64,
     /// Operations posted on a data lane (`rrdma-lane-ops`: only grows).
@@ -61,6 +67,8 @@ impl FabricWork {
             ctrl_recv: AtomicU64::new(0),
             completions: AtomicU64::new(0),
             fences: AtomicU64::new(0),
+            op_fences: AtomicU64::new(0),
+            op_fences_now: AtomicU64::new(0),
             lanes_up: AtomicU64::new(0),
             lane_ops: AtomicU64::new(0),
             sync_polled: AtomicU64::new(0),
@@ -110,6 +118,16 @@ impl FabricWork {
         self.fences.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a caller's fence posted on one path.
+    pub(crate) fn op_fence(&self) {
+        self.op_fences.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a caller's fence that completed at once.
+    pub(crate) fn op_fence_now(&self) {
+        self.op_fences_now.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts one callback. Relaxed: a statistic, ordered with nothing.
     pub(crate) fn count(&self, kind: Callback) {
         let c = match kind {
@@ -121,7 +139,7 @@ impl FabricWork {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 10] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 12] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -136,6 +154,11 @@ impl FabricWork {
                 self.completions.load(Ordering::Relaxed),
             ),
             (b"rrdma-write-fences\0", self.fences.load(Ordering::Relaxed)),
+            (b"rrdma-op-fences\0", self.op_fences.load(Ordering::Relaxed)),
+            (
+                b"rrdma-op-fences-at-once\0",
+                self.op_fences_now.load(Ordering::Relaxed),
+            ),
             (b"rrdma-lanes-up\0", self.lanes_up.load(Ordering::Relaxed)),
             (b"rrdma-lane-ops\0", self.lane_ops.load(Ordering::Relaxed)),
             (

@@ -93,6 +93,8 @@ udp_p50_us() { sed -n 's/.*"p50_us": \([0-9]*\).*/\1/p'; }
 # this guest's address, the soft RDMA drivers and rrdma.ko loaded, RDMA
 # device DEV of type PROV on eth0 and ACTIVE.
 wire_up() {
+	# The checks that differ by provider (iWARP or not) read it.
+	export RRDMA_PROV=$1
 	ip link set lo up
 	check "eth0 up with $RRDMA_SELF" sh -c \
 		"/usr/bin/ip link set eth0 up && /usr/bin/ip addr add $RRDMA_SELF/24 dev eth0"

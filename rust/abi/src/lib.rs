@@ -30,6 +30,7 @@ pub mod ops;
 pub mod reconnect;
 pub mod region;
 pub mod ring;
+pub mod sent;
 pub mod uapi;
 pub mod wc;
 pub mod wire;

@@ -28,6 +28,8 @@ pub const FEATURE_URING: u64 = 1 << 4;
 pub const FEATURE_URING_IOPOLL: u64 = 1 << 5;
 /// `RRDMA_FEATURE_REGISTER`: `RRDMA_IOCTL_REGION_REGISTER`.
 pub const FEATURE_REGISTER: u64 = 1 << 6;
+/// `RRDMA_FEATURE_WRITE_SENT`: [`OP_F_SENT`] and [`OP_FENCE`].
+pub const FEATURE_WRITE_SENT: u64 = 1 << 7;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
 pub const FEATURES_ALL: u64 = FEATURE_REGIONS
     | FEATURE_REMOTE
@@ -35,7 +37,8 @@ pub const FEATURES_ALL: u64 = FEATURE_REGIONS
     | FEATURE_RECONNECT
     | FEATURE_URING
     | FEATURE_URING_IOPOLL
-    | FEATURE_REGISTER;
+    | FEATURE_REGISTER
+    | FEATURE_WRITE_SENT;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).
@@ -398,13 +401,18 @@ pub const IMPORT_SIZE_VER0: usize = 40;
 pub const OP_READ: u32 = 1;
 /// `RRDMA_OP_WRITE`.
 pub const OP_WRITE: u32 = 2;
+/// `RRDMA_OP_FENCE`: completes once every earlier write on its import is
+/// placed.
+pub const OP_FENCE: u32 = 3;
+/// `RRDMA_OP_F_SENT`: a write completes once sent, not once placed.
+pub const OP_F_SENT: u32 = 1 << 0;
 
 abi_struct! {
     /// `struct rrdma_op`.
     pub struct Op (size = 48) {
-        /// `OP_READ` or `OP_WRITE`.
+        /// `OP_READ`, `OP_WRITE` or `OP_FENCE`.
         opcode: u32 = 0,
-        /// Must be zero.
+        /// `OP_F_SENT` (a write only), or zero.
         flags: u32 = 4,
         /// Import handle.
         remote: u32 = 8,

@@ -15,7 +15,7 @@ proptest! {
         lo in 0u64..(1 << 30), ro in 0u64..(1 << 30), len in 1u64..(64 << 20),
         ls in 12u32..=20, rs in 12u32..=20,
     ) {
-        let c = Checked { dir: Dir::Read, local_off: lo, remote_off: ro, len };
+        let c = Checked { dir: Dir::Read, local_off: lo, remote_off: ro, len, sent: false };
         let (mut l, mut r, mut total) = (lo, ro, 0u64);
         for s in segments(&c, ls, rs) {
             prop_assert!(s.len > 0);
@@ -40,7 +40,7 @@ proptest! {
         // where both sides' boundaries coincide.
         let fine = (1u64 << ls.min(rs)) - 1;
         let ro = if aligned { (ro & !fine) | (lo & fine) } else { ro };
-        let c = Checked { dir: Dir::Write, local_off: lo, remote_off: ro, len };
+        let c = Checked { dir: Dir::Write, local_off: lo, remote_off: ro, len, sent: false };
         prop_assert_eq!(segment_count(&c, ls, rs), segments(&c, ls, rs).count() as u64);
     }
 }
@@ -68,6 +68,7 @@ proptest! {
             local_off: lblock * u64::from(bs),
             remote_off: rblock * u64::from(bs),
             len,
+            sent: false,
         };
         let segs = segments(&c, ls, rs).count() as u64;
         let first = c.local_off >> ls;

@@ -36,6 +36,7 @@ use crate::abi::{
     blocks::Geometry,
     errno::{Errno, E2BIG, EAGAIN, EINVAL, EKEYREVOKED, ENOENT, ENOMEM, ENOTCONN, EPROTO},
     ops,
+    sent::SentLedger,
     wire::Grant,
 };
 
@@ -78,9 +79,13 @@ pub(super) struct Fetched {
 /// whether the import is revoked, set under the connection's lock and read
 /// by a submitter's check of its operation without it (`Import::view`;
 /// posting checks again under the lock).
+///
+/// And the ledger of its writes that complete once sent
+/// ([`SentLedger`]).
 pub(super) struct Uses {
     n: AtomicU32,
     revoked: AtomicBool,
+    pub(super) sent: SentLedger,
 }
 
 impl Uses {
@@ -92,6 +97,7 @@ impl Uses {
             Self {
                 n: AtomicU32::new(0),
                 revoked: AtomicBool::new(false),
+                sent: SentLedger::new(),
             },
             GFP_KERNEL,
         )?)
@@ -234,6 +240,7 @@ impl Table {
     pub(super) fn stale_all(&mut self) {
         for e in self.tree.values_mut() {
             e.stale = true;
+            e.uses.sent.connection_ended();
         }
     }
 

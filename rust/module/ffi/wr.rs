@@ -135,6 +135,13 @@ impl ShimWr {
         }
     }
 
+    /// An unsignaled RDMA WRITE of no bytes to `remote_addr` (under
+    /// `rkey`): on RoCE/InfiniBand its completion, an acknowledgement,
+    /// follows those of every earlier write of its queue pair (a fence).
+    pub(crate) fn write_empty(remote_addr: u64, rkey: u32) -> Self {
+        Self::remote(WR_WRITE, 0, 0, remote_addr, rkey)
+    }
+
     /// A request of `opcode` naming no local registration.
     fn remote(opcode: u32, local_addr: u64, len: u32, remote_addr: u64, rkey: u32) -> Self {
         // INVARIANT: it names no local registration.

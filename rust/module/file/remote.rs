@@ -24,10 +24,22 @@ use crate::abi::{
     uapi::{
         Accept, Connect, Export, HandleArg, Import as ImportArg, Listen, Op, Submit, Unexport,
         ACCESS_READ, ACCESS_WRITE, BACKLOG_DEFAULT, BACKLOG_MAX, CONNECT_NO_KEEPALIVE,
-        CONNECT_RECONNECT, OP_SIZE_VER0, SUBMIT_MAX,
+        CONNECT_RECONNECT, OP_FENCE, OP_SIZE_VER0, SUBMIT_MAX,
     },
 };
-use crate::conn::{Conn, Import, Posted, ReportTo};
+use crate::conn::{Conn, Import, OpWork, Posted, ReportTo};
+
+/// An operation resolved: its import, and unless it is a fence its local
+/// region and checked extent.
+pub(super) type Resolved = (Arc<Import>, Option<(Arc<Region>, Checked)>);
+
+/// What `resolved` does.
+fn work(blocks: &Option<(Arc<Region>, Checked)>) -> OpWork<'_> {
+    match blocks {
+        Some((region, c)) => OpWork::Blocks(region, c),
+        None => OpWork::Fence,
+    }
+}
 use crate::ffi::{warn_user, UringCmd};
 use crate::listener::Listener;
 use crate::objects::Object;
@@ -227,14 +239,20 @@ impl FileState {
         Ok(())
     }
 
-    /// Resolves and checks one operation: nothing is posted yet.
-    pub(super) fn resolve(&self, op: &Op) -> Result<(Arc<Import>, Arc<Region>, Checked), Errno> {
+    /// Resolves and checks one operation: nothing is posted yet. A fence
+    /// has no region.
+    pub(super) fn resolve(&self, op: &Op) -> Result<Resolved, Errno> {
+        if op.opcode == OP_FENCE {
+            let imp = self.objects.lock().import(op.remote)?;
+            ops::check_fence(op, &imp.view())?;
+            return Ok((imp, None));
+        }
         let (imp, region) = {
             let o = self.objects.lock();
             (o.import(op.remote)?, o.region(op.local)?)
         };
         let c = ops::check_op(op, region.geometry(), &imp.view())?;
-        Ok((imp, region, c))
+        Ok((imp, Some((region, c))))
     }
 
     /// SUBMIT: returns the number of operations posted (also written to
@@ -273,7 +291,7 @@ impl FileState {
                 req.op_size as usize,
             )?);
             match self.resolve(&op) {
-                Ok((imp, region, c)) => resolved.push((imp, region, c, op), GFP_KERNEL)?,
+                Ok((imp, blocks)) => resolved.push((imp, blocks, op), GFP_KERNEL)?,
                 Err(e) => {
                     warn_user!("SUBMIT: operation {} refused: errno {}\n", i, e.get());
                     req.submitted = i;
@@ -283,9 +301,11 @@ impl FileState {
             }
         }
         let reserved = self.shared.ring.lock().reserve(resolved.len());
-        // Each run of operations on one connection goes under one
-        // acquisition of its lock, and on iWARP the run's writes (two or
-        // more) share one fence.
+        // Each run of block operations on one connection goes under one
+        // acquisition of its lock, and on iWARP the run's writes that
+        // complete once placed (two or more) share one fence. A fence is a
+        // run of its own: it follows the writes before it, their batch's
+        // fence included.
         let report = |op: &Op| ReportTo {
             user_data: op.user_data,
             opcode: op.opcode,
@@ -295,17 +315,35 @@ impl FileState {
         let mut posted = 0;
         let mut err = None;
         let mut rest = &resolved[..reserved.min(resolved.len())];
-        while let Some((imp, region, ..)) = rest.first() {
+        while let Some((imp, blocks, op)) = rest.first() {
+            let Some((region, _)) = blocks else {
+                match imp.conn.post_op(imp, OpWork::Fence, &mut report(op)) {
+                    Ok((Posted::Yes, _)) => posted += 1,
+                    Ok((Posted::Full, _)) => break,
+                    Err(e) => {
+                        err = Some(e);
+                        break;
+                    }
+                }
+                rest = &rest[1..];
+                continue;
+            };
             let len = rest
                 .iter()
-                .take_while(|r| Arc::ptr_eq(&r.0.conn, &imp.conn))
+                .take_while(|r| Arc::ptr_eq(&r.0.conn, &imp.conn) && r.1.is_some())
                 .count();
             let (run, tail) = rest.split_at(len);
-            let writes = run.iter().filter(|r| r.2.dir == Dir::Write).count();
+            let placed_writes = run
+                .iter()
+                .filter(|r| matches!(&r.1, Some((_, c)) if c.dir == Dir::Write && !c.sent))
+                .count();
             let (n, e) = imp.conn.post_ops(
-                run.iter()
-                    .map(|(imp, region, c, op)| (&**imp, region, c, report(op))),
-                (writes >= 2).then_some(region),
+                run.iter().filter_map(|(imp, blocks, op)| {
+                    blocks
+                        .as_ref()
+                        .map(|(region, c)| (&**imp, region, c, report(op)))
+                }),
+                (placed_writes >= 2).then_some(region),
             );
             posted += n;
             if n < len {
@@ -341,10 +379,10 @@ impl FileState {
 
     pub(super) fn rw_sync(&self, arg: u64, d: &Decoded) -> Result {
         let op = Op::decode(&uarg::read::<{ Op::SIZE }>(arg, d)?);
-        let (imp, region, c) = self.resolve(&op).inspect_err(|e| {
+        let (imp, blocks) = self.resolve(&op).inspect_err(|e| {
             warn_user!("RW_SYNC: operation refused: errno {}\n", e.get());
         })?;
-        let status = imp.conn.run_sync(&imp, &region, &c, op.opcode)?;
+        let status = imp.conn.run_sync(&imp, work(&blocks), op.opcode)?;
         crate::abi::to_result(status)
     }
 
@@ -354,7 +392,7 @@ impl FileState {
     /// a worker), else a wait for room. On success `cmd` is the posted
     /// operation's; on error it was not taken and io_uring posts the CQE.
     pub(crate) fn uring_op(&self, cmd: UringCmd, op: &Op, nonblock: bool) -> Result<(), Errno> {
-        let (imp, region, c) = self.resolve(op).inspect_err(|e| {
+        let (imp, blocks) = self.resolve(op).inspect_err(|e| {
             warn_user!("io_uring: operation refused: errno {}\n", e.get());
         })?;
         let mut to = ReportTo {
@@ -364,7 +402,7 @@ impl FileState {
             uring: Some(cmd),
         };
         loop {
-            match imp.conn.post_op(&imp, &region, &c, &mut to)?.0 {
+            match imp.conn.post_op(&imp, work(&blocks), &mut to)?.0 {
                 Posted::Yes => return Ok(()),
                 Posted::Full if nonblock => return Err(EAGAIN),
                 // A worker's wait: a signal ends the command with EINTR

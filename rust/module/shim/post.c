@@ -189,7 +189,8 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 				sge[k].length = s->len;
 				sge[k].lkey = s->lkey;
 				wr->sg_list = &sge[k];
-				wr->num_sge = 1;
+				/* An empty WRITE (a RoCE fence) names no memory. */
+				wr->num_sge = s->len ? 1 : 0;
 				w[k].rdma.remote_addr = s->remote_addr;
 				w[k].rdma.rkey = s->rkey;
 				break;

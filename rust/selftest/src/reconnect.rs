@@ -8,7 +8,9 @@
 //!   in flight complete with `ECONNRESET`, exactly once each; new ones fail
 //!   with `EAGAIN`; fdinfo counts the connection as reconnecting.
 //! - Once back: the same handles work again, the blocks written before the
-//!   cut read back unchanged, and an import whose export was revoked during
+//!   cut read back unchanged, the first fence fails with `ECONNRESET` on
+//!   iWARP (writes sent before the cut, unconfirmed) and the next
+//!   succeeds, and an import whose export was revoked during
 //!   the outage fails with `EKEYREVOKED`. The time to come back is printed.
 //! - With a budget of two attempts and the link left cut, the connection
 //!   ends for good with the last attempt's errno.
@@ -24,7 +26,7 @@
 use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::{EAGAIN, ECONNRESET, EKEYREVOKED};
-use rrdma::abi::uapi::OP_READ;
+use rrdma::abi::uapi::{Op, OP_F_SENT, OP_READ, OP_WRITE};
 use rrdma::{ConnectOptions, Keepalive, RemoteRegion, Rrdma};
 
 use crate::attack::agent_cmd;
@@ -178,6 +180,18 @@ fn comes_back(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
         "reconnect: blocks written before the cut",
         rw.write(&local, 0, 0, 4).map_err(|e| e.to_string()),
     );
+    // Writes that complete once sent, and no fence: on iWARP the cut may
+    // lose them, and the first fence after it says so.
+    t.check(
+        "reconnect: two writes that complete once sent, before the cut",
+        (5..7u64).try_for_each(|b| {
+            dev.rw_sync(&Op {
+                flags: OP_F_SENT,
+                ..rw.op(OP_WRITE, &local, 0, b, 1, 0)
+            })
+            .map_err(|e| e.to_string())
+        }),
+    );
     // The export goes while this guest is cut off: after the importer's
     // limit, before the link comes back.
     let exporter_limit = interval * u32::from(EXPORTER_MISSES);
@@ -256,6 +270,23 @@ fn comes_back(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
             local.as_slice()[4 * 4096..8 * 4096] == pattern[..],
             "blocks differ",
         ),
+    );
+    // iWARP: the sent writes were never shown placed. RoCE: their
+    // completion was their acknowledgement, placed.
+    let f = rw.fence();
+    let want = if crate::remote::iwarp() {
+        ECONNRESET.get()
+    } else {
+        0
+    };
+    t.check(
+        &format!("reconnect: the first fence after it fails with errno {want} (sent writes unconfirmed; 0: RoCE)"),
+        ensure(errno(&f) == want, format!("{f:?}")),
+    );
+    let f = rw.fence();
+    t.check(
+        "reconnect: ... once: the next fence succeeds",
+        ensure(errno(&f) == 0, format!("{f:?}")),
     );
     let g = until_back(|| gone.read(&local, 4, 0, 1));
     t.check(

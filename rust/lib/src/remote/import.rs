@@ -6,7 +6,7 @@
 use std::io;
 use std::time::Duration;
 
-use rrdma_abi::uapi::{self, Import, Op, ACCESS_WRITE, OP_READ, OP_WRITE};
+use rrdma_abi::uapi::{self, Import, Op, ACCESS_WRITE, OP_FENCE, OP_F_SENT, OP_READ, OP_WRITE};
 
 use super::{ms, Connection};
 use crate::{Region, Rrdma};
@@ -103,6 +103,41 @@ impl RemoteRegion<'_> {
             user_data,
             ..Op::zeroed()
         }
+    }
+
+    /// A write like [`Self::op`]'s that completes once sent
+    /// (`RRDMA_OP_F_SENT`): its bytes are placed only once a later
+    /// [`Self::fence_op`] completes.
+    pub fn write_sent_op(
+        &self,
+        local: &Region<'_>,
+        local_block: u64,
+        remote_block: u64,
+        count: u32,
+        user_data: u64,
+    ) -> Op {
+        Op {
+            flags: OP_F_SENT,
+            ..self.op(OP_WRITE, local, local_block, remote_block, count, user_data)
+        }
+    }
+
+    /// A fence on this region (`RRDMA_OP_FENCE`): completes once every
+    /// write submitted before it on this region is placed.
+    pub fn fence_op(&self, user_data: u64) -> Op {
+        Op {
+            opcode: OP_FENCE,
+            remote: self.handle,
+            user_data,
+            ..Op::zeroed()
+        }
+    }
+
+    /// Waits until every write submitted before on this region is placed
+    /// (a synchronous fence). `ECONNRESET`: the connection ended since the
+    /// last fence, and writes sent before may be lost.
+    pub fn fence(&self) -> io::Result<()> {
+        self.dev.rw_sync(&self.fence_op(0))
     }
 
     /// Runs `count` blocks as synchronous operations of at most

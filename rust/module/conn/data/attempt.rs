@@ -30,6 +30,7 @@ impl Conn {
         // Decided under the path's lock: a fence completion that posts the
         // open group takes it too.
         let join = batch.is_none()
+            && !c.sent
             && (d.slots.fences_posted > 0
                 || (to.uring.is_some()
                     && c.dir == Dir::Write
@@ -136,6 +137,9 @@ impl Conn {
             sinks: NO_SINK,
             batch: None,
             fenced: plan.fence,
+            covers: o.wseq + u64::from(c.dir == Dir::Write),
+            proves: !plan.iwarp || c.dir == Dir::Read || plan.fence,
+            join: None,
             kind: OpKind::User,
         };
         let mut unfenced_last = None;
@@ -228,6 +232,14 @@ impl Conn {
         }
         finish_attempt(reg, prep, wrs, None, posted);
         o.sq_free -= n;
+        if c.dir == Dir::Write {
+            o.wseq += 1;
+            // Sent (iWARP): placed once a fence says so; until then a
+            // connection's end may lose it (`SentLedger`).
+            if c.sent && plan.iwarp {
+                target.uses().sent.sent();
+            }
+        }
         if p != 0 {
             self.shared.work.lane_op();
         }
@@ -282,6 +294,8 @@ impl Step<'_> {
     /// segment, and its segments from registrations lent under `lease`.
     /// Returns the READ sinks taken and whether it ends with a fence, or
     /// the attempt's outcome if the plan no longer holds.
+    // The outcome is moved once, on the way out of a failed attempt.
+    #[allow(clippy::result_large_err)]
     fn build(
         &self,
         o: &Slots,

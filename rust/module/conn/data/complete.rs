@@ -102,7 +102,7 @@ impl Conn {
                     }
                     let rec = op
                         .finish(errno.to_errno(), &self.shared.work)
-                        .filter(|_| op.kind == OpKind::User);
+                        .filter(|_| op.reports());
                     (rec, members_queued)
                 }
             };
@@ -162,6 +162,12 @@ impl Conn {
             e => e,
         };
         let status = errno.map_or(0, Errno::to_errno);
+        if status == 0 && op.proves {
+            d.slots.placed = d.slots.placed.max(op.covers);
+        }
+        if let (OpKind::Barrier { sent }, Some(u)) = (op.kind, op.uses.as_ref()) {
+            u.sent.fence_ended(sent, status == 0);
+        }
         if op.lease.take().is_some_and(|l| d.local.settle(l)) {
             due.flags |= Followups::PRUNE;
         }
@@ -213,9 +219,7 @@ impl Conn {
         // status; io_uring's task work, or the CQE an IOPOLL poller posts
         // in place under the ring's lock, which it holds already), and
         // nothing it drops frees what must be freed in process context.
-        let rec = op
-            .finish(0, &self.shared.work)
-            .filter(|_| op.kind == OpKind::User);
+        let rec = op.finish(0, &self.shared.work).filter(|_| op.reports());
         Ended::Done {
             record: rec,
             members_queued: members,

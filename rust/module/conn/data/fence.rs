@@ -221,6 +221,7 @@ impl Conn {
             return Err(r.err().unwrap_or(crate::abi::errno::EIO));
         }
         fence.kind = OpKind::Fence { id, posted: true };
+        fence.covers = slots.wseq;
         fence.uses = Some(uses);
         fence.fenced = true;
         slots.fences_posted += 1;

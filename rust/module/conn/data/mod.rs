@@ -67,6 +67,7 @@
 //! - `post.rs`: posting, with the locks and the retries;
 //! - `attempt.rs`: one attempt: plan, install, build, post;
 //! - `fence.rs`: iWARP write fences;
+//! - `barrier.rs`: fences a caller asks for (`RRDMA_OP_FENCE`);
 //! - `complete.rs`: completions;
 //! - `followups.rs`: what completions leave for process context;
 //! - `wait.rs`: synchronous operations and waits for room.
@@ -75,6 +76,7 @@
 //! (`use super::*`).
 
 mod attempt;
+mod barrier;
 mod complete;
 mod fence;
 mod followups;
@@ -96,7 +98,7 @@ use kernel::workqueue::{impl_has_work, WorkItem};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, E2BIG, ECONNRESET, ENOENT, ENOMEM, ENOTCONN},
+    errno::{Errno, E2BIG, EAGAIN, ECONNRESET, ENOENT, ENOMEM, ENOTCONN},
     limits,
     ops::{self, Checked, Dir},
     uapi::Completion,
@@ -115,6 +117,7 @@ use crate::verbs::QpRef;
 use crate::work::FabricWork;
 
 // The concern files' items, for each other.
+use barrier::*;
 use fence::*;
 use followups::*;
 use local::*;
@@ -125,7 +128,7 @@ use wait::*;
 
 pub(in crate::conn) use followups::Followups;
 pub(in crate::conn) use path::{path_locks, Path, PathLock};
-pub(crate) use post::Posted;
+pub(crate) use post::{OpWork, Posted};
 pub(crate) use slots::ReportTo;
 
 /// Most operation slots of a connection (its queue pair may have fewer:

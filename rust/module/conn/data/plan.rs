@@ -24,7 +24,8 @@ pub(super) struct Plan {
     /// Whether it ends with a fence (a write on iWARP), which needs a
     /// fence sink.
     pub(super) fence: bool,
-    /// A write on iWARP that leaves its fence to its batch's.
+    /// A write on iWARP that leaves its fence to its batch's (one that
+    /// completes once sent has none, and is not this).
     pub(super) unfenced: bool,
     pub(super) iwarp: bool,
 }
@@ -66,9 +67,13 @@ impl Plan {
             }
         }
         let nseg = ops::segment_count(c, lshift, import.chunk_shift);
-        // A write of a batch leaves its fence to the batch's (2 requests).
-        let unfenced = batched && c.dir == Dir::Write && res.iwarp;
-        let wrs = ops::op_wrs(c.dir, nseg, nmissing, res.iwarp) - if unfenced { 2 } else { 0 };
+        // A write of a batch leaves its fence to the batch's (2 requests);
+        // one that completes once sent has none.
+        let write = c.dir == Dir::Write && res.iwarp;
+        let unfenced = batched && write && !c.sent;
+        let unfenced_or_sent = unfenced || (write && c.sent);
+        let wrs =
+            ops::op_wrs(c.dir, nseg, nmissing, res.iwarp) - if unfenced_or_sent { 2 } else { 0 };
         let sinks = ops::op_sinks(c.dir, nseg, res.iwarp);
         if wrs > u64::from(slots.op_budget()) || sinks > u64::from(slots.sinks) {
             // `check_op` refuses operations above the import's limit.
@@ -83,7 +88,7 @@ impl Plan {
             have_reg: reg.is_some(),
             wrs: wrs as u32,
             sinks: sinks as u32,
-            fence: c.dir == Dir::Write && res.iwarp && !unfenced,
+            fence: write && !unfenced_or_sent,
             unfenced,
             iwarp: res.iwarp,
         })

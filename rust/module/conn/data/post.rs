@@ -14,20 +14,33 @@ pub(crate) enum Posted {
     Full,
 }
 
+/// What an operation on an import does.
+#[derive(Clone, Copy)]
+pub(crate) enum OpWork<'a> {
+    /// Moves blocks between a local region and the import (checked).
+    Blocks(&'a Arc<Region>, &'a Checked),
+    /// A fence on the import (`RRDMA_OP_FENCE`, `barrier.rs`).
+    Fence,
+}
+
 impl Conn {
-    /// Posts one checked operation on `import` from or to `region`, which
-    /// reports to `to`, on the submitting CPU's path; returns the outcome
-    /// and that path. One acquisition of the connection's lock, and one of
-    /// the path's, when the operation's registrations are cached;
-    /// otherwise they are allocated outside the locks, which are taken
-    /// again.
+    /// Posts one checked operation on `import` (`work`: from or to a
+    /// region, or a fence), which reports to `to`, on the submitting CPU's
+    /// path (a fence: on each path that needs one); returns the outcome
+    /// and that path (a fence's first). One acquisition of the
+    /// connection's lock, and one of the path's, when the operation's
+    /// registrations are cached; otherwise they are allocated outside the
+    /// locks, which are taken again.
     pub(crate) fn post_op(
         self: &Arc<Self>,
         import: &Import,
-        region: &Arc<Region>,
-        c: &Checked,
+        work: OpWork<'_>,
         to: &mut ReportTo,
     ) -> Result<(Posted, usize), Errno> {
+        let (region, c) = match work {
+            OpWork::Blocks(region, c) => (region, c),
+            OpWork::Fence => return self.post_barrier(import, to),
+        };
         let mut g = Some(self.inner.lock());
         let p = g.as_ref().map_or(0, |i| i.pick_path());
         let mut pg = None;

@@ -35,6 +35,15 @@ pub(super) struct OpCtx {
     /// Whether its completion is a write fence's (a write with its own
     /// fence, or a posted batch fence): one fewer in flight.
     pub(super) fenced: bool,
+    /// Its path's write count ([`Slots::wseq`]) once it was posted.
+    pub(super) covers: u64,
+    /// Whether its success proves every write posted before it on its
+    /// queue pair placed: on iWARP one that ends with a READ, on
+    /// RoCE/InfiniBand (acknowledged in order) any.
+    pub(super) proves: bool,
+    /// A fence a caller asked for that went on several paths: where their
+    /// last completion reports.
+    pub(super) join: Option<Arc<FenceJoin>>,
     /// What the operation is.
     pub(super) kind: OpKind,
 }
@@ -43,6 +52,11 @@ pub(super) struct OpCtx {
 pub(super) const NO_SINK: u32 = u32::MAX;
 
 impl OpCtx {
+    /// Whether its end is reported to userspace (a batch fence's is not).
+    pub(super) fn reports(&self) -> bool {
+        matches!(self.kind, OpKind::User | OpKind::Barrier { .. })
+    }
+
     /// The record of its end with `status`, for the file's ring.
     pub(super) fn completion(&self, status: i32) -> Completion {
         Completion {
@@ -55,8 +69,18 @@ impl OpCtx {
 
     /// Reports its end with `status` to its synchronous caller or its
     /// io_uring command (counted in `work` if its IOPOLL poller took it);
-    /// otherwise returns the record for the file's ring.
-    pub(super) fn finish(&mut self, status: i32, work: &FabricWork) -> Option<Completion> {
+    /// otherwise returns the record for the file's ring. One fence of a
+    /// caller's that went on several paths reports only as the last of
+    /// them, with the first failure's status.
+    pub(super) fn finish(&mut self, mut status: i32, work: &FabricWork) -> Option<Completion> {
+        if let Some(j) = self.join.take() {
+            let (to, first) = j.arrive(1, status)?;
+            status = first;
+            self.user_data = to.user_data;
+            self.opcode = to.opcode;
+            self.sync = to.sync;
+            self.uring = to.uring;
+        }
         if let Some(s) = self.sync.take() {
             s.set(status);
         } else if let Some(u) = self.uring.take() {
@@ -85,6 +109,10 @@ impl OpCtx {
 pub(super) enum OpKind {
     /// An operation of userspace.
     User,
+    /// A fence of userspace's (`RRDMA_OP_FENCE`) on one path; `sent` is
+    /// its import's count of writes sent when it was posted
+    /// (`SentLedger::count`).
+    Barrier { sent: u64 },
     /// A batch's write fence (see [`FenceGroup`]), not reported itself.
     /// `id` tells it from any later occupant of its slot; `posted` whether
     /// its work requests went out.
@@ -121,6 +149,11 @@ pub(in crate::conn) struct Slots {
     pub(super) fences_posted: u32,
     /// Writes waiting for the next fence completion to post their fence.
     pub(super) open: Option<FenceGroup>,
+    /// Writes posted on the queue pair, counted from 1.
+    pub(super) wseq: u64,
+    /// The last write posted (by [`Self::wseq`]) known placed: writes
+    /// after it need a fence.
+    pub(super) placed: u64,
 }
 
 impl Slots {
@@ -149,6 +182,8 @@ impl Slots {
             },
             fences_posted: 0,
             open: None,
+            wseq: 0,
+            placed: 0,
         })
     }
 
@@ -173,6 +208,13 @@ impl Slots {
         self.sq_free = depth;
         self.fences_posted = 0;
         self.open = None;
+        self.wseq = 0;
+        self.placed = 0;
+    }
+
+    /// Whether writes posted on the queue pair may not be placed yet.
+    pub(super) fn unplaced(&self) -> bool {
+        self.wseq > self.placed
     }
 
     /// The queue pair's sinks are allocated: every one is free.
@@ -243,6 +285,9 @@ impl Slots {
             sinks,
             batch: None,
             fenced: false,
+            covers: 0,
+            proves: true,
+            join: None,
             kind: OpKind::Fence { id, posted: false },
         });
         Some(slot)

@@ -107,8 +107,7 @@ impl Conn {
     pub(crate) fn run_sync(
         self: &Arc<Self>,
         import: &Import,
-        region: &Arc<Region>,
-        c: &Checked,
+        work: OpWork<'_>,
         opcode: u32,
     ) -> Result<i32, Errno> {
         let w = SyncWait::new().map_err(|_| ENOMEM)?;
@@ -119,7 +118,7 @@ impl Conn {
             uring: None,
         };
         let p = loop {
-            match self.post_op(import, region, c, &mut to)? {
+            match self.post_op(import, work, &mut to)? {
                 (Posted::Yes, p) => break p,
                 (Posted::Full, _) => self.wait_room()?,
             }

@@ -15,7 +15,8 @@
 //! data lanes (`lanes.rs`); many connections, limits, close and revoke
 //! (`connections.rs`); a destroyed region's memory given back
 //! (`release.rs`); the process's own memory as the local side
-//! (`registered.rs`). `peer.rs` and `common.rs` hold what the other
+//! (`registered.rs`); writes that complete once sent, and fences
+//! (`sent.rs`). `peer.rs` and `common.rs` hold what the other
 //! test programs share.
 
 mod bad_ops;
@@ -27,6 +28,7 @@ mod lanes;
 mod peer;
 mod registered;
 mod release;
+mod sent;
 mod setup;
 
 use rrdma::abi::errno::ENOENT;
@@ -124,6 +126,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         thread_checks(dev, t, &rw);
         fence_visibility_checks(dev, t, peer, rw_token, &rw);
     }
+    sent::checks(dev, t, peer, rw_token, &rw);
     crate::overlap::checks(dev, t, &rw);
     lane_ops_checks(dev, t, lanes, lane_ops);
     many_connections(dev, t, peer, rw_token);
@@ -148,7 +151,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     drop(region);
     // Object counts, and event counts that must have stayed 0 (timeouts,
     // reconnects); the work, fence, lane-operation, sink and ping counts
-    // (`rrdma-work-*`, `rrdma-write-fences`, `rrdma-lane-ops`,
+    // (`rrdma-work-*`, `rrdma-write-fences`, `rrdma-op-fences*`, `rrdma-lane-ops`,
     // `rrdma-sink-allocs`, `rrdma-keepalive-pings`) only grow, pings on
     // any connection idle for the keepalive interval (15 s in the guests,
     // which the debug kernel's slow small-NIC run reaches).
@@ -159,6 +162,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         .filter(|(k, _)| {
             !k.starts_with("rrdma-work-")
                 && k != "rrdma-write-fences"
+                && !k.starts_with("rrdma-op-fences")
                 && k != "rrdma-lane-ops"
                 && k != "rrdma-sink-allocs"
                 && k != "rrdma-keepalive-pings"

@@ -233,6 +233,10 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         .and_then(|r| ensure(r == 4096, format!("res {r}"))),
     );
     crate::uring_sqe::checks(dev, t, rw);
+    sent_checks(t, peer, rw, &mut out, Ring::Plain, &mut eng);
+    if let Ok(mut polled) = Ring::Iopoll.engine(dev, 64) {
+        sent_checks(t, peer, rw, &mut out, Ring::Iopoll, &mut polled);
+    }
     iopoll_checks(dev, t, peer, rw, &mut out);
     liburing_checks(dev, t, peer, rw, &mut out);
     // A ring closed with 64 operations in flight (polled or not): io_uring
@@ -240,6 +244,38 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
     for ring in [Ring::Plain, Ring::Iopoll, Ring::Sqpoll] {
         closed_in_flight(dev, t, rw, &out, &mut eng, ring);
     }
+}
+
+/// Writes that complete once sent, then a fence, through `ring` (`eng`):
+/// every CQE once, the fence's with res 0, and then the peer's memory holds
+/// the writes. A fence covers the commands issued before it: it is
+/// submitted after the writes' CQEs.
+fn sent_checks(
+    t: &mut Tap,
+    peer: &str,
+    rw: &RemoteRegion<'_>,
+    out: &mut Region,
+    ring: Ring,
+    eng: &mut UringEngine,
+) {
+    pattern(out.as_mut_slice(), 0x5e47_0000 + ring as u64);
+    let writes: Vec<Op> = (0..16)
+        .map(|i| rw.write_sent_op(out, i, 216 + i, 1, 5000 + i))
+        .collect();
+    let res = all_done(run(eng, &writes), 5000)
+        .and_then(|()| want_res(one(eng, &rw.fence_op(5999)), 0))
+        .and_then(|()| {
+            let theirs = control(peer, "checksum 216 16").map_err(|e| e.to_string())?;
+            let ours = format!("{:#x}", fnv(out.as_slice()));
+            ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))
+        });
+    t.check(
+        &format!(
+            "io_uring: 16 sent writes and then a fence on {}: CQEs once each, the fence's res 0, the peer's memory holds them",
+            ring.name()
+        ),
+        res,
+    );
 }
 
 /// Blocks through an IOPOLL ring: 16 writes, then 16 reads back, one

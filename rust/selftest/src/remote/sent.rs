@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Writes that complete once sent (`RRDMA_OP_F_SENT`) and the fences that
+//! place them (`RRDMA_OP_FENCE`):
+//! - a SUBMIT of sent writes and a fence: the fence completes last, and
+//!   then the exporter's memory holds every write; on iWARP the writes
+//!   posted no write fence of their own, the caller's fence one per queue
+//!   pair they went on; a fence with nothing outstanding completes at once;
+//! - threads streaming sent writes, each fencing and reading back through
+//!   a second connection (another queue pair, which nothing orders after
+//!   the first one's writes);
+//! - bad fences and flags are refused before anything is posted.
+
+use rrdma::abi::errno::{EINVAL, ENOENT};
+use rrdma::abi::uapi::{Op, OP_FENCE, OP_F_SENT, OP_READ, OP_WRITE};
+use rrdma::{RemoteRegion, Rrdma};
+
+use super::common::{fnv, iwarp, pattern, reap, write_fences};
+use super::peer::{addr, control, T};
+use crate::{ensure, expect_errno, Tap};
+
+/// Blocks of the peer's read-write region these checks write (the last
+/// 64 of its 256; the other checks' own blocks are below).
+const FIRST: u64 = 192;
+const WRITES: u64 = 16;
+
+fn count(dev: &Rrdma, key: &str) -> u64 {
+    dev.fdinfo_value(key).unwrap_or(0)
+}
+
+pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegion<'_>) {
+    batch_then_fence(dev, t, peer, rw);
+    threads(dev, t, peer, rw_token, rw);
+    bad_fences(dev, t, rw);
+}
+
+/// One SUBMIT: `WRITES` sent writes of one block each, then a fence.
+fn batch_then_fence(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
+    let mut out = match dev.create_region(4096, WRITES) {
+        Ok(r) => r,
+        Err(e) => return t.check("sent: a local region", Err(e.to_string())),
+    };
+    pattern(out.as_mut_slice(), 0x5e47);
+    let (fences0, op_fences0, now0) = (
+        write_fences(dev),
+        count(dev, "rrdma-op-fences"),
+        count(dev, "rrdma-op-fences-at-once"),
+    );
+    let mut ops: Vec<Op> = (0..WRITES)
+        .map(|i| rw.write_sent_op(&out, i, FIRST + i, 1, 100 + i))
+        .collect();
+    ops.push(rw.fence_op(999));
+    let res = dev
+        .submit(&ops)
+        .map_err(|e| format!("SUBMIT: {e}"))
+        .and_then(|n| ensure(n == ops.len(), format!("{n} of {} posted", ops.len())))
+        .and_then(|()| reap(dev, ops.len()).map_err(|e| e.to_string()))
+        .and_then(|got| {
+            let last = got.last().copied();
+            ensure(
+                got.len() == ops.len()
+                    && got.iter().all(|c| c.status == 0)
+                    && last.is_some_and(|c| {
+                        c.user_data == 999 && c.opcode == OP_FENCE && c.bytes == 0
+                    }),
+                format!("{got:?}"),
+            )
+        });
+    t.check(
+        "sent: 16 sent writes and a fence in one SUBMIT complete, the fence last",
+        res,
+    );
+    let bytes = WRITES as usize * 4096;
+    let ours = format!("{:#x}", fnv(&out.as_slice()[..bytes]));
+    t.check(
+        "sent: ... and once the fence completed, the exporter's memory holds every write",
+        control(peer, &format!("checksum {FIRST} {WRITES}"))
+            .map_err(|e| e.to_string())
+            .and_then(|theirs| ensure(theirs == ours, format!("peer {theirs}, ours {ours}"))),
+    );
+    let (fences, op_fences, now) = (
+        write_fences(dev) - fences0,
+        count(dev, "rrdma-op-fences") - op_fences0,
+        count(dev, "rrdma-op-fences-at-once") - now0,
+    );
+    println!("# sent: 16 writes + fence: {fences} write fences, {op_fences} fences posted, {now} at once");
+    // iWARP: the writes have no fence, the caller's is posted (on one
+    // queue pair: one SUBMIT run). RoCE: the writes complete once
+    // acknowledged, which may come before the fence is submitted.
+    let want = if iwarp() {
+        fences == 0 && op_fences == 1 && now == 0
+    } else {
+        fences == 0 && op_fences + now == 1
+    };
+    t.check(
+        "sent: ... with no write fence of their own, and one fence",
+        ensure(
+            want,
+            format!("{fences} write fences, {op_fences} posted, {now} at once"),
+        ),
+    );
+    let (op_fences0, now0) = (
+        count(dev, "rrdma-op-fences"),
+        count(dev, "rrdma-op-fences-at-once"),
+    );
+    let again = rw.fence().map_err(|e| e.to_string());
+    let (posted, now) = (
+        count(dev, "rrdma-op-fences") - op_fences0,
+        count(dev, "rrdma-op-fences-at-once") - now0,
+    );
+    t.check(
+        "sent: a fence with nothing outstanding completes at once (no round trip)",
+        again.and_then(|()| {
+            ensure(
+                posted == 0 && now == 1,
+                format!("{posted} posted, {now} at once"),
+            )
+        }),
+    );
+}
+
+/// Four threads, each on blocks of its own: rounds of sent writes, a
+/// fence, and a read back through a second connection.
+fn threads(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegion<'_>) {
+    let other = match dev.connect(addr(peer, 7471), T) {
+        Ok(c) => c,
+        Err(e) => return t.check("sent: a second connection", Err(e.to_string())),
+    };
+    let rw2 = match other.import(rw_token, T) {
+        Ok(r) => r,
+        Err(e) => return t.check("sent: a second import", Err(e.to_string())),
+    };
+    let res: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..4u64)
+            .map(|k| {
+                let rw2 = &rw2;
+                s.spawn(move || -> Result<(), String> {
+                    let mut out = dev.create_region(4096, 4).map_err(|e| e.to_string())?;
+                    let back = dev.create_region(4096, 4).map_err(|e| e.to_string())?;
+                    let rb = FIRST + 16 + k * 4;
+                    for i in 0..20u64 {
+                        pattern(out.as_mut_slice(), k * 7919 + i);
+                        for b in 0..4 {
+                            let w = Op {
+                                flags: OP_F_SENT,
+                                ..rw.op(OP_WRITE, &out, b, rb + b, 1, 0)
+                            };
+                            dev.rw_sync(&w).map_err(|e| format!("sent write: {e}"))?;
+                        }
+                        rw.fence().map_err(|e| format!("fence: {e}"))?;
+                        rw2.read(&back, 0, rb, 4).map_err(|e| format!("read: {e}"))?;
+                        if out.as_slice() != back.as_slice() {
+                            return Err(format!(
+                                "round {i}: blocks {rb}..{} read through the other connection differ",
+                                rb + 4
+                            ));
+                        }
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or(Err("panicked".into())))
+            .collect()
+    });
+    for (k, r) in res.into_iter().enumerate() {
+        t.check(
+            &format!("sent: thread {k}: 20 rounds of 4 sent writes and a fence, read back through another connection"),
+            r,
+        );
+    }
+}
+
+/// Fences and flags the module refuses (`EINVAL`, `ENOENT`).
+fn bad_fences(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
+    let local = match dev.create_region(4096, 1) {
+        Ok(r) => r,
+        Err(e) => return t.check("sent: a region", Err(e.to_string())),
+    };
+    let fence = rw.fence_op(0);
+    for (what, op) in [
+        ("with a count", Op { count: 1, ..fence }),
+        (
+            "with a local region",
+            Op {
+                local: local.handle(),
+                ..fence
+            },
+        ),
+        (
+            "with a remote block",
+            Op {
+                remote_block: 1,
+                ..fence
+            },
+        ),
+        (
+            "with a local block",
+            Op {
+                local_block: 1,
+                ..fence
+            },
+        ),
+        (
+            "with OP_F_SENT",
+            Op {
+                flags: OP_F_SENT,
+                ..fence
+            },
+        ),
+        (
+            "with reserved set",
+            Op {
+                reserved: 1,
+                ..fence
+            },
+        ),
+    ] {
+        t.check(
+            &format!("sent: a fence {what}: EINVAL"),
+            expect_errno(dev.rw_sync(&op), EINVAL),
+        );
+    }
+    t.check(
+        "sent: a fence on no import: ENOENT",
+        expect_errno(
+            dev.rw_sync(&Op {
+                remote: 0xdead,
+                ..fence
+            }),
+            ENOENT,
+        ),
+    );
+    let read = rw.op(OP_READ, &local, 0, 0, 1, 0);
+    t.check(
+        "sent: OP_F_SENT on a read: EINVAL",
+        expect_errno(
+            dev.rw_sync(&Op {
+                flags: OP_F_SENT,
+                ..read
+            }),
+            EINVAL,
+        ),
+    );
+    let write = rw.op(OP_WRITE, &local, 0, FIRST, 1, 0);
+    t.check(
+        "sent: an unknown op flag on a write: EINVAL",
+        expect_errno(dev.rw_sync(&Op { flags: 2, ..write }), EINVAL),
+    );
+    // Refused in a SUBMIT: nothing of it is posted.
+    let sub = dev.submit(&[
+        Op {
+            flags: OP_F_SENT,
+            ..write
+        },
+        Op { count: 1, ..fence },
+    ]);
+    t.check(
+        "sent: a SUBMIT with a bad fence posts nothing: EINVAL",
+        super::common::expect_errno_any(sub, EINVAL).and_then(|()| super::common::quiet(dev, 200)),
+    );
+}
