@@ -31,6 +31,12 @@ def exporter_work(runs):
             "per_operation": total / done if done else None}
 
 
+def writes_per_fence(runs):
+    """Writes per fence the caller asked for, of each `--sent` run."""
+    return [ops(r) / r["result"][0]["fences"] for r in runs.values()
+            if r["result"][0].get("fences")]
+
+
 def floor_rows(extra):
     """ICMP and UDP round trips by size, with the READ latencies' ratio to
     the UDP round trip of the same size."""
@@ -49,10 +55,15 @@ def build_setup(runs, extra):
         for size in SIZES:
             a = by_round(runs, test, size, "rrdma", BW_DEPTH)
             b = by_round(runs, test, size, "perftest", BW_DEPTH)
+            sent = by_round(runs, test, size, "rrdma-sent", BW_DEPTH)
             row = {"test": test, "size": size, "depth": BW_DEPTH,
                    "rrdma_mbps": spread([bw_mbps(r) for r in a.values()]),
                    "perftest_mbps": spread([bw_mbps(r) for r in b.values()]),
-                   "ratio": ratio_row(a, b, bw_mbps)}
+                   "ratio": ratio_row(a, b, bw_mbps),
+                   # Writes that complete once sent, one fence per run.
+                   "sent_mbps": spread([bw_mbps(r) for r in sent.values()]),
+                   "sent_ratio": ratio_row(sent, b, bw_mbps),
+                   "sent_writes_per_fence": spread(writes_per_fence(sent))}
             row["target_met"] = bool(row["ratio"] and row["ratio"]["median"] >= TARGET_BW_RATIO)
             P["bandwidth"].append(row)
     for size in RATE_SIZES:
@@ -61,6 +72,7 @@ def build_setup(runs, extra):
             b = by_round(runs, "rate", size, "perftest", depth)
             u = by_round(runs, "rate", size, "rrdma-uring", depth)
             ip = by_round(runs, "rate", size, "rrdma-iopoll", depth)
+            sent = by_round(runs, "rate", size, "rrdma-sent", depth)
             if a or b:
                 P["rate"].append({"test": "rate", "size": size, "depth": depth,
                                   "rrdma_kops": spread([kops(r) for r in a.values()]),
@@ -71,7 +83,11 @@ def build_setup(runs, extra):
                                   "uring_over_ioctl": ratio_row(u, a, kops),
                                   "iopoll_kops": spread([kops(r) for r in ip.values()]),
                                   "iopoll_ratio": ratio_row(ip, b, kops),
-                                  "iopoll_over_ioctl": ratio_row(ip, a, kops)})
+                                  "iopoll_over_ioctl": ratio_row(ip, a, kops),
+                                  "sent_kops": spread([kops(r) for r in sent.values()]),
+                                  "sent_ratio": ratio_row(sent, b, kops),
+                                  "sent_over_placed": ratio_row(sent, a, kops),
+                                  "sent_writes_per_fence": spread(writes_per_fence(sent))})
     P["queues"] = []
     for size in QUEUE_SIZES:
         one = {t: by_round(runs, "write_q", size, t, BW_DEPTH) for t in ("rrdma", "perftest")}

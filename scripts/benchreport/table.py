@@ -39,6 +39,15 @@ def print_setup(report, S):
         print(f"{r['test']:<9} {r['size']:>8} {fmt(r['rrdma_mbps']):>11} "
               f"{fmt(r['perftest_mbps']):>14} {fmt_range(r['ratio']):>26} "
               f"{'met' if r['target_met'] else 'NOT met'}")
+    sent = [r for r in S["bandwidth"] + S["rate"] if r.get("sent_mbps") or r.get("sent_kops")]
+    if sent:
+        print("writes that complete once sent (RRDMA_OP_F_SENT), one fence at the end of each "
+              "run: figure, ratio to perftest median [min..max], writes per fence")
+        for r in sent:
+            what = (f"{fmt(r['sent_mbps'])} MB/s" if r.get("sent_mbps")
+                    else f"{fmt(r['sent_kops'], digits=2)} kop/s d{r['depth']}")
+            print(f"{r['test'] + ' sent':<14} {r['size']:>8} {what:>18} "
+                  f"{fmt_range(r.get('sent_ratio')):>22} {fmt(r.get('sent_writes_per_fence'), digits=0):>10}")
     if S["rate"]:
         print(f"{'rate':<9} {'size':>8} {'depth':>5} {'rrdma kop/s':>12} {'perftest kop/s':>15} "
               f"{'ratio median [min..max]':>26} {'io_uring kop/s':>15} "
@@ -136,9 +145,12 @@ def ratio_rows():
     for t in BW_TESTS:
         for s in SIZES:
             yield f"{t} {s}", "bandwidth", {"test": t, "size": s}, "ratio"
+            if t == "write_bw":
+                yield f"{t} {s} sent", "bandwidth", {"test": t, "size": s}, "sent_ratio"
     for s in RATE_SIZES:
         for d in RATE_DEPTHS:
             yield f"rate {s} d{d}", "rate", {"size": s, "depth": d}, "ratio"
+            yield f"rate {s} d{d} sent", "rate", {"size": s, "depth": d}, "sent_ratio"
             yield f"rate {s} d{d} io_uring", "rate", {"size": s, "depth": d}, "uring_ratio"
             yield (f"rate {s} d{d} io_uring/ioctl", "rate", {"size": s, "depth": d},
                    "uring_over_ioctl")

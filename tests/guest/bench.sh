@@ -267,6 +267,19 @@ client() { # DEV
 			fails=$((fails + 1))
 			echo "rrdma bench $test $size $depth: $out"
 		fi
+		# E: writes that complete once sent (RRDMA_OP_F_SENT), as
+		# perftest's do, one fence at the end of the run (timed).
+		case $test in
+		write_bw | rate)
+			cpu_begin
+			if out=$($CLI rrdma bench $t $args --sent --json 2>&1); then
+				emit "{\"kind\":\"run\",\"tool\":\"rrdma-sent\",$tag,\"result\":$out,$(cpu_json)}"
+			else
+				fails=$((fails + 1))
+				echo "rrdma bench --sent $test $size $depth: $out"
+			fi
+			;;
+		esac
 		# C: two threads on one connection (io_uring), with its data
 		# lanes (a queue pair per CPU) and without (queue_pairs=1), in
 		# turn: what the lanes add.

@@ -128,6 +128,16 @@ else
 		grep -q '\"iterations\":[1-9]' /tmp/bench-q2.json"
 	# Two threads on one connection (its data lanes), each with its own
 	# io_uring ring.
+	# Writes that complete once sent, a fence every 64 and one at the end,
+	# through SUBMIT and io_uring.
+	for eng in ioctl uring; do
+		rrdma bench $tok/rw --op write --size 4096 --engine $eng --sent --fence-every 64 \
+			--duration 1 --json >/tmp/bench-sent.json 2>&1
+		check "bench --sent --fence-every 64 ($eng): writes and fences complete" sh -c \
+			"grep -q '\"sent\":true,' /tmp/bench-sent.json &&
+			grep -q '\"iterations\":[1-9]' /tmp/bench-sent.json &&
+			grep -q '\"fences\":[1-9]' /tmp/bench-sent.json"
+	done
 	rrdma bench $tok/rw --op write --size 4096 --threads 2 --engine uring \
 		--duration 1 --json >/tmp/bench-t2.json 2>&1
 	check "bench --threads 2 moves blocks through one connection" sh -c \

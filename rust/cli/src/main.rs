@@ -218,6 +218,13 @@ enum Command {
         /// (an io_uring engine): the connection's data lanes carry them.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
         threads: u32,
+        /// Writes complete once sent (RRDMA_OP_F_SENT), not once placed;
+        /// each queue ends its run with a fence, which the time includes.
+        #[arg(long)]
+        sent: bool,
+        /// With --sent, a fence after every this many writes of a queue too.
+        #[arg(long, default_value_t = 0, requires = "sent")]
+        fence_every: u64,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -405,6 +412,8 @@ fn run(cli: Cli) -> std::io::Result<()> {
             engine,
             queues,
             threads,
+            sent,
+            fence_every,
             json,
         } => {
             let mut results = Vec::new();
@@ -419,6 +428,8 @@ fn run(cli: Cli) -> std::io::Result<()> {
                     engine,
                     queues,
                     threads,
+                    sent,
+                    fence_every,
                 };
                 let r = transfer::bench(cli.device.as_ref(), &dev, &target.target(), &a)?;
                 if !json {

@@ -29,6 +29,12 @@ pub struct BenchArgs {
     /// Threads sharing one connection (its data lanes: a queue pair per
     /// CPU), each with its own io_uring ring and local region.
     pub threads: u32,
+    /// Writes complete once sent (`RRDMA_OP_F_SENT`); each queue ends its
+    /// run with a fence, which the time includes.
+    pub sent: bool,
+    /// With `sent`, a fence after every this many writes of a queue too
+    /// (0: only the one at the end).
+    pub fence_every: u64,
 }
 
 /// How `bench` hands operations to the kernel.
@@ -69,6 +75,11 @@ pub struct BenchResult {
     /// iWARP write fences (one-byte READs that make the writes before
     /// them placed) posted during the run: how many writes share one.
     pub write_fences: u64,
+    /// Whether the writes completed once sent (`--sent`).
+    pub sent: bool,
+    /// Fences the run asked for (`RRDMA_OP_FENCE`, with `--sent`): writes
+    /// per fence is `iterations / fences`.
+    pub fences: u64,
     /// Completion callbacks of the initiator's module during the run
     /// (fdinfo `rrdma-work-completions`): a poll of a send CQ hands its
     /// operations' completions over in one, so operations per callback
@@ -177,6 +188,7 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         total.counts.0 += r.counts.0;
         total.counts.1 += r.counts.1;
         total.depth = r.depth;
+        total.fences += r.fences;
     }
     if let Some(c) = shared_counts {
         // The threads share one file: each saw all of its counts.
@@ -202,6 +214,8 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         msg_rate_mpps: completed as f64 / secs.max(1e-9) / 1e6,
         latency_usec: latency(&mut total.samples),
         write_fences: total.counts.0,
+        sent: a.sent && a.write,
+        fences: total.fences,
         completion_callbacks: total.counts.1,
         exporter_work,
     })
@@ -231,6 +245,13 @@ pub fn print_bench(r: &BenchResult) {
             " write fences during the run: {} ({:.1} operations per fence)",
             r.write_fences,
             r.iterations as f64 / r.write_fences as f64
+        );
+    }
+    if r.fences > 0 {
+        println!(
+            " writes completed once sent, and fences: {} ({:.1} writes per fence)",
+            r.fences,
+            r.iterations as f64 / r.fences as f64
         );
     }
     if r.completion_callbacks > 0 {

@@ -8,7 +8,7 @@ use std::io;
 use std::sync::Barrier;
 use std::time::Instant;
 
-use rrdma::abi::uapi::{Op, OP_READ, OP_WRITE};
+use rrdma::abi::uapi::{Op, OP_F_SENT, OP_READ, OP_WRITE};
 use rrdma::{Region, RemoteRegion, Rrdma};
 
 use super::bench::{BenchArgs, Engine};
@@ -28,7 +28,12 @@ pub(super) struct QueueRun {
     /// Its file's write fences and completion callbacks during the run
     /// ([`file_counts`]).
     pub(super) counts: (u64, u64),
+    /// Fences it asked for (`--sent`).
+    pub(super) fences: u64,
 }
+
+/// The user_data of a fence `bench` asks for (a slot's is below `depth`).
+const FENCE: u64 = u64::MAX;
 
 /// A file's iWARP write fences and completion callbacks so far (fdinfo).
 pub(super) fn file_counts(dev: &Rrdma) -> (u64, u64) {
@@ -132,16 +137,26 @@ fn run_set_up(
     let count = a.size / bs;
     let slots = remote.nblocks() / count;
     let opcode = if a.write { OP_WRITE } else { OP_READ };
+    let sent = a.write && a.sent;
     let mk = |i: u64| -> Op {
-        remote.op(
+        let op = remote.op(
             opcode,
             local,
             (i % depth) * count,
             (i % slots) * count,
             count as u32,
             i % depth,
-        )
+        );
+        if sent {
+            Op {
+                flags: OP_F_SENT,
+                ..op
+            }
+        } else {
+            op
+        }
     };
+    let mut fences = 0u64;
     let done_when = |n: u64, start: Instant| match a.iters {
         Some(it) => n >= it,
         None => start.elapsed() >= a.duration,
@@ -186,6 +201,9 @@ fn run_set_up(
         let mut in_flight: u64 = 0;
         let mut queue = Queue::new(dev, a.engine, depth)?;
         let mut done = Vec::with_capacity(depth as usize);
+        // Writes queued since the last fence, and whether the run ended.
+        let mut unfenced = pending.len() as u64;
+        let mut ended = false;
         loop {
             if !pending.is_empty() {
                 let n = queue.post(dev, pending.make_contiguous(), in_flight)?;
@@ -201,8 +219,12 @@ fn run_set_up(
                 if status < 0 {
                     return Err(io::Error::from_raw_os_error(-status));
                 }
-                completed += 1;
                 in_flight -= 1;
+                if user_data == FENCE {
+                    fences += 1;
+                    continue;
+                }
+                completed += 1;
                 if !done_when(completed, start) && next < a.iters.unwrap_or(u64::MAX) {
                     // Reuse the completed slot (user_data).
                     let mut op = mk(next);
@@ -210,11 +232,21 @@ fn run_set_up(
                     op.user_data = user_data;
                     pending.push_back(op);
                     next += 1;
+                    unfenced += 1;
+                    if sent && a.fence_every > 0 && unfenced >= a.fence_every {
+                        pending.push_back(remote.fence_op(FENCE));
+                        unfenced = 0;
+                    }
                 }
             }
-            if done_when(completed, start) {
-                // The run is over: what has not gone yet never goes.
+            if done_when(completed, start) && !ended {
+                // The run is over: what has not gone yet never goes, but
+                // sent writes end with a fence, which the time includes.
                 pending.clear();
+                ended = true;
+                if sent {
+                    pending.push_back(remote.fence_op(FENCE));
+                }
             }
             let el = window.0.elapsed().as_secs_f64();
             if el >= 0.1 {
@@ -231,6 +263,7 @@ fn run_set_up(
         samples,
         depth,
         counts: file_counts_since(dev, counts0),
+        fences,
     })
 }
 
