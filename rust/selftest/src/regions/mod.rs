@@ -34,6 +34,22 @@ fn map(dev: &Rrdma, off: u64, len: usize, prot: i32, flags: i32) -> io::Result<*
     dev.map_raw(off, len, prot, flags).map(|p| p.as_ptr())
 }
 
+/// The kernel's counts of pages pinned and unpinned (`/proc/vmstat`),
+/// which the checks of registered memory compare before and after.
+pub(crate) fn pins() -> Result<(u64, u64), String> {
+    // The counts are per CPU and folded into the totals now and then;
+    // `vm.stat_refresh` folds them at once.
+    std::fs::write("/proc/sys/vm/stat_refresh", "1")
+        .map_err(|e| format!("vm.stat_refresh: {e}"))?;
+    let s = std::fs::read_to_string("/proc/vmstat").map_err(|e| e.to_string())?;
+    let get = |k: &str| {
+        s.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.parse().ok())
+            .ok_or(format!("no {k} in /proc/vmstat"))
+    };
+    Ok((get("nr_foll_pin_acquired")?, get("nr_foll_pin_released")?))
+}
+
 fn unmap(p: *mut u8, len: usize) {
     // SAFETY: a mapping this test made.
     unsafe { libc::munmap(p.cast(), len) };

@@ -11,9 +11,9 @@ use std::io;
 
 use rrdma::abi::errno::{EACCES, EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
 use rrdma::abi::uapi::{self, Export as ExportArg, RegionRegister, ACCESS_READ};
-use rrdma::{page_size, Rrdma};
+use rrdma::{page_size, PageBuf, Rrdma};
 
-use super::unmap;
+use super::{pins, unmap};
 use crate::child::unprivileged;
 use crate::{ensure, expect_errno, expect_ok, map_anon, Tap};
 
@@ -35,21 +35,6 @@ fn register_destroy(dev: &Rrdma, addr: u64, pages: u64) -> Result<(), String> {
         format!("size {} for {pages} pages", r.size),
     )?;
     expect_ok(dev.region_destroy_raw(r.handle, 0))
-}
-
-/// The kernel's counts of pages pinned and unpinned (`/proc/vmstat`).
-fn pins() -> Result<(u64, u64), String> {
-    // The counts are per CPU and folded into the totals now and then;
-    // `vm.stat_refresh` folds them at once.
-    std::fs::write("/proc/sys/vm/stat_refresh", "1")
-        .map_err(|e| format!("vm.stat_refresh: {e}"))?;
-    let s = std::fs::read_to_string("/proc/vmstat").map_err(|e| e.to_string())?;
-    let get = |k: &str| {
-        s.lines()
-            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.parse().ok())
-            .ok_or(format!("no {k} in /proc/vmstat"))
-    };
-    Ok((get("nr_foll_pin_acquired")?, get("nr_foll_pin_released")?))
 }
 
 /// Runs `f` and checks that the pins it took were all released when it
@@ -307,27 +292,10 @@ fn hugetlb_check(dev: &Rrdma, t: &mut Tap) {
 }
 
 fn memfd_check(dev: &Rrdma, len: usize) -> Result<(), String> {
-    // SAFETY: a NUL-terminated name.
-    let fd = unsafe { libc::memfd_create(c"rrdma-register".as_ptr(), 0) };
-    if fd < 0 {
-        return Err(format!("memfd_create: {}", io::Error::last_os_error()));
-    }
-    // SAFETY: our own descriptor.
-    let res = if unsafe { libc::ftruncate(fd, len as libc::off_t) } != 0 {
-        Err(format!("ftruncate: {}", io::Error::last_os_error()))
-    } else {
-        let rw = libc::PROT_READ | libc::PROT_WRITE;
-        mmap(len, rw, libc::MAP_SHARED, fd)
-            .map_err(|e| e.to_string())
-            .and_then(|p| {
-                let r = balanced(4, || register_destroy(dev, p, 4));
-                unmap(p as *mut u8, len);
-                r
-            })
-    };
-    // SAFETY: our own descriptor.
-    unsafe { libc::close(fd) };
-    res
+    let mut buf = PageBuf::memfd(len).map_err(|e| format!("memfd: {e}"))?;
+    let p = buf.as_mut_slice().as_mut_ptr() as u64;
+    // The mapping outlives the region: `buf` is dropped after.
+    balanced(4, || register_destroy(dev, p, 4))
 }
 
 /// A file on a fresh ramfs (page cache that is not shmem), mapped shared

@@ -34,24 +34,12 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
     );
 }
 
-/// The kernel's counts of pages pinned and unpinned, folded at once.
-fn pins() -> Result<(u64, u64), String> {
-    std::fs::write("/proc/sys/vm/stat_refresh", "1").map_err(|e| e.to_string())?;
-    let s = std::fs::read_to_string("/proc/vmstat").map_err(|e| e.to_string())?;
-    let get = |k: &str| {
-        s.lines()
-            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.parse::<u64>().ok())
-            .ok_or(format!("no {k} in /proc/vmstat"))
-    };
-    Ok((get("nr_foll_pin_acquired")?, get("nr_foll_pin_released")?))
-}
-
 /// 16 READs of one block each into a registered region, submitted, then
 /// the region destroyed at once: every READ completes exactly once, and
 /// once they have, every page the region pinned is unpinned (by the
 /// prune that the last one's completion leaves to process context).
 fn destroy_in_flight(dev: &Rrdma, rw: &RemoteRegion<'_>) -> Result<(), String> {
-    let (a0, r0) = pins()?;
+    let (a0, r0) = crate::regions::pins()?;
     let buf = PageBuf::new(BYTES).map_err(|e| e.to_string())?;
     let region = dev
         .register_region(buf, 4096)
@@ -87,7 +75,7 @@ fn destroy_in_flight(dev: &Rrdma, rw: &RemoteRegion<'_>) -> Result<(), String> {
     let want = (BYTES as u64) / rrdma::page_size();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
-        let (a1, r1) = pins()?;
+        let (a1, r1) = crate::regions::pins()?;
         if a1 - a0 >= want && a1 - a0 == r1 - r0 {
             return Ok(());
         }

@@ -30,6 +30,7 @@ fn count(dev: &Rrdma, key: &str) -> u64 {
 
 pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegion<'_>) {
     batch_then_fence(dev, t, peer, rw);
+    fence_cost(dev, t, rw);
     threads(dev, t, peer, rw_token, rw);
     bad_fences(dev, t, rw);
 }
@@ -119,6 +120,58 @@ fn batch_then_fence(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>)
     );
 }
 
+/// What a fence adds to a batch of 16 sent writes, beside one READ's
+/// round trip: 15 alternated rounds of (writes; writes and a fence; a
+/// READ), medians printed (measured, not asserted: the guests' times are
+/// noise).
+fn fence_cost(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
+    let Ok(out) = dev.create_region(4096, WRITES) else {
+        return t.check(
+            "sent: a region for the fence's cost",
+            Err("no region".into()),
+        );
+    };
+    let writes: Vec<Op> = (0..WRITES)
+        .map(|i| rw.write_sent_op(&out, i, FIRST + i, 1, i))
+        .collect();
+    let mut fenced = writes.clone();
+    fenced.push(rw.fence_op(WRITES));
+    let timed = |ops: &[Op]| -> Result<f64, String> {
+        let t0 = std::time::Instant::now();
+        let n = dev.submit(ops).map_err(|e| e.to_string())?;
+        let got = reap(dev, n).map_err(|e| e.to_string())?;
+        ensure(
+            n == ops.len() && got.len() == n && got.iter().all(|c| c.status == 0),
+            format!("{n} posted, {got:?}"),
+        )?;
+        Ok(t0.elapsed().as_secs_f64() * 1e6)
+    };
+    let read = [rw.op(OP_READ, &out, 0, FIRST, 1, 0)];
+    let mut a = Vec::new();
+    let mut b = Vec::new();
+    let mut c = Vec::new();
+    let res = (0..15).try_for_each(|_| -> Result<(), String> {
+        a.push(timed(&writes)?);
+        b.push(timed(&fenced)?);
+        c.push(timed(&read)?);
+        Ok(())
+    });
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(0.0)
+    };
+    let (ma, mb, mc) = (median(&mut a), median(&mut b), median(&mut c));
+    println!(
+        "# sent: 16 writes {ma:.0} us, with a fence {mb:.0} us (+{:.0} us), one READ {mc:.0} us: the fence adds {:.2} round trips",
+        mb - ma,
+        (mb - ma) / mc.max(1.0)
+    );
+    t.check(
+        "sent: 15 rounds of 16 sent writes, with and without a fence, and a READ complete",
+        res,
+    );
+}
+
 /// Four threads, each on blocks of its own: rounds of sent writes, a
 /// fence, and a read back through a second connection.
 fn threads(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegion<'_>) {
@@ -130,6 +183,7 @@ fn threads(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegio
         Ok(r) => r,
         Err(e) => return t.check("sent: a second import", Err(e.to_string())),
     };
+    let posted0 = count(dev, "rrdma-op-fences");
     let res: Vec<Result<(), String>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..4u64)
             .map(|k| {
@@ -164,6 +218,12 @@ fn threads(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegio
             .map(|h| h.join().unwrap_or(Err("panicked".into())))
             .collect()
     });
+    // A fence goes to every queue pair with writes not known placed:
+    // more than one per fence when the threads' CPUs' lanes had some.
+    println!(
+        "# sent: 80 fences from 4 threads posted on {} queue pairs in all",
+        count(dev, "rrdma-op-fences") - posted0
+    );
     for (k, r) in res.into_iter().enumerate() {
         t.check(
             &format!("sent: thread {k}: 20 rounds of 4 sent writes and a fence, read back through another connection"),
