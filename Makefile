@@ -26,6 +26,12 @@
 #   make profile                   perf profiles of the initiator's CPU in
 #                                  rrdma bench (ioctl and io_uring), 7.3
 #   make lint                      checkpatch, rustfmt, clippy
+#   make install                   rrdma.ko (of `make KDIR=...`, or MODULE=)
+#                                  into /lib/modules/KVER/updates, the udev
+#                                  rule, the CLI (of `make userspace`) and
+#                                  the UAPI header; DESTDIR, PREFIX and
+#                                  INSTALL_MOD_PATH honoured
+#   make uninstall                 removes what make install put
 #
 # Knobs: KERNELS (check: 7.3, kernels: 6.12 7.3), VARIANT=base|debug (debug
 # kernels: KASAN, lockdep, kmemleak, debug objects), LLVM=1 (toolchain
@@ -37,7 +43,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: all modules clean check check-full demo bench floor connstress flood faults fuzz profile lint userspace kernels
+.PHONY: install uninstall all modules clean check check-full demo bench floor connstress flood faults fuzz profile lint userspace kernels
 
 all: modules
 
@@ -51,6 +57,35 @@ clean:
 
 userspace:
 	@scripts/build-userspace.sh
+
+# Installs what is built; builds nothing (a root `make install` runs no
+# compiler).  depmod runs when installing into the running system's tree.
+PREFIX ?= /usr/local
+DESTDIR ?=
+INSTALL_MOD_PATH ?= $(DESTDIR)
+UDEVDIR ?= /etc/udev/rules.d
+MODULE ?= rrdma.ko
+BINDIR ?= build/bin
+KREL = $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
+INSTALLED = $(INSTALL_MOD_PATH)/lib/modules/$(KREL)/updates/rrdma.ko \
+	$(DESTDIR)$(UDEVDIR)/60-rrdma.rules $(DESTDIR)$(PREFIX)/bin/rrdma \
+	$(DESTDIR)$(PREFIX)/include/linux/rrdma.h
+
+install:
+	@test -n "$(KREL)" || { echo "make install: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
+	@test -f "$(MODULE)" || { echo "make install: $(MODULE) missing: run make KDIR=$(KDIR) first" >&2; exit 1; }
+	@test -x "$(BINDIR)/rrdma" || { echo "make install: $(BINDIR)/rrdma missing: run make userspace first" >&2; exit 1; }
+	install -D -m 0644 "$(MODULE)" "$(INSTALL_MOD_PATH)/lib/modules/$(KREL)/updates/rrdma.ko"
+	install -D -m 0644 udev/60-rrdma.rules "$(DESTDIR)$(UDEVDIR)/60-rrdma.rules"
+	install -D -m 0755 "$(BINDIR)/rrdma" "$(DESTDIR)$(PREFIX)/bin/rrdma"
+	install -D -m 0644 include/uapi/rrdma.h "$(DESTDIR)$(PREFIX)/include/linux/rrdma.h"
+	@if [ -z "$(INSTALL_MOD_PATH)" ]; then depmod -a "$(KREL)"; else \
+		echo "make install: staged in $(INSTALL_MOD_PATH): run depmod -a $(KREL) where it lands"; fi
+
+uninstall:
+	@test -n "$(KREL)" || { echo "make uninstall: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
+	rm -f $(INSTALLED)
+	@if [ -z "$(INSTALL_MOD_PATH)" ]; then depmod -a "$(KREL)"; fi
 
 kernels:
 	scripts/setup.sh

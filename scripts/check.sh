@@ -118,6 +118,7 @@ for k in $KERNELS; do
 	if ! step "build: kernel $k ($VARIANT)" "$HERE/kernel.sh" "$k" "$VARIANT"; then continue; fi
 	if ! step "build: modules for $k" "$HERE/build-module.sh" "$k" "$VARIANT"; then continue; fi
 	step "lint: stack frames of rrdma.ko for $k" "$HERE/stack-frames.py" "$REPO/build/mod-$k-$VARIANT/rrdma.ko"
+	step "install: make install and uninstall, staged ($k)" "$HERE/install-check.sh" "$k" "$VARIANT"
 	[ "$k" = 6.12 ] && step "lint: checkpatch and clippy on $k" "$HERE/lint.sh" kernel "$k"
 	[ "$k" = 6.12 ] && linted=1
 	kdir=$("$HERE/kernel.sh" "$k" "$VARIANT" 2>/dev/null | tail -1)
