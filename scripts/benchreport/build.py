@@ -73,6 +73,7 @@ def build_setup(runs, extra):
             u = by_round(runs, "rate", size, "rrdma-uring", depth)
             ip = by_round(runs, "rate", size, "rrdma-iopoll", depth)
             sent = by_round(runs, "rate", size, "rrdma-sent", depth)
+            sent_ip = by_round(runs, "rate", size, "rrdma-sent-iopoll", depth)
             if a or b:
                 P["rate"].append({"test": "rate", "size": size, "depth": depth,
                                   "rrdma_kops": spread([kops(r) for r in a.values()]),
@@ -87,7 +88,9 @@ def build_setup(runs, extra):
                                   "sent_kops": spread([kops(r) for r in sent.values()]),
                                   "sent_ratio": ratio_row(sent, b, kops),
                                   "sent_over_placed": ratio_row(sent, a, kops),
-                                  "sent_writes_per_fence": spread(writes_per_fence(sent))})
+                                  "sent_writes_per_fence": spread(writes_per_fence(sent)),
+                                  "sent_iopoll_kops": spread([kops(r) for r in sent_ip.values()]),
+                                  "sent_iopoll_ratio": ratio_row(sent_ip, b, kops)})
     P["queues"] = []
     for size in QUEUE_SIZES:
         one = {t: by_round(runs, "write_q", size, t, BW_DEPTH) for t in ("rrdma", "perftest")}

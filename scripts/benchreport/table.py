@@ -46,8 +46,13 @@ def print_setup(report, S):
         for r in sent:
             what = (f"{fmt(r['sent_mbps'])} MB/s" if r.get("sent_mbps")
                     else f"{fmt(r['sent_kops'], digits=2)} kop/s d{r['depth']}")
+            ip = ""
+            if r.get("sent_iopoll_kops"):
+                ip = (f"  IOPOLL {fmt(r['sent_iopoll_kops'], digits=2)} kop/s, "
+                      f"{fmt_range(r.get('sent_iopoll_ratio'))}")
             print(f"{r['test'] + ' sent':<14} {r['size']:>8} {what:>18} "
-                  f"{fmt_range(r.get('sent_ratio')):>22} {fmt(r.get('sent_writes_per_fence'), digits=0):>10}")
+                  f"{fmt_range(r.get('sent_ratio')):>22} "
+                  f"{fmt(r.get('sent_writes_per_fence'), digits=0):>10}{ip}")
     if S["rate"]:
         print(f"{'rate':<9} {'size':>8} {'depth':>5} {'rrdma kop/s':>12} {'perftest kop/s':>15} "
               f"{'ratio median [min..max]':>26} {'io_uring kop/s':>15} "
@@ -151,6 +156,7 @@ def ratio_rows():
         for d in RATE_DEPTHS:
             yield f"rate {s} d{d}", "rate", {"size": s, "depth": d}, "ratio"
             yield f"rate {s} d{d} sent", "rate", {"size": s, "depth": d}, "sent_ratio"
+            yield f"rate {s} d{d} sent IOPOLL", "rate", {"size": s, "depth": d}, "sent_iopoll_ratio"
             yield f"rate {s} d{d} io_uring", "rate", {"size": s, "depth": d}, "uring_ratio"
             yield (f"rate {s} d{d} io_uring/ioctl", "rate", {"size": s, "depth": d},
                    "uring_over_ioctl")

@@ -269,6 +269,8 @@ client() { # DEV
 		fi
 		# E: writes that complete once sent (RRDMA_OP_F_SENT), as
 		# perftest's do, one fence at the end of the run (timed).
+		# The rate also through an IOPOLL ring, whose wait polls the
+		# completion queue as perftest's does.
 		case $test in
 		write_bw | rate)
 			cpu_begin
@@ -280,6 +282,15 @@ client() { # DEV
 			fi
 			;;
 		esac
+		if [ "$test" = rate ]; then
+			cpu_begin
+			if out=$($CLI rrdma bench $t $args --sent --engine uring-iopoll --json 2>&1); then
+				emit "{\"kind\":\"run\",\"tool\":\"rrdma-sent-iopoll\",$tag,\"result\":$out,$(cpu_json)}"
+			else
+				fails=$((fails + 1))
+				echo "rrdma bench --sent --engine uring-iopoll $test $size $depth: $out"
+			fi
+		fi
 		# C: two threads on one connection (io_uring), with its data
 		# lanes (a queue pair per CPU) and without (queue_pairs=1), in
 		# turn: what the lanes add.
