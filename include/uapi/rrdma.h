@@ -475,7 +475,7 @@ struct rrdma_import {
  *		(zero for a fence, as are the block fields and @count)
  * @remote_block: first remote block
  * @local_block: first local block
- * @count:	number of contiguous blocks, at least one
+ * @count:	number of contiguous blocks, at least one (zero for a fence)
  * @reserved:	must be zero
  * @user_data:	returned unchanged in the completion
  *
@@ -506,8 +506,12 @@ struct rrdma_import {
  * that import submitted before it (by this file, on any of the
  * connection's queue pairs) is placed: one round trip however many writes
  * it follows, and none when nothing is outstanding (every earlier write's
- * placement already known).  Within one SUBMIT it completes after the
- * batch's earlier writes.  When the connection ends (RRDMA_CONNECT_RECONNECT
+ * placement already known).  It completes after the earlier writes of
+ * the file on that connection that have not completed yet (within one
+ * SUBMIT too).  Through io_uring, "before" means issued before: a write
+ * that found the queues full is issued again later by a worker, so link
+ * the fence to the writes (IOSQE_IO_LINK) or submit it after their CQEs.
+ * When the connection ends (RRDMA_CONNECT_RECONNECT
  * then brings it back), writes sent and never covered by a fence that
  * completed may be lost: the first fence submitted on the import after
  * that fails with ECONNRESET (once; a fence in flight when it ended fails

@@ -135,11 +135,12 @@ impl ShimWr {
         }
     }
 
-    /// An unsignaled RDMA WRITE of no bytes to `remote_addr` (under
-    /// `rkey`): on RoCE/InfiniBand its completion, an acknowledgement,
-    /// follows those of every earlier write of its queue pair (a fence).
-    pub(crate) fn write_empty(remote_addr: u64, rkey: u32) -> Self {
-        Self::remote(WR_WRITE, 0, 0, remote_addr, rkey)
+    /// An unsignaled RDMA READ of no bytes at `remote_addr` (under
+    /// `rkey`, which the responder need not check: C9-88): on
+    /// RoCE/InfiniBand its response follows the placement of every
+    /// earlier write of its queue pair (a fence).
+    pub(crate) fn read_empty(remote_addr: u64, rkey: u32) -> Self {
+        Self::remote(WR_READ, 0, 0, remote_addr, rkey)
     }
 
     /// A request of `opcode` naming no local registration.

@@ -189,7 +189,7 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 				sge[k].length = s->len;
 				sge[k].lkey = s->lkey;
 				wr->sg_list = &sge[k];
-				/* An empty WRITE (a RoCE fence) names no memory. */
+				/* An empty READ (a RoCE fence) names no memory. */
 				wr->num_sge = s->len ? 1 : 0;
 				w[k].rdma.remote_addr = s->remote_addr;
 				w[k].rdma.rkey = s->rkey;

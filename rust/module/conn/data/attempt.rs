@@ -227,6 +227,12 @@ impl Conn {
             }
             finish_attempt(reg, prep, wrs, lease, posted);
             o.sq_free -= posted;
+            if posted > 0 && c.dir == Dir::Write {
+                // Some of its bytes may still land: until the connection
+                // has failed, a caller's fence must not find the path
+                // placed (it posts one, which fails with the queue pair).
+                o.wseq += 1;
+            }
             let e = r.err().unwrap_or(crate::abi::errno::EIO);
             return Ok(Attempt::Failed(e, op));
         }

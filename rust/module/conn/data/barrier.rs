@@ -4,9 +4,11 @@
 //! once every write posted before it on the import's connection is
 //! placed. Each path whose writes' placement is not yet known
 //! ([`Slots::unplaced`]) gets a fence of its own, after those writes on its
-//! queue pair: on iWARP a one-byte READ into a fence sink (as a write's
-//! fence), on RoCE/InfiniBand an empty WRITE, whose acknowledgement
-//! follows theirs. With none to post, the fence completes at once; with
+//! queue pair, after the fence of the path's open group if it has writes
+//! (so that they complete first): on iWARP a one-byte READ into a fence
+//! sink (as a write's fence), on RoCE/InfiniBand an empty READ, whose
+//! response follows their placement (no key is checked for it, C9-88, and
+//! every export may be read). With none to post, the fence completes at once; with
 //! several, the last of them reports (`FenceJoin`). The first fence after
 //! a connection's end that may have lost writes sent (`SentLedger::take_loss`)
 //! fails at once with `ECONNRESET`.
@@ -142,7 +144,7 @@ impl Conn {
         }
         let sent = uses.sent.count();
         // The fence's requests: a READ sink's registration and the READ,
-        // or an empty WRITE.
+        // or an empty READ.
         let nwrs = if iwarp { 2 } else { 1 };
         let mut need = 0u32;
         for (p, x) in g.paths.iter().enumerate() {
@@ -238,7 +240,14 @@ impl Conn {
                     }
                 }
             }
-            let (e, mut op) = match post_one(d, qp.to_ref(), op, rkey, iwarp) {
+            // Writes of the path's open group (waiting for a fence in
+            // flight, or for an io_uring plug's end) get their group's
+            // fence first, so that they complete before this one does.
+            let posted = match self.post_open_group(d, qp.to_ref()) {
+                Ok(()) => post_one(d, qp.to_ref(), op, rkey, iwarp),
+                Err(e) => Err((e, op)),
+            };
+            let (e, mut op) = match posted {
                 Ok(()) => {
                     self.shared.work.op_fence();
                     posted_any = true;
@@ -311,7 +320,7 @@ fn post_one(
         ];
         &mut fence
     } else {
-        empty = [ShimWr::write_empty(0, rkey)];
+        empty = [ShimWr::read_empty(0, rkey)];
         &mut empty
     };
     if let Some(last) = wrs.last_mut() {

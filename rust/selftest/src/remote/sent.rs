@@ -9,6 +9,8 @@
 //! - threads streaming sent writes, each fencing and reading back through
 //!   a second connection (another queue pair, which nothing orders after
 //!   the first one's writes);
+//! - a fence right behind a write waiting in its queue pair's open group
+//!   completes after it;
 //! - bad fences and flags are refused before anything is posted.
 
 use rrdma::abi::errno::{EINVAL, ENOENT};
@@ -30,6 +32,7 @@ fn count(dev: &Rrdma, key: &str) -> u64 {
 
 pub(super) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegion<'_>) {
     batch_then_fence(dev, t, peer, rw);
+    after_group(dev, t, rw);
     fence_cost(dev, t, rw);
     threads(dev, t, peer, rw_token, rw);
     bad_fences(dev, t, rw);
@@ -117,6 +120,40 @@ fn batch_then_fence(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>)
                 format!("{posted} posted, {now} at once"),
             )
         }),
+    );
+}
+
+/// A fence submitted right behind a write that joined its queue pair's
+/// open group (a write's fence in flight: on iWARP the write waits,
+/// unsignaled, for the group's fence): the fence completes after that
+/// write, 20 times in a row.
+fn after_group(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
+    let Ok(out) = dev.create_region(4096, 2) else {
+        return t.check(
+            "sent: a region for the group check",
+            Err("no region".into()),
+        );
+    };
+    let res = (0..20u64).try_for_each(|i| -> Result<(), String> {
+        let lone = [rw.op(OP_WRITE, &out, 0, FIRST, 1, 1)];
+        let then = [rw.op(OP_WRITE, &out, 1, FIRST + 1, 1, 2), rw.fence_op(3)];
+        let n = dev.submit(&lone).map_err(|e| e.to_string())?
+            + dev.submit(&then).map_err(|e| e.to_string())?;
+        let got = reap(dev, n).map_err(|e| e.to_string())?;
+        let order: Vec<u64> = got.iter().map(|c| c.user_data).collect();
+        let at = |ud| order.iter().position(|&u| u == ud);
+        ensure(
+            n == 3
+                && got.len() == 3
+                && got.iter().all(|c| c.status == 0)
+                && at(2).is_some()
+                && at(2) < at(3),
+            format!("round {i}: completions in order {order:?}: {got:?}"),
+        )
+    });
+    t.check(
+        "sent: a fence right behind a write of an open group completes after it (20 rounds)",
+        res,
     );
 }
 
