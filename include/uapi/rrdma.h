@@ -504,9 +504,10 @@ struct rrdma_import {
  *
  * RRDMA_OP_FENCE on an import completes, with bytes 0, once every write on
  * that import submitted before it (by this file, on any of the
- * connection's queue pairs) is placed: one round trip however many writes
- * it follows, and none when nothing is outstanding (every earlier write's
- * placement already known).  It completes after the earlier writes of
+ * connection's queue pairs) is placed: one fence however many writes it
+ * follows (a round trip once their bytes have arrived: "sent" writes may
+ * still be on their way), and none when nothing is outstanding (every
+ * earlier write's placement already known).  It completes after the earlier writes of
  * the file on that connection that have not completed yet (within one
  * SUBMIT too).  Through io_uring, "before" means issued before: a write
  * that found the queues full is issued again later by a worker, so link
