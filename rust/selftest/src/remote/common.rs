@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
 //! Helpers the remote checks and the other test programs share: data
-//! patterns and checksums, operations, completions, errno expectations.
+//! patterns and checksums, operations, completions, errno expectations,
+//! threads on local regions of their own.
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -78,6 +79,36 @@ pub(crate) fn quiet(dev: &Rrdma, ms: u64) -> Result<(), String> {
 /// The iWARP write fences `dev`'s connections posted (fdinfo).
 pub(crate) fn write_fences(dev: &Rrdma) -> u64 {
     dev.fdinfo_value("rrdma-write-fences").unwrap_or(0)
+}
+
+/// Runs `body(k, out, back)` on `threads` threads at once, thread `k` on
+/// local regions of its own (`blocks` blocks of 4096 bytes each: `out` to
+/// write from, `back` to read into), and returns each thread's result in
+/// thread order: a region not created or a panic is that thread's failure.
+pub(super) fn per_thread<'d, F>(
+    dev: &'d Rrdma,
+    threads: u64,
+    blocks: u64,
+    body: F,
+) -> Vec<Result<(), String>>
+where
+    F: Fn(u64, &mut Region<'d>, &Region<'d>) -> Result<(), String> + Sync,
+{
+    let body = &body;
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..threads)
+            .map(|k| {
+                s.spawn(move || -> Result<(), String> {
+                    let mut out = dev.create_region(4096, blocks).map_err(|e| e.to_string())?;
+                    let back = dev.create_region(4096, blocks).map_err(|e| e.to_string())?;
+                    body(k, &mut out, &back)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .map(|h| h.join().unwrap_or(Err("panicked".into())))
+            .collect()
+    })
 }
 
 /// Whether the guests run an iWARP provider (siw): writes then end with

@@ -6,7 +6,7 @@
 
 use rrdma::{RemoteRegion, Rrdma};
 
-use super::common::{fnv, pattern, write_fences};
+use super::common::{fnv, pattern, per_thread, write_fences};
 use super::peer::{addr, control, T};
 use crate::{expect_ok, Tap};
 
@@ -53,31 +53,19 @@ pub(super) fn integrity_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &Remote
 }
 
 pub(super) fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
-    let res: Vec<Result<(), String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..4u64)
-            .map(|k| {
-                s.spawn(move || -> Result<(), String> {
-                    let mut out = dev.create_region(4096, 32).map_err(|e| e.to_string())?;
-                    let back = dev.create_region(4096, 32).map_err(|e| e.to_string())?;
-                    for i in 0..25u64 {
-                        let n = 1 + (i % 8) as u32;
-                        let rb = k * 32 + (i * 3) % (32 - u64::from(n));
-                        pattern(out.as_mut_slice(), k * 1000 + i);
-                        rw.write(&out, 0, rb, n)
-                            .map_err(|e| format!("write: {e}"))?;
-                        rw.read(&back, 0, rb, n).map_err(|e| format!("read: {e}"))?;
-                        let b = n as usize * 4096;
-                        if out.as_slice()[..b] != back.as_slice()[..b] {
-                            return Err(format!("thread {k} iteration {i}: data differs"));
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or(Err("panicked".into())))
-            .collect()
+    let res = per_thread(dev, 4, 32, |k, out, back| {
+        for i in 0..25u64 {
+            let n = 1 + (i % 8) as u32;
+            let rb = k * 32 + (i * 3) % (32 - u64::from(n));
+            pattern(out.as_mut_slice(), k * 1000 + i);
+            rw.write(out, 0, rb, n).map_err(|e| format!("write: {e}"))?;
+            rw.read(back, 0, rb, n).map_err(|e| format!("read: {e}"))?;
+            let b = n as usize * 4096;
+            if out.as_slice()[..b] != back.as_slice()[..b] {
+                return Err(format!("thread {k} iteration {i}: data differs"));
+            }
+        }
+        Ok(())
     });
     for (k, r) in res.into_iter().enumerate() {
         t.check(
@@ -109,36 +97,22 @@ pub(super) fn fence_visibility_checks(
         Err(e) => return t.check("a second import", Err(e.to_string())),
     };
     let fences = write_fences(dev);
-    let res: Vec<Result<(), String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..4u64)
-            .map(|k| {
-                let rw2 = &rw2;
-                s.spawn(move || -> Result<(), String> {
-                    let mut out = dev.create_region(4096, 16).map_err(|e| e.to_string())?;
-                    let back = dev.create_region(4096, 16).map_err(|e| e.to_string())?;
-                    for i in 0..50u64 {
-                        let n = 1 + (i % 4) as u32;
-                        let rb = 128 + k * 16 + (i * 5) % (16 - u64::from(n));
-                        pattern(out.as_mut_slice(), k * 7919 + i);
-                        rw.write(&out, 0, rb, n)
-                            .map_err(|e| format!("write: {e}"))?;
-                        rw2.read(&back, 0, rb, n)
-                            .map_err(|e| format!("read: {e}"))?;
-                        let b = n as usize * 4096;
-                        if out.as_slice()[..b] != back.as_slice()[..b] {
-                            return Err(format!(
-                                "iteration {i}: blocks {rb}..{} read through the other connection differ",
-                                rb + u64::from(n)
-                            ));
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or(Err("panicked".into())))
-            .collect()
+    let res = per_thread(dev, 4, 16, |k, out, back| {
+        for i in 0..50u64 {
+            let n = 1 + (i % 4) as u32;
+            let rb = 128 + k * 16 + (i * 5) % (16 - u64::from(n));
+            pattern(out.as_mut_slice(), k * 7919 + i);
+            rw.write(out, 0, rb, n).map_err(|e| format!("write: {e}"))?;
+            rw2.read(back, 0, rb, n).map_err(|e| format!("read: {e}"))?;
+            let b = n as usize * 4096;
+            if out.as_slice()[..b] != back.as_slice()[..b] {
+                return Err(format!(
+                    "iteration {i}: blocks {rb}..{} read through the other connection differ",
+                    rb + u64::from(n)
+                ));
+            }
+        }
+        Ok(())
     });
     println!(
         "# 200 writes from 4 threads: {} write fences",

@@ -17,7 +17,7 @@ use rrdma::abi::errno::{EAGAIN, EINVAL, ENOENT};
 use rrdma::abi::uapi::{Completion, Op, OP_FENCE, OP_F_SENT, OP_READ, OP_WRITE};
 use rrdma::{RemoteRegion, Rrdma};
 
-use super::common::{fnv, iwarp, pattern, reap, write_fences};
+use super::common::{fnv, iwarp, pattern, per_thread, reap, write_fences};
 use super::peer::{addr, control, T};
 use crate::{ensure, expect_errno, Tap};
 
@@ -249,39 +249,27 @@ fn threads(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegio
         Err(e) => return t.check("sent: a second import", Err(e.to_string())),
     };
     let posted0 = count(dev, "rrdma-op-fences");
-    let res: Vec<Result<(), String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = (0..4u64)
-            .map(|k| {
-                let rw2 = &rw2;
-                s.spawn(move || -> Result<(), String> {
-                    let mut out = dev.create_region(4096, 4).map_err(|e| e.to_string())?;
-                    let back = dev.create_region(4096, 4).map_err(|e| e.to_string())?;
-                    let rb = FIRST + 16 + k * 4;
-                    for i in 0..20u64 {
-                        pattern(out.as_mut_slice(), k * 7919 + i);
-                        for b in 0..4 {
-                            let w = Op {
-                                flags: OP_F_SENT,
-                                ..rw.op(OP_WRITE, &out, b, rb + b, 1, 0)
-                            };
-                            dev.rw_sync(&w).map_err(|e| format!("sent write: {e}"))?;
-                        }
-                        rw.fence().map_err(|e| format!("fence: {e}"))?;
-                        rw2.read(&back, 0, rb, 4).map_err(|e| format!("read: {e}"))?;
-                        if out.as_slice() != back.as_slice() {
-                            return Err(format!(
-                                "round {i}: blocks {rb}..{} read through the other connection differ",
-                                rb + 4
-                            ));
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .map(|h| h.join().unwrap_or(Err("panicked".into())))
-            .collect()
+    let res = per_thread(dev, 4, 4, |k, out, back| {
+        let rb = FIRST + 16 + k * 4;
+        for i in 0..20u64 {
+            pattern(out.as_mut_slice(), k * 7919 + i);
+            for b in 0..4 {
+                let w = Op {
+                    flags: OP_F_SENT,
+                    ..rw.op(OP_WRITE, out, b, rb + b, 1, 0)
+                };
+                dev.rw_sync(&w).map_err(|e| format!("sent write: {e}"))?;
+            }
+            rw.fence().map_err(|e| format!("fence: {e}"))?;
+            rw2.read(back, 0, rb, 4).map_err(|e| format!("read: {e}"))?;
+            if out.as_slice() != back.as_slice() {
+                return Err(format!(
+                    "round {i}: blocks {rb}..{} read through the other connection differ",
+                    rb + 4
+                ));
+            }
+        }
+        Ok(())
     });
     // A fence goes to every queue pair with writes not known placed:
     // more than one per fence when the threads' CPUs' lanes had some.
