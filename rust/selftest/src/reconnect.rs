@@ -26,7 +26,7 @@
 use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::{EAGAIN, ECONNRESET, EKEYREVOKED};
-use rrdma::abi::uapi::{Op, OP_F_SENT, OP_READ, OP_WRITE};
+use rrdma::abi::uapi::OP_READ;
 use rrdma::{ConnectOptions, Keepalive, RemoteRegion, Rrdma};
 
 use crate::attack::agent_cmd;
@@ -185,11 +185,8 @@ fn comes_back(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
     t.check(
         "reconnect: two writes that complete once sent, before the cut",
         (5..7u64).try_for_each(|b| {
-            dev.rw_sync(&Op {
-                flags: OP_F_SENT,
-                ..rw.op(OP_WRITE, &local, 0, b, 1, 0)
-            })
-            .map_err(|e| e.to_string())
+            dev.rw_sync(&rw.write_sent_op(&local, 0, b, 1, 0))
+                .map_err(|e| e.to_string())
         }),
     );
     // The export goes while this guest is cut off: after the importer's

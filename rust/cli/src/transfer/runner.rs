@@ -8,7 +8,7 @@ use std::io;
 use std::sync::Barrier;
 use std::time::Instant;
 
-use rrdma::abi::uapi::{Op, OP_F_SENT, OP_READ, OP_WRITE};
+use rrdma::abi::uapi::{Op, OP_READ, OP_WRITE};
 use rrdma::{Region, RemoteRegion, Rrdma};
 
 use super::bench::{BenchArgs, Engine};
@@ -139,21 +139,11 @@ fn run_set_up(
     let opcode = if a.write { OP_WRITE } else { OP_READ };
     let sent = a.write && a.sent;
     let mk = |i: u64| -> Op {
-        let op = remote.op(
-            opcode,
-            local,
-            (i % depth) * count,
-            (i % slots) * count,
-            count as u32,
-            i % depth,
-        );
+        let (lb, rb, ud) = ((i % depth) * count, (i % slots) * count, i % depth);
         if sent {
-            Op {
-                flags: OP_F_SENT,
-                ..op
-            }
+            remote.write_sent_op(local, lb, rb, count as u32, ud)
         } else {
-            op
+            remote.op(opcode, local, lb, rb, count as u32, ud)
         }
     };
     let mut fences = 0u64;

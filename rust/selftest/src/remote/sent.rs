@@ -254,10 +254,7 @@ fn threads(dev: &Rrdma, t: &mut Tap, peer: &str, rw_token: u64, rw: &RemoteRegio
         for i in 0..20u64 {
             pattern(out.as_mut_slice(), k * 7919 + i);
             for b in 0..4 {
-                let w = Op {
-                    flags: OP_F_SENT,
-                    ..rw.op(OP_WRITE, out, b, rb + b, 1, 0)
-                };
+                let w = rw.write_sent_op(out, b, rb + b, 1, 0);
                 dev.rw_sync(&w).map_err(|e| format!("sent write: {e}"))?;
             }
             rw.fence().map_err(|e| format!("fence: {e}"))?;
