@@ -12,6 +12,9 @@ use crate::mr::Lent;
 
 /// `RRDMA_SHIM_NO_SLOT`: a work request without an operation slot.
 pub(crate) const NO_SLOT: u32 = u32_of(c::RRDMA_SHIM_NO_SLOT);
+/// `RRDMA_SHIM_COPIED_SLOT`: a write signaled so that the provider copies
+/// its bytes before the operation completes; its completion is nothing.
+pub(crate) const COPIED_SLOT: u32 = u32_of(c::RRDMA_SHIM_COPIED_SLOT);
 /// `RRDMA_SHIM_WR_READ`.
 const WR_READ: u32 = u32_of(c::RRDMA_SHIM_WR_READ);
 /// `RRDMA_SHIM_WR_WRITE`.
@@ -122,6 +125,19 @@ impl ShimWr {
 
     /// An unsignaled RDMA WRITE of `len` bytes at `local_addr` of `chunk`
     /// to `remote_addr` (under `rkey`).
+    /// A WRITE of an operation that completes once sent: signaled (its
+    /// completion is nothing, [`COPIED_SLOT`]) so that the provider copies
+    /// its bytes before the operation's own completion, after which the
+    /// caller may reuse the buffer. siw sends an unsignaled request of a
+    /// page or more from the pages themselves, which TCP keeps (and may
+    /// send again) until they are acknowledged. Other requests: unchanged.
+    pub(crate) fn copy_before_completion(&mut self) {
+        if self.opcode == WR_WRITE {
+            self.signaled = 1;
+            self.slot = COPIED_SLOT;
+        }
+    }
+
     pub(crate) fn write(
         local_addr: u64,
         chunk: Lent<'_>,

@@ -58,6 +58,17 @@ void rrdma_qp_op_done(struct ib_cq *cq, struct ib_wc *wc)
  * Each context has its own entry: Rust's atomic one cannot reach what
  * sleeps or takes a mutex.
  */
+/*
+ * A write request signaled so that its bytes are copied (post.c): success
+ * says nothing the operation's own completion does not; a failure takes
+ * the queue pair down, which fails the operation.
+ */
+static void copied_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+}
+
+struct ib_cqe rrdma_qp_copied_cqe = { .done = copied_done };
+
 static void scq_hand_ops(struct rrdma_shim_qp *q, bool atomic)
 {
 	if (!q->ndone)
@@ -100,6 +111,9 @@ int rrdma_scq_poll_atomic(struct rrdma_shim_qp *q)
 	for (i = 0; i < n; i++) {
 		struct ib_wc *wc = &q->wc[i];
 
+		if (wc->wr_cqe == &rrdma_qp_copied_cqe &&
+		    wc->status == IB_WC_SUCCESS)
+			continue;
 		if (!wc->wr_cqe || wc->wr_cqe->done != rrdma_qp_op_done ||
 		    wc->status != IB_WC_SUCCESS)
 			break;

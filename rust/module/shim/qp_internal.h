@@ -234,6 +234,8 @@ void rrdma_qp_send_done(struct ib_cq *cq, struct ib_wc *wc);
 
 /* cq.c */
 void rrdma_qp_op_done(struct ib_cq *cq, struct ib_wc *wc);
+/* The completion of a RRDMA_SHIM_COPIED_SLOT request: nothing to do. */
+extern struct ib_cqe rrdma_qp_copied_cqe;
 int rrdma_scq_poll_atomic(struct rrdma_shim_qp *q);
 int rrdma_scq_iop_poll(struct irq_poll *iop, int budget);
 void rrdma_scq_poll(struct work_struct *work);

@@ -238,6 +238,14 @@ struct rrdma_shim_addr {
  * with it.
  */
 #define RRDMA_SHIM_NO_SLOT	0xffffffffU
+/*
+ * @slot of a WRITE signaled only so that the provider copies its bytes
+ * before it completes the operation (a write that completes once sent,
+ * whose buffer the caller may then reuse): siw sends an unsignaled request
+ * of a page or more from the pages themselves, which TCP keeps, and may
+ * send again, until they are acknowledged.  Its completion is nothing.
+ */
+#define RRDMA_SHIM_COPIED_SLOT	0xfffffffeU
 
 struct rrdma_shim_wr {
 	__u32 opcode;

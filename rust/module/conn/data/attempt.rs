@@ -195,6 +195,12 @@ impl Conn {
         if fence {
             op.sinks = o.hold_sink(true, op.sinks);
         }
+        // A write that completes once sent frees its buffer then: on iWARP
+        // each of its requests is signaled, so that siw copies its bytes
+        // rather than leave the pages to TCP (`copy_before_completion`).
+        if c.sent && plan.iwarp {
+            wrs.iter_mut().for_each(ShimWr::copy_before_completion);
+        }
         // The last request carries the slot: its completion completes the
         // operation. A write of a batch goes unsignaled (its batch's fence
         // completes it), and completes on its own only with an error.
