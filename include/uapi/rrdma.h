@@ -45,10 +45,13 @@
 #define RRDMA_FEATURE_REGISTER	(1ULL << 6)
 /* RRDMA_OP_F_SENT and RRDMA_OP_FENCE */
 #define RRDMA_FEATURE_WRITE_SENT	(1ULL << 7)
+/* RRDMA_IOCTL_BLK_MAP and BLK_UNMAP: an import as a block device */
+#define RRDMA_FEATURE_BLK	(1ULL << 8)
 #define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
 				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT | \
 				 RRDMA_FEATURE_URING | RRDMA_FEATURE_URING_IOPOLL | \
-				 RRDMA_FEATURE_REGISTER | RRDMA_FEATURE_WRITE_SENT)
+				 RRDMA_FEATURE_REGISTER | RRDMA_FEATURE_WRITE_SENT | \
+				 RRDMA_FEATURE_BLK)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -603,6 +606,67 @@ struct rrdma_completion {
 #define RRDMA_IOCTL_RW_SYNC	_IOW(RRDMA_IOCTL_MAGIC, 0x0d, struct rrdma_op)
 #define RRDMA_IOCTL_REGION_REGISTER \
 	_IOWR(RRDMA_IOCTL_MAGIC, 0x0e, struct rrdma_region_register)
+
+/* rrdma_blk_map.flags */
+#define RRDMA_BLK_MAP_RO	(1U << 0)	/* a read-only disk */
+
+/**
+ * struct rrdma_blk_map - argument of RRDMA_IOCTL_BLK_MAP
+ * @import:	in: the import the disk reads and writes
+ * @flags:	in: RRDMA_BLK_MAP_RO, or zero (else EINVAL)
+ * @index:	out: N of the new disk /dev/rrdmabN
+ * @reserved:	in: must be zero (else EINVAL)
+ *
+ * Needs CAP_SYS_ADMIN (EPERM).  An unknown @import: ENOENT.  The disk's
+ * logical block size is the import's block size, which must be a power of
+ * two from 512 to the page size, and one operation on the import must
+ * move at least a page (@max_op_blocks of IMPORT): else EINVAL.  Its size
+ * is the import's; 256 disks at most (ENOSPC).  An export without
+ * RRDMA_ACCESS_WRITE, or RRDMA_BLK_MAP_RO, gives a read-only disk.  The
+ * disk holds the import (UNIMPORT of @import leaves it working) and uses
+ * its connection; several disks may map one import.  It ends with
+ * RRDMA_IOCTL_BLK_UNMAP or when the file that mapped it is closed,
+ * whatever uses it: its open users then find it empty or get I/O errors.
+ *
+ * The disk has a volatile write cache: a write completes once sent
+ * (RRDMA_OP_F_SENT), a flush (REQ_OP_FLUSH, fsync) once every write
+ * completed before it is placed in the exporter's memory
+ * (RRDMA_OP_FENCE), and a FUA write once placed.  A flush fails if
+ * writes it covers were lost with a connection.  The exporter's memory is
+ * itself volatile: it does not survive the exporter's host.  A read or
+ * write whose connection fails under it is posted again once the
+ * connection is back (RRDMA_CONNECT_RECONNECT), and fails if it is
+ * closed; an I/O also fails when the export is revoked.  Discard and
+ * write-zeroes are not supported.
+ */
+struct rrdma_blk_map {
+	__u32 import;
+	__u32 flags;
+	__u32 index;
+	__u32 reserved;
+};
+
+/* rrdma_blk_unmap.flags */
+#define RRDMA_BLK_UNMAP_FORCE	(1U << 0)	/* even while it is open */
+
+/**
+ * struct rrdma_blk_unmap - argument of RRDMA_IOCTL_BLK_UNMAP
+ * @index:	in: N of /dev/rrdmabN
+ * @flags:	in: RRDMA_BLK_UNMAP_FORCE, or zero
+ *
+ * Needs CAP_SYS_ADMIN (EPERM).  Any file may unmap any disk.  No such disk:
+ * ENOENT; being mapped or unmapped: EBUSY; open (mounted, or used as swap)
+ * without RRDMA_BLK_UNMAP_FORCE: EBUSY; unknown flags: EINVAL.  Returns
+ * once the disk is gone and its requests have ended (failed, if they
+ * waited for a connection).
+ */
+struct rrdma_blk_unmap {
+	__u32 index;
+	__u32 flags;
+};
+
+#define RRDMA_IOCTL_BLK_MAP	_IOWR(RRDMA_IOCTL_MAGIC, 0x0f, struct rrdma_blk_map)
+#define RRDMA_IOCTL_BLK_UNMAP	_IOW(RRDMA_IOCTL_MAGIC, 0x10, struct rrdma_blk_unmap)
 
 /*
  * io_uring (RRDMA_FEATURE_URING): an IORING_OP_URING_CMD on /dev/rrdma, on

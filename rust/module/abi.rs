@@ -14,6 +14,8 @@
 pub(crate) mod codec;
 #[path = "../abi/src/backlog.rs"]
 pub(crate) mod backlog;
+#[path = "../abi/src/blkdev.rs"]
+pub(crate) mod blkdev;
 #[path = "../abi/src/blocks.rs"]
 pub(crate) mod blocks;
 #[path = "../abi/src/conn.rs"]

@@ -10,6 +10,7 @@ use crate::abi::Result;
 use crate::ffi;
 use crate::foreign;
 
+use crate::blk::Disks;
 use crate::device::DeviceCtx;
 
 /// Module-wide state.
@@ -20,6 +21,10 @@ pub(crate) struct Context {
     /// `Conn::inner` (a connection's set-up finds its device); a leaf.
     #[pin]
     devices: Mutex<KVec<Option<Arc<DeviceCtx>>>>,
+    /// rrdma-blk's disks (`blk.rs`). A leaf, never held while a disk is
+    /// added or removed.
+    #[pin]
+    pub(crate) disks: Mutex<Disks>,
 }
 
 impl Context {
@@ -28,6 +33,7 @@ impl Context {
         Arc::pin_init(
             pin_init!(Self {
                 devices <- new_mutex!(KVec::new(), "Context::devices"),
+                disks <- new_mutex!(Disks::new(), "Context::disks"),
             }),
             GFP_KERNEL,
         )

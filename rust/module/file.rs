@@ -39,6 +39,7 @@ use crate::shared::Shared;
 use crate::uarg;
 use crate::vma::NewVma;
 
+mod blk;
 mod open;
 mod read;
 mod remote;
@@ -143,6 +144,8 @@ impl FileState {
             Command::Submit => return self.submit(arg, &d),
             Command::RwSync => self.rw_sync(arg, &d),
             Command::RegionRegister => self.region_register(arg, &d),
+            Command::BlkMap => self.blk_map(arg, &d),
+            Command::BlkUnmap => self.blk_unmap(arg, &d),
         }?;
         Ok(0)
     }

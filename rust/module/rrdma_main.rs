@@ -33,6 +33,7 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 
 mod abi;
+mod blk;
 mod calling;
 mod cm_id;
 mod compat;

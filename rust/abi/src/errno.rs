@@ -136,4 +136,6 @@ errnos! {
     EADDRINUSE = 98;
     /// Cannot assign the requested address: no free local port.
     EADDRNOTAVAIL = 99;
+    /// Read-only file system: a write to a read-only disk.
+    EROFS = 30;
 }

@@ -6,6 +6,7 @@
 //! size is taken from the command (`_IOC_SIZE`) so that one command number
 //! serves every version of its struct, as `copy_struct_from_user()` does.
 
+use super::blkdev;
 use super::errno::{Errno, E2BIG, EINVAL, ENOTTY};
 use super::uapi;
 
@@ -97,6 +98,10 @@ pub enum Command {
     RwSync,
     /// `RRDMA_IOCTL_REGION_REGISTER`.
     RegionRegister,
+    /// `RRDMA_IOCTL_BLK_MAP`.
+    BlkMap,
+    /// `RRDMA_IOCTL_BLK_UNMAP`.
+    BlkUnmap,
 }
 
 /// One row of the command table.
@@ -216,6 +221,20 @@ const COMMANDS: &[CommandSpec] = &[
         size: uapi::RegionRegister::SIZE,
         cmd: Command::RegionRegister,
     },
+    CommandSpec {
+        nr: 0x0f,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: blkdev::BlkMap::SIZE,
+        size: blkdev::BlkMap::SIZE,
+        cmd: Command::BlkMap,
+    },
+    CommandSpec {
+        nr: 0x10,
+        dir: IOC_WRITE,
+        min_size: blkdev::BlkUnmap::SIZE,
+        size: blkdev::BlkUnmap::SIZE,
+        cmd: Command::BlkUnmap,
+    },
 ];
 
 /// A command recognised by [`decode`].
@@ -293,6 +312,18 @@ mod tests {
         let d = decode(uapi::IOCTL_GET_INFO).unwrap();
         assert_eq!(d.cmd, Command::GetInfo);
         assert_eq!(d.user_size, 40);
+    }
+
+    #[test]
+    fn blk_commands_match_c_macros() {
+        // _IOWR(0xE7, 0x0f, 16) and _IOW(0xE7, 0x10, 8) by hand.
+        assert_eq!(blkdev::IOCTL_BLK_MAP, 0xC010_E70F);
+        assert_eq!(blkdev::IOCTL_BLK_UNMAP, 0x4008_E710);
+        assert_eq!(decode(blkdev::IOCTL_BLK_MAP).unwrap().cmd, Command::BlkMap);
+        assert_eq!(
+            decode(blkdev::IOCTL_BLK_UNMAP).unwrap().cmd,
+            Command::BlkUnmap
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@
 #[macro_use]
 pub mod codec;
 pub mod backlog;
+pub mod blkdev;
 pub mod blocks;
 pub mod conn;
 pub mod errno;

@@ -30,6 +30,8 @@ pub const FEATURE_URING_IOPOLL: u64 = 1 << 5;
 pub const FEATURE_REGISTER: u64 = 1 << 6;
 /// `RRDMA_FEATURE_WRITE_SENT`: [`OP_F_SENT`] and [`OP_FENCE`].
 pub const FEATURE_WRITE_SENT: u64 = 1 << 7;
+/// `RRDMA_FEATURE_BLK`: `RRDMA_IOCTL_BLK_MAP` and `BLK_UNMAP`.
+pub const FEATURE_BLK: u64 = 1 << 8;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
 pub const FEATURES_ALL: u64 = FEATURE_REGIONS
     | FEATURE_REMOTE
@@ -38,7 +40,8 @@ pub const FEATURES_ALL: u64 = FEATURE_REGIONS
     | FEATURE_URING
     | FEATURE_URING_IOPOLL
     | FEATURE_REGISTER
-    | FEATURE_WRITE_SENT;
+    | FEATURE_WRITE_SENT
+    | FEATURE_BLK;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).

@@ -7,13 +7,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use rrdma::{Access, InfoReport, Keepalive, Rrdma};
+use rrdma::{Access, InfoReport, Rrdma};
 
+mod args;
+mod disk;
 mod serve;
 mod stats;
 mod transfer;
 
-use transfer::Target;
+use args::TargetArgs;
 
 /// Export access on the command line.
 #[derive(Clone, Copy, ValueEnum)]
@@ -22,58 +24,6 @@ enum AccessArg {
     Ro,
     /// Read and write.
     Rw,
-}
-
-/// Where the export is, for the importer's commands.
-#[derive(clap::Args)]
-struct TargetArgs {
-    /// The serving peer's rrdma address (IP:PORT).
-    #[arg(long)]
-    peer: SocketAddr,
-    /// The export's token: hex, or @IP:PORT[/ro|/rw] to ask `serve --control`.
-    #[arg(long)]
-    token: String,
-    /// Connect and import timeout, in milliseconds.
-    #[arg(long, default_value_t = 5000)]
-    timeout_ms: u64,
-    /// Keepalive of the connection: MS (a ping after MS without an answer),
-    /// MS:MISSES (the connection ends after MISSES such intervals), or
-    /// `off`. Default: the module parameters keepalive_ms and
-    /// keepalive_misses.
-    #[arg(long, value_parser = parse_keepalive)]
-    keepalive: Option<Keepalive>,
-    /// Reconnect after a failure of the established connection (module
-    /// parameters reconnect_*), and retry the blocks it interrupted.
-    #[arg(long)]
-    reconnect: bool,
-}
-
-/// `--keepalive`: `off`, `MS` or `MS:MISSES`.
-fn parse_keepalive(s: &str) -> Result<Keepalive, String> {
-    if s == "off" {
-        return Ok(Keepalive::Off);
-    }
-    let (ms, misses) = s.split_once(':').unwrap_or((s, "0"));
-    let ms: u64 = ms.parse().map_err(|_| format!("bad interval '{ms}'"))?;
-    let misses: u16 = misses
-        .parse()
-        .map_err(|_| format!("bad misses '{misses}'"))?;
-    Ok(Keepalive::Every {
-        interval: Duration::from_millis(ms),
-        misses,
-    })
-}
-
-impl TargetArgs {
-    fn target(&self) -> Target {
-        Target {
-            peer: self.peer,
-            token: self.token.clone(),
-            timeout: Duration::from_millis(self.timeout_ms),
-            keepalive: self.keepalive.unwrap_or(Keepalive::Module),
-            reconnect: self.reconnect,
-        }
-    }
 }
 
 #[derive(Parser)]
@@ -182,6 +132,23 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Map a peer's export as a block device /dev/rrdmabN (root), and
+    /// keep it until it is unmapped or this command ends.
+    Map {
+        #[command(flatten)]
+        target: TargetArgs,
+        /// A read-only disk.
+        #[arg(long)]
+        ro: bool,
+    },
+    /// Remove block device /dev/rrdmabN (root).
+    Unmap {
+        /// N of /dev/rrdmabN.
+        index: u32,
+        /// Even while it is open or mounted (its users get I/O errors).
+        #[arg(long)]
+        force: bool,
+    },
     /// Measure bandwidth (or latency) with perftest's columns.
     Bench {
         #[command(flatten)]
@@ -240,6 +207,9 @@ fn feature_names(features: u64) -> String {
         (rrdma::abi::uapi::FEATURE_RECONNECT, "reconnect"),
         (rrdma::abi::uapi::FEATURE_URING, "io_uring"),
         (rrdma::abi::uapi::FEATURE_URING_IOPOLL, "io_uring-iopoll"),
+        (rrdma::abi::uapi::FEATURE_REGISTER, "register"),
+        (rrdma::abi::uapi::FEATURE_WRITE_SENT, "write-sent"),
+        (rrdma::abi::uapi::FEATURE_BLK, "blk"),
     ];
     let mut names: Vec<String> = known
         .iter()
@@ -401,6 +371,8 @@ fn run(cli: Cli) -> std::io::Result<()> {
                 ));
             }
         }
+        Command::Map { target, ro } => disk::map(&dev, &target.target(), ro)?,
+        Command::Unmap { index, force } => disk::unmap(&dev, index, force)?,
         Command::Bench {
             target,
             op,

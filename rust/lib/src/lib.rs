@@ -8,6 +8,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod blk;
 mod device;
 mod info;
 mod region;

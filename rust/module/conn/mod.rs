@@ -101,7 +101,7 @@ mod setup;
 mod teardown;
 
 pub(crate) use ctrl::CtrlCounts;
-pub(crate) use data::{OpWork, Posted, ReportTo};
+pub(crate) use data::{OpWork, Posted, ReportTo, Waiter};
 pub(crate) use imports::Import;
 pub(crate) use keepalive::KeepaliveCounts;
 pub(crate) use reconnect::ReconnectCounts;

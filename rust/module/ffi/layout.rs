@@ -14,8 +14,8 @@
 //! completion statuses, device attributes, errno values) are checked
 //! against the kernel's. A mismatch fails the build.
 
-use super::{DeviceAttr, DeviceLimits, ShimAddr, ShimDone, ShimWr, VmaInfo};
-use crate::abi::{errno, uapi, wc, wire};
+use super::{BlkIo, BlkShape, DeviceAttr, DeviceLimits, ShimAddr, ShimDone, ShimWr, VmaInfo};
+use crate::abi::{blkdev, errno, uapi, wc, wire};
 
 /// The numbers of `shim/layout.c`, as `i64` (`dead_code`: a use in a
 /// `const _` check does not count as one).
@@ -108,6 +108,25 @@ same_layout!(ShimDone, done__SIZE, {
     slot: done__slot,
     status: done__status,
 });
+
+same_layout!(BlkShape, blk_shape__SIZE, {
+    sectors: blk_shape__sectors,
+    block_size: blk_shape__block_size,
+    io_bytes: blk_shape__io_bytes,
+    depth: blk_shape__depth,
+    read_only: blk_shape__read_only,
+});
+
+same_layout!(BlkIo, blk_io__SIZE, {
+    pos: blk_io__pos,
+    len: blk_io__len,
+    tag: blk_io__tag,
+    op: blk_io__op,
+    pad: blk_io__pad,
+});
+
+const _: () = assert!(blkdev::BlkMap::SIZE as i64 == c::blk_map__SIZE);
+const _: () = assert!(blkdev::BlkUnmap::SIZE as i64 == c::blk_unmap__SIZE);
 
 same_layout!(uapi::Op, op__SIZE, {
     opcode: op__opcode,
@@ -204,4 +223,5 @@ same_errno!(
     EAFNOSUPPORT,
     EADDRINUSE,
     EADDRNOTAVAIL,
+    EROFS,
 );

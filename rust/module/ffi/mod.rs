@@ -18,12 +18,14 @@
 //!   wait queue;
 //! - `timer.rs`: a connection's timer;
 //! - `uring.rs`: io_uring commands;
+//! - `blk.rs`: rrdma-blk's disks and their requests;
 //! - `params.rs`: the module parameters;
 //! - `lock.rs`: lock helpers;
 //! - `helpers.rs`: kernel helpers, and the ratelimited warning macros;
 //! - `layout.rs`: the C side's numbers (generated from `shim/layout.c`),
 //!   and the compile-time checks of every mirror against them.
 
+mod blk;
 mod chardev;
 mod cm;
 mod helpers;
@@ -38,6 +40,7 @@ mod uring;
 mod verbs;
 mod wr;
 
+pub(crate) use blk::*;
 pub(crate) use chardev::*;
 pub(crate) use cm::*;
 pub(crate) use helpers::*;

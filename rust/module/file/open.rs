@@ -33,6 +33,9 @@ impl FileState {
 
     /// The file is closed: every object of the file dies with it.
     pub(crate) fn release(self: Arc<Self>) {
+        // Its disks first, while their connections still serve the
+        // requests in flight, which their removal waits for.
+        self.context.blk_unmap_owned(self.blk_owner());
         // Listeners first (no new connections), then every connection:
         // their operations complete with errors and their QPs are drained.
         // The table is taken out whole (no allocation that could fail) and

@@ -27,7 +27,7 @@ use crate::abi::{
         CONNECT_RECONNECT, OP_FENCE, OP_SIZE_VER0, SUBMIT_MAX,
     },
 };
-use crate::conn::{Conn, Import, OpWork, Posted, ReportTo};
+use crate::conn::{Conn, Import, OpWork, Posted, ReportTo, Waiter};
 
 /// An operation resolved: its import, and unless it is a fence its local
 /// region and checked extent.
@@ -309,8 +309,7 @@ impl FileState {
         let report = |op: &Op| ReportTo {
             user_data: op.user_data,
             opcode: op.opcode,
-            sync: None,
-            uring: None,
+            waiter: None,
         };
         let mut posted = 0;
         let mut err = None;
@@ -398,8 +397,7 @@ impl FileState {
         let mut to = ReportTo {
             user_data: op.user_data,
             opcode: op.opcode,
-            sync: None,
-            uring: Some(cmd),
+            waiter: Some(Waiter::Uring(cmd)),
         };
         loop {
             match imp.conn.post_op(&imp, work(&blocks), &mut to)?.0 {

@@ -91,6 +91,29 @@ static_assert(offsetof(struct rrdma_op, count) == 32);
 static_assert(offsetof(struct rrdma_op, reserved) == 36);
 static_assert(offsetof(struct rrdma_op, user_data) == 40);
 
+static_assert(sizeof(struct rrdma_shim_blk_shape) == 24);
+static_assert(offsetof(struct rrdma_shim_blk_shape, sectors) == 0);
+static_assert(offsetof(struct rrdma_shim_blk_shape, block_size) == 8);
+static_assert(offsetof(struct rrdma_shim_blk_shape, io_bytes) == 12);
+static_assert(offsetof(struct rrdma_shim_blk_shape, depth) == 16);
+static_assert(offsetof(struct rrdma_shim_blk_shape, read_only) == 20);
+
+static_assert(sizeof(struct rrdma_shim_blk_io) == 24);
+static_assert(offsetof(struct rrdma_shim_blk_io, pos) == 0);
+static_assert(offsetof(struct rrdma_shim_blk_io, len) == 8);
+static_assert(offsetof(struct rrdma_shim_blk_io, tag) == 12);
+static_assert(offsetof(struct rrdma_shim_blk_io, op) == 16);
+static_assert(offsetof(struct rrdma_shim_blk_io, pad) == 20);
+
+static_assert(sizeof(struct rrdma_blk_map) == 16);
+static_assert(offsetof(struct rrdma_blk_map, import) == 0);
+static_assert(offsetof(struct rrdma_blk_map, flags) == 4);
+static_assert(offsetof(struct rrdma_blk_map, index) == 8);
+static_assert(offsetof(struct rrdma_blk_map, reserved) == 12);
+static_assert(sizeof(struct rrdma_blk_unmap) == 8);
+static_assert(offsetof(struct rrdma_blk_unmap, index) == 0);
+static_assert(offsetof(struct rrdma_blk_unmap, flags) == 4);
+
 int main(void)
 {
 	/* C's layouts (as asserted above), for Rust's to be checked against. */
@@ -127,6 +150,27 @@ int main(void)
 	OFFSET(addr__port, rrdma_shim_addr, port);
 	OFFSET(addr__scope_id, rrdma_shim_addr, scope_id);
 	OFFSET(addr__addr, rrdma_shim_addr, addr);
+
+	DEFINE(blk_shape__SIZE, sizeof(struct rrdma_shim_blk_shape));
+	OFFSET(blk_shape__sectors, rrdma_shim_blk_shape, sectors);
+	OFFSET(blk_shape__block_size, rrdma_shim_blk_shape, block_size);
+	OFFSET(blk_shape__io_bytes, rrdma_shim_blk_shape, io_bytes);
+	OFFSET(blk_shape__depth, rrdma_shim_blk_shape, depth);
+	OFFSET(blk_shape__read_only, rrdma_shim_blk_shape, read_only);
+
+	DEFINE(blk_io__SIZE, sizeof(struct rrdma_shim_blk_io));
+	OFFSET(blk_io__pos, rrdma_shim_blk_io, pos);
+	OFFSET(blk_io__len, rrdma_shim_blk_io, len);
+	OFFSET(blk_io__tag, rrdma_shim_blk_io, tag);
+	OFFSET(blk_io__op, rrdma_shim_blk_io, op);
+	DEFINE(RRDMA_SHIM_BLK_READ, RRDMA_SHIM_BLK_READ);
+	DEFINE(RRDMA_SHIM_BLK_WRITE, RRDMA_SHIM_BLK_WRITE);
+	DEFINE(RRDMA_SHIM_BLK_WRITE_FUA, RRDMA_SHIM_BLK_WRITE_FUA);
+	DEFINE(RRDMA_SHIM_BLK_FLUSH, RRDMA_SHIM_BLK_FLUSH);
+	OFFSET(blk_io__pad, rrdma_shim_blk_io, pad);
+
+	DEFINE(blk_map__SIZE, sizeof(struct rrdma_blk_map));
+	DEFINE(blk_unmap__SIZE, sizeof(struct rrdma_blk_unmap));
 
 	/* 56 with 4-byte pointers too: the u64 fields align it to 8. */
 	DEFINE(wr__SIZE, sizeof(struct rrdma_shim_wr));

@@ -46,8 +46,9 @@
  *    it cannot reach what needs one; neither entry may sleep or take a
  *    mutex or a lock that is not softirq-safe where the atomic one can:
  *    what it reaches (Conn::slots_done, Conn::end_slot, Conn::heard,
- *    Conn::post_open_group, OpCtx::finish with SyncWait::set and
- *    UringCmd::complete, Shared::complete, Shared::wake_readers,
+ *    Conn::post_open_group, OpCtx::finish with SyncWait::set,
+ *    UringCmd::complete and BlkRequest::end (rrdma_shim_blk_end(): a
+ *    requeue, or blk_mq_complete_request()), Shared::complete, Shared::wake_readers,
  *    Conn::ask_followups) takes a path's lock, Shared::ring and
  *    SyncWait::status (softirq-safe spinlocks), posts (rrdma_shim_post(),
  *    under @lock), completes io_uring commands
@@ -424,6 +425,45 @@ u64 rrdma_shim_random_u64(void);
 u32 rrdma_shim_queue_pairs(void);
 u32 rrdma_shim_this_cpu(void);
 bool rrdma_shim_in_softirq(void);
+
+/*
+ * blk.c: rrdma-blk's disks.  The shape of a disk (from abi::blkdev::DiskPlan)
+ * and one request as rrdma_rust_blk_queue() sees it.
+ */
+struct rrdma_shim_blk_shape {
+	__u64 sectors;
+	__u32 block_size;
+	__u32 io_bytes;
+	__u32 depth;
+	__u32 read_only;
+};
+
+/* rrdma_shim_blk_io.op */
+#define RRDMA_SHIM_BLK_READ		0
+#define RRDMA_SHIM_BLK_WRITE		1	/* completes once sent */
+#define RRDMA_SHIM_BLK_WRITE_FUA	2	/* completes once placed */
+#define RRDMA_SHIM_BLK_FLUSH		3	/* earlier writes placed */
+
+struct rrdma_shim_blk_io {
+	__u64 pos;	/* byte offset on the disk */
+	__u32 len;	/* bytes (0: a flush) */
+	__u32 tag;	/* its staging slot */
+	__u32 op;	/* RRDMA_SHIM_BLK_* */
+	__u32 pad;
+};
+
+struct rrdma_blk;
+struct request;
+struct rrdma_blk *rrdma_shim_blk_create(void *owner, u32 index,
+					const struct rrdma_shim_blk_shape *shape,
+					struct page **pages, int *err);
+void rrdma_shim_blk_destroy(struct rrdma_blk *b);
+unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b);
+void rrdma_shim_blk_end(struct request *rq, int status);
+bool rrdma_shim_capable_sys_admin(void);
+/* Rust: process context (blk-mq's dispatch of a BLK_MQ_F_BLOCKING queue). */
+int rrdma_rust_blk_queue(void *owner, struct request *rq,
+			 const struct rrdma_shim_blk_io *io);
 
 /* lock.c: softirq-safe spinlocks for Rust. */
 void rrdma_shim_spin_lock_bh(struct spinlock *lock);

@@ -32,7 +32,7 @@ impl Conn {
         let join = batch.is_none()
             && !c.sent
             && (d.slots.fences_posted > 0
-                || (to.uring.is_some()
+                || (to.waiter.as_ref().is_some_and(Waiter::is_uring)
                     && c.dir == Dir::Write
                     && inner.res.as_ref().is_some_and(|r| r.iwarp)
                     && self.plugged()));
@@ -132,8 +132,7 @@ impl Conn {
             opcode: to.opcode,
             wrs: 0,
             bytes: c.len,
-            sync: None,
-            uring: None,
+            waiter: None,
             sinks: NO_SINK,
             batch: None,
             fenced: plan.fence,
@@ -180,10 +179,9 @@ impl Conn {
             return Ok(Attempt::Done(Posted::Full));
         };
         // Where it reports: taken from `to` only now, past every refusal.
-        op.sync = to.sync.take();
-        op.uring = to.uring.take();
-        if let Some(u) = op.uring.as_ref() {
-            u.poll_on(qp);
+        op.waiter = to.waiter.take();
+        if let Some(w) = op.waiter.as_ref() {
+            w.poll_on(qp);
         }
         // What it gives back to the send queue when it completes: what
         // was built (a chunk registered since the plan takes one less).

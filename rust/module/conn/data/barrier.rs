@@ -79,19 +79,10 @@ enum Barrier {
 }
 
 /// Reports a fence that ends before anything is posted with `status`, to
-/// `to`: its synchronous caller, io_uring command or the file's ring.
+/// `to`: its waiter or the file's ring.
 fn report_now(shared: &crate::shared::Shared, to: &mut ReportTo, status: i32) {
-    if let Some(s) = to.sync.take() {
-        s.set(status);
-    } else if let Some(u) = to.uring.take() {
-        let _ = u.complete(status);
-    } else {
-        shared.complete(core::iter::once(Completion {
-            user_data: to.user_data,
-            status,
-            opcode: to.opcode,
-            bytes: 0,
-        }));
+    if let Some(c) = to.report(status, 0, &shared.work) {
+        shared.complete(core::iter::once(c));
     }
 }
 
@@ -186,8 +177,7 @@ impl Conn {
                     s.to = Some(ReportTo {
                         user_data: to.user_data,
                         opcode: to.opcode,
-                        sync: to.sync.take(),
-                        uring: to.uring.take(),
+                        waiter: to.waiter.take(),
                     });
                 }
                 Some(j)
@@ -213,8 +203,7 @@ impl Conn {
                 opcode: to.opcode,
                 wrs: nwrs,
                 bytes: 0,
-                sync: None,
-                uring: None,
+                waiter: None,
                 sinks: NO_SINK,
                 batch: None,
                 fenced: false,
@@ -227,15 +216,15 @@ impl Conn {
                 // An IOPOLL ring's command polls its first path's CQ.
                 match join.as_ref() {
                     Some(j) => {
-                        if let Some(u) = j.state.lock().to.as_ref().and_then(|t| t.uring.as_ref()) {
-                            u.poll_on(qp);
+                        if let Some(w) = j.state.lock().to.as_ref().and_then(|t| t.waiter.as_ref())
+                        {
+                            w.poll_on(qp);
                         }
                     }
                     None => {
-                        op.sync = to.sync.take();
-                        op.uring = to.uring.take();
-                        if let Some(u) = op.uring.as_ref() {
-                            u.poll_on(qp);
+                        op.waiter = to.waiter.take();
+                        if let Some(w) = op.waiter.as_ref() {
+                            w.poll_on(qp);
                         }
                     }
                 }
@@ -274,12 +263,10 @@ impl Conn {
                 }
             } else if let Some(j) = op.join.take() {
                 if let Some(t) = j.state.lock().to.take() {
-                    to.sync = t.sync;
-                    to.uring = t.uring;
+                    to.waiter = t.waiter;
                 }
             } else {
-                to.sync = op.sync.take();
-                to.uring = op.uring.take();
+                to.waiter = op.waiter.take();
             }
             drop(g);
             self.fail(Event::QpFatal, "cannot post a fence", e);

@@ -129,7 +129,7 @@ use wait::*;
 pub(in crate::conn) use followups::Followups;
 pub(in crate::conn) use path::{path_locks, Path, PathLock};
 pub(crate) use post::{OpWork, Posted};
-pub(crate) use slots::ReportTo;
+pub(crate) use slots::{ReportTo, Waiter};
 
 /// Most operation slots of a connection (its queue pair may have fewer:
 /// `abi::limits::queue_sizes`).

@@ -37,12 +37,29 @@ impl Conn {
         work: OpWork<'_>,
         to: &mut ReportTo,
     ) -> Result<(Posted, usize), Errno> {
+        self.post_op_on(import, work, to, false)
+    }
+
+    /// As [`Conn::post_op`]; with `first`, on the connection's first
+    /// queue pair whatever the CPU: operations posted so stay in order
+    /// with each other (a read after a write that completed once sent
+    /// finds its bytes; rrdma-blk's requests).
+    pub(crate) fn post_op_on(
+        self: &Arc<Self>,
+        import: &Import,
+        work: OpWork<'_>,
+        to: &mut ReportTo,
+        first: bool,
+    ) -> Result<(Posted, usize), Errno> {
         let (region, c) = match work {
             OpWork::Blocks(region, c) => (region, c),
             OpWork::Fence => return self.post_barrier(import, to),
         };
         let mut g = Some(self.inner.lock());
-        let p = g.as_ref().map_or(0, |i| i.pick_path());
+        let p = match g.as_ref() {
+            Some(i) if !first => i.pick_path(),
+            _ => 0,
+        };
         let mut pg = None;
         let posted = self.post_locked(&mut g, &mut pg, p, import, region, c, to, None)?;
         Ok((posted, p))

@@ -21,9 +21,8 @@ pub(super) struct OpCtx {
     pub(super) opcode: u32,
     pub(super) wrs: u32,
     pub(super) bytes: u64,
-    pub(super) sync: Option<Arc<SyncWait>>,
-    /// The io_uring command it completes, if it came from one.
-    pub(super) uring: Option<ffi::UringCmd>,
+    /// Who waits for its end, if not the file's ring.
+    pub(super) waiter: Option<Waiter>,
     /// The first of the READ and fence sinks it holds (iWARP), chained
     /// through [`Slots::sink_next`]; [`NO_SINK`] if none. Free again once
     /// it completes.
@@ -67,39 +66,69 @@ impl OpCtx {
         }
     }
 
-    /// Reports its end with `status` to its synchronous caller or its
-    /// io_uring command (counted in `work` if its IOPOLL poller took it);
-    /// otherwise returns the record for the file's ring. One fence of a
-    /// caller's that went on several paths reports only as the last of
-    /// them, with the first failure's status.
+    /// Reports its end with `status` to its waiter (see
+    /// [`Waiter::tell`]); otherwise returns the record for the file's
+    /// ring. One fence of a caller's that went on several paths reports
+    /// only as the last of them, with the first failure's status.
     pub(super) fn finish(&mut self, mut status: i32, work: &FabricWork) -> Option<Completion> {
         if let Some(j) = self.join.take() {
             let (to, first) = j.arrive(1, status)?;
             status = first;
             self.user_data = to.user_data;
             self.opcode = to.opcode;
-            self.sync = to.sync;
-            self.uring = to.uring;
+            self.waiter = to.waiter;
         }
-        if let Some(s) = self.sync.take() {
-            s.set(status);
-        } else if let Some(u) = self.uring.take() {
-            if u.complete(self.uring_res(status)) {
-                work.uring_polled();
+        match self.waiter.take() {
+            Some(w) => {
+                w.tell(status, self.bytes, work);
+                None
             }
-        } else {
-            return Some(self.completion(status));
+            None => Some(self.completion(status)),
         }
-        None
+    }
+}
+
+/// Who waits for an operation's end, when the file's ring does not.
+pub(crate) enum Waiter {
+    /// A synchronous caller (`RW_SYNC`).
+    Sync(Arc<SyncWait>),
+    /// An io_uring command.
+    Uring(ffi::UringCmd),
+    /// A request of an rrdma-blk disk.
+    Blk(ffi::BlkRequest),
+}
+
+impl Waiter {
+    /// Tells it the end with `status`, having moved `bytes`: wakes the
+    /// synchronous caller, completes the io_uring command (counted in
+    /// `work` if its IOPOLL poller took it) or ends the block request.
+    /// Any context, softirq included.
+    pub(super) fn tell(self, status: i32, bytes: u64, work: &FabricWork) {
+        match self {
+            Waiter::Sync(s) => s.set(status),
+            Waiter::Uring(u) => {
+                // The CQE's `res`: the bytes moved, or the negative errno.
+                let res = match status {
+                    0 => i32::try_from(bytes).unwrap_or(i32::MAX),
+                    e => e,
+                };
+                if u.complete(res) {
+                    work.uring_polled();
+                }
+            }
+            Waiter::Blk(r) => r.end(status),
+        }
     }
 
-    /// The `res` of its io_uring CQE with `status`: the bytes moved, or
-    /// the negative errno.
-    pub(super) fn uring_res(&self, status: i32) -> i32 {
-        if status == 0 {
-            i32::try_from(self.bytes).unwrap_or(i32::MAX)
-        } else {
-            status
+    /// Whether it is an io_uring command.
+    pub(super) fn is_uring(&self) -> bool {
+        matches!(self, Waiter::Uring(_))
+    }
+
+    /// An io_uring command's IOPOLL polls queue pair `qp`'s completions.
+    pub(super) fn poll_on(&self, qp: &crate::verbs::Qp) {
+        if let Waiter::Uring(u) = self {
+            u.poll_on(qp);
         }
     }
 }
@@ -280,8 +309,7 @@ impl Slots {
             opcode: 0,
             wrs: 2,
             bytes: 0,
-            sync: None,
-            uring: None,
+            waiter: None,
             sinks,
             batch: None,
             fenced: false,
@@ -346,12 +374,36 @@ impl Slots {
     }
 }
 
-/// Where an operation's end is reported: the file's completion ring
-/// (`user_data`, `opcode`), a synchronous caller (`sync`) or an io_uring
-/// command (`uring`). The posted operation takes `sync` and `uring`.
+/// Where an operation's end is reported: its `waiter`, or else the
+/// file's completion ring (`user_data`, `opcode`). The posted operation
+/// takes the waiter.
 pub(crate) struct ReportTo {
     pub(crate) user_data: u64,
     pub(crate) opcode: u32,
-    pub(crate) sync: Option<Arc<SyncWait>>,
-    pub(crate) uring: Option<ffi::UringCmd>,
+    pub(crate) waiter: Option<Waiter>,
+}
+
+impl ReportTo {
+    /// Reports an end with `status`, having moved `bytes`, to its waiter
+    /// ([`Waiter::tell`]); otherwise returns the record for the file's
+    /// ring.
+    pub(super) fn report(
+        &mut self,
+        status: i32,
+        bytes: u64,
+        work: &FabricWork,
+    ) -> Option<Completion> {
+        match self.waiter.take() {
+            Some(w) => {
+                w.tell(status, bytes, work);
+                None
+            }
+            None => Some(Completion {
+                user_data: self.user_data,
+                status,
+                opcode: self.opcode,
+                bytes: if status == 0 { bytes } else { 0 },
+            }),
+        }
+    }
 }

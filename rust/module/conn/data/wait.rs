@@ -114,8 +114,7 @@ impl Conn {
         let mut to = ReportTo {
             user_data: 0,
             opcode,
-            sync: Some(w.clone()),
-            uring: None,
+            waiter: Some(Waiter::Sync(w.clone())),
         };
         let p = loop {
             match self.post_op(import, work, &mut to)? {

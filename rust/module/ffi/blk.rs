@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! rrdma-blk's disks (`shim/blk.c`): a disk, owned, and one request of it,
+//! ended exactly once.
+
+use core::ptr::NonNull;
+
+use kernel::ffi::{c_int, c_uint, c_void};
+
+use super::layout::{c, u32_of};
+use crate::abi::Result;
+
+/// `struct rrdma_shim_blk_shape`: a disk's shape.
+#[repr(C)]
+pub(crate) struct BlkShape {
+    pub(crate) sectors: u64,
+    pub(crate) block_size: u32,
+    pub(crate) io_bytes: u32,
+    pub(crate) depth: u32,
+    pub(crate) read_only: u32,
+}
+
+/// `struct rrdma_shim_blk_io`: one request as the shim hands it over.
+#[repr(C)]
+pub(crate) struct BlkIo {
+    pub(crate) pos: u64,
+    pub(crate) len: u32,
+    pub(crate) tag: u32,
+    pub(crate) op: u32,
+    pub(crate) pad: u32,
+}
+
+/// `RRDMA_SHIM_BLK_READ`.
+pub(crate) const BLK_READ: u32 = u32_of(c::RRDMA_SHIM_BLK_READ);
+/// `RRDMA_SHIM_BLK_WRITE`: completes once sent.
+pub(crate) const BLK_WRITE: u32 = u32_of(c::RRDMA_SHIM_BLK_WRITE);
+/// `RRDMA_SHIM_BLK_WRITE_FUA`: completes once placed.
+pub(crate) const BLK_WRITE_FUA: u32 = u32_of(c::RRDMA_SHIM_BLK_WRITE_FUA);
+/// `RRDMA_SHIM_BLK_FLUSH`: the writes completed before it, placed.
+pub(crate) const BLK_FLUSH: u32 = u32_of(c::RRDMA_SHIM_BLK_FLUSH);
+
+/// `struct rrdma_blk` (opaque).
+#[repr(C)]
+pub(crate) struct ShimBlk {
+    _p: [u8; 0],
+}
+
+/// `struct request` (opaque).
+#[repr(C)]
+pub(crate) struct Request {
+    _p: [u8; 0],
+}
+
+extern "C" {
+    fn rrdma_shim_blk_create(
+        owner: *mut c_void,
+        index: u32,
+        shape: *const BlkShape,
+        pages: *mut *mut c_void,
+        err: *mut c_int,
+    ) -> *mut ShimBlk;
+    fn rrdma_shim_blk_destroy(b: *mut ShimBlk);
+    fn rrdma_shim_blk_openers(b: *mut ShimBlk) -> c_uint;
+    fn rrdma_shim_blk_end(rq: *mut Request, status: c_int);
+    fn rrdma_shim_capable_sys_admin() -> bool;
+}
+
+/// Whether the caller has CAP_SYS_ADMIN (audited as `capable()` is).
+pub(crate) fn capable_sys_admin() -> bool {
+    // SAFETY: no preconditions; reads the current task's credentials.
+    unsafe { rrdma_shim_capable_sys_admin() }
+}
+
+/// A disk the shim added; removed when dropped.
+///
+/// # Invariants
+///
+/// `self.0` came from `rrdma_shim_blk_create` and is destroyed only by
+/// `Drop`.
+pub(crate) struct Disk(NonNull<ShimBlk>);
+
+// SAFETY: the shim's disk may be used and removed from any thread.
+unsafe impl Send for Disk {}
+// SAFETY: `openers` reads an atomic count.
+unsafe impl Sync for Disk {}
+
+impl Disk {
+    /// Adds disk `rrdmab{index}` of `shape` over the staging `pages`.
+    ///
+    /// # Safety
+    ///
+    /// `owner` stays valid for `rrdma_rust_blk_queue` until this value is
+    /// dropped; `pages` holds `shape.depth` slots of `shape.io_bytes` and
+    /// stays valid, with its pages, until then too.
+    pub(crate) unsafe fn add(
+        owner: *const c_void,
+        index: u32,
+        shape: &BlkShape,
+        pages: *mut *mut c_void,
+    ) -> Result<Self> {
+        let mut err: c_int = 0;
+        // SAFETY: the caller's promise; `shape` and `err` are valid.
+        let b = unsafe { rrdma_shim_blk_create(owner.cast_mut(), index, shape, pages, &mut err) };
+        match NonNull::new(b) {
+            // INVARIANT: created here, destroyed by `Drop`.
+            Some(b) => Ok(Self(b)),
+            None => Err(crate::abi::to_result(err)
+                .err()
+                .unwrap_or(crate::abi::errno::EIO)),
+        }
+    }
+
+    /// How many hold the disk open (mounted, swap, an open file).
+    pub(crate) fn openers(&self) -> u32 {
+        // SAFETY: by the type invariant, the disk exists.
+        unsafe { rrdma_shim_blk_openers(self.0.as_ptr()) }
+    }
+}
+
+impl Drop for Disk {
+    fn drop(&mut self) {
+        // SAFETY: by the type invariant; it waits for the requests in flight.
+        unsafe { rrdma_shim_blk_destroy(self.0.as_ptr()) };
+    }
+}
+
+/// A request of a disk being posted: ended exactly once, by
+/// [`BlkRequest::end`]. Not `Clone`.
+pub(crate) struct BlkRequest(NonNull<Request>);
+
+// SAFETY: blk-mq keeps a started request valid until it is ended, from
+// any context.
+unsafe impl Send for BlkRequest {}
+// SAFETY: a shared reference gives no access to the request.
+unsafe impl Sync for BlkRequest {}
+
+impl BlkRequest {
+    /// # Safety
+    ///
+    /// `rq` is a started request of an rrdma disk, which the caller ends
+    /// only through this value if it keeps it (its queue call then
+    /// returns 0).
+    pub(crate) unsafe fn new(rq: NonNull<Request>) -> Self {
+        Self(rq)
+    }
+
+    /// Ends it with `status` (0, or a negative errno: an I/O error); a
+    /// read's bytes are copied from its staging slot first. Any context.
+    pub(crate) fn end(self, status: i32) {
+        // SAFETY: by `new`'s contract, the request is started and not yet
+        // ended; `self` is consumed.
+        unsafe { rrdma_shim_blk_end(self.0.as_ptr(), status) };
+    }
+}

@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrdma-blk's block layer side (RRDMA_IOCTL_BLK_MAP): a blk-mq disk whose
+ * requests Rust posts as operations on an import.
+ *
+ * Why C: the kernel crate's block::mq has no request sector, length or
+ * segments, no completion with an error and no read-only or queue limits on
+ * both 6.12 and 7.x, and its types changed between them.  The interface is
+ * four calls and one callback:
+ *  - rrdma_shim_blk_create() builds and adds the disk; @owner is what
+ *    rrdma_rust_blk_queue() gets back; @pages the staging region's pages,
+ *    QUEUE_DEPTH slots of @io_bytes each (a request's bytes go through the
+ *    slot of its tag: one copy on the initiator, none on the exporter);
+ *  - rrdma_rust_blk_queue() (Rust) posts one request: 0 once posted (its
+ *    completion calls rrdma_shim_blk_end()), -EAGAIN when the connection
+ *    has no room now (blk-mq retries), another -errno to fail it;
+ *  - rrdma_shim_blk_end() ends a request with a status; any context,
+ *    softirq included.  A read or write that failed with its connection
+ *    (ECONNRESET, ECONNABORTED, ETIMEDOUT) goes back to the queue, to be
+ *    posted again once the connection is back (or to fail then, if it is
+ *    gone): its own bytes go again.  A flush never does: the writes it
+ *    should have placed may be lost, which only its failure can say.
+ *    Otherwise the request completes through blk_mq_complete_request(),
+ *    whose callback copies a read's bytes from its slot and ends it, in
+ *    the block layer's softirq when it can (not under rrdma's locks);
+ *  - rrdma_shim_blk_openers(), rrdma_shim_blk_destroy(), which first marks
+ *    the disk dying: its requests then fail rather than wait.
+ * The queue is BLK_MQ_F_BLOCKING: posting takes the connection's mutex.
+ * Posting runs under memalloc_noio_save(): an allocation it makes (a first
+ * registration) does not recurse into reclaim's I/O, which may be this
+ * disk's (swap, writeback).
+ */
+
+#include <linux/blk-mq.h>
+#include <linux/blkdev.h>
+#include <linux/capability.h>
+#include <linux/highmem.h>
+#include <linux/module.h>
+#include <linux/sched/mm.h>
+
+#include "rrdma_shim.h"
+
+/*
+ * A request's staging slot, set when it is queued: byte @base on; its
+ * kind; its status once its operation has ended.
+ */
+struct rrdma_blk_pdu {
+	struct page **pages;
+	size_t base;
+	u32 op;
+	int status;
+};
+
+struct rrdma_blk {
+	struct blk_mq_tag_set set;
+	struct gendisk *disk;
+	void *owner;
+	struct page **pages;
+	u32 io_bytes;
+	bool dying;
+};
+
+static const struct block_device_operations rrdma_blk_fops = {
+	.owner = THIS_MODULE,
+};
+
+/*
+ * Copies the request's bytes between its segments and its slot; @to_rq:
+ * slot to request (a read), else request to slot (a write).
+ */
+static void rrdma_blk_copy(struct request *rq, bool to_rq)
+{
+	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
+	struct req_iterator iter;
+	struct bio_vec bv;
+	size_t off = pdu->base;
+
+	rq_for_each_segment(bv, rq, iter) {
+		size_t done = 0;
+
+		while (done < bv.bv_len) {
+			size_t in_page = offset_in_page(off);
+			size_t n = min_t(size_t, bv.bv_len - done,
+					 PAGE_SIZE - in_page);
+			char *s = kmap_local_page(pdu->pages[off >> PAGE_SHIFT]);
+			char *b = bvec_kmap_local(&bv);
+
+			if (to_rq)
+				memcpy(b + done, s + in_page, n);
+			else
+				memcpy(s + in_page, b + done, n);
+			kunmap_local(b);
+			kunmap_local(s);
+			done += n;
+			off += n;
+		}
+	}
+}
+
+static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
+				       const struct blk_mq_queue_data *bd)
+{
+	struct rrdma_blk *b = hctx->queue->queuedata;
+	struct request *rq = bd->rq;
+	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
+	struct rrdma_shim_blk_io io = {
+		.pos = blk_rq_pos(rq) << SECTOR_SHIFT,
+		.len = blk_rq_bytes(rq),
+		.tag = rq->tag,
+	};
+	unsigned int noio;
+	int ret;
+
+	if (READ_ONCE(b->dying))
+		return BLK_STS_IOERR;
+	switch (req_op(rq)) {
+	case REQ_OP_READ:
+		io.op = RRDMA_SHIM_BLK_READ;
+		break;
+	case REQ_OP_WRITE:
+		io.op = rq->cmd_flags & REQ_FUA ? RRDMA_SHIM_BLK_WRITE_FUA :
+						  RRDMA_SHIM_BLK_WRITE;
+		break;
+	case REQ_OP_FLUSH:
+		io.op = RRDMA_SHIM_BLK_FLUSH;
+		io.len = 0;
+		break;
+	default:
+		return BLK_STS_NOTSUPP;
+	}
+	pdu->pages = b->pages;
+	pdu->base = (size_t)rq->tag * b->io_bytes;
+	pdu->op = io.op;
+	blk_mq_start_request(rq);
+	if (io.op == RRDMA_SHIM_BLK_WRITE || io.op == RRDMA_SHIM_BLK_WRITE_FUA)
+		rrdma_blk_copy(rq, false);
+	noio = memalloc_noio_save();
+	ret = rrdma_rust_blk_queue(b->owner, rq, &io);
+	memalloc_noio_restore(noio);
+	if (ret == -EAGAIN || ret == -ENOMEM)
+		return BLK_STS_RESOURCE;
+	if (ret)
+		return BLK_STS_IOERR;
+	return BLK_STS_OK;
+}
+
+/* blk_mq_complete_request()'s callback: the end of rrdma_shim_blk_end(). */
+static void rrdma_blk_complete(struct request *rq)
+{
+	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
+
+	if (!pdu->status && pdu->op == RRDMA_SHIM_BLK_READ)
+		rrdma_blk_copy(rq, true);
+	blk_mq_end_request(rq, pdu->status ? BLK_STS_IOERR : BLK_STS_OK);
+}
+
+/*
+ * A request whose operation has not ended in the block layer's timeout
+ * (30 s): said, and waited for still.  Its operation ends exactly once,
+ * by its completion or its connection's end; ending the request here
+ * would let the slot be reused under a READ still in flight.
+ */
+static enum blk_eh_timer_return rrdma_blk_timeout(struct request *rq)
+{
+	pr_warn_ratelimited("rrdma: %s: request %d has waited %u s for its operation\n",
+			    rq->q->disk->disk_name, rq->tag, rq->timeout / HZ);
+	return BLK_EH_RESET_TIMER;
+}
+
+static const struct blk_mq_ops rrdma_blk_mq_ops = {
+	.queue_rq = rrdma_blk_queue_rq,
+	.complete = rrdma_blk_complete,
+	.timeout = rrdma_blk_timeout,
+};
+
+void rrdma_shim_blk_end(struct request *rq, int status)
+{
+	struct rrdma_blk *b = rq->q->queuedata;
+	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
+	bool conn_failed = status == -ECONNRESET || status == -ECONNABORTED ||
+			   status == -ETIMEDOUT;
+
+	if (conn_failed && pdu->op != RRDMA_SHIM_BLK_FLUSH &&
+	    !READ_ONCE(b->dying)) {
+		blk_mq_requeue_request(rq, true);
+		return;
+	}
+	pdu->status = status;
+	blk_mq_complete_request(rq);
+}
+
+struct rrdma_blk *rrdma_shim_blk_create(void *owner, u32 index,
+					const struct rrdma_shim_blk_shape *shape,
+					struct page **pages, int *err)
+{
+	struct queue_limits lim = {
+		/*
+		 * A write completes once sent, which on iWARP is before its
+		 * bytes are placed: a volatile write cache, which a flush
+		 * (a fence) empties; a FUA write completes once placed.
+		 */
+		.features = BLK_FEAT_WRITE_CACHE | BLK_FEAT_FUA,
+		.logical_block_size = shape->block_size,
+		.physical_block_size = shape->block_size,
+		.max_hw_sectors = shape->io_bytes >> SECTOR_SHIFT,
+	};
+	struct rrdma_blk *b;
+	int ret;
+
+	b = kzalloc(sizeof(*b), GFP_KERNEL);
+	if (!b) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	b->owner = owner;
+	b->pages = pages;
+	b->io_bytes = shape->io_bytes;
+	b->set.ops = &rrdma_blk_mq_ops;
+	b->set.nr_hw_queues = 1;
+	b->set.queue_depth = shape->depth;
+	b->set.numa_node = NUMA_NO_NODE;
+	b->set.cmd_size = sizeof(struct rrdma_blk_pdu);
+	b->set.flags = BLK_MQ_F_BLOCKING;
+#ifdef RRDMA_COMPAT_K6_12
+	b->set.flags |= BLK_MQ_F_SHOULD_MERGE;
+#endif
+	ret = blk_mq_alloc_tag_set(&b->set);
+	if (ret)
+		goto free;
+	b->disk = blk_mq_alloc_disk(&b->set, &lim, b);
+	if (IS_ERR(b->disk)) {
+		ret = PTR_ERR(b->disk);
+		goto free_set;
+	}
+	b->disk->fops = &rrdma_blk_fops;
+	snprintf(b->disk->disk_name, DISK_NAME_LEN, "rrdmab%u", index);
+	set_capacity(b->disk, shape->sectors);
+	set_disk_ro(b->disk, shape->read_only);
+	ret = add_disk(b->disk);
+	if (ret)
+		goto put;
+	return b;
+put:
+	put_disk(b->disk);
+free_set:
+	blk_mq_free_tag_set(&b->set);
+free:
+	kfree(b);
+	*err = ret;
+	return NULL;
+}
+
+bool rrdma_shim_capable_sys_admin(void)
+{
+	return capable(CAP_SYS_ADMIN);
+}
+
+unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b)
+{
+	return disk_openers(b->disk);
+}
+
+void rrdma_shim_blk_destroy(struct rrdma_blk *b)
+{
+	might_sleep();
+	/*
+	 * Requests fail from now on rather than wait for a connection; the
+	 * requeued ones are run again to fail.  del_gendisk() then waits for
+	 * the requests in flight: their operations complete.
+	 */
+	WRITE_ONCE(b->dying, true);
+	blk_mq_kick_requeue_list(b->disk->queue);
+	del_gendisk(b->disk);
+	put_disk(b->disk);
+	blk_mq_free_tag_set(&b->set);
+	kfree(b);
+}
