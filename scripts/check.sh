@@ -31,6 +31,9 @@ DEBUG_PROVIDERS=${DEBUG_PROVIDERS-siw rxe}
 # test (`make check-full`: both; `make check` runs it on 7.3 only, to keep
 # a cold run well within CI's 90 minutes).
 DEBUG_SMALL_PROVIDERS=${DEBUG_SMALL_PROVIDERS-}
+# Providers on which the debug kernels run the block device's test
+# (`make check-full`: both; `make check`: siw, for the same reason).
+DEBUG_BLK_PROVIDERS=${DEBUG_BLK_PROVIDERS-siw}
 mkdir -p build
 RESULTS=$REPO/build/results.txt
 LOGS=$REPO/build/logs
@@ -134,6 +137,7 @@ for k in $KERNELS; do
 			--guests 2 --timeout 600
 		g "$k" "$VARIANT" --label "$k attack $prov" --test attack --arg "$prov" --guests 2 \
 			--timeout 900 --memory 1024
+		g "$k" "$VARIANT" --label "$k blk $prov" --test blk --arg "$prov" --guests 2 --timeout 600
 	done
 	# The short form of `make faults`: each fault once, on one provider
 	# or the other, for 4 s.
@@ -165,6 +169,12 @@ for k in $DEBUG_KERNELS; do
 		esac
 		g "$k" debug --label "$k debug attack $prov" --test attack --arg "$prov" --guests 2 \
 			--timeout 1800 --memory 1536
+	done
+	# rrdma-blk on siw (the iWARP paths: READ sinks, fences, sent writes'
+	# copies); rxe's under the debug kernel in check-full.
+	for prov in $DEBUG_BLK_PROVIDERS; do
+		g "$k" debug --label "$k debug blk $prov" --test blk --arg "$prov" --guests 2 \
+			--timeout 900 --memory 1024
 	done
 	# The short form of `make flood`: one 40 s round on rxe, where a lane
 	# accept's failure once wedged the exporter (issue 43).

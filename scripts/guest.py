@@ -57,6 +57,10 @@ HOST_TOOLS = ["ip", "tc", "rdma", "ib_write_bw", "ib_read_bw", "ib_read_lat", "i
 # Only for `make profile` (--test profile): perf, about 25 MiB with its
 # libraries, which every other guest would carry for nothing.
 PROFILE_TOOLS = ["perf"]
+# Tools of one test only, with their libraries: fio for the block device's
+# tests (80 MiB with its libraries, which every other guest would carry
+# for nothing).
+TEST_TOOLS = {"profile": PROFILE_TOOLS, "blk": ["fio", "mkfs.ext4"], "blkbench": ["fio"]}
 PROVIDERS = ["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
              "/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so"]
 PROVIDER_CONF = ["/etc/libibverbs.d/rxe.driver", "/etc/libibverbs.d/siw.driver"]
@@ -98,8 +102,8 @@ def build_initramfs(args, work):
             sys.exit(f"guest.py: {tool} missing on the host: run scripts/setup.sh")
         copy_into(root, path, "/usr/bin/" + tool)
         libs.update(ldd_libs(path))
-    for tool in PROFILE_TOOLS if args.test == "profile" else []:
-        path = shutil.which(tool)
+    for tool in TEST_TOOLS.get(args.test, []):
+        path = shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
         if not path:
             sys.exit(f"guest.py: {tool} missing on the host: run scripts/setup.sh")
         copy_into(root, path, "/usr/bin/" + tool)

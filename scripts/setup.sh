@@ -20,7 +20,7 @@ DEB_PKGS=(
 	make flex bison bc libelf-dev libssl-dev cpio kmod xz-utils python3
 	clang lld llvm libclang-dev
 	qemu-system-x86 busybox-static
-	iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest
+	iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest fio
 	linux-source-6.12
 	debootstrap rsync patch
 	python3-matplotlib linux-perf

@@ -51,6 +51,7 @@ mod abi;
 mod affinity;
 mod agent;
 mod attack;
+mod blk;
 mod child;
 mod devices;
 mod faults;
@@ -181,6 +182,21 @@ fn main() -> ExitCode {
             }
         };
     }
+    if cmd == "touch-pages" {
+        return match rest.first().and_then(|m| m.parse().ok()) {
+            Some(mib) => match blk::touch_pages(mib) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("rrdma-selftest touch-pages: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+            None => {
+                eprintln!("usage: rrdma-selftest touch-pages MIB");
+                ExitCode::from(2)
+            }
+        };
+    }
     if cmd == "udp-echo" || cmd == "udp-ping" {
         let res = match (cmd.as_str(), rest) {
             ("udp-echo", [port]) => measure::udp_echo(port),
@@ -264,6 +280,13 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "blk" => match rest.first() {
+            Some(peer) => blk::checks(&dev, &mut t, peer),
+            None => {
+                eprintln!("usage: rrdma-selftest blk PEER_IP");
                 return ExitCode::from(2);
             }
         },

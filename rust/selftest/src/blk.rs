@@ -1,0 +1,280 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rrdma-selftest blk PEER`: rrdma-blk at the ioctl and through the
+//! disk's own file, against `rrdma serve` on PEER:
+//! - refusals of BLK_MAP and BLK_UNMAP: flags, reserved, unknown import
+//!   and disk, no CAP_SYS_ADMIN (a child that dropped root);
+//! - a stale argument: the import's handle given back (UNIMPORT) while the
+//!   disk uses it: the disk keeps working, and what it writes is what a
+//!   separate import reads;
+//! - the connection ended (DISCONNECT) under the disk: its I/O fails, no
+//!   hang, and it unmaps;
+//! - BLK_UNMAP (forced) racing a thread reading the disk: the unmap
+//!   returns, the reader ends with errors or end of disk, no hang.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rrdma::abi::blkdev::{BlkMap, BlkUnmap, BLK_MAP_RO, BLK_UNMAP_FORCE};
+use rrdma::{PageBuf, RemoteRegion, Rrdma};
+
+use crate::remote::{addr, fnv, pattern, token, T};
+use crate::{ensure, expect_errno, expect_ok, Tap};
+
+const EPERM: i32 = 1;
+const ENOENT: i32 = 2;
+const EINVAL: i32 = 22;
+const BLOCK: usize = 4096;
+
+/// The disk's file, for direct I/O.
+fn open_disk(index: u32) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(format!("/dev/rrdmab{index}"))
+}
+
+fn refusals(dev: &Rrdma, import: &RemoteRegion<'_>) -> Result<(), String> {
+    let map = |flags, reserved, import| {
+        dev.blk_map_raw(&BlkMap {
+            import,
+            flags,
+            reserved,
+            ..BlkMap::zeroed()
+        })
+    };
+    let h = import.handle();
+    expect_errno(map(1 << 5, 0, h), EINVAL).map_err(|e| format!("unknown flag: {e}"))?;
+    expect_errno(map(0, 1, h), EINVAL).map_err(|e| format!("reserved: {e}"))?;
+    expect_errno(map(0, 0, h ^ 0x5a5a), ENOENT).map_err(|e| format!("unknown import: {e}"))?;
+    expect_errno(map(BLK_MAP_RO, 0, 0), ENOENT).map_err(|e| format!("handle 0: {e}"))?;
+    let unmap = |index, flags| dev.blk_unmap_raw(&BlkUnmap { index, flags });
+    expect_errno(unmap(200, 0), ENOENT).map_err(|e| format!("unmap of no disk: {e}"))?;
+    expect_errno(unmap(u32::MAX, BLK_UNMAP_FORCE), ENOENT)
+        .map_err(|e| format!("unmap of index u32::MAX: {e}"))?;
+    expect_errno(unmap(0, 2), EINVAL).map_err(|e| format!("unmap flag: {e}"))
+}
+
+/// A child that gave up root (uid and gid 65534) asks for a disk and an
+/// unmap on the inherited file: EPERM both, before anything else.
+fn without_cap(dev: &Rrdma, import: &RemoteRegion<'_>) -> Result<(), String> {
+    // SAFETY: the child only makes system calls and exits.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Err(format!("fork: {}", io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        // SAFETY: plain system calls in the child.
+        let dropped = unsafe {
+            libc::setgroups(0, core::ptr::null()) == 0
+                && libc::setgid(65534) == 0
+                && libc::setuid(65534) == 0
+        };
+        let map = dev.blk_map(import, false);
+        let unmap = dev.blk_unmap(0, true);
+        let code = match (dropped, map, unmap) {
+            (false, _, _) => 3,
+            (true, Err(a), Err(b))
+                if a.raw_os_error() == Some(EPERM) && b.raw_os_error() == Some(EPERM) =>
+            {
+                0
+            }
+            _ => 4,
+        };
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    match libc::WEXITSTATUS(status) {
+        0 => Ok(()),
+        3 => Err("the child could not drop root".into()),
+        c => Err(format!(
+            "child exit {c}: BLK_MAP or BLK_UNMAP was not EPERM"
+        )),
+    }
+}
+
+/// Writes block `b` of the disk with pattern `seed` and reads it back
+/// through the disk; returns the pattern's hash.
+fn disk_round_trip(f: &File, b: u64, seed: u64) -> io::Result<u64> {
+    let mut w = PageBuf::new(BLOCK)?;
+    pattern(w.as_mut_slice(), seed);
+    f.write_all_at(w.as_mut_slice(), b * BLOCK as u64)?;
+    let mut r = PageBuf::new(BLOCK)?;
+    f.read_exact_at(r.as_mut_slice(), b * BLOCK as u64)?;
+    if r.as_mut_slice() != w.as_mut_slice() {
+        return Err(io::Error::other("read back differs"));
+    }
+    Ok(fnv(w.as_mut_slice()))
+}
+
+/// UNIMPORT of the disk's import: the disk keeps it; a write through the
+/// disk is what a second import reads.
+fn stale_import(dev: &Rrdma, peer: &str) -> Result<(), String> {
+    let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
+    let conn = expect_ok(dev.connect(addr(peer, 7471), T))?;
+    let import = expect_ok(conn.import(tok, T))?;
+    let index = expect_ok(dev.blk_map(&import, false))?;
+    drop(import);
+    let res = (|| {
+        let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
+        let sum = disk_round_trip(&f, 5, 0xb1b1).map_err(|e| format!("disk I/O: {e}"))?;
+        let other = expect_ok(conn.import(tok, T))?;
+        let local = expect_ok(dev.create_region(BLOCK as u32, 1))?;
+        expect_ok(other.read(&local, 0, 5, 1))?;
+        ensure(fnv(local.as_slice()) == sum, "the exporter's block differs")
+    })();
+    expect_ok(dev.blk_unmap(index, false))?;
+    res
+}
+
+/// DISCONNECT under the disk: I/O fails within the bound, the unmap
+/// works.
+fn conn_gone(dev: &Rrdma, peer: &str) -> Result<(), String> {
+    let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
+    let conn = expect_ok(dev.connect(addr(peer, 7471), T))?;
+    let import = expect_ok(conn.import(tok, T))?;
+    let index = expect_ok(dev.blk_map(&import, false))?;
+    let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
+    let before = disk_round_trip(&f, 7, 7).map_err(|e| format!("I/O before: {e}"));
+    drop(import);
+    expect_ok(conn.disconnect())?;
+    let t0 = Instant::now();
+    let after = disk_round_trip(&f, 8, 8);
+    let took = t0.elapsed();
+    drop(f);
+    expect_ok(dev.blk_unmap(index, false))?;
+    before?;
+    ensure(after.is_err(), "I/O succeeded after DISCONNECT")?;
+    ensure(
+        took < Duration::from_secs(30),
+        format!("the failed I/O took {took:?}"),
+    )
+}
+
+/// A forced unmap while a thread reads the disk.
+fn unmap_races_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
+    let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
+    let conn = expect_ok(dev.connect(addr(peer, 7471), T))?;
+    let import = expect_ok(conn.import(tok, T))?;
+    let index = expect_ok(dev.blk_map(&import, false))?;
+    let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    // Reads until one fails or finds the disk gone (end of disk); the
+    // flag only bounds a reader that never sees the unmap.
+    let reader = std::thread::spawn(move || {
+        let (mut ok, mut ended) = (0u64, false);
+        let mut buf = PageBuf::new(BLOCK * 8).expect("buffer");
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            match f.read_at(buf.as_mut_slice(), (ok % 64) * BLOCK as u64) {
+                Ok(n) if n > 0 => ok += 1,
+                _ => {
+                    ended = true;
+                    break;
+                }
+            }
+            if s.load(SeqCst) && t0.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+        }
+        (ok, ended)
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let unmapped = dev.blk_unmap(index, true);
+    let took = t0.elapsed();
+    stop.store(true, SeqCst);
+    let (ok, failed) = reader
+        .join()
+        .map_err(|_| "the reader panicked".to_string())?;
+    println!("# unmap under reads: {ok} reads before, {failed} ended, unmap took {took:?}");
+    expect_ok(unmapped)?;
+    ensure(ok > 0, "no read succeeded before the unmap")?;
+    ensure(
+        took < Duration::from_secs(30),
+        format!("the unmap took {took:?}"),
+    )
+}
+
+/// `touch-pages MIB`: writes every page of MIB MiB of anonymous memory
+/// with its own pattern (its index and a seed), then checks every page.
+/// Under a memory cap smaller than MIB the pages go to swap and come back.
+pub(crate) fn touch_pages(mib: usize) -> io::Result<()> {
+    const PAGE: usize = 4096;
+    let pages = mib << 20 >> 12;
+    let mut mem = vec![0u64; pages * PAGE / 8];
+    let seed = 0x5eed_0000_0000_0000u64 ^ u64::from(std::process::id());
+    let t0 = Instant::now();
+    for (i, page) in mem.chunks_mut(PAGE / 8).enumerate() {
+        for (j, w) in page.iter_mut().enumerate() {
+            *w = seed ^ ((i as u64) << 20) ^ j as u64;
+        }
+    }
+    let written = t0.elapsed();
+    let mut bad = 0usize;
+    for (i, page) in mem.chunks(PAGE / 8).enumerate() {
+        if page
+            .iter()
+            .enumerate()
+            .any(|(j, &w)| w != seed ^ ((i as u64) << 20) ^ j as u64)
+        {
+            bad += 1;
+        }
+    }
+    println!(
+        "{pages} pages written in {written:?}, checked in {:?}: {bad} differ",
+        t0.elapsed() - written
+    );
+    if bad > 0 {
+        return Err(io::Error::other(format!("{bad} of {pages} pages differ")));
+    }
+    Ok(())
+}
+
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
+    let conn = match token(peer, "rw")
+        .map_err(|e| e.to_string())
+        .and_then(|tok| {
+            let c = dev
+                .connect(addr(peer, 7471), T)
+                .map_err(|e| e.to_string())?;
+            let i = c.import(tok, T).map_err(|e| e.to_string())?;
+            Ok((c, i))
+        }) {
+        Ok(c) => c,
+        Err(e) => {
+            t.check("blk: connect and import", Err(e));
+            return;
+        }
+    };
+    t.check(
+        "blk: BLK_MAP and BLK_UNMAP refuse bad arguments",
+        refusals(dev, &conn.1),
+    );
+    t.check(
+        "blk: without CAP_SYS_ADMIN, EPERM",
+        without_cap(dev, &conn.1),
+    );
+    drop(conn);
+    t.check(
+        "blk: the import's handle given back, the disk keeps it",
+        stale_import(dev, peer),
+    );
+    t.check(
+        "blk: DISCONNECT under the disk: I/O fails, unmap works",
+        conn_gone(dev, peer),
+    );
+    t.check(
+        "blk: forced unmap under a reading thread",
+        unmap_races_io(dev, peer),
+    );
+}
