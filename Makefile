@@ -10,6 +10,9 @@
 #   make demo                      two guests: serve, write/read, verify, bench
 #   make bench                     rrdma against perftest on siw and rxe, with
 #                                  a ratio table, JSON report and PNG plot
+#   make blkbench                  rrdma-blk against nvme-rdma and RNBD with
+#                                  fio on siw and rxe, with a ratio table and
+#                                  the serving guest's CPU per I/O
 #   make floor                     the two-guest setup's round trip (ICMP,
 #                                  UDP, perftest) beside rrdma's READ
 #   make connstress                many connections importing right after
@@ -43,7 +46,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: install uninstall all modules clean check check-full demo bench floor connstress flood faults fuzz profile lint userspace kernels
+.PHONY: install uninstall all modules clean check check-full demo bench blkbench floor connstress flood faults fuzz profile lint userspace kernels
 
 all: modules
 
@@ -95,7 +98,7 @@ check:
 	@scripts/check.sh
 
 check-full:
-	@KERNELS="6.12 7.3" DEBUG_SMALL_PROVIDERS="siw rxe" scripts/check.sh
+	@KERNELS="6.12 7.3" DEBUG_SMALL_PROVIDERS="siw rxe" DEBUG_BLK_PROVIDERS="siw rxe" scripts/check.sh
 
 demo:
 	@scripts/demo.sh
@@ -105,6 +108,9 @@ bench:
 
 floor:
 	@scripts/floor.sh
+
+blkbench:
+	@scripts/blkbench.sh
 
 connstress:
 	@scripts/connstress.sh

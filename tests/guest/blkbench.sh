@@ -1,0 +1,151 @@
+# SPDX-License-Identifier: GPL-2.0
+# `make blkbench`: rrdma-blk against nvme-rdma and RNBD, on the provider
+# given as the argument (siw or rxe), two guests: guest a serves (an rrdma
+# region, and a RAM disk each behind nvmet-rdma and the RNBD server),
+# guest b maps all three and runs the same fio jobs on each, alternating
+# rrdma, nvme, rnbd in every round.  Each measurement is one line
+#   RRDMA-BLKBENCH round=R target=T job=J iops=N kbs=N tcpu=J ccpu=J secs=S
+# on the console (scripts/blkbench-report.py reads them): tcpu and ccpu are
+# the jiffies the serving and the using guest spent outside idle (user,
+# system, irq and softirq) during the job; the serving guest's come from
+# a meter on port 7480 that prints its /proc/stat.
+. ./lib.sh
+
+prov=$RRDMA_ARG
+dev=${prov}0
+ROUNDS=$(sed -n 's/.*rrdma\.rounds=\([0-9]*\).*/\1/p' /proc/cmdline)
+ROUNDS=${ROUNDS:-2}
+SECS=3
+DISK_MIB=64
+NQN=nqn.2026-11.org.rrdma:blkbench
+# "job rw bs depth"
+JOBS="randread-4k randread 4k 32
+randwrite-4k randwrite 4k 32
+read-128k read 128k 8
+write-128k write 128k 8"
+
+wire_up "$prov" "$dev"
+
+# Jiffies outside idle, all CPUs: user nice system idle iowait irq softirq.
+busy() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }' /proc/stat; }
+
+serve_all() {
+	modprobe brd rd_nr=2 rd_size=$((DISK_MIB * 1024)) || return 1
+	# nvmet-rdma on 4420, namespace 1 the first RAM disk.
+	modprobe nvmet-rdma || return 1
+	mount -t configfs none /sys/kernel/config 2>/dev/null
+	t=/sys/kernel/config/nvmet
+	mkdir $t/subsystems/$NQN || return 1
+	echo 1 >$t/subsystems/$NQN/attr_allow_any_host
+	mkdir $t/subsystems/$NQN/namespaces/1
+	echo /dev/ram0 >$t/subsystems/$NQN/namespaces/1/device_path
+	echo 1 >$t/subsystems/$NQN/namespaces/1/enable || return 1
+	mkdir $t/ports/1
+	echo rdma >$t/ports/1/addr_trtype
+	echo ipv4 >$t/ports/1/addr_adrfam
+	echo "$RRDMA_SELF" >$t/ports/1/addr_traddr
+	echo 4420 >$t/ports/1/addr_trsvcid
+	ln -s $t/subsystems/$NQN $t/ports/1/subsystems/$NQN || return 1
+	# The RNBD server (port 1234) serves the second RAM disk.
+	modprobe rnbd-server || return 1
+	# The CPU meter.
+	printf '#!/bin/sh\nhead -n 1 /proc/stat\n' >/tmp/stat.sh
+	chmod +x /tmp/stat.sh
+	# Its own stdio: the check's command substitution waits for whoever
+	# holds its pipe.
+	nc -ll -p 7480 -e /tmp/stat.sh </dev/null >/dev/null 2>&1 &
+}
+
+map_rrdma() {
+	rrdma map --peer "$RRDMA_PEER:7471" --token "@$RRDMA_PEER:7470/rw" >/tmp/map.out 2>&1 &
+	wait_blk /dev/rrdmab0 || { cat /tmp/map.out; return 1; }
+}
+
+map_nvme() {
+	modprobe nvme-rdma || return 1
+	echo "transport=rdma,traddr=$RRDMA_PEER,trsvcid=4420,nqn=$NQN" >/dev/nvme-fabrics || return 1
+	wait_blk /dev/nvme0n1
+}
+
+map_rnbd() {
+	modprobe rnbd-client || return 1
+	echo "sessname=blkbench path=ip:$RRDMA_PEER device_path=/dev/ram1" \
+		>/sys/devices/virtual/rnbd-client/ctl/map_device || return 1
+	wait_blk /dev/rnbd0
+}
+
+# wait_blk DEV: up to 30 s for block device DEV.
+wait_blk() {
+	i=0
+	until [ -b "$1" ] || [ $i -ge 150 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	[ -b "$1" ]
+}
+
+peer_busy() { echo | nc "$RRDMA_PEER" 7480 | awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }'; }
+
+# measure ROUND TARGET DEVICE JOB RW BS DEPTH
+measure() {
+	# Never a file of that name: fio would create one, in RAM.
+	if [ ! -b "$3" ]; then
+		fail "blkbench $2 $4 round $1" "$3 is not a block device"
+		return
+	fi
+	t0=$(peer_busy) c0=$(busy)
+	line=$(fio --name="$4" --thread --filename="$3" --direct=1 --ioengine=io_uring \
+		--iodepth="$7" --rw="$5" --bs="$6" --size=${DISK_MIB}M --runtime=$SECS --time_based \
+		--output-format=terse --terse-version=3 2>/tmp/fio.err)
+	t1=$(peer_busy) c1=$(busy)
+	case $5 in
+	*read) kbs=$(echo "$line" | cut -d';' -f7) iops=$(echo "$line" | cut -d';' -f8) ;;
+	*) kbs=$(echo "$line" | cut -d';' -f48) iops=$(echo "$line" | cut -d';' -f49) ;;
+	esac
+	err=$(echo "$line" | cut -d';' -f5)
+	if [ -z "$line" ] || [ "$err" != 0 ] || [ -z "$t0" ] || [ -z "$t1" ]; then
+		fail "blkbench $2 $4 round $1" "fio: ${err:-no output} $(tail -n 2 /tmp/fio.err)"
+		return
+	fi
+	echo "RRDMA-BLKBENCH round=$1 target=$2 job=$4 iops=$iops kbs=$kbs tcpu=$((t1 - t0)) ccpu=$((c1 - c0)) secs=$SECS"
+	ok "blkbench $2 $4 round $1"
+}
+
+if [ "$RRDMA_ROLE" = a ]; then
+	check "blkbench: nvmet-rdma, RNBD server and the meter up" serve_all
+	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks $((DISK_MIB * 256)) \
+		--access rw >>/tmp/serve.out 2>&1 &
+	pid=$!
+	wait_exit $pid 9000
+	check "serve ends cleanly on quit" test $? = 0
+else
+	wait_peer
+	wait_tokens
+	# nvmet's port comes up with the serving side's set-up, before serve.
+	check "blkbench: rrdma map gives /dev/rrdmab0" map_rrdma
+	check "blkbench: nvme-rdma connects: /dev/nvme0n1" map_nvme
+	targets="rrdma:/dev/rrdmab0 nvme:/dev/nvme0n1"
+	# RTRS (under RNBD) sends with RDMA WRITE with immediate data, which
+	# siw (iWARP) does not implement: RNBD runs on rxe only.
+	if [ "$prov" = siw ]; then
+		skip "blkbench: RNBD maps /dev/rnbd0" "RTRS needs RDMA WRITE with immediate data, which siw lacks"
+	else
+		check "blkbench: RNBD maps /dev/rnbd0" map_rnbd
+		targets="$targets rnbd:/dev/rnbd0"
+	fi
+	r=1
+	while [ $r -le "$ROUNDS" ]; do
+		echo "$JOBS" | while read -r job rw bs depth; do
+			for t in $targets; do
+				measure $r "${t%%:*}" "${t#*:}" "$job" "$rw" "$bs" "$depth"
+			done
+		done
+		r=$((r + 1))
+	done
+	echo quit | nc $RRDMA_PEER 7470 >/dev/null
+	echo 1 >/sys/class/nvme/nvme0/delete_controller
+	for f in /sys/block/rnbd0/rnbd/unmap_device /sys/block/rnbd0/*/unmap_device; do
+		[ -e "$f" ] && echo normal >"$f" 2>/dev/null && break
+	done
+	kill "$(pidof rrdma)" 2>/dev/null
+fi
