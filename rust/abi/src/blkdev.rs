@@ -231,7 +231,13 @@ mod tests {
         let r = p.op(IoKind::Read, 0, 4096, 0).unwrap();
         assert_eq!((r.opcode, r.flags), (OP_READ, 0));
         let f = p.op(IoKind::Flush, 0, 0, 5).unwrap();
-        assert_eq!(f, Op { opcode: OP_FENCE, ..Op::zeroed() });
+        assert_eq!(
+            f,
+            Op {
+                opcode: OP_FENCE,
+                ..Op::zeroed()
+            }
+        );
         // The last block, and one past it.
         assert!(p.op(IoKind::Read, 63 * 4096, 4096, 31).is_ok());
         assert_eq!(p.op(IoKind::Read, 64 * 4096, 4096, 0), Err(EIO));
