@@ -25,9 +25,9 @@ pub fn map(dev: &Rrdma, t: &Target, read_only: bool) -> io::Result<()> {
     io::stdout().flush()?;
     // Until the disk is gone: its device number changes if the index was
     // unmapped and mapped again between two looks.
-    let dev = format!("/sys/block/rrdmab{index}/dev");
-    let ours = std::fs::read_to_string(&dev)?;
-    while std::fs::read_to_string(&dev).is_ok_and(|d| d == ours) {
+    let sys_dev = format!("/sys/block/rrdmab{index}/dev");
+    let ours = std::fs::read_to_string(&sys_dev)?;
+    while std::fs::read_to_string(&sys_dev).is_ok_and(|d| d == ours) {
         sleep(Duration::from_millis(200));
     }
     Ok(())
