@@ -245,6 +245,20 @@ const TABLE: &[Entry] = &[
         call: "RW_SYNC",
         groups: &[FRAMING, HANDLE, OP, CLOSED, COMPLETION, WAIT],
     },
+    // rrdma.h BLK_MAP: no CAP_SYS_ADMIN EPERM; an unknown import ENOENT;
+    // flags, reserved or an import the disk cannot have EINVAL; 256 disks
+    // ENOSPC; the staging region over RLIMIT_MEMLOCK ENOMEM, a fatal
+    // signal while it is allocated EINTR.
+    Entry {
+        call: "BLK_MAP",
+        groups: &[FRAMING, HANDLE, &[EPERM, ENOMEM, EINTR], FULL],
+    },
+    // rrdma.h BLK_UNMAP: EPERM; no such disk ENOENT; open, or being mapped
+    // or unmapped, EBUSY; unknown flags EINVAL.
+    Entry {
+        call: "BLK_UNMAP",
+        groups: &[FRAMING, &[EPERM, ENOENT, EBUSY]],
+    },
     // rrdma.h, io_uring: the CQE's res is -errno of SUBMIT or of a
     // completion; another cmd_op ENOTTY; a worker's wait for room ends
     // with EINTR on a signal.
@@ -260,7 +274,7 @@ const TABLE: &[Entry] = &[
 /// command (ENOTTY, checked as `raw`).
 pub(super) fn command(cmd: u32) -> Option<&'static str> {
     use rrdma::abi::ioctl::{dir, nr, ty, IOC_READ as R, IOC_WRITE as W};
-    const COMMANDS: [(u8, u32, &str); 15] = [
+    const COMMANDS: [(u8, u32, &str); 17] = [
         (0x00, R | W, "GET_INFO"),
         (0x01, R | W, "REGION_CREATE"),
         (0x02, W, "REGION_DESTROY"),
@@ -276,6 +290,8 @@ pub(super) fn command(cmd: u32) -> Option<&'static str> {
         (0x0c, R | W, "SUBMIT"),
         (0x0d, W, "RW_SYNC"),
         (0x0e, R | W, "REGION_REGISTER"),
+        (0x0f, R | W, "BLK_MAP"),
+        (0x10, W, "BLK_UNMAP"),
     ];
     if ty(cmd) != rrdma::abi::uapi::IOCTL_MAGIC {
         return None;
