@@ -11,11 +11,11 @@ use branches::{Branches, COUNTED_CASES};
 use proptest::prelude::*;
 use rrdma_abi::errno::{Errno, E2BIG, EINVAL, ENOTTY};
 use rrdma_abi::ioctl::{self, decode, ext_copy, Command, Decoded, IoctlCmd};
-use rrdma_abi::uapi;
+use rrdma_abi::{blkdev, uapi};
 
 /// The published commands, what each decodes to and the first published
 /// size of its argument: the table `decode` is checked against.
-const OUR_COMMANDS: [(IoctlCmd, Command, usize); 15] = [
+const OUR_COMMANDS: [(IoctlCmd, Command, usize); 17] = [
     (uapi::IOCTL_GET_INFO, Command::GetInfo, uapi::INFO_SIZE_VER0),
     (
         uapi::IOCTL_REGION_CREATE,
@@ -58,6 +58,12 @@ const OUR_COMMANDS: [(IoctlCmd, Command, usize); 15] = [
         uapi::IOCTL_REGION_REGISTER,
         Command::RegionRegister,
         uapi::REGION_REGISTER_SIZE_VER0,
+    ),
+    (blkdev::IOCTL_BLK_MAP, Command::BlkMap, blkdev::BlkMap::SIZE),
+    (
+        blkdev::IOCTL_BLK_UNMAP,
+        Command::BlkUnmap,
+        blkdev::BlkUnmap::SIZE,
     ),
 ];
 
