@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use rrdma_abi::blkdev;
 use rrdma_abi::uapi::{
     self, Connect, DeviceInfo, Import, Info, RegionCreate, RegionDestroy, RegionRegister,
 };
@@ -41,6 +42,16 @@ int main(void)
 	printf("RRDMA_REGION_REGISTER_SIZE_VER0 %u\n", (unsigned)RRDMA_REGION_REGISTER_SIZE_VER0);
 	printf("RRDMA_IOCTL_REGION_REGISTER %u\n", (unsigned)RRDMA_IOCTL_REGION_REGISTER);
 	printf("RRDMA_FEATURE_REGISTER %llu\n", (unsigned long long)RRDMA_FEATURE_REGISTER);
+	printf("rrdma_blk_map %zu\n", sizeof(struct rrdma_blk_map));
+	F(rrdma_blk_map, import); F(rrdma_blk_map, flags); F(rrdma_blk_map, index);
+	F(rrdma_blk_map, reserved);
+	printf("rrdma_blk_unmap %zu\n", sizeof(struct rrdma_blk_unmap));
+	F(rrdma_blk_unmap, index); F(rrdma_blk_unmap, flags);
+	printf("RRDMA_IOCTL_BLK_MAP %u\n", (unsigned)RRDMA_IOCTL_BLK_MAP);
+	printf("RRDMA_IOCTL_BLK_UNMAP %u\n", (unsigned)RRDMA_IOCTL_BLK_UNMAP);
+	printf("RRDMA_BLK_MAP_RO %u\n", (unsigned)RRDMA_BLK_MAP_RO);
+	printf("RRDMA_BLK_UNMAP_FORCE %u\n", (unsigned)RRDMA_BLK_UNMAP_FORCE);
+	printf("RRDMA_FEATURE_BLK %llu\n", (unsigned long long)RRDMA_FEATURE_BLK);
 	printf("rrdma_import %zu\n", sizeof(struct rrdma_import));
 	F(rrdma_import, conn); F(rrdma_import, flags); F(rrdma_import, token);
 	F(rrdma_import, timeout_ms); F(rrdma_import, handle); F(rrdma_import, block_size);
@@ -207,6 +218,25 @@ fn c_header_matches_rust_mirror() {
     );
     assert_eq!(got["RRDMA_URING_CMD_OP"], u64::from(uapi::URING_CMD_OP));
     assert_eq!(got["RRDMA_FEATURES_ALL"], uapi::FEATURES_ALL);
+    assert_eq!(got["rrdma_blk_map"], blkdev::BlkMap::SIZE as u64);
+    off!("rrdma_blk_map", blkdev::BlkMap, import);
+    off!("rrdma_blk_map", blkdev::BlkMap, flags);
+    off!("rrdma_blk_map", blkdev::BlkMap, index);
+    off!("rrdma_blk_map", blkdev::BlkMap, reserved);
+    assert_eq!(got["rrdma_blk_unmap"], blkdev::BlkUnmap::SIZE as u64);
+    off!("rrdma_blk_unmap", blkdev::BlkUnmap, index);
+    off!("rrdma_blk_unmap", blkdev::BlkUnmap, flags);
+    assert_eq!(got["RRDMA_IOCTL_BLK_MAP"], u64::from(blkdev::IOCTL_BLK_MAP));
+    assert_eq!(
+        got["RRDMA_IOCTL_BLK_UNMAP"],
+        u64::from(blkdev::IOCTL_BLK_UNMAP)
+    );
+    assert_eq!(got["RRDMA_BLK_MAP_RO"], u64::from(blkdev::BLK_MAP_RO));
+    assert_eq!(
+        got["RRDMA_BLK_UNMAP_FORCE"],
+        u64::from(blkdev::BLK_UNMAP_FORCE)
+    );
+    assert_eq!(got["RRDMA_FEATURE_BLK"], uapi::FEATURE_BLK);
     assert_eq!(got["RRDMA_IOCTL_GET_INFO"], u64::from(uapi::IOCTL_GET_INFO));
     assert_eq!(got["RRDMA_ABI_VERSION"], u64::from(uapi::ABI_VERSION));
     assert_eq!(got["RRDMA_INFO_SIZE_VER0"], uapi::INFO_SIZE_VER0 as u64);

@@ -81,7 +81,7 @@ use rrdma::abi::uapi;
 use rrdma::Rrdma;
 
 /// Every ioctl command of the UAPI, by name.
-pub(crate) const ALL_IOCTLS: [(&str, u32); 15] = [
+pub(crate) const ALL_IOCTLS: [(&str, u32); 17] = [
     ("GET_INFO", uapi::IOCTL_GET_INFO),
     ("REGION_CREATE", uapi::IOCTL_REGION_CREATE),
     ("REGION_DESTROY", uapi::IOCTL_REGION_DESTROY),
@@ -97,6 +97,8 @@ pub(crate) const ALL_IOCTLS: [(&str, u32); 15] = [
     ("SUBMIT", uapi::IOCTL_SUBMIT),
     ("RW_SYNC", uapi::IOCTL_RW_SYNC),
     ("REGION_REGISTER", uapi::IOCTL_REGION_REGISTER),
+    ("BLK_MAP", rrdma::abi::blkdev::IOCTL_BLK_MAP),
+    ("BLK_UNMAP", rrdma::abi::blkdev::IOCTL_BLK_UNMAP),
 ];
 
 pub(crate) struct Tap {

@@ -35,7 +35,7 @@ const BOUND: Duration = Duration::from_secs(10);
 /// are `EINVAL` (REGION_REGISTER's too), address family 0 is
 /// `EAFNOSUPPORT`; GET_INFO asks for no
 /// device entries and succeeds.
-const ZEROED: [(&str, Option<i32>); 15] = [
+const ZEROED: [(&str, Option<i32>); 17] = [
     ("GET_INFO", None),
     ("REGION_CREATE", Some(EINVAL.get())),
     ("REGION_DESTROY", Some(ENOENT.get())),
@@ -51,6 +51,10 @@ const ZEROED: [(&str, Option<i32>); 15] = [
     ("SUBMIT", Some(EINVAL.get())),
     ("RW_SYNC", Some(ENOENT.get())),
     ("REGION_REGISTER", Some(EINVAL.get())),
+    // Import 0 (as root: the capability check passes first).
+    ("BLK_MAP", Some(ENOENT.get())),
+    // Disk 0, which this test never maps.
+    ("BLK_UNMAP", Some(ENOENT.get())),
 ];
 
 /// What became of a call stalled on a page while others ran.
