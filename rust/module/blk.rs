@@ -42,7 +42,7 @@ pub(crate) struct DiskIo {
     _pages: KVVec<*mut c_void>,
 }
 
-// SAFETY: `pages` holds pointers to pages `staging` owns, only read (by
+// SAFETY: `_pages` holds pointers to pages `staging` owns, only read (by
 // the shim's copies) while the disk exists.
 unsafe impl Send for DiskIo {}
 // SAFETY: as for `Send`; the rest is `Sync`.
@@ -200,8 +200,10 @@ impl crate::context::Context {
         import: Arc<Import>,
         plan: DiskPlan,
     ) -> Result<(u32, u64)> {
-        let index = self.disks.lock().reserve().inspect_err(|_| {
-            warn_user!("BLK_MAP: {} disks already mapped\n", DISKS_MAX);
+        let index = self.disks.lock().reserve().inspect_err(|e| {
+            if *e == ENOSPC {
+                warn_user!("BLK_MAP: {} disks already mapped\n", DISKS_MAX);
+            }
         })?;
         let mapped = map_disk(index, owner, import, plan);
         let mut disks = self.disks.lock();

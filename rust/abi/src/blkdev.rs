@@ -131,10 +131,15 @@ impl DiskPlan {
     /// declares): `EIO`.
     pub fn op(&self, kind: IoKind, pos: u64, len: u32, tag: u32) -> Result<Op, Errno> {
         let mut op = Op::zeroed();
-        if kind == IoKind::Flush {
-            op.opcode = OP_FENCE;
-            return Ok(op);
-        }
+        (op.opcode, op.flags) = match kind {
+            IoKind::Read => (OP_READ, 0),
+            IoKind::Write => (OP_WRITE, OP_F_SENT),
+            IoKind::WriteFua => (OP_WRITE, 0),
+            IoKind::Flush => {
+                op.opcode = OP_FENCE;
+                return Ok(op);
+            }
+        };
         // A power of two (`new`): a mask tells a multiple.
         let bs = u64::from(self.block_size);
         let len64 = u64::from(len);
@@ -148,12 +153,6 @@ impl DiskPlan {
         {
             return Err(EIO);
         }
-        (op.opcode, op.flags) = match kind {
-            IoKind::Read => (OP_READ, 0),
-            IoKind::Write => (OP_WRITE, OP_F_SENT),
-            IoKind::WriteFua => (OP_WRITE, 0),
-            IoKind::Flush => (OP_FENCE, 0),
-        };
         op.remote_block = pos / bs;
         op.local_block = u64::from(tag) * u64::from(self.slot_blocks());
         op.count = (len64 / bs) as u32;

@@ -56,18 +56,8 @@ impl OpCtx {
         matches!(self.kind, OpKind::User | OpKind::Barrier { .. })
     }
 
-    /// The record of its end with `status`, for the file's ring.
-    pub(super) fn completion(&self, status: i32) -> Completion {
-        Completion {
-            user_data: self.user_data,
-            status,
-            opcode: self.opcode,
-            bytes: if status == 0 { self.bytes } else { 0 },
-        }
-    }
-
     /// Reports its end with `status` to its waiter (see
-    /// [`Waiter::tell`]); otherwise returns the record for the file's
+    /// [`ReportTo::report`]); otherwise returns the record for the file's
     /// ring. One fence of a caller's that went on several paths reports
     /// only as the last of them, with the first failure's status.
     pub(super) fn finish(&mut self, mut status: i32, work: &FabricWork) -> Option<Completion> {
@@ -78,13 +68,12 @@ impl OpCtx {
             self.opcode = to.opcode;
             self.waiter = to.waiter;
         }
-        match self.waiter.take() {
-            Some(w) => {
-                w.tell(status, self.bytes, work);
-                None
-            }
-            None => Some(self.completion(status)),
-        }
+        let mut to = ReportTo {
+            user_data: self.user_data,
+            opcode: self.opcode,
+            waiter: self.waiter.take(),
+        };
+        to.report(status, self.bytes, work)
     }
 }
 
