@@ -90,11 +90,11 @@ impl Conn {
             })
             .map(|()| g.state)
         };
-        match waited {
-            Ok(State::Connected) => Ok(this),
-            Ok(state) => {
+        match waited.map(|s| s.connect_result()) {
+            Ok(Ok(())) => Ok(this),
+            Ok(Err(e)) => {
                 Self::destroy(&this, Event::UserClose);
-                Err(state.errno(false))
+                Err(e)
             }
             Err(e) => {
                 Self::destroy(

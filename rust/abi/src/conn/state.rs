@@ -55,6 +55,19 @@ impl State {
         }
     }
 
+    /// What CONNECT returns when its wait for this state ends: the
+    /// connection if it is up, or if it was up and already reconnects (it
+    /// failed after establishment, before the caller woke; a reconnect is
+    /// what it asked for); else the errno of its failure (never `EAGAIN`:
+    /// a first attempt does not retry).
+    pub fn connect_result(&self) -> Result<(), Errno> {
+        if self.is_connected() || self.is_waiting() {
+            Ok(())
+        } else {
+            Err(self.errno(false))
+        }
+    }
+
     /// The status of an operation the teardown flushed: `ECONNRESET` when
     /// the connection reconnects, else the close errno, or `ECANCELED` for
     /// an orderly close by this side.
@@ -74,7 +87,44 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::errno::{ECANCELED, ENODEV};
+    use crate::errno::{ECANCELED, ECONNREFUSED, ENODEV};
+
+    /// The fuzzer's finding: a RECONNECT connection that failed between
+    /// its ESTABLISHED event and CONNECT's wakeup made CONNECT fail with
+    /// `EAGAIN`, an errno CONNECT does not document.
+    #[test]
+    fn connect_returns_a_connection_that_already_reconnects() {
+        let failed_after_up = [
+            State::Closing {
+                error: Some(ECONNRESET),
+                retry: true,
+            },
+            State::Waiting { error: ECONNRESET },
+        ];
+        for s in failed_after_up {
+            assert_eq!(s.connect_result(), Ok(()), "{s:?}");
+        }
+        assert_eq!(State::Connected.connect_result(), Ok(()));
+        assert_eq!(
+            State::Closed {
+                error: Some(ECONNREFUSED)
+            }
+            .connect_result(),
+            Err(ECONNREFUSED)
+        );
+        assert_eq!(
+            State::Closing {
+                error: Some(ECONNRESET),
+                retry: false
+            }
+            .connect_result(),
+            Err(ECONNRESET)
+        );
+        assert_eq!(
+            State::Closed { error: None }.connect_result(),
+            Err(ENOTCONN)
+        );
+    }
 
     #[test]
     fn talking_and_errnos_by_state() {
