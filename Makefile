@@ -98,7 +98,8 @@ check:
 	@scripts/check.sh
 
 check-full:
-	@KERNELS="6.12 7.3" DEBUG_SMALL_PROVIDERS="siw rxe" DEBUG_BLK_PROVIDERS="siw rxe" scripts/check.sh
+	@KERNELS="6.12 7.3" DEBUG_SMALL_PROVIDERS="siw rxe" DEBUG_BLK_PROVIDERS="siw rxe" \
+		DEBUG_ATTACK_PROVIDERS="siw rxe" scripts/check.sh
 
 demo:
 	@scripts/demo.sh
