@@ -626,9 +626,12 @@ struct rrdma_completion {
  * is the import's; 256 disks at most (ENOSPC).  An export without
  * RRDMA_ACCESS_WRITE, or RRDMA_BLK_MAP_RO, gives a read-only disk.  The
  * disk holds the import (UNIMPORT of @import leaves it working) and uses
- * its connection; several disks may map one import.  It ends with
- * RRDMA_IOCTL_BLK_UNMAP or when the file that mapped it is closed,
- * whatever uses it: its open users then find it empty or get I/O errors.
+ * its connection; several disks may map one import.  It ends only with
+ * RRDMA_IOCTL_BLK_UNMAP (from any file): when the file that mapped it is
+ * closed, the kernel keeps the disk with its import and connection, and
+ * the module cannot be unloaded until the unmap, which then ends that
+ * connection.  /sys/block/rrdmabN/rrdma/ shows its peer, its connection's
+ * state, whether it is detached from its file, and its flushes.
  *
  * The disk has a volatile write cache: a write completes once sent
  * (RRDMA_OP_F_SENT), a flush (REQ_OP_FLUSH, fsync) once every write

@@ -12,22 +12,28 @@
 //! The exporter does no work per I/O.
 //!
 //! The module's table of disks ([`Disks`]) gives each its index, and is
-//! how BLK_UNMAP and a closing file find theirs.
+//! how BLK_UNMAP and a closing file find theirs. A disk outlives the file
+//! that mapped it, as nvme-rdma's and RNBD's do: when that file closes,
+//! the disk keeps its import and connection (which reconnects if it was
+//! made to) and holds the module, until BLK_UNMAP removes it and ends the
+//! connection.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use crate::abi::blkdev::{DiskPlan, IoKind, QUEUE_DEPTH};
-use crate::abi::errno::{EAGAIN, EBUSY, EINVAL, ENOENT, ENOSPC, EROFS};
+use crate::abi::blkdev::{DiskPlan, IoKind};
+use crate::abi::conn::Link;
+use crate::abi::errno::{EAGAIN, EINVAL, EIO, EROFS};
 use crate::abi::{ops, Result};
 use crate::conn::{Import, OpWork, Posted, ReportTo, Waiter};
-use crate::ffi::{self, warn_user, BlkIo, BlkRequest, BlkShape};
+use crate::ffi::{self, warn_user, BlkIo, BlkRequest, BlkStatus};
 use crate::region::Region;
 
-/// The most disks mapped at once.
-const DISKS_MAX: usize = 256;
+mod disks;
+
+pub(crate) use disks::Disks;
 
 /// What a disk's requests need: shared by the shim's queue calls, which
 /// see it through the disk's owner pointer.
@@ -40,6 +46,13 @@ pub(crate) struct DiskIo {
     /// `staging`'s pages, which the shim's copies index (through the
     /// pointer it was given).
     _pages: KVVec<*mut c_void>,
+    /// Flushes posted as fences (sysfs `fences`: only grows).
+    fences: AtomicU64,
+    /// Whether the file that mapped it closed (sysfs `detached`).
+    detached: AtomicBool,
+    /// When a request first found the connection down, in jiffies (0: it
+    /// is up): the start of the loss timeout.
+    down_since: AtomicU64,
 }
 
 // SAFETY: `_pages` holds pointers to pages `staging` owns, only read (by
@@ -64,8 +77,19 @@ impl DiskIo {
         };
         let posted = self.post(kind, rq, io);
         match posted {
-            Ok(Posted::Yes) => Ok(()),
+            Ok(Posted::Yes) => {
+                if kind == IoKind::Flush {
+                    self.fences.fetch_add(1, Ordering::Relaxed);
+                }
+                if self.down_since.load(Ordering::Relaxed) != 0 {
+                    self.down_since.store(0, Ordering::Relaxed);
+                }
+                Ok(())
+            }
             Ok(Posted::Full) => Err(EAGAIN),
+            // The connection reconnects (or its import waits to be
+            // restored).
+            Err(e) if e == EAGAIN => self.wait_or_fail(),
             Err(e) => {
                 let what = match kind {
                     IoKind::Read => "read",
@@ -84,6 +108,33 @@ impl DiskIo {
                 Err(e)
             }
         }
+    }
+
+    /// A request found the connection down: `EAGAIN` (the block layer
+    /// runs it again shortly) until the connection has been down for the
+    /// module parameter `blk_loss_timeout_ms`, then `EIO`, until it is back.
+    fn wait_or_fail(&self) -> Result {
+        let now = ffi::jiffies().max(1);
+        let since =
+            match self
+                .down_since
+                .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => now,
+                Err(since) => since,
+            };
+        let waited = ffi::jiffies_to_msecs(now.wrapping_sub(since));
+        let limit = ffi::blk_loss_timeout_ms();
+        if waited < limit {
+            return Err(EAGAIN);
+        }
+        warn_user!(
+            "rrdmab{}: connection down for {} ms (blk_loss_timeout_ms {}): I/O fails\n",
+            self.index,
+            waited,
+            limit
+        );
+        Err(EIO)
     }
 
     /// Checks and posts request `rq` of kind `kind`.
@@ -125,199 +176,6 @@ impl Drop for DiskIo {
     }
 }
 
-/// A disk added to the block layer. Field order is drop order: the disk
-/// goes first (waiting for its requests), then what they used.
-struct Mapped {
-    disk: ffi::Disk,
-    /// What the disk's requests use, through its owner pointer.
-    _io: Arc<DiskIo>,
-    /// The file that mapped it (identity only).
-    owner: usize,
-    /// Which mapping it is: an index is reused, this never.
-    generation: u64,
-}
-
-/// The next mapping's [`Mapped::generation`].
-static GENERATIONS: AtomicU64 = AtomicU64::new(1);
-
-/// A slot of the table.
-enum Slot {
-    Free,
-    /// Being added or removed, outside the table's lock: its index (the
-    /// disk's name) is not free yet.
-    Busy,
-    Mapped(Mapped),
-}
-
-/// The module's disks, by index. A leaf lock, never held across adding
-/// or removing a disk.
-pub(crate) struct Disks {
-    slots: KVec<Slot>,
-}
-
-impl Disks {
-    /// No disks.
-    pub(crate) fn new() -> Self {
-        Self { slots: KVec::new() }
-    }
-
-    /// Reserves a free index: `ENOSPC` past [`DISKS_MAX`].
-    fn reserve(&mut self) -> Result<u32> {
-        if let Some(i) = self.slots.iter().position(|s| matches!(s, Slot::Free)) {
-            self.slots[i] = Slot::Busy;
-            return Ok(i as u32);
-        }
-        if self.slots.len() >= DISKS_MAX {
-            return Err(ENOSPC);
-        }
-        self.slots.push(Slot::Busy, GFP_KERNEL)?;
-        Ok((self.slots.len() - 1) as u32)
-    }
-
-    /// Takes disk `index` out if `take` says so (its slot stays busy);
-    /// `ENOENT` if there is none, `EBUSY` if it is being added or
-    /// removed, `take`'s errno if it refuses.
-    fn take(&mut self, index: u32, take: impl FnOnce(&Mapped) -> Result) -> Result<Mapped> {
-        let slot = self.slots.get_mut(index as usize).ok_or(ENOENT)?;
-        match slot {
-            Slot::Mapped(m) => take(m)?,
-            Slot::Busy => return Err(EBUSY),
-            Slot::Free => return Err(ENOENT),
-        }
-        match core::mem::replace(slot, Slot::Busy) {
-            Slot::Mapped(m) => Ok(m),
-            _ => Err(ENOENT),
-        }
-    }
-}
-
-impl crate::context::Context {
-    /// Adds a disk over `import` of shape `plan`, for the file `owner`;
-    /// returns its index and its generation (see [`Context::blk_undo`]).
-    pub(crate) fn blk_map(
-        &self,
-        owner: usize,
-        import: Arc<Import>,
-        plan: DiskPlan,
-    ) -> Result<(u32, u64)> {
-        let index = self.disks.lock().reserve().inspect_err(|e| {
-            if *e == ENOSPC {
-                warn_user!("BLK_MAP: {} disks already mapped\n", DISKS_MAX);
-            }
-        })?;
-        let mapped = map_disk(index, owner, import, plan);
-        let mut disks = self.disks.lock();
-        match mapped {
-            Ok(m) => {
-                let generation = m.generation;
-                disks.slots[index as usize] = Slot::Mapped(m);
-                Ok((index, generation))
-            }
-            Err(e) => {
-                disks.slots[index as usize] = Slot::Free;
-                Err(e)
-            }
-        }
-    }
-
-    /// Removes disk `index`: `EBUSY` if it is open and not `force`d.
-    /// Returns once its requests have ended.
-    pub(crate) fn blk_unmap(&self, index: u32, force: bool) -> Result {
-        let m = self.disks.lock().take(index, |m| {
-            if !force && m.disk.openers() > 0 {
-                return Err(EBUSY);
-            }
-            Ok(())
-        })?;
-        self.blk_remove(index, m);
-        Ok(())
-    }
-
-    /// Removes disk `index` of generation `generation` if it is still
-    /// there (a BLK_MAP whose answer could not be written; another file
-    /// may have unmapped it, and mapped another at the index since).
-    pub(crate) fn blk_undo(&self, index: u32, generation: u64) {
-        let m = self.disks.lock().take(index, |m| {
-            if m.generation == generation {
-                Ok(())
-            } else {
-                Err(ENOENT)
-            }
-        });
-        if let Ok(m) = m {
-            self.blk_remove(index, m);
-        }
-    }
-
-    /// Removes the disks file `owner` mapped (it is closing).
-    pub(crate) fn blk_unmap_owned(&self, owner: usize) {
-        loop {
-            let found = {
-                let mut disks = self.disks.lock();
-                let i = disks
-                    .slots
-                    .iter()
-                    .position(|s| matches!(s, Slot::Mapped(m) if m.owner == owner));
-                i.and_then(|i| disks.take(i as u32, |_| Ok(())).ok().map(|m| (i, m)))
-            };
-            match found {
-                Some((i, m)) => self.blk_remove(i as u32, m),
-                None => break,
-            }
-        }
-    }
-
-    /// Drops disk `m` (no lock held: it waits for its requests), then
-    /// frees its index.
-    fn blk_remove(&self, index: u32, m: Mapped) {
-        drop(m);
-        self.disks.lock().slots[index as usize] = Slot::Free;
-    }
-}
-
-/// Builds disk `index`: its staging region, then the shim's disk.
-fn map_disk(index: u32, owner: usize, import: Arc<Import>, plan: DiskPlan) -> Result<Mapped> {
-    let staging = Region::new(plan.staging, 0)?;
-    let mut pages = staging.page_ptrs(0, staging.npages())?;
-    // The vector's buffer does not move with it.
-    let pages_ptr = pages.as_mut_ptr();
-    let io = Arc::new(
-        DiskIo {
-            index,
-            import,
-            plan,
-            staging,
-            _pages: pages,
-        },
-        GFP_KERNEL,
-    )?;
-    let shape = BlkShape {
-        sectors: plan.sectors,
-        block_size: plan.block_size,
-        io_bytes: plan.io_bytes,
-        depth: QUEUE_DEPTH,
-        read_only: u32::from(plan.read_only),
-    };
-    // SAFETY: `io` outlives the disk (`Mapped`'s drop order) and is what
-    // `rrdma_rust_blk_queue` gets; `pages` lists `io.staging`'s pages
-    // (`QUEUE_DEPTH` slots of `io_bytes`, `DiskPlan::new`), kept with it.
-    let disk = unsafe {
-        ffi::Disk::add(
-            core::ptr::from_ref::<DiskIo>(&io).cast(),
-            index,
-            &shape,
-            pages_ptr,
-        )
-    }
-    .inspect_err(|e| warn_user!("BLK_MAP: cannot add rrdmab{}: errno {}\n", index, e.get()))?;
-    Ok(Mapped {
-        disk,
-        _io: io,
-        owner,
-        generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
-    })
-}
-
 /// The shim's queue call for one request of a disk: 0 once posted,
 /// `-EAGAIN` when there is no room now, another negative errno to fail it.
 ///
@@ -343,4 +201,25 @@ unsafe extern "C" fn rrdma_rust_blk_queue(
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
+}
+
+/// The shim's sysfs read of a disk's status.
+///
+/// # Safety
+///
+/// `owner` is the [`DiskIo`] of a disk that still exists; `out` is valid
+/// for writes.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_blk_status(owner: *mut c_void, out: *mut BlkStatus) {
+    // SAFETY: by the function's safety requirements.
+    let (disk, out) = unsafe { (&*owner.cast::<DiskIo>(), &mut *out) };
+    let conn = &disk.import.conn;
+    out.peer = conn.peer();
+    out.fences = disk.fences.load(Ordering::Relaxed);
+    out.state = match conn.link() {
+        Link::Up => ffi::BLK_UP,
+        Link::Reconnecting => ffi::BLK_RECONNECTING,
+        Link::Down => ffi::BLK_DOWN,
+    };
+    out.detached = u32::from(disk.detached.load(Ordering::Relaxed));
 }

@@ -11,9 +11,13 @@
 #    acknowledged is in the exporter's memory (read back through a
 #    separate import, not the disk); the flushes were fences;
 #  - a read-only export, or `map --ro`, gives a read-only disk;
-#  - BLK_UNMAP refuses an open disk (EBUSY) unless forced, and the map
-#    command ends when its disk is unmapped; a closed mapping file takes
-#    its disk with it, an open user then gets I/O errors;
+#  - BLK_UNMAP refuses an open disk (EBUSY) unless forced;
+#  - the disk outlives the map command: the kernel keeps it (sysfs
+#    rrdma/detached, peer, state), it holds the module (rmmod refused),
+#    and BLK_UNMAP removes it with its connection;
+#  - the exporter dies (its serve killed): the disk's I/O fails after the
+#    loss timeout (blk_loss_timeout_ms), sysfs says reconnecting, and the
+#    disk unmaps;
 #  - `rrdma-selftest blk`: bad, foreign (no CAP_SYS_ADMIN), stale (the
 #    import given back) and racing (unmap under I/O) arguments, and the
 #    connection ended under the disk.
@@ -32,17 +36,11 @@ DISK_MIB=64 MIB=16 FIO_MIB=64 CAP_MIB=16 TOUCH_MIB=40
 
 wire_up "$prov" "$dev"
 
-# map rw|ro [ARGS...]: maps the rw or the ro export with `rrdma map` in
-# the background, its exit status to /tmp/map.rc, and waits for its disk.
+# map rw|ro [ARGS...]: maps the rw or the ro export with `rrdma map`,
+# which prints the disk's path and ends (the disk stays).
 map() {
-	rm -f /tmp/map.rc
-	(rrdma map $tok/"$@" >/tmp/map.out 2>&1; echo $? >/tmp/map.rc) &
-	i=0
-	until [ -b $disk ] || [ $i -ge 100 ] || [ -e /tmp/map.rc ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
-	[ -b $disk ]
+	rrdma map $tok/"$@" >/tmp/map.out 2>&1 || return 1
+	[ "$(cat /tmp/map.out)" = $disk ] && [ -b $disk ]
 }
 
 # The exporter's memory, read through an import of its own (not the disk).
@@ -76,14 +74,19 @@ buffered_round_trip() {
 		head -c 780000 /tmp/remote2 | cmp - /tmp/expect2
 }
 
-# The disk's flushes were fences on its import: the mapping file's
-# fdinfo counts them (posted, or complete at once where nothing was
-# unplaced).
+# The disk's flushes were fences on its import: sysfs counts them.
 flushes_are_fences() {
-	n=$(cat /proc/"$(pidof rrdma)"/fdinfo/* 2>/dev/null |
-		awk '/^rrdma-op-fences(-at-once)?:/ { n += $2 } END { print n + 0 }')
+	n=$(cat /sys/block/rrdmab0/rrdma/fences)
 	echo "fences: $n"
 	[ "$n" -gt 0 ]
+}
+
+# sysfs shows the kept disk: the map command ended.
+sysfs_shows_disk() {
+	d=/sys/block/rrdmab0/rrdma
+	for f in peer state detached fences; do echo "$f: $(cat $d/$f)"; done
+	[ "$(cat $d/peer)" = "$RRDMA_PEER:7471" ] && [ "$(cat $d/state)" = connected ] &&
+		[ "$(cat $d/detached)" = 1 ]
 }
 
 # fio over the whole disk (its first 4 MiB on a debug kernel): 4 jobs, each on its quarter, random writes of
@@ -153,7 +156,7 @@ read_only_disk() {
 		cmp /tmp/ro /tmp/remote
 }
 
-# An open disk: EBUSY; closed, it unmaps, and its map command ends.
+# An open disk: EBUSY; closed, it unmaps.
 unmap_busy() {
 	exec 3<$disk
 	out=$(rrdma unmap 0 2>&1) && { echo "unmap of an open disk succeeded"; exec 3<&-; return 1; }
@@ -161,32 +164,72 @@ unmap_busy() {
 	case $out in *"Device or resource busy"*) ;; *) echo "refused otherwise: $out"; return 1 ;; esac
 	rrdma unmap 0 || return 1
 	[ ! -e /sys/block/rrdmab0 ] || { echo "still in sysfs"; return 1; }
-	i=0
-	while [ ! -e /tmp/map.rc ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
-	[ "$(cat /tmp/map.rc 2>/dev/null)" = 0 ] ||
-		{ echo "map did not end with 0: $(cat /tmp/map.rc 2>&1) $(tail -n 2 /tmp/map.out)"; return 1; }
 }
 
-# The mapping process dies with a reader holding the disk open: the disk
-# goes; the reader's next read fails or finds the disk empty (a removed
-# disk has no sectors), past the first page (the partition scan's).
-owner_dies() {
-	exec 3<$disk
-	kill "$(pidof rrdma)"
+# RC queue pairs on this host (rdma_restrack's view).
+rc_qps() {
+	rdma res show qp 2>/dev/null | grep -c "type RC"
+}
+
+# The disk outlives the process that mapped it: it holds the module
+# (rmmod refused) and reads; BLK_UNMAP removes it, ends its connection
+# (its queue pair goes) and lets the module go.
+kept_disk() {
+	[ "$(cat /sys/block/rrdmab0/rrdma/detached)" = 1 ] || { echo "not detached"; return 1; }
+	refs=$(cat /sys/module/rrdma/refcnt)
+	[ "$refs" -ge 1 ] || { echo "module refcnt $refs under a disk"; return 1; }
+	if rmmod rrdma 2>/dev/null; then echo "rmmod succeeded under a disk"; return 1; fi
+	dd if=$disk of=/dev/null bs=64k count=16 iflag=direct 2>/dev/null || { echo "read failed"; return 1; }
+	qps=$(rc_qps)
+	rrdma unmap 0 || return 1
+	[ ! -e /sys/block/rrdmab0 ] || { echo "still in sysfs"; return 1; }
+	after=$(cat /sys/module/rrdma/refcnt)
+	left=$(rc_qps)
+	echo "module refcnt $refs -> $after, RC queue pairs $qps -> $left"
+	[ "$after" = $((refs - 1)) ] || { echo "the module reference stayed"; return 1; }
+	[ "$left" -lt "$qps" ] || { echo "the connection stayed"; return 1; }
+}
+
+# The exporter dies (guest a's serve killed: its exports are not revoked,
+# its connections just end): a read waits for the connection for the
+# loss timeout (2 s here), then fails; the disk shows reconnecting and
+# unmaps.
+peer_gone() {
+	p=/sys/module/rrdma/parameters/blk_loss_timeout_ms
+	old=$(cat $p)
+	echo 2000 >$p
+	echo die | timeout 5 nc $RRDMA_PEER 7472 >/dev/null 2>&1
+	# Until this side has seen the connection go.
 	i=0
-	while [ -e /sys/block/rrdmab0 ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
-	[ ! -e /sys/block/rrdmab0 ] || { exec 3<&-; echo "the disk outlived its file"; return 1; }
-	n=$(dd bs=4k count=1 skip=100 <&3 2>/dev/null | wc -c)
-	exec 3<&-
-	[ "$n" = 0 ] || { echo "read $n bytes of the removed disk"; return 1; }
+	while [ "$(cat /sys/block/rrdmab0/rrdma/state)" = connected ] && [ $i -lt 50 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	t0=$(cut -d' ' -f1 /proc/uptime)
+	dd if=$disk of=/dev/null bs=4k count=1 skip=7 iflag=direct 2>/dev/null &
+	wait_exit $! 150
+	rc=$?
+	ms=$(awk -v t0="$t0" '{ printf "%d", ($1 - t0) * 1000 }' /proc/uptime)
+	state=$(cat /sys/block/rrdmab0/rrdma/state)
+	echo $old >$p
+	echo "read ended with $rc after $ms ms; state $state"
+	# A read still waiting: the forced unmap ends it.
+	[ $rc != 124 ] || { rrdma unmap 0 --force; return 1; }
+	[ $rc != 0 ] || { echo "the read succeeded"; return 1; }
+	[ $ms -ge 1500 ] && [ $ms -lt 30000 ] || { echo "not the loss timeout"; return 1; }
+	[ "$state" = reconnecting ] || return 1
+	rrdma unmap 0 && [ ! -e /sys/block/rrdmab0 ]
 }
 
 if [ "$RRDMA_ROLE" = a ]; then
 	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks $((DISK_MIB * 256)) \
 		--access rw --access ro >>/tmp/serve.out 2>&1 &
 	pid=$!
+	# b's last check has the exporter die: a connection to port 7472
+	# kills serve (SIGKILL: nothing revoked, nothing said).
+	(nc -l -p 7472 </dev/null >/dev/null 2>&1; kill -9 $pid) &
 	wait_exit $pid 3000
-	check "serve ends cleanly on quit" test $? = 0
+	check "serve ran until b had it killed" test $? = 137
 else
 	wait_peer
 	wait_tokens
@@ -194,20 +237,25 @@ else
 	check "blk $prov: size is the export's" test "$(blockdev --getsize64 $disk)" = $((DISK_MIB << 20))
 	check "blk $prov: direct I/O round trip; the bytes are in the exporter's memory" direct_round_trip
 	check "blk $prov: buffered I/O at odd offsets, written back" buffered_round_trip
-	check "blk $prov: the disk's flushes are fences on its import" flushes_are_fences
+	check "blk $prov: the map command ended; sysfs shows the kept disk (peer, state, detached)" \
+		sysfs_shows_disk
+	check "blk $prov: the disk's flushes are fences on its import (sysfs fences)" flushes_are_fences
 	check "blk $prov: fio, 4 jobs at depth 32, crc32c verified over the whole disk" fio_verify
 	grep -E "IOPS=" /tmp/fio.out | sed 's/^ */fio: /'
 	check "blk $prov: ext4: files written, remounted, checksums equal; mounted disk unmaps EBUSY" \
 		ext4_round_trip
 	check "blk $prov: swap under a memory cap: every page back intact" swap_round_trip
-	check "blk $prov: unmap of an open disk is EBUSY; unmapped, map ends" unmap_busy
+	check "blk $prov: unmap of an open disk is EBUSY; closed, it unmaps" unmap_busy
 	map rw --ro
 	check "blk $prov: map --ro gives a read-only disk" read_only_disk
-	check "blk $prov: unmap it" sh -c "rrdma unmap 0 && sleep 1 && test -e /tmp/map.rc"
+	check "blk $prov: unmap it" sh -c "rrdma unmap 0 && test ! -e /sys/block/rrdmab0"
 	map ro
 	check "blk $prov: a read-only export gives a read-only disk" read_only_disk
-	check "blk $prov: closing the mapping file removes the disk; its reader gets errors" owner_dies
+	check "blk $prov: the disk outlives its map command, holds the module; unmap ends its connection" \
+		kept_disk
 	check_fails "blk $prov: unmap of no disk fails" rrdma unmap 7
 	tap "blk $prov" rrdma-selftest blk $RRDMA_PEER
-	echo quit | nc $RRDMA_PEER 7470 >/dev/null
+	map rw
+	check "blk $prov: the exporter dies: I/O fails after the loss timeout; the disk unmaps" \
+		peer_gone
 fi

@@ -57,7 +57,8 @@ serve_all() {
 }
 
 map_rrdma() {
-	rrdma map --peer "$RRDMA_PEER:7471" --token "@$RRDMA_PEER:7470/rw" >/tmp/map.out 2>&1 &
+	rrdma map --peer "$RRDMA_PEER:7471" --token "@$RRDMA_PEER:7470/rw" >/tmp/map.out 2>&1 ||
+		{ cat /tmp/map.out; return 1; }
 	wait_blk /dev/rrdmab0 || { cat /tmp/map.out; return 1; }
 }
 
@@ -147,5 +148,5 @@ else
 	for f in /sys/block/rnbd0/rnbd/unmap_device /sys/block/rnbd0/*/unmap_device; do
 		[ -e "$f" ] && echo normal >"$f" 2>/dev/null && break
 	done
-	kill "$(pidof rrdma)" 2>/dev/null
+	rrdma unmap 0
 fi

@@ -46,7 +46,7 @@ mod transition;
 // only some of them (`rrdma_kunit.ko` only `step`), which
 // `rust/module/abi.rs` allows for items but not for their re-exports.
 #[allow(unused_imports)]
-pub use self::{gated::*, transition::*};
+pub use self::{gated::*, state::Link, transition::*};
 
 /// Where a connection is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,33 +3,25 @@
 //! `rrdma map` and `rrdma unmap`: an export as a block device.
 
 use std::io::{self, Write};
-use std::thread::sleep;
-use std::time::Duration;
 
 use rrdma::Rrdma;
 
 use crate::transfer::{self, Target};
 
-/// Maps `t`'s export as `/dev/rrdmabN`, prints the path, and stays: the
-/// disk uses this process's connection and goes when it ends (or when
-/// `rrdma unmap N` removes it, which ends this command).
+/// Maps `t`'s export as `/dev/rrdmabN` and prints the path. The disk
+/// outlives this command: the kernel keeps it, with its connection, until
+/// `rrdma unmap N`.
 pub fn map(dev: &Rrdma, t: &Target, read_only: bool) -> io::Result<()> {
-    let (_conn, import) = transfer::open(dev, t)?;
+    let (conn, import) = transfer::open(dev, t)?;
     let index = dev
         .blk_map(&import, read_only)
         .map_err(|e| io::Error::new(e.kind(), format!("BLK_MAP: {e}")))?;
-    // The disk dies with this process: the OOM killer should pick
-    // another (the disk may be swap, or hold a mounted file system).
-    let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
     println!("/dev/rrdmab{index}");
     io::stdout().flush()?;
-    // Until the disk is gone: its device number changes if the index was
-    // unmapped and mapped again between two looks.
-    let sys_dev = format!("/sys/block/rrdmab{index}/dev");
-    let ours = std::fs::read_to_string(&sys_dev)?;
-    while std::fs::read_to_string(&sys_dev).is_ok_and(|d| d == ours) {
-        sleep(Duration::from_millis(200));
-    }
+    // Not DISCONNECT and UNIMPORT, which would fail the disk's I/O: the
+    // file's close hands both to the disk.
+    std::mem::forget(import);
+    std::mem::forget(conn);
     Ok(())
 }
 

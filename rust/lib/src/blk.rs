@@ -18,7 +18,9 @@ impl Rrdma {
     }
 
     /// Maps `import` as a disk; returns N of `/dev/rrdmabN`. The disk
-    /// lives until [`Rrdma::blk_unmap`], or until this file is closed.
+    /// lives until [`Rrdma::blk_unmap`] (from any process): when this file
+    /// is closed, the kernel keeps the disk with its import and connection.
+    /// Disconnecting that connection first fails the disk's I/O.
     pub fn blk_map(&self, import: &RemoteRegion<'_>, read_only: bool) -> io::Result<u32> {
         let out = self.blk_map_raw(&BlkMap {
             import: import.handle(),

@@ -414,6 +414,12 @@ impl Conn {
         self.inner.lock().peer
     }
 
+    /// How the connection looks to an operator.
+    pub(crate) fn link(&self) -> crate::abi::conn::Link {
+        let g = self.inner.lock();
+        g.state.link(g.was_established())
+    }
+
     /// Whether the connection has ended (closing or closed).
     pub(crate) fn is_finished(&self) -> bool {
         self.inner.lock().state.is_finished()

@@ -30,6 +30,22 @@ pub(crate) struct BlkIo {
     pub(crate) pad: u32,
 }
 
+/// `struct rrdma_shim_blk_status`: what a disk's sysfs files show.
+#[repr(C)]
+pub(crate) struct BlkStatus {
+    pub(crate) peer: super::ShimAddr,
+    pub(crate) fences: u64,
+    pub(crate) state: u32,
+    pub(crate) detached: u32,
+}
+
+/// `RRDMA_SHIM_BLK_UP`: the disk's connection is up.
+pub(crate) const BLK_UP: u32 = u32_of(c::RRDMA_SHIM_BLK_UP);
+/// `RRDMA_SHIM_BLK_RECONNECTING`: it failed and connects again.
+pub(crate) const BLK_RECONNECTING: u32 = u32_of(c::RRDMA_SHIM_BLK_RECONNECTING);
+/// `RRDMA_SHIM_BLK_DOWN`: it ended for good.
+pub(crate) const BLK_DOWN: u32 = u32_of(c::RRDMA_SHIM_BLK_DOWN);
+
 /// `RRDMA_SHIM_BLK_READ`.
 pub(crate) const BLK_READ: u32 = u32_of(c::RRDMA_SHIM_BLK_READ);
 /// `RRDMA_SHIM_BLK_WRITE`: completes once sent.
@@ -63,6 +79,27 @@ extern "C" {
     fn rrdma_shim_blk_openers(b: *mut ShimBlk) -> c_uint;
     fn rrdma_shim_blk_end(rq: *mut Request, status: c_int);
     fn rrdma_shim_capable_sys_admin() -> bool;
+    fn rrdma_shim_module_get();
+    fn rrdma_shim_module_put();
+}
+
+/// A reference to this module: `rmmod` is refused while one exists.
+pub(crate) struct ModuleRef(());
+
+impl ModuleRef {
+    /// Takes a reference (the module is live: its code is running).
+    pub(crate) fn take() -> Self {
+        // SAFETY: called from the module's own code, so it is not gone.
+        unsafe { rrdma_shim_module_get() };
+        Self(())
+    }
+}
+
+impl Drop for ModuleRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference `take` took.
+        unsafe { rrdma_shim_module_put() };
+    }
 }
 
 /// Whether the caller has CAP_SYS_ADMIN (audited as `capable()` is).

@@ -14,7 +14,9 @@
 //! completion statuses, device attributes, errno values) are checked
 //! against the kernel's. A mismatch fails the build.
 
-use super::{BlkIo, BlkShape, DeviceAttr, DeviceLimits, ShimAddr, ShimDone, ShimWr, VmaInfo};
+use super::{
+    BlkIo, BlkShape, BlkStatus, DeviceAttr, DeviceLimits, ShimAddr, ShimDone, ShimWr, VmaInfo,
+};
 use crate::abi::{blkdev, errno, uapi, wc, wire};
 
 /// The numbers of `shim/layout.c`, as `i64` (`dead_code`: a use in a
@@ -115,6 +117,13 @@ same_layout!(BlkShape, blk_shape__SIZE, {
     io_bytes: blk_shape__io_bytes,
     depth: blk_shape__depth,
     read_only: blk_shape__read_only,
+});
+
+same_layout!(BlkStatus, blk_status__SIZE, {
+    peer: blk_status__peer,
+    fences: blk_status__fences,
+    state: blk_status__state,
+    detached: blk_status__detached,
 });
 
 same_layout!(BlkIo, blk_io__SIZE, {

@@ -63,6 +63,13 @@ pub(crate) fn queue_pairs() -> u16 {
     n.clamp(1, u32::from(crate::abi::wire::QPS_MAX)) as u16
 }
 
+/// How long a disk's I/O waits for its connection to come back before it
+/// fails, in ms (module parameter `blk_loss_timeout_ms`).
+pub(crate) fn blk_loss_timeout_ms() -> u32 {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_blk_loss_timeout_ms() }
+}
+
 /// How long a synchronous operation busy-polls for its completion before
 /// it sleeps, in ns (module parameter `sync_poll_us`; 0: it does not).
 pub(crate) fn sync_poll_ns() -> u64 {
@@ -91,4 +98,6 @@ extern "C" {
     /// How long a synchronous operation polls (module parameter
     /// `sync_poll_us`), in ns.
     pub(crate) fn rrdma_shim_sync_poll_ns() -> u64;
+    /// The `blk_loss_timeout_ms` module parameter.
+    pub(crate) fn rrdma_shim_blk_loss_timeout_ms() -> u32;
 }

@@ -31,11 +31,12 @@ impl FileState {
         .map_err(Into::into)
     }
 
-    /// The file is closed: every object of the file dies with it.
+    /// The file is closed: every object of the file dies with it, but for
+    /// the disks it mapped and the imports and connections they use.
     pub(crate) fn release(self: Arc<Self>) {
-        // Its disks first, while their connections still serve the
-        // requests in flight, which their removal waits for.
-        self.context.blk_unmap_owned(self.blk_owner());
+        // Its disks go on without it: the module keeps them, and the
+        // connections they use stay up.
+        self.context.blk_disown(self.blk_owner());
         // Listeners first (no new connections), then every connection:
         // their operations complete with errors and their QPs are drained.
         // The table is taken out whole (no allocation that could fail) and
@@ -51,12 +52,17 @@ impl FileState {
         drop(objects);
         // `destroy` returns once the connection is torn down (waiting for a
         // teardown another path started), which unregisters it.
+        // A connection a disk the module now keeps uses is skipped (looked
+        // up outside `Shared::conns`, which takes no other lock).
+        let mut i = 0;
         loop {
-            let conn = self.shared.conns.lock().iter().next().cloned();
+            let conn = self.shared.conns.lock().get(i).cloned();
             match conn {
+                Some(c) if self.context.blk_holds(&c) => i += 1,
                 Some(c) => {
                     Conn::destroy(&c, Event::UserClose);
                     self.shared.unregister(&c);
+                    i = 0;
                 }
                 None => break,
             }

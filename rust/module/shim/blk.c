@@ -236,7 +236,7 @@ struct rrdma_blk *rrdma_shim_blk_create(void *owner, u32 index,
 	snprintf(b->disk->disk_name, DISK_NAME_LEN, "rrdmab%u", index);
 	set_capacity(b->disk, shape->sectors);
 	set_disk_ro(b->disk, shape->read_only);
-	ret = add_disk(b->disk);
+	ret = device_add_disk(NULL, b->disk, rrdma_shim_blk_groups);
 	if (ret)
 		goto put;
 	return b;
@@ -250,9 +250,31 @@ free:
 	return NULL;
 }
 
+void *rrdma_shim_blk_owner(struct gendisk *disk)
+{
+	struct rrdma_blk *b = disk->queue->queuedata;
+
+	return b->owner;
+}
+
 bool rrdma_shim_capable_sys_admin(void)
 {
 	return capable(CAP_SYS_ADMIN);
+}
+
+/*
+ * A disk whose mapping file closed holds the module: rmmod is refused
+ * until BLK_UNMAP removes it.  Taken from a file's release, so the module
+ * is live.
+ */
+void rrdma_shim_module_get(void)
+{
+	__module_get(THIS_MODULE);
+}
+
+void rrdma_shim_module_put(void)
+{
+	module_put(THIS_MODULE);
 }
 
 unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b)

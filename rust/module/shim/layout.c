@@ -169,6 +169,15 @@ int main(void)
 	DEFINE(RRDMA_SHIM_BLK_FLUSH, RRDMA_SHIM_BLK_FLUSH);
 	OFFSET(blk_io__pad, rrdma_shim_blk_io, pad);
 
+	DEFINE(blk_status__SIZE, sizeof(struct rrdma_shim_blk_status));
+	OFFSET(blk_status__peer, rrdma_shim_blk_status, peer);
+	OFFSET(blk_status__fences, rrdma_shim_blk_status, fences);
+	OFFSET(blk_status__state, rrdma_shim_blk_status, state);
+	OFFSET(blk_status__detached, rrdma_shim_blk_status, detached);
+	DEFINE(RRDMA_SHIM_BLK_UP, RRDMA_SHIM_BLK_UP);
+	DEFINE(RRDMA_SHIM_BLK_RECONNECTING, RRDMA_SHIM_BLK_RECONNECTING);
+	DEFINE(RRDMA_SHIM_BLK_DOWN, RRDMA_SHIM_BLK_DOWN);
+
 	DEFINE(blk_map__SIZE, sizeof(struct rrdma_blk_map));
 	DEFINE(blk_unmap__SIZE, sizeof(struct rrdma_blk_unmap));
 

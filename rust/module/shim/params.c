@@ -139,6 +139,18 @@ void rrdma_shim_reconnect_params(u32 *attempts, u32 *delay_ms,
 	*max_teardowns = READ_ONCE(accept_max_teardowns);
 }
 
+/* ---- rrdma-blk ---- */
+
+static uint blk_loss_timeout_ms = 60000;
+module_param(blk_loss_timeout_ms, uint, 0644);
+MODULE_PARM_DESC(blk_loss_timeout_ms,
+		 "Milliseconds a disk's I/O waits for its connection to come back before it fails (default 60000)");
+
+u32 rrdma_shim_blk_loss_timeout_ms(void)
+{
+	return READ_ONCE(blk_loss_timeout_ms);
+}
+
 /* ---- completions and polling ---- */
 
 static uint sync_poll_us;

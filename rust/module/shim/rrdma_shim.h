@@ -174,6 +174,7 @@ struct page *rrdma_shim_alloc_chunk(unsigned int order);
 void rrdma_shim_free_chunk(struct page *page, unsigned int order);
 struct page *rrdma_shim_nth_page(struct page *page, unsigned long n);
 u64 rrdma_shim_max_region_bytes(void);
+u32 rrdma_shim_blk_loss_timeout_ms(void);
 
 /*
  * Registered user memory (shim/umem.c): pins @npages pages of the caller's
@@ -461,6 +462,27 @@ void rrdma_shim_blk_destroy(struct rrdma_blk *b);
 unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b);
 void rrdma_shim_blk_end(struct request *rq, int status);
 bool rrdma_shim_capable_sys_admin(void);
+
+/* blk_sysfs.c: a disk's /sys/block/rrdmabN/rrdma/ files. */
+#define RRDMA_SHIM_BLK_UP		0	/* connected */
+#define RRDMA_SHIM_BLK_RECONNECTING	1	/* failed, connecting again */
+#define RRDMA_SHIM_BLK_DOWN		2	/* ended for good */
+struct rrdma_shim_blk_status {
+	struct rrdma_shim_addr peer;
+	__u64 fences;
+	__u32 state;	/* RRDMA_SHIM_BLK_UP, _RECONNECTING, _DOWN */
+	__u32 detached;	/* 1: the file that mapped it closed */
+};
+
+struct gendisk;
+struct attribute_group;
+extern const struct attribute_group *rrdma_shim_blk_groups[];
+void *rrdma_shim_blk_owner(struct gendisk *disk);
+/* Rust: process context (a sysfs read); @out is zeroed. */
+void rrdma_rust_blk_status(void *owner, struct rrdma_shim_blk_status *out);
+
+void rrdma_shim_module_get(void);
+void rrdma_shim_module_put(void);
 /* Rust: process context (blk-mq's dispatch of a BLK_MQ_F_BLOCKING queue). */
 int rrdma_rust_blk_queue(void *owner, struct request *rq,
 			 const struct rrdma_shim_blk_io *io);

@@ -6,7 +6,31 @@
 use super::super::errno::{Errno, EAGAIN, ECONNRESET, ENOTCONN};
 use super::State;
 
+/// How a connection looks to an operator (a disk's sysfs `state`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Established (or accepted, its peer already talking).
+    Up,
+    /// Failed after establishment, and connecting again.
+    Reconnecting,
+    /// Not established yet, or ended for good.
+    Down,
+}
+
 impl State {
+    /// The connection's [`Link`]; `again`: it was established before (as
+    /// for [`State::errno`]).
+    pub fn link(&self, again: bool) -> Link {
+        match *self {
+            State::Connected | State::Accepting => Link::Up,
+            State::Closing { retry: true, .. } | State::Waiting { .. } => Link::Reconnecting,
+            State::Resolving | State::RoutePending | State::Connecting if again => {
+                Link::Reconnecting
+            }
+            _ => Link::Down,
+        }
+    }
+
     /// Whether operations may be posted.
     pub fn is_connected(&self) -> bool {
         matches!(self, State::Connected)
@@ -124,6 +148,31 @@ mod tests {
             State::Closed { error: None }.connect_result(),
             Err(ENOTCONN)
         );
+    }
+
+    #[test]
+    fn links_by_state() {
+        let reconnecting = [
+            State::Closing {
+                error: Some(ECONNRESET),
+                retry: true,
+            },
+            State::Waiting { error: ECONNRESET },
+        ];
+        for s in reconnecting {
+            assert_eq!(s.link(true), Link::Reconnecting, "{s:?}");
+        }
+        for s in [State::Resolving, State::RoutePending, State::Connecting] {
+            assert_eq!(s.link(true), Link::Reconnecting, "{s:?}");
+            assert_eq!(s.link(false), Link::Down, "{s:?}");
+        }
+        assert_eq!(State::Connected.link(true), Link::Up);
+        let ended = State::Closing {
+            error: Some(ECONNRESET),
+            retry: false,
+        };
+        assert_eq!(ended.link(true), Link::Down);
+        assert_eq!(State::Closed { error: None }.link(true), Link::Down);
     }
 
     #[test]

@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module's table of rrdma-blk disks ([`Disks`], in the module's
+//! `Context`): BLK_MAP adds a disk at a free index, BLK_UNMAP removes one,
+//! and a closing file hands its disks to the module ([`Owner::Module`]),
+//! which keeps them, with their imports and connections, until unmapped.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::DiskIo;
+use crate::abi::blkdev::{DiskPlan, QUEUE_DEPTH};
+use crate::abi::conn::Event;
+use crate::abi::errno::{EBUSY, ENOENT, ENOSPC};
+use crate::abi::Result;
+use crate::conn::{Conn, Import};
+use crate::ffi::{self, warn_user, BlkShape, ModuleRef};
+use crate::region::Region;
+
+/// The most disks mapped at once.
+const DISKS_MAX: usize = 256;
+
+/// Who keeps a disk.
+enum Owner {
+    /// The file that mapped it (identity only), which is open.
+    File(usize),
+    /// The module, once that file closed: the disk's connection is no
+    /// file's any more, and BLK_UNMAP ends it.
+    Module(ModuleRef),
+}
+
+/// A disk added to the block layer. Field order is drop order: the disk
+/// goes first (waiting for its requests), then what they used.
+struct Mapped {
+    disk: ffi::Disk,
+    /// What the disk's requests use, through its owner pointer.
+    io: Arc<DiskIo>,
+    owner: Owner,
+    /// Which mapping it is: an index is reused, this never.
+    generation: u64,
+}
+
+/// The next mapping's [`Mapped::generation`].
+static GENERATIONS: AtomicU64 = AtomicU64::new(1);
+
+/// A slot of the table.
+enum Slot {
+    Free,
+    /// Being added or removed, outside the table's lock: its index (the
+    /// disk's name) is not free yet.
+    Busy,
+    Mapped(Mapped),
+}
+
+/// The module's disks, by index. A leaf lock, never held across adding
+/// or removing a disk.
+pub(crate) struct Disks {
+    slots: KVec<Slot>,
+}
+
+impl Disks {
+    /// No disks.
+    pub(crate) fn new() -> Self {
+        Self { slots: KVec::new() }
+    }
+
+    /// Reserves a free index: `ENOSPC` past [`DISKS_MAX`].
+    fn reserve(&mut self) -> Result<u32> {
+        if let Some(i) = self.slots.iter().position(|s| matches!(s, Slot::Free)) {
+            self.slots[i] = Slot::Busy;
+            return Ok(i as u32);
+        }
+        if self.slots.len() >= DISKS_MAX {
+            return Err(ENOSPC);
+        }
+        self.slots.push(Slot::Busy, GFP_KERNEL)?;
+        Ok((self.slots.len() - 1) as u32)
+    }
+
+    /// Takes disk `index` out if `take` says so (its slot stays busy);
+    /// `ENOENT` if there is none, `EBUSY` if it is being added or
+    /// removed, `take`'s errno if it refuses.
+    fn take(&mut self, index: u32, take: impl FnOnce(&Mapped) -> Result) -> Result<Mapped> {
+        let slot = self.slots.get_mut(index as usize).ok_or(ENOENT)?;
+        match slot {
+            Slot::Mapped(m) => take(m)?,
+            Slot::Busy => return Err(EBUSY),
+            Slot::Free => return Err(ENOENT),
+        }
+        match core::mem::replace(slot, Slot::Busy) {
+            Slot::Mapped(m) => Ok(m),
+            _ => Err(ENOENT),
+        }
+    }
+}
+
+impl crate::context::Context {
+    /// Adds a disk over `import` of shape `plan`, for the file `owner`;
+    /// returns its index and its generation (see [`Context::blk_undo`]).
+    pub(crate) fn blk_map(
+        &self,
+        owner: usize,
+        import: Arc<Import>,
+        plan: DiskPlan,
+    ) -> Result<(u32, u64)> {
+        let index = self.disks.lock().reserve().inspect_err(|e| {
+            if *e == ENOSPC {
+                warn_user!("BLK_MAP: {} disks already mapped\n", DISKS_MAX);
+            }
+        })?;
+        let mapped = map_disk(index, owner, import, plan);
+        let mut disks = self.disks.lock();
+        match mapped {
+            Ok(m) => {
+                let generation = m.generation;
+                disks.slots[index as usize] = Slot::Mapped(m);
+                Ok((index, generation))
+            }
+            Err(e) => {
+                disks.slots[index as usize] = Slot::Free;
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes disk `index`: `EBUSY` if it is open and not `force`d.
+    /// Returns once its requests have ended.
+    pub(crate) fn blk_unmap(&self, index: u32, force: bool) -> Result {
+        let m = self.disks.lock().take(index, |m| {
+            if !force && m.disk.openers() > 0 {
+                return Err(EBUSY);
+            }
+            Ok(())
+        })?;
+        self.blk_remove(index, m);
+        Ok(())
+    }
+
+    /// Removes disk `index` of generation `generation` if it is still
+    /// there (a BLK_MAP whose answer could not be written; another file
+    /// may have unmapped it, and mapped another at the index since).
+    pub(crate) fn blk_undo(&self, index: u32, generation: u64) {
+        let m = self.disks.lock().take(index, |m| {
+            if m.generation == generation {
+                Ok(())
+            } else {
+                Err(ENOENT)
+            }
+        });
+        if let Ok(m) = m {
+            self.blk_remove(index, m);
+        }
+    }
+
+    /// Hands the disks file `owner` mapped to the module (the file is
+    /// closing): each holds the module from now on, and its connection is
+    /// left up ([`Context::blk_holds`]).
+    pub(crate) fn blk_disown(&self, owner: usize) {
+        for slot in self.disks.lock().slots.iter_mut() {
+            if let Slot::Mapped(m) = slot {
+                if matches!(m.owner, Owner::File(o) if o == owner) {
+                    m.owner = Owner::Module(ModuleRef::take());
+                    m.io.detached.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// Whether a disk the module keeps uses `conn` (a closing file leaves
+    /// it up).
+    pub(crate) fn blk_holds(&self, conn: &Arc<Conn>) -> bool {
+        self.disks.lock().slots.iter().any(|s| {
+            matches!(s, Slot::Mapped(m)
+                if matches!(m.owner, Owner::Module(_)) && Arc::ptr_eq(&m.io.import.conn, conn))
+        })
+    }
+
+    /// Drops disk `m` (no lock held: it waits for its requests), then
+    /// frees its index. A disk the module kept ends its connection, unless
+    /// another such disk still uses it, then lets the module go.
+    fn blk_remove(&self, index: u32, m: Mapped) {
+        let Mapped {
+            disk, io, owner, ..
+        } = m;
+        drop(disk);
+        let conn = io.import.conn.clone();
+        drop(io);
+        self.disks.lock().slots[index as usize] = Slot::Free;
+        if let Owner::Module(module) = owner {
+            if !self.blk_holds(&conn) {
+                Conn::destroy(&conn, Event::UserClose);
+            }
+            drop(module);
+        }
+    }
+}
+
+/// Builds disk `index`: its staging region, then the shim's disk.
+fn map_disk(index: u32, owner: usize, import: Arc<Import>, plan: DiskPlan) -> Result<Mapped> {
+    let staging = Region::new(plan.staging, 0)?;
+    let mut pages = staging.page_ptrs(0, staging.npages())?;
+    // The vector's buffer does not move with it.
+    let pages_ptr = pages.as_mut_ptr();
+    let io = Arc::new(
+        DiskIo {
+            index,
+            import,
+            plan,
+            staging,
+            _pages: pages,
+            fences: AtomicU64::new(0),
+            detached: AtomicBool::new(false),
+            down_since: AtomicU64::new(0),
+        },
+        GFP_KERNEL,
+    )?;
+    let shape = BlkShape {
+        sectors: plan.sectors,
+        block_size: plan.block_size,
+        io_bytes: plan.io_bytes,
+        depth: QUEUE_DEPTH,
+        read_only: u32::from(plan.read_only),
+    };
+    // SAFETY: `io` outlives the disk (`Mapped`'s drop order) and is what
+    // `rrdma_rust_blk_queue` gets; `pages` lists `io.staging`'s pages
+    // (`QUEUE_DEPTH` slots of `io_bytes`, `DiskPlan::new`), kept with it.
+    let disk = unsafe {
+        ffi::Disk::add(
+            core::ptr::from_ref::<DiskIo>(&io).cast(),
+            index,
+            &shape,
+            pages_ptr,
+        )
+    }
+    .inspect_err(|e| warn_user!("BLK_MAP: cannot add rrdmab{}: errno {}\n", index, e.get()))?;
+    Ok(Mapped {
+        disk,
+        io,
+        owner: Owner::File(owner),
+        generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
+    })
+}

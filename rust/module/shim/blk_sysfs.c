@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rrdma-blk's sysfs files, /sys/block/rrdmabN/rrdma/: what an operator
+ * needs to see of a disk the kernel keeps (its mapping process may be
+ * gone).  One value per file; rrdma_rust_blk_status() reads them.
+ *
+ *  peer      the exporter's address (IP:PORT, [IPv6]:PORT)
+ *  state     its connection: connected, reconnecting or down
+ *  detached  1 once the file that mapped it closed (BLK_UNMAP removes it)
+ *  fences    flushes posted as fences on its import (only grows)
+ *
+ * The files go in del_gendisk(), which waits for a reader: the disk's
+ * owner outlives them.
+ */
+
+#include <linux/blkdev.h>
+#include <linux/socket.h>
+#include <linux/sysfs.h>
+
+#include "rrdma_shim.h"
+
+static void rrdma_blk_status_of(struct device *dev,
+				struct rrdma_shim_blk_status *s)
+{
+	memset(s, 0, sizeof(*s));
+	rrdma_rust_blk_status(rrdma_shim_blk_owner(dev_to_disk(dev)), s);
+}
+
+static ssize_t peer_show(struct device *dev, struct device_attribute *attr,
+			 char *buf)
+{
+	struct rrdma_shim_blk_status s;
+
+	rrdma_blk_status_of(dev, &s);
+	if (s.peer.family == AF_INET6)
+		return sysfs_emit(buf, "[%pI6c]:%u\n", s.peer.addr,
+				  s.peer.port);
+	return sysfs_emit(buf, "%pI4:%u\n", s.peer.addr, s.peer.port);
+}
+
+static ssize_t state_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	static const char *const names[] = {
+		[RRDMA_SHIM_BLK_UP] = "connected",
+		[RRDMA_SHIM_BLK_RECONNECTING] = "reconnecting",
+		[RRDMA_SHIM_BLK_DOWN] = "down",
+	};
+	struct rrdma_shim_blk_status s;
+
+	rrdma_blk_status_of(dev, &s);
+	if (s.state >= ARRAY_SIZE(names))
+		return -EIO;
+	return sysfs_emit(buf, "%s\n", names[s.state]);
+}
+
+static ssize_t detached_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	struct rrdma_shim_blk_status s;
+
+	rrdma_blk_status_of(dev, &s);
+	return sysfs_emit(buf, "%u\n", s.detached);
+}
+
+static ssize_t fences_show(struct device *dev, struct device_attribute *attr,
+			   char *buf)
+{
+	struct rrdma_shim_blk_status s;
+
+	rrdma_blk_status_of(dev, &s);
+	return sysfs_emit(buf, "%llu\n", s.fences);
+}
+
+static DEVICE_ATTR_RO(peer);
+static DEVICE_ATTR_RO(state);
+static DEVICE_ATTR_RO(detached);
+static DEVICE_ATTR_RO(fences);
+
+static struct attribute *rrdma_blk_attrs[] = {
+	&dev_attr_peer.attr,
+	&dev_attr_state.attr,
+	&dev_attr_detached.attr,
+	&dev_attr_fences.attr,
+	NULL,
+};
+
+static const struct attribute_group rrdma_blk_group = {
+	.name = "rrdma",
+	.attrs = rrdma_blk_attrs,
+};
+
+const struct attribute_group *rrdma_shim_blk_groups[] = {
+	&rrdma_blk_group,
+	NULL,
+};
