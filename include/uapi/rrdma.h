@@ -625,13 +625,15 @@ struct rrdma_completion {
  * move at least a page (@max_op_blocks of IMPORT): else EINVAL.  Its size
  * is the import's; 256 disks at most (ENOSPC).  An export without
  * RRDMA_ACCESS_WRITE, or RRDMA_BLK_MAP_RO, gives a read-only disk.  The
- * disk holds the import (UNIMPORT of @import leaves it working) and uses
- * its connection; several disks may map one import.  It ends only with
- * RRDMA_IOCTL_BLK_UNMAP (from any file): when the file that mapped it is
- * closed, the kernel keeps the disk with its import and connection, and
- * the module cannot be unloaded until the unmap, which then ends that
- * connection.  /sys/block/rrdmabN/rrdma/ shows its peer, its connection's
- * state, whether it is detached from its file, and its flushes.
+ * disk is the kernel's: it has a connection of its own to the address
+ * @import's connection was made to (EINVAL if a listener accepted that
+ * connection), with reconnect and the module's keepalive, and imports the
+ * same export over it; BLK_MAP waits for both and fails as CONNECT and
+ * IMPORT do.  @import, its connection and this file may then go: the disk
+ * stays until RRDMA_IOCTL_BLK_UNMAP (from any file), which ends its
+ * connection; the module cannot be unloaded meanwhile.  Several disks may
+ * map one import.  /sys/block/rrdmabN/rrdma/ shows its peer, its
+ * connection's state and reconnects, and its flushes.
  *
  * The disk has a volatile write cache: a write completes once sent
  * (RRDMA_OP_F_SENT), a flush (REQ_OP_FLUSH, fsync) once every write
@@ -640,8 +642,10 @@ struct rrdma_completion {
  * writes it covers were lost with a connection.  The exporter's memory is
  * itself volatile: it does not survive the exporter's host.  A read or
  * write whose connection fails under it is posted again once the
- * connection is back (RRDMA_CONNECT_RECONNECT), and fails if it is
- * closed; an I/O also fails when the export is revoked.  Discard and
+ * connection is back; while it is down, I/O waits up to the module
+ * parameter blk_loss_timeout_ms, then fails until it is back, and fails
+ * at once after the connection gave up; an I/O also fails when the export
+ * is revoked.  Discard and
  * write-zeroes are not supported.
  */
 struct rrdma_blk_map {

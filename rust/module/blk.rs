@@ -11,14 +11,11 @@
 //! volatile write cache), a FUA write once placed, a flush is a fence.
 //! The exporter does no work per I/O.
 //!
-//! The module's table of disks ([`Disks`]) gives each its index, and is
-//! how BLK_UNMAP and a closing file find theirs. A disk outlives the file
-//! that mapped it, as nvme-rdma's and RNBD's do: when that file closes,
-//! the disk keeps its import and connection (which reconnects if it was
-//! made to) and holds the module, until BLK_UNMAP removes it and ends the
-//! connection.
+//! A disk is no file's: it has a connection and an import of its own
+//! (`own.rs`), which reconnects, and holds the module until BLK_UNMAP
+//! removes it (`disks.rs`, the module's table of disks, by index).
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -32,8 +29,10 @@ use crate::ffi::{self, warn_user, BlkIo, BlkRequest, BlkStatus};
 use crate::region::Region;
 
 mod disks;
+mod own;
 
 pub(crate) use disks::Disks;
+pub(crate) use own::own_import;
 
 /// What a disk's requests need: shared by the shim's queue calls, which
 /// see it through the disk's owner pointer.
@@ -48,11 +47,12 @@ pub(crate) struct DiskIo {
     _pages: KVVec<*mut c_void>,
     /// Flushes posted as fences (sysfs `fences`: only grows).
     fences: AtomicU64,
-    /// Whether the file that mapped it closed (sysfs `detached`).
-    detached: AtomicBool,
     /// When a request first found the connection down, in jiffies (0: it
     /// is up): the start of the loss timeout.
     down_since: AtomicU64,
+    /// The connection's reconnect count then: a later outage (the
+    /// connection came back while the disk was idle) starts a new clock.
+    down_epoch: AtomicU64,
 }
 
 // SAFETY: `_pages` holds pointers to pages `staging` owns, only read (by
@@ -62,6 +62,27 @@ unsafe impl Send for DiskIo {}
 unsafe impl Sync for DiskIo {}
 
 impl DiskIo {
+    /// A disk's I/O state: `staging` and its `pages` hold its requests'
+    /// bytes.
+    fn new(
+        index: u32,
+        import: Arc<Import>,
+        plan: DiskPlan,
+        staging: Arc<Region>,
+        pages: KVVec<*mut c_void>,
+    ) -> Self {
+        Self {
+            index,
+            import,
+            plan,
+            staging,
+            _pages: pages,
+            fences: AtomicU64::new(0),
+            down_since: AtomicU64::new(0),
+            down_epoch: AtomicU64::new(0),
+        }
+    }
+
     /// Posts one request (the shim's queue call): `EAGAIN` when the
     /// connection has no room now, another errno when it cannot be done.
     ///
@@ -115,14 +136,15 @@ impl DiskIo {
     /// module parameter `blk_loss_timeout_ms`, then `EIO`, until it is back.
     fn wait_or_fail(&self) -> Result {
         let now = ffi::jiffies().max(1);
-        let since =
-            match self
-                .down_since
-                .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => now,
-                Err(since) => since,
-            };
+        let epoch = self.import.conn.reconnects();
+        let mut since = self.down_since.load(Ordering::Relaxed);
+        if since == 0 || self.down_epoch.load(Ordering::Relaxed) != epoch {
+            // A new outage (racing requests may both start it: the same
+            // clock, give or take a tick).
+            self.down_epoch.store(epoch, Ordering::Relaxed);
+            self.down_since.store(now, Ordering::Relaxed);
+            since = now;
+        }
         let waited = ffi::jiffies_to_msecs(now.wrapping_sub(since));
         let limit = ffi::blk_loss_timeout_ms();
         if waited < limit {
@@ -221,5 +243,5 @@ unsafe extern "C" fn rrdma_rust_blk_status(owner: *mut c_void, out: *mut BlkStat
         Link::Reconnecting => ffi::BLK_RECONNECTING,
         Link::Down => ffi::BLK_DOWN,
     };
-    out.detached = u32::from(disk.detached.load(Ordering::Relaxed));
+    out.reconnects = disk.import.conn.reconnects();
 }

@@ -36,8 +36,9 @@ use crate::work::FabricWork;
 pub(crate) struct Shared {
     /// Module-wide state (devices).
     pub(crate) context: Arc<Context>,
-    /// The file's wait queue, woken for each completion.
-    waitq: FileWaitq,
+    /// The file's wait queue, woken for each completion (`None`: the
+    /// connection of a disk, which no file has and nothing reads).
+    waitq: Option<FileWaitq>,
     /// Completions of asynchronous operations. A softirq-safe spinlock:
     /// completions push into it where they are handled. Order: after a
     /// path's lock (a completion batch) or alone; before
@@ -66,8 +67,9 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// State for a file whose wait queue is `waitq`.
-    pub(crate) fn new(context: Arc<Context>, waitq: FileWaitq) -> Result<Arc<Self>> {
+    /// State for a file whose wait queue is `waitq`, or (`None`) for the
+    /// connection a disk owns (see `blk/own.rs`).
+    pub(crate) fn new(context: Arc<Context>, waitq: Option<FileWaitq>) -> Result<Arc<Self>> {
         let ring = Ring::new()?;
         Arc::pin_init(
             pin_init!(Self {
@@ -98,13 +100,15 @@ impl Shared {
             }
         }
         if n > 0 {
-            self.waitq.wake();
+            self.wake_readers();
         }
     }
 
     /// Wakes readers (completions were queued under the ring's lock).
     pub(crate) fn wake_readers(&self) {
-        self.waitq.wake();
+        if let Some(w) = &self.waitq {
+            w.wake();
+        }
     }
 
     /// Adds a connection to the registry.

@@ -9,20 +9,15 @@ use rrdma::Rrdma;
 use crate::transfer::{self, Target};
 
 /// Maps `t`'s export as `/dev/rrdmabN` and prints the path. The disk
-/// outlives this command: the kernel keeps it, with its connection, until
-/// `rrdma unmap N`.
+/// outlives this command: the kernel gives it a connection of its own,
+/// which reconnects, until `rrdma unmap N`.
 pub fn map(dev: &Rrdma, t: &Target, read_only: bool) -> io::Result<()> {
-    let (conn, import) = transfer::open(dev, t)?;
+    let (_conn, import) = transfer::open(dev, t)?;
     let index = dev
         .blk_map(&import, read_only)
         .map_err(|e| io::Error::new(e.kind(), format!("BLK_MAP: {e}")))?;
     println!("/dev/rrdmab{index}");
-    io::stdout().flush()?;
-    // Not DISCONNECT and UNIMPORT, which would fail the disk's I/O: the
-    // file's close hands both to the disk.
-    std::mem::forget(import);
-    std::mem::forget(conn);
-    Ok(())
+    io::stdout().flush()
 }
 
 /// Removes `/dev/rrdmabN`.

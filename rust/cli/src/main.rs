@@ -133,7 +133,8 @@ enum Command {
         json: bool,
     },
     /// Map a peer's export as a block device /dev/rrdmabN (root); it
-    /// stays, with its connection (which reconnects), until `rrdma unmap N`.
+    /// stays, with a connection of its own (which reconnects), until
+    /// `rrdma unmap N`.
     Map {
         #[command(flatten)]
         target: TargetArgs,
@@ -371,12 +372,7 @@ fn run(cli: Cli) -> std::io::Result<()> {
                 ));
             }
         }
-        Command::Map { target, ro } => {
-            // A disk's connection reconnects (its I/O waits meanwhile).
-            let mut t = target.target();
-            t.reconnect = true;
-            disk::map(&dev, &t, ro)?
-        }
+        Command::Map { target, ro } => disk::map(&dev, &target.target(), ro)?,
         Command::Unmap { index, force } => disk::unmap(&dev, index, force)?,
         Command::Bench {
             target,

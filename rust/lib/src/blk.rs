@@ -17,10 +17,11 @@ impl Rrdma {
         Ok(BlkMap::decode(&b))
     }
 
-    /// Maps `import` as a disk; returns N of `/dev/rrdmabN`. The disk
-    /// lives until [`Rrdma::blk_unmap`] (from any process): when this file
-    /// is closed, the kernel keeps the disk with its import and connection.
-    /// Disconnecting that connection first fails the disk's I/O.
+    /// Maps `import` as a disk; returns N of `/dev/rrdmabN`. The kernel
+    /// imports the same export again over a connection of the disk's own
+    /// (to the peer `import`'s connection was made to, with reconnect):
+    /// the disk lives until [`Rrdma::blk_unmap`], from any process,
+    /// whatever becomes of `import`, its connection or this file.
     pub fn blk_map(&self, import: &RemoteRegion<'_>, read_only: bool) -> io::Result<u32> {
         let out = self.blk_map_raw(&BlkMap {
             import: import.handle(),

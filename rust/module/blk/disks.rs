@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The module's table of rrdma-blk disks ([`Disks`], in the module's
-//! `Context`): BLK_MAP adds a disk at a free index, BLK_UNMAP removes one,
-//! and a closing file hands its disks to the module ([`Owner::Module`]),
-//! which keeps them, with their imports and connections, until unmapped.
+//! `Context`): BLK_MAP adds a disk at a free index, BLK_UNMAP removes one.
+//! A disk is no file's: it has its own connection (`own.rs`) and holds
+//! the module until unmapped.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
@@ -21,22 +21,14 @@ use crate::region::Region;
 /// The most disks mapped at once.
 const DISKS_MAX: usize = 256;
 
-/// Who keeps a disk.
-enum Owner {
-    /// The file that mapped it (identity only), which is open.
-    File(usize),
-    /// The module, once that file closed: the disk's connection is no
-    /// file's any more, and BLK_UNMAP ends it.
-    Module(ModuleRef),
-}
-
 /// A disk added to the block layer. Field order is drop order: the disk
 /// goes first (waiting for its requests), then what they used.
 struct Mapped {
     disk: ffi::Disk,
     /// What the disk's requests use, through its owner pointer.
     io: Arc<DiskIo>,
-    owner: Owner,
+    /// Held while the disk exists: `rmmod` is refused.
+    module: ModuleRef,
     /// Which mapping it is: an index is reused, this never.
     generation: u64,
 }
@@ -96,29 +88,30 @@ impl Disks {
 }
 
 impl crate::context::Context {
-    /// Adds a disk over `import` of shape `plan`, for the file `owner`;
-    /// returns its index and its generation (see [`Context::blk_undo`]).
-    pub(crate) fn blk_map(
-        &self,
-        owner: usize,
-        import: Arc<Import>,
-        plan: DiskPlan,
-    ) -> Result<(u32, u64)> {
-        let index = self.disks.lock().reserve().inspect_err(|e| {
-            if *e == ENOSPC {
-                warn_user!("BLK_MAP: {} disks already mapped\n", DISKS_MAX);
+    /// Adds a disk of shape `plan` over `import`, an import of the disk's
+    /// own connection, which ends if the disk cannot be added; returns its
+    /// index and its generation (see [`Context::blk_undo`]).
+    pub(crate) fn blk_map(&self, import: Arc<Import>, plan: DiskPlan) -> Result<(u32, u64)> {
+        let conn = import.conn.clone();
+        let reserved = self.disks.lock().reserve();
+        let mapped = reserved.and_then(|index| {
+            let m = map_disk(index, import, plan);
+            if m.is_err() {
+                self.disks.lock().slots[index as usize] = Slot::Free;
             }
-        })?;
-        let mapped = map_disk(index, owner, import, plan);
-        let mut disks = self.disks.lock();
+            m.map(|m| (index, m))
+        });
         match mapped {
-            Ok(m) => {
+            Ok((index, m)) => {
                 let generation = m.generation;
-                disks.slots[index as usize] = Slot::Mapped(m);
+                self.disks.lock().slots[index as usize] = Slot::Mapped(m);
                 Ok((index, generation))
             }
             Err(e) => {
-                disks.slots[index as usize] = Slot::Free;
+                if e == ENOSPC {
+                    warn_user!("BLK_MAP: {} disks already mapped\n", DISKS_MAX);
+                }
+                Conn::destroy(&conn, Event::UserClose);
                 Err(e)
             }
         }
@@ -153,68 +146,28 @@ impl crate::context::Context {
         }
     }
 
-    /// Hands the disks file `owner` mapped to the module (the file is
-    /// closing): each holds the module from now on, and its connection is
-    /// left up ([`Context::blk_holds`]).
-    pub(crate) fn blk_disown(&self, owner: usize) {
-        for slot in self.disks.lock().slots.iter_mut() {
-            if let Slot::Mapped(m) = slot {
-                if matches!(m.owner, Owner::File(o) if o == owner) {
-                    m.owner = Owner::Module(ModuleRef::take());
-                    m.io.detached.store(true, Ordering::Relaxed);
-                }
-            }
-        }
-    }
-
-    /// Whether a disk the module keeps uses `conn` (a closing file leaves
-    /// it up).
-    pub(crate) fn blk_holds(&self, conn: &Arc<Conn>) -> bool {
-        self.disks.lock().slots.iter().any(|s| {
-            matches!(s, Slot::Mapped(m)
-                if matches!(m.owner, Owner::Module(_)) && Arc::ptr_eq(&m.io.import.conn, conn))
-        })
-    }
-
-    /// Drops disk `m` (no lock held: it waits for its requests), then
-    /// frees its index. A disk the module kept ends its connection, unless
-    /// another such disk still uses it, then lets the module go.
+    /// Drops disk `m` (no lock held: it waits for its requests), frees
+    /// its index, ends its connection, then lets the module go.
     fn blk_remove(&self, index: u32, m: Mapped) {
         let Mapped {
-            disk, io, owner, ..
+            disk, io, module, ..
         } = m;
         drop(disk);
         let conn = io.import.conn.clone();
         drop(io);
         self.disks.lock().slots[index as usize] = Slot::Free;
-        if let Owner::Module(module) = owner {
-            if !self.blk_holds(&conn) {
-                Conn::destroy(&conn, Event::UserClose);
-            }
-            drop(module);
-        }
+        Conn::destroy(&conn, Event::UserClose);
+        drop(module);
     }
 }
 
 /// Builds disk `index`: its staging region, then the shim's disk.
-fn map_disk(index: u32, owner: usize, import: Arc<Import>, plan: DiskPlan) -> Result<Mapped> {
+fn map_disk(index: u32, import: Arc<Import>, plan: DiskPlan) -> Result<Mapped> {
     let staging = Region::new(plan.staging, 0)?;
     let mut pages = staging.page_ptrs(0, staging.npages())?;
     // The vector's buffer does not move with it.
     let pages_ptr = pages.as_mut_ptr();
-    let io = Arc::new(
-        DiskIo {
-            index,
-            import,
-            plan,
-            staging,
-            _pages: pages,
-            fences: AtomicU64::new(0),
-            detached: AtomicBool::new(false),
-            down_since: AtomicU64::new(0),
-        },
-        GFP_KERNEL,
-    )?;
+    let io = Arc::new(DiskIo::new(index, import, plan, staging, pages), GFP_KERNEL)?;
     let shape = BlkShape {
         sectors: plan.sectors,
         block_size: plan.block_size,
@@ -237,7 +190,7 @@ fn map_disk(index: u32, owner: usize, import: Arc<Import>, plan: DiskPlan) -> Re
     Ok(Mapped {
         disk,
         io,
-        owner: Owner::File(owner),
+        module: ModuleRef::take(),
         generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
     })
 }

@@ -304,6 +304,17 @@ impl Import {
     pub(super) fn entry(&self) -> u64 {
         self.entry
     }
+
+    /// The export token it was imported with.
+    pub(crate) fn token(&self) -> Option<u64> {
+        self.conn
+            .inner
+            .lock()
+            .imports
+            .tree
+            .get(&self.entry)
+            .map(|e| e.token)
+    }
 }
 
 impl Drop for Import {

@@ -414,6 +414,18 @@ impl Conn {
         self.inner.lock().peer
     }
 
+    /// The address this side connected to (`None`: a connection a
+    /// listener accepted, whose peer's port is no listener's).
+    pub(crate) fn dialed(&self) -> Option<ShimAddr> {
+        self.active.then(|| self.peer())
+    }
+
+    /// Reconnects of the connections of its file (or of its disk) that
+    /// succeeded.
+    pub(crate) fn reconnects(&self) -> u64 {
+        self.shared.reconnect.reconnects()
+    }
+
     /// How the connection looks to an operator.
     pub(crate) fn link(&self) -> crate::abi::conn::Link {
         let g = self.inner.lock();

@@ -113,6 +113,11 @@ impl ReconnectCounts {
         true
     }
 
+    /// Reconnects that succeeded (only grows).
+    pub(crate) fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
+    }
+
     /// The fdinfo lines.
     pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 6] {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);

@@ -85,12 +85,14 @@ impl Conn {
         let mut left = deadline(timeout_ms);
         let waited = {
             let mut g = this.inner.lock();
+            // Established once is enough (with reconnect it may have
+            // failed and be attempting again by the time this wakes).
             wait_until(&this.cv, &mut g, &mut left, |i| {
-                i.state.is_connected() || i.state.is_finished()
+                i.state.is_connected() || i.state.is_finished() || i.was_established()
             })
-            .map(|()| g.state)
+            .map(|()| g.state.connect_result(g.was_established()))
         };
-        match waited.map(|s| s.connect_result()) {
+        match waited {
             Ok(Ok(())) => Ok(this),
             Ok(Err(e)) => {
                 Self::destroy(&this, Event::UserClose);

@@ -35,8 +35,9 @@ pub(crate) struct BlkIo {
 pub(crate) struct BlkStatus {
     pub(crate) peer: super::ShimAddr,
     pub(crate) fences: u64,
+    pub(crate) reconnects: u64,
     pub(crate) state: u32,
-    pub(crate) detached: u32,
+    pub(crate) pad: u32,
 }
 
 /// `RRDMA_SHIM_BLK_UP`: the disk's connection is up.

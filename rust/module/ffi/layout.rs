@@ -122,8 +122,9 @@ same_layout!(BlkShape, blk_shape__SIZE, {
 same_layout!(BlkStatus, blk_status__SIZE, {
     peer: blk_status__peer,
     fences: blk_status__fences,
+    reconnects: blk_status__reconnects,
     state: blk_status__state,
-    detached: blk_status__detached,
+    pad: blk_status__pad,
 });
 
 same_layout!(BlkIo, blk_io__SIZE, {

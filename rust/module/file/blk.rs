@@ -4,9 +4,12 @@
 //! work).
 
 use crate::abi::blkdev::{BlkMap, BlkUnmap, DiskPlan, BLK_UNMAP_FORCE};
+use crate::abi::conn::Event;
 use crate::abi::errno::{EINVAL, EPERM};
 use crate::abi::ioctl::Decoded;
 use crate::abi::Result;
+use crate::blk;
+use crate::conn::{Conn, Import};
 use crate::ffi::{self, warn_user};
 use crate::uarg;
 
@@ -21,36 +24,41 @@ fn sys_admin(what: &str) -> Result {
     Err(EPERM)
 }
 
-impl FileState {
-    /// The identity a file's disks carry, so that its close removes them.
-    pub(super) fn blk_owner(&self) -> usize {
-        core::ptr::from_ref(self) as usize
-    }
+/// The shape of a disk over `import` that `req` asks for.
+fn plan(import: &Import, req: &BlkMap) -> Result<DiskPlan> {
+    DiskPlan::new(
+        &import.geometry,
+        import.writable,
+        import.max_op_blocks,
+        ffi::page_size(),
+        req.flags,
+        req.reserved,
+    )
+    .inspect_err(|e| {
+        warn_user!(
+            "BLK_MAP: import of block size {} (512 up to the page size), {} blocks per operation, flags {:#x}, reserved {:#x}: errno {}\n",
+            import.geometry.block_size(),
+            import.max_op_blocks,
+            req.flags,
+            req.reserved,
+            e.get()
+        );
+    })
+}
 
+impl FileState {
     pub(super) fn blk_map(&self, arg: u64, d: &Decoded) -> Result {
         let mut req = BlkMap::decode(&uarg::read::<{ BlkMap::SIZE }>(arg, d)?);
         sys_admin("BLK_MAP")?;
         let import = self.objects.lock().import(req.import)?;
-        let plan = DiskPlan::new(
-            &import.geometry,
-            import.writable,
-            import.max_op_blocks,
-            ffi::page_size(),
-            req.flags,
-            req.reserved,
-        )
-        .inspect_err(|e| {
-            warn_user!(
-                "BLK_MAP: import of block size {} (512 up to the page size), {} blocks per operation, flags {:#x}, reserved {:#x}: errno {}\n",
-                import.geometry.block_size(),
-                import.max_op_blocks,
-                req.flags,
-                req.reserved,
-                e.get()
-            );
-        })?;
+        // Checked on the caller's import first: a bad map fails before a
+        // connection is made.
+        plan(&import, &req)?;
         uarg::write(arg, d, &req.encode())?;
-        let (index, generation) = self.context.blk_map(self.blk_owner(), import, plan)?;
+        // The disk's own connection and import, and its shape from them.
+        let own = blk::own_import(&self.context, &import)?;
+        let plan = plan(&own, &req).inspect_err(|_| Conn::destroy(&own.conn, Event::UserClose))?;
+        let (index, generation) = self.context.blk_map(own, plan)?;
         req.index = index;
         // The caller cannot learn the disk's name: it goes again.
         uarg::write(arg, d, &req.encode()).inspect_err(|_| {

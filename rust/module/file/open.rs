@@ -19,7 +19,7 @@ impl FileState {
     /// The state of a file being opened; `waitq` is the file's wait queue
     /// (valid until its release returns).
     pub(crate) fn open(context: Arc<Context>, waitq: FileWaitq) -> Result<Arc<Self>> {
-        let shared = Shared::new(context.clone(), waitq)?;
+        let shared = Shared::new(context.clone(), Some(waitq))?;
         Arc::pin_init(
             pin_init!(FileState {
                 context,
@@ -31,12 +31,10 @@ impl FileState {
         .map_err(Into::into)
     }
 
-    /// The file is closed: every object of the file dies with it, but for
-    /// the disks it mapped and the imports and connections they use.
+    /// The file is closed: every object of the file dies with it.
     pub(crate) fn release(self: Arc<Self>) {
-        // Its disks go on without it: the module keeps them, and the
-        // connections they use stay up.
-        self.context.blk_disown(self.blk_owner());
+        // Its disks are not its: each has a connection of its own, which
+        // BLK_UNMAP ends.
         // Listeners first (no new connections), then every connection:
         // their operations complete with errors and their QPs are drained.
         // The table is taken out whole (no allocation that could fail) and
@@ -52,17 +50,12 @@ impl FileState {
         drop(objects);
         // `destroy` returns once the connection is torn down (waiting for a
         // teardown another path started), which unregisters it.
-        // A connection a disk the module now keeps uses is skipped (looked
-        // up outside `Shared::conns`, which takes no other lock).
-        let mut i = 0;
         loop {
-            let conn = self.shared.conns.lock().get(i).cloned();
+            let conn = self.shared.conns.lock().iter().next().cloned();
             match conn {
-                Some(c) if self.context.blk_holds(&c) => i += 1,
                 Some(c) => {
                     Conn::destroy(&c, Event::UserClose);
                     self.shared.unregister(&c);
-                    i = 0;
                 }
                 None => break,
             }

@@ -4,10 +4,10 @@
  * needs to see of a disk the kernel keeps (its mapping process may be
  * gone).  One value per file; rrdma_rust_blk_status() reads them.
  *
- *  peer      the exporter's address (IP:PORT, [IPv6]:PORT)
- *  state     its connection: connected, reconnecting or down
- *  detached  1 once the file that mapped it closed (BLK_UNMAP removes it)
- *  fences    flushes posted as fences on its import (only grows)
+ *  peer        the exporter's address (IP:PORT, [IPv6]:PORT)
+ *  state       its connection: connected, reconnecting or down
+ *  reconnects  times its connection came back (only grows)
+ *  fences      flushes posted as fences on its import (only grows)
  *
  * The files go in del_gendisk(), which waits for a reader: the disk's
  * owner outlives them.
@@ -54,13 +54,13 @@ static ssize_t state_show(struct device *dev, struct device_attribute *attr,
 	return sysfs_emit(buf, "%s\n", names[s.state]);
 }
 
-static ssize_t detached_show(struct device *dev,
-			     struct device_attribute *attr, char *buf)
+static ssize_t reconnects_show(struct device *dev,
+			       struct device_attribute *attr, char *buf)
 {
 	struct rrdma_shim_blk_status s;
 
 	rrdma_blk_status_of(dev, &s);
-	return sysfs_emit(buf, "%u\n", s.detached);
+	return sysfs_emit(buf, "%llu\n", s.reconnects);
 }
 
 static ssize_t fences_show(struct device *dev, struct device_attribute *attr,
@@ -74,13 +74,13 @@ static ssize_t fences_show(struct device *dev, struct device_attribute *attr,
 
 static DEVICE_ATTR_RO(peer);
 static DEVICE_ATTR_RO(state);
-static DEVICE_ATTR_RO(detached);
+static DEVICE_ATTR_RO(reconnects);
 static DEVICE_ATTR_RO(fences);
 
 static struct attribute *rrdma_blk_attrs[] = {
 	&dev_attr_peer.attr,
 	&dev_attr_state.attr,
-	&dev_attr_detached.attr,
+	&dev_attr_reconnects.attr,
 	&dev_attr_fences.attr,
 	NULL,
 };

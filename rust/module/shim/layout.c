@@ -172,8 +172,9 @@ int main(void)
 	DEFINE(blk_status__SIZE, sizeof(struct rrdma_shim_blk_status));
 	OFFSET(blk_status__peer, rrdma_shim_blk_status, peer);
 	OFFSET(blk_status__fences, rrdma_shim_blk_status, fences);
+	OFFSET(blk_status__reconnects, rrdma_shim_blk_status, reconnects);
 	OFFSET(blk_status__state, rrdma_shim_blk_status, state);
-	OFFSET(blk_status__detached, rrdma_shim_blk_status, detached);
+	OFFSET(blk_status__pad, rrdma_shim_blk_status, pad);
 	DEFINE(RRDMA_SHIM_BLK_UP, RRDMA_SHIM_BLK_UP);
 	DEFINE(RRDMA_SHIM_BLK_RECONNECTING, RRDMA_SHIM_BLK_RECONNECTING);
 	DEFINE(RRDMA_SHIM_BLK_DOWN, RRDMA_SHIM_BLK_DOWN);

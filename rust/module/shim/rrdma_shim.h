@@ -470,8 +470,9 @@ bool rrdma_shim_capable_sys_admin(void);
 struct rrdma_shim_blk_status {
 	struct rrdma_shim_addr peer;
 	__u64 fences;
+	__u64 reconnects;
 	__u32 state;	/* RRDMA_SHIM_BLK_UP, _RECONNECTING, _DOWN */
-	__u32 detached;	/* 1: the file that mapped it closed */
+	__u32 pad;
 };
 
 struct gendisk;

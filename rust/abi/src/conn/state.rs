@@ -79,16 +79,16 @@ impl State {
         }
     }
 
-    /// What CONNECT returns when its wait for this state ends: the
-    /// connection if it is up, or if it was up and already reconnects (it
-    /// failed after establishment, before the caller woke; a reconnect is
-    /// what it asked for); else the errno of its failure (never `EAGAIN`:
-    /// a first attempt does not retry).
-    pub fn connect_result(&self) -> Result<(), Errno> {
-        if self.is_connected() || self.is_waiting() {
-            Ok(())
-        } else {
-            Err(self.errno(false))
+    /// What CONNECT returns when its wait ends in this state:
+    /// `established`, the connection was up once. The connection if it is
+    /// up, or if it was up and already reconnects (it failed before the
+    /// caller woke, even attempted again; a reconnect is what it asked
+    /// for); else the errno of its failure (never `EAGAIN`: a first attempt
+    /// does not retry).
+    pub fn connect_result(&self, established: bool) -> Result<(), Errno> {
+        match self.link(established) {
+            Link::Up | Link::Reconnecting => Ok(()),
+            Link::Down => Err(self.errno(false)),
         }
     }
 
@@ -126,14 +126,18 @@ mod tests {
             State::Waiting { error: ECONNRESET },
         ];
         for s in failed_after_up {
-            assert_eq!(s.connect_result(), Ok(()), "{s:?}");
+            assert_eq!(s.connect_result(true), Ok(()), "{s:?}");
         }
-        assert_eq!(State::Connected.connect_result(), Ok(()));
+        // Woken late: the first reconnect attempt is under way.
+        for s in [State::Resolving, State::RoutePending, State::Connecting] {
+            assert_eq!(s.connect_result(true), Ok(()), "{s:?}");
+        }
+        assert_eq!(State::Connected.connect_result(false), Ok(()));
         assert_eq!(
             State::Closed {
                 error: Some(ECONNREFUSED)
             }
-            .connect_result(),
+            .connect_result(false),
             Err(ECONNREFUSED)
         );
         assert_eq!(
@@ -141,11 +145,11 @@ mod tests {
                 error: Some(ECONNRESET),
                 retry: false
             }
-            .connect_result(),
+            .connect_result(true),
             Err(ECONNRESET)
         );
         assert_eq!(
-            State::Closed { error: None }.connect_result(),
+            State::Closed { error: None }.connect_result(false),
             Err(ENOTCONN)
         );
     }

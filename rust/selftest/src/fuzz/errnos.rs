@@ -246,12 +246,22 @@ const TABLE: &[Entry] = &[
         groups: &[FRAMING, HANDLE, OP, CLOSED, COMPLETION, WAIT],
     },
     // rrdma.h BLK_MAP: no CAP_SYS_ADMIN EPERM; an unknown import ENOENT;
-    // flags, reserved or an import the disk cannot have EINVAL; 256 disks
-    // ENOSPC; the staging region over RLIMIT_MEMLOCK ENOMEM, a fatal
-    // signal while it is allocated EINTR.
+    // flags, reserved, an import the disk cannot have or one over an
+    // accepted connection EINVAL; 256 disks ENOSPC; the staging region
+    // over RLIMIT_MEMLOCK ENOMEM, a fatal signal while it is allocated
+    // EINTR; the disk's own connection and import: CONNECT's and IMPORT's.
     Entry {
         call: "BLK_MAP",
-        groups: &[FRAMING, HANDLE, &[EPERM, ENOMEM, EINTR], FULL],
+        groups: &[
+            FRAMING,
+            HANDLE,
+            &[EPERM, ENOMEM, EINTR, ETIMEDOUT, EAGAIN],
+            FULL,
+            CONNECT,
+            PEER_REJECT,
+            CLOSED,
+            WAIT,
+        ],
     },
     // rrdma.h BLK_UNMAP: EPERM; no such disk ENOENT; open, or being mapped
     // or unmapped, EBUSY; unknown flags EINVAL.
