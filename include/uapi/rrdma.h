@@ -347,8 +347,8 @@ struct rrdma_accept {
  * reconnect_max_delay_ms (default 10000), half of it random, at most
  * reconnect_attempts times (default 10) in a row; each attempt has
  * @timeout_ms. CONNECT itself succeeds once the connection is
- * established, even if it fails again before CONNECT returns (it then
- * reconnects). Meanwhile the handle stays valid: operations in flight at
+ * established, even if it fails again before CONNECT returns, as long as
+ * it is reconnecting then. Meanwhile the handle stays valid: operations in flight at
  * the failure complete with ECONNRESET (a WRITE among them may or may not
  * have landed, but never lands after the connection is back: the exporter,
  * protocol version 4, ends the old connection before it accepts the new

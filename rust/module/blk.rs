@@ -84,7 +84,9 @@ impl DiskIo {
     }
 
     /// Posts one request (the shim's queue call): `EAGAIN` when the
-    /// connection has no room now, another errno when it cannot be done.
+    /// connection has no room now, or is down and the loss timeout has not
+    /// passed ([`Self::wait_or_fail`]), another errno when it cannot be
+    /// done.
     ///
     /// Every operation goes on the connection's first queue pair: a read
     /// after a write that completed once sent then finds its bytes.
@@ -132,8 +134,9 @@ impl DiskIo {
     }
 
     /// A request found the connection down: `EAGAIN` (the block layer
-    /// runs it again shortly) until the connection has been down for the
-    /// module parameter `blk_loss_timeout_ms`, then `EIO`, until it is back.
+    /// runs it again shortly) until the disk's requests have found it down
+    /// for the module parameter `blk_loss_timeout_ms` (counted from the
+    /// first that did, since it was last up), then `EIO`, until it is back.
     fn wait_or_fail(&self) -> Result {
         let now = ffi::jiffies().max(1);
         let epoch = self.import.conn.reconnects();

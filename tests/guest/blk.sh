@@ -15,6 +15,8 @@
 #  - the disk outlives the map command, on a connection of its own (sysfs
 #    rrdma/peer, state, reconnects); it holds the module (rmmod refused),
 #    and BLK_UNMAP removes it with its connection;
+#  - this guest's RDMA device removed and added again: the disk's
+#    connection comes back, and its I/O goes on;
 #  - the exporter dies (its serve killed): the disk's I/O fails after the
 #    loss timeout (blk_loss_timeout_ms), sysfs says reconnecting, and the
 #    disk unmaps;
@@ -189,6 +191,29 @@ kept_disk() {
 	[ "$left" -lt "$qps" ] || { echo "the connection stayed"; return 1; }
 }
 
+# This guest's RDMA device removed and added again under the disk: its
+# connection comes back (sysfs reconnects 1, state connected), and a
+# direct round trip through the disk is bit-exact.
+device_comes_back() {
+	d=/sys/block/rrdmab0/rrdma
+	rdma link del $dev || return 1
+	sleep 1
+	rdma link add $dev type $prov netdev eth0 || return 1
+	wait_active $dev || { echo "$dev not active again"; return 1; }
+	i=0
+	until [ "$(cat $d/state)" = connected ] && [ "$(cat $d/reconnects)" -ge 1 ]; do
+		[ $i -ge 150 ] && break
+		sleep 0.2
+		i=$((i + 1))
+	done
+	echo "state $(cat $d/state), reconnects $(cat $d/reconnects)"
+	[ "$(cat $d/state)" = connected ] && [ "$(cat $d/reconnects)" -ge 1 ] || return 1
+	dd if=/dev/urandom of=/tmp/pat3 bs=64k count=16 2>/dev/null
+	dd if=/tmp/pat3 of=$disk bs=64k oflag=direct conv=fsync 2>/dev/null || { echo "write failed"; return 1; }
+	dd if=$disk of=/tmp/back3 bs=64k count=16 iflag=direct 2>/dev/null || { echo "read failed"; return 1; }
+	cmp /tmp/pat3 /tmp/back3
+}
+
 # The exporter dies (guest a's serve killed: its exports are not revoked,
 # its connections just end): a read waits for the connection for the
 # loss timeout (2 s here), then fails; the disk shows reconnecting and
@@ -255,6 +280,8 @@ else
 	check_fails "blk $prov: unmap of no disk fails" rrdma unmap 7
 	tap "blk $prov" rrdma-selftest blk $RRDMA_PEER
 	map rw
+	check "blk $prov: $dev removed and added again: the disk reconnects, a round trip is exact" \
+		device_comes_back
 	check "blk $prov: the exporter dies: I/O fails after the loss timeout; the disk unmaps" \
 		peer_gone
 fi

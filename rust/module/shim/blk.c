@@ -263,9 +263,8 @@ bool rrdma_shim_capable_sys_admin(void)
 }
 
 /*
- * A disk whose mapping file closed holds the module: rmmod is refused
- * until BLK_UNMAP removes it.  Taken from a file's release, so the module
- * is live.
+ * A disk holds the module: rmmod is refused until BLK_UNMAP removes it.
+ * Taken in BLK_MAP, so the module is live.
  */
 void rrdma_shim_module_get(void)
 {

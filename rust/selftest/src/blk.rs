@@ -4,9 +4,9 @@
 //! disk's own file, against `rrdma serve` on PEER:
 //! - refusals of BLK_MAP and BLK_UNMAP: flags, reserved, unknown import
 //!   and disk, no CAP_SYS_ADMIN (a child that dropped root);
-//! - a stale argument: the import's handle given back (UNIMPORT) while the
-//!   disk uses it: the disk keeps working, and what it writes is what a
-//!   separate import reads;
+//! - a stale argument: the caller's import given back (UNIMPORT) after
+//!   BLK_MAP: the disk (which has its own) keeps working, and what it
+//!   writes is what a separate import reads;
 //! - the caller's connection ended (DISCONNECT) under the disk: the disk
 //!   has its own, and keeps working;
 //! - BLK_UNMAP (forced) racing a thread reading the disk: the unmap
@@ -115,8 +115,8 @@ fn disk_round_trip(f: &File, b: u64, seed: u64) -> io::Result<u64> {
     Ok(fnv(w.as_mut_slice()))
 }
 
-/// UNIMPORT of the disk's import: the disk keeps it; a write through the
-/// disk is what a second import reads.
+/// UNIMPORT of the import the disk was mapped from: the disk has its own;
+/// a write through the disk is what a second import reads.
 fn stale_import(dev: &Rrdma, peer: &str) -> Result<(), String> {
     let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
     let conn = expect_ok(dev.connect(addr(peer, 7471), T))?;
@@ -261,7 +261,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     );
     drop(conn);
     t.check(
-        "blk: the import's handle given back, the disk keeps it",
+        "blk: the caller's import given back, the disk goes on",
         stale_import(dev, peer),
     );
     t.check(
