@@ -38,6 +38,7 @@ use errnos::Target;
 
 mod errnos;
 mod files;
+mod records;
 mod remote;
 mod report;
 mod setup;

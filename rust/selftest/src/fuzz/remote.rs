@@ -464,24 +464,28 @@ impl Fuzz {
         a.op_size = op_size;
         a.flags = Self::flags(r);
         let mut b = a.encode();
+        self.announce(fd, &built);
         let (target, posted) = self.ioctl_arg_ret(r, "SUBMIT", fd, uapi::IOCTL_SUBMIT, &mut b);
         self.posted(target, posted, &built);
     }
 
-    /// SUBMIT of `built` on `target` returned `posted`: the first
-    /// `posted` operations are in flight (rrdma.h SUBMIT: "a prefix is
-    /// posted").
+    /// A SUBMIT of `built` on `fd` is about to be made: its completions
+    /// may be read (by another thread) before it returns.
+    pub(super) fn announce(&self, fd: i32, built: &[(u64, u32, Option<u64>)]) {
+        let file = self.named(fd).filter(|i| i.rrdma).map(|i| i.file);
+        self.track.announce(file, built);
+    }
+
+    /// SUBMIT of `built` (announced) on `target` returned `posted`: the
+    /// first `posted` operations are in flight (rrdma.h SUBMIT: "a prefix
+    /// is posted"), the others were never posted.
     pub(super) fn posted(&self, target: Target, posted: i64, built: &[(u64, u32, Option<u64>)]) {
-        if posted <= 0 {
-            return;
-        }
-        if posted as usize > built.len() {
+        if posted as usize > built.len() && posted > 0 {
             self.findings.lock().unwrap().push(format!(
                 "SUBMIT: posted {posted} of {} operations",
                 built.len()
             ));
         }
-        self.track
-            .posted(target, &built[..built.len().min(posted as usize)]);
+        self.track.settle(target, built, posted.max(0) as usize);
     }
 }

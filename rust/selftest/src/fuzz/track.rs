@@ -4,10 +4,15 @@
 //! posted operation produces exactly one struct rrdma_completion, read
 //! from the file"; the io_uring comment: one CQE per command).
 //!
-//! Every operation gets a user_data of its own. What SUBMIT posted (the
-//! first `ret` operations) is in flight on its file until read(2) of that
-//! file returns its record; a record for a user_data never posted, one
-//! already completed, or read from another file is a finding. When the
+//! Every operation gets a user_data of its own. The operations of a
+//! SUBMIT are announced before the call ([`Tracker::announce`]): another
+//! thread may read a completion before the call has returned (a fence
+//! with nothing to wait for completes during the call). Once it returns,
+//! what SUBMIT posted (the first `ret` operations) is in flight on its
+//! file until read(2) of that file returns its record, and the rest is
+//! forgotten ([`Tracker::settle`]); a record for a user_data never posted
+//! (or announced and then not posted), one already completed, or read
+//! from another file is a finding. When the
 //! last descriptor of a file is closed, its operations in flight are
 //! dropped with it: none may come back on any other file. At the end, what
 //! is still in flight on an open file is drained with a timeout, and what
@@ -24,12 +29,11 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rrdma::abi::uapi::Completion;
 
 use super::errnos::{Target, COMPLETION};
-use super::Fuzz;
 
 /// Set in the user_data of operations whose completion must never be a
 /// read(2) record (RW_SYNC's, io_uring's).
@@ -37,12 +41,17 @@ pub(super) const NO_RECORD: u64 = 1 << 63;
 /// The first user_data the run gives (never 0 or a small number).
 const FIRST: u64 = 0x5eed_0000_0000;
 /// How long the end of the run waits for operations still in flight.
-const DRAIN: Duration = Duration::from_secs(20);
+pub(super) const DRAIN: Duration = Duration::from_secs(20);
 /// Findings kept (the rest are counted).
 const KEEP: usize = 20;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum State {
+    /// Announced; its SUBMIT has not returned.
+    Announced,
+    /// Announced, and its record was read (from the file named, if any)
+    /// before its SUBMIT returned: checked once it has.
+    Early(Option<u64>, Completion),
     InFlight,
     /// Its file was closed while it was in flight.
     Dropped,
@@ -98,6 +107,59 @@ struct Inner {
     uring_unwaited: u64,
 }
 
+impl Inner {
+    /// The record `c`, read from `file` (None: a file the call cannot
+    /// name), of an operation.
+    fn complete(&mut self, file: Option<u64>, c: &Completion) {
+        let ud = c.user_data;
+        let Some(p) = self.ops.get_mut(&ud) else {
+            let what = if ud & NO_RECORD != 0 {
+                "of an RW_SYNC or io_uring operation"
+            } else {
+                "for a user_data never posted"
+            };
+            self.once
+                .push(format!("completion {what}: {ud:#x} ({file:?})"));
+            return;
+        };
+        let (posted_on, state, opcode, want) = (p.file, p.state, p.opcode, p.bytes);
+        match state {
+            State::Done | State::Early(..) => {
+                self.once.push(format!("second completion of {ud:#x}"));
+                return;
+            }
+            State::Announced => {
+                p.state = State::Early(file, *c);
+                return;
+            }
+            State::InFlight | State::Dropped => {}
+        }
+        if let (Some(f), Some(pf)) = (file, posted_on) {
+            if f != pf {
+                let how = if state == State::Dropped {
+                    "closed"
+                } else {
+                    "open"
+                };
+                self.once.push(format!(
+                    "completion of {ud:#x} (posted on file {pf}, {how}) read from file {f}"
+                ));
+                return;
+            }
+        }
+        p.state = State::Done;
+        self.completed += 1;
+        let r = check_record(c.status, c.bytes, want).and_then(|()| {
+            (c.opcode == opcode)
+                .then_some(())
+                .ok_or(format!("opcode {}, posted {opcode}", c.opcode))
+        });
+        if let Err(e) = r {
+            self.records.push(format!("completion of {ud:#x}: {e}"));
+        }
+    }
+}
+
 /// Operations posted and their completions.
 pub(super) struct Tracker {
     next: AtomicU64,
@@ -130,30 +192,67 @@ impl Tracker {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// SUBMIT on `target` posted `ops` (user_data, opcode, bytes).
-    pub(super) fn posted(&self, target: Target, ops: &[(u64, u32, Option<u64>)]) {
+    /// A SUBMIT of `ops` (user_data, opcode, bytes) is about to be made
+    /// on a descriptor of `file` (None: not a file of `/dev/rrdma`).
+    pub(super) fn announce(&self, file: Option<u64>, ops: &[(u64, u32, Option<u64>)]) {
         let mut t = self.inner.lock().unwrap();
-        let file = match target {
-            Target::Rrdma(f) => Some(f),
-            _ => None,
-        };
         for &(user_data, opcode, bytes) in ops {
-            let state = match file {
-                Some(f) if t.closed.contains(&f) => State::Dropped,
-                _ => State::InFlight,
-            };
-            t.dropped += u64::from(state == State::Dropped);
-            t.unnamed += u64::from(file.is_none());
             let p = Posted {
                 file,
                 opcode,
-                bytes: bytes.filter(|_| file.is_some()),
-                state,
+                bytes,
+                state: State::Announced,
             };
             if t.ops.insert(user_data, p).is_some() {
                 t.once.push(format!(
                     "user_data {user_data:#x} posted twice (fuzzer bug)"
                 ));
+            }
+        }
+    }
+
+    /// The SUBMIT of `ops` (announced) went to `target` and posted the
+    /// first `posted` of them; the rest are forgotten. A record read
+    /// meanwhile is checked now.
+    pub(super) fn settle(&self, target: Target, ops: &[(u64, u32, Option<u64>)], posted: usize) {
+        let mut guard = self.inner.lock().unwrap();
+        let t = &mut *guard;
+        let file = match target {
+            Target::Rrdma(f) => Some(f),
+            _ => None,
+        };
+        for (i, &(user_data, ..)) in ops.iter().enumerate() {
+            let Some(p) = t.ops.get_mut(&user_data) else {
+                continue;
+            };
+            let early = match p.state {
+                State::Early(from, c) => Some((from, c)),
+                _ => None,
+            };
+            if i >= posted {
+                t.ops.remove(&user_data);
+                if let Some((from, _)) = early {
+                    t.once.push(format!(
+                        "completion of {user_data:#x} ({from:?}), which SUBMIT did not post"
+                    ));
+                }
+                continue;
+            }
+            // Its file was closed, or replaced, during the call.
+            let dropped = file.is_some_and(|f| t.closed.contains(&f));
+            p.state = if dropped {
+                State::Dropped
+            } else {
+                State::InFlight
+            };
+            p.file = file;
+            if file.is_none() {
+                p.bytes = None;
+            }
+            t.dropped += u64::from(dropped);
+            t.unnamed += u64::from(file.is_none());
+            if let Some((from, c)) = early {
+                t.complete(from, &c);
             }
         }
     }
@@ -188,48 +287,7 @@ impl Tracker {
             _ => None,
         };
         for rec in buf.chunks_exact(Completion::SIZE) {
-            let c = Completion::decode(rec.try_into().unwrap());
-            let ud = c.user_data;
-            let Some(p) = t.ops.get_mut(&ud) else {
-                let what = if ud & NO_RECORD != 0 {
-                    "of an RW_SYNC or io_uring operation"
-                } else {
-                    "for a user_data never posted"
-                };
-                t.once
-                    .push(format!("completion {what}: {ud:#x} ({file:?})"));
-                continue;
-            };
-            let (posted_on, state, opcode, want) = (p.file, p.state, p.opcode, p.bytes);
-            if state == State::Done {
-                t.once.push(format!("second completion of {ud:#x}"));
-                continue;
-            }
-            if let (Some(f), Some(pf)) = (file, posted_on) {
-                if f != pf {
-                    let how = if state == State::Dropped {
-                        "closed"
-                    } else {
-                        "open"
-                    };
-                    t.once.push(format!(
-                        "completion of {ud:#x} (posted on file {pf}, {how}) read from file {f}"
-                    ));
-                    continue;
-                }
-            }
-            if let Some(p) = t.ops.get_mut(&ud) {
-                p.state = State::Done;
-            }
-            t.completed += 1;
-            let r = check_record(c.status, c.bytes, want).and_then(|()| {
-                (c.opcode == opcode)
-                    .then_some(())
-                    .ok_or(format!("opcode {}, posted {opcode}", c.opcode))
-            });
-            if let Err(e) = r {
-                t.records.push(format!("completion of {ud:#x}: {e}"));
-            }
+            t.complete(file, &Completion::decode(rec.try_into().unwrap()));
         }
     }
 
@@ -299,58 +357,19 @@ impl Tracker {
     }
 }
 
-impl Fuzz {
-    /// Reads what the file `fd` holds (once, not blocking) into the
-    /// account; returns the number of records.
-    pub(super) fn read_records(&self, fd: i32) -> usize {
-        let mut buf = vec![0u8; Completion::SIZE * 64];
-        let before = self.named(fd);
-        // SAFETY: `buf` is ours and `buf.len()` bytes long.
-        let ret = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
-        let r = super::sys(ret as i64);
-        let target = self.target(fd, before);
-        self.note("read", target, r);
-        if r.0 <= 0 {
-            return 0;
-        }
-        self.track.records(target, &buf[..r.0 as usize]);
-        r.0 as usize / Completion::SIZE
-    }
-
-    /// Before the files are closed at the end: reads every open file's
-    /// completions until none of its operations is in flight (or
-    /// [`DRAIN`] has passed), then reports what never completed.
-    pub(super) fn drain(&self) -> (String, Findings, Findings) {
-        // One descriptor per open file of /dev/rrdma.
-        let files: Vec<(u64, i32)> = {
-            let p = self.pool.lock().unwrap();
-            let mut seen = BTreeSet::new();
-            p.files
-                .iter()
-                .filter(|(_, i)| i.rrdma && seen.insert(i.file))
-                .map(|(fd, i)| (i.file, *fd))
-                .collect()
-        };
-        let start = Instant::now();
-        loop {
-            let mut waiting = 0;
-            for &(file, fd) in &files {
-                while self.read_records(fd) > 0 {}
-                waiting += self.track.in_flight(file);
-            }
-            if waiting == 0 || start.elapsed() > DRAIN {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let open = files.iter().map(|f| f.0).collect();
-        self.track.finish(&open)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A SUBMIT of `ops` on `target` that posted them all.
+    fn post(t: &Tracker, target: Target, ops: &[(u64, u32, Option<u64>)]) {
+        let file = match target {
+            Target::Rrdma(f) => Some(f),
+            _ => None,
+        };
+        t.announce(file, ops);
+        t.settle(target, ops, ops.len());
+    }
 
     fn rec(user_data: u64, status: i32, opcode: u32, bytes: u64) -> Vec<u8> {
         let mut c = Completion::zeroed();
@@ -365,8 +384,8 @@ mod tests {
     fn exactly_once_on_its_file() {
         let t = Tracker::new();
         let (a, b, c) = (t.user_data(), t.user_data(), t.user_data());
-        t.posted(Target::Rrdma(1), &[(a, 2, Some(4096)), (b, 1, None)]);
-        t.posted(Target::Rrdma(3), &[(c, 1, None)]);
+        post(&t, Target::Rrdma(1), &[(a, 2, Some(4096)), (b, 1, None)]);
+        post(&t, Target::Rrdma(3), &[(c, 1, None)]);
         t.records(Target::Rrdma(1), &rec(a, 0, 2, 4096));
         assert_eq!(t.inner.lock().unwrap().once.count, 0);
         t.records(Target::Rrdma(1), &rec(a, 0, 2, 4096));
@@ -387,7 +406,7 @@ mod tests {
     fn records_are_checked() {
         let t = Tracker::new();
         let ops: Vec<_> = (0..4).map(|_| (t.user_data(), 1, Some(8192))).collect();
-        t.posted(Target::Rrdma(1), &ops);
+        post(&t, Target::Rrdma(1), &ops);
         t.records(Target::Rrdma(1), &rec(ops[0].0, -libc::EPERM, 1, 0));
         t.records(Target::Rrdma(1), &rec(ops[1].0, 0, 2, 8192));
         t.records(Target::Rrdma(1), &rec(ops[2].0, 0, 1, 4096));
@@ -401,13 +420,48 @@ mod tests {
     fn closed_files_drop_their_operations() {
         let t = Tracker::new();
         let (a, b) = (t.user_data(), t.user_data());
-        t.posted(Target::Rrdma(1), &[(a, 1, None)]);
+        post(&t, Target::Rrdma(1), &[(a, 1, None)]);
         t.closed(1);
         // Posted by a call that raced the close.
-        t.posted(Target::Rrdma(1), &[(b, 1, None)]);
+        post(&t, Target::Rrdma(1), &[(b, 1, None)]);
         t.records(Target::Rrdma(2), &rec(a, 0, 1, 512));
         let (line, once, _) = t.finish(&[2].into());
         assert_eq!(once.count, 1, "{:?}", once.first);
         assert!(line.contains("2 dropped"), "{line}");
+    }
+
+    #[test]
+    fn a_record_read_before_its_submit_returned() {
+        let t = Tracker::new();
+        let ops: Vec<_> = (0..3).map(|_| (t.user_data(), 1, Some(4096))).collect();
+        t.announce(Some(1), &ops);
+        // Another thread reads two records while the call runs.
+        t.records(Target::Rrdma(1), &rec(ops[0].0, 0, 1, 4096));
+        t.records(Target::Rrdma(1), &rec(ops[2].0, 0, 1, 4096));
+        assert_eq!(t.inner.lock().unwrap().once.count, 0);
+        // SUBMIT posted two: the third's record is a finding.
+        t.settle(Target::Rrdma(1), &ops, 2);
+        t.records(Target::Rrdma(1), &rec(ops[1].0, 0, 1, 4096));
+        let (line, once, records) = t.finish(&[1].into());
+        assert_eq!(once.count, 1, "{:?}", once.first);
+        assert!(once.first[0].contains("did not post"), "{:?}", once.first);
+        assert_eq!(records.count, 0, "{:?}", records.first);
+        assert!(line.contains("2 completed"), "{line}");
+        // An early record is checked once the call returns: bytes, file.
+        let t = Tracker::new();
+        let ops: Vec<_> = (0..2).map(|_| (t.user_data(), 1, Some(4096))).collect();
+        t.announce(Some(1), &ops);
+        t.records(Target::Rrdma(1), &rec(ops[0].0, 0, 1, 512));
+        t.records(Target::Rrdma(2), &rec(ops[1].0, 0, 1, 4096));
+        t.settle(Target::Rrdma(1), &ops, 2);
+        let (_, once, records) = t.finish(&[1].into());
+        // Misdirected, and so never completed on its own file.
+        assert_eq!(once.count, 2, "{:?}", once.first);
+        assert!(
+            once.first[0].contains("read from file 2"),
+            "{:?}",
+            once.first
+        );
+        assert_eq!(records.count, 1, "{:?}", records.first);
     }
 }
