@@ -627,8 +627,8 @@ struct rrdma_completion {
  * RRDMA_ACCESS_WRITE, or RRDMA_BLK_MAP_RO, gives a read-only disk.  The
  * disk is the kernel's: it has a connection of its own to the address
  * @import's connection was made to (EINVAL if a listener accepted that
- * connection), with reconnect and the module's keepalive, and imports the
- * same export over it; BLK_MAP waits for both and fails as CONNECT and
+ * connection), which reconnects for as long as the disk is mapped, with
+ * the module's keepalive, and imports the same export over it; BLK_MAP waits for both and fails as CONNECT and
  * IMPORT do.  @import, its connection and this file may then go: the disk
  * stays until RRDMA_IOCTL_BLK_UNMAP (from any file), which ends its
  * connection; the module cannot be unloaded meanwhile.  Several disks may
@@ -643,9 +643,8 @@ struct rrdma_completion {
  * itself volatile: it does not survive the exporter's host.  A read or
  * write whose connection fails under it is posted again once the
  * connection is back; while it is down, I/O waits up to the module
- * parameter blk_loss_timeout_ms, then fails until it is back, and fails
- * at once after the connection gave up; an I/O also fails when the export
- * is revoked.  Discard and
+ * parameter blk_loss_timeout_ms, then fails until it is back; an I/O
+ * also fails when the export is revoked.  Discard and
  * write-zeroes are not supported.
  */
 struct rrdma_blk_map {

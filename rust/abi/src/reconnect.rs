@@ -10,10 +10,16 @@
 //! fixed, half random) so that the importers of one failed exporter do not
 //! come back in step. At most `attempts` tries follow one failure; an
 //! establishment refills the budget. The connection then ends for good with
-//! the last attempt's errno.
+//! the last attempt's errno. A disk's connection tries for as long as the
+//! disk is mapped ([`Policy::forever`]): its loss timeout, not the
+//! connection's end, decides when its I/O fails.
 //!
 //! [`Budget`] is the pure logic; the kernel keeps one per connection under
 //! its lock and feeds it a random number for each delay.
+
+use super::errno::{
+    Errno, EAGAIN, ECONNABORTED, ECONNRESET, EINTR, ENOMEM, ENOTCONN, ERESTARTSYS, ETIMEDOUT,
+};
 
 /// Fewest attempts after one failure.
 pub const ATTEMPTS_MIN: u32 = 1;
@@ -53,7 +59,18 @@ pub fn from_params(attempts: u32, delay_ms: u32, max_delay_ms: u32) -> Policy {
     }
 }
 
+/// `attempts` of a policy that never gives up.
+const FOREVER: u32 = u32::MAX;
+
 impl Policy {
+    /// This policy, with attempts that never run out (the same delays).
+    pub fn forever(self) -> Self {
+        Self {
+            attempts: FOREVER,
+            ..self
+        }
+    }
+
     /// The step before attempt `n` (0-based): `delay_ms × 2ⁿ`, capped.
     pub fn step_ms(&self, n: u32) -> u32 {
         let step = u64::from(self.delay_ms) << n.min(32);
@@ -98,7 +115,7 @@ impl Budget {
 
     /// Whether a failure now is followed by an attempt.
     pub fn may_retry(&self) -> bool {
-        self.established && self.tried < self.policy.attempts
+        self.established && (self.policy.attempts == FOREVER || self.tried < self.policy.attempts)
     }
 
     /// Whether the connection was established before (so that a state
@@ -143,6 +160,27 @@ impl Budget {
     pub fn policy(&self) -> Policy {
         self.policy
     }
+}
+
+/// Whether `e`, the failure to fetch an import's grant again after a
+/// reconnect, is the peer's answer (the export is gone, changed, or
+/// restricted: the import is revoked), rather than trouble of the
+/// connection's or of this host's (no answer in time, the connection
+/// failed again, no memory), after which the connection fails, so that
+/// its next establishment asks again: a disk's import is not revoked by a
+/// slow peer.
+pub fn restore_refused(e: Errno) -> bool {
+    ![
+        ETIMEDOUT,
+        ENOTCONN,
+        ECONNRESET,
+        ECONNABORTED,
+        ENOMEM,
+        EAGAIN,
+        EINTR,
+        ERESTARTSYS,
+    ]
+    .contains(&e)
 }
 
 /// Whether a listener refuses a connect request while `tearing` of the
@@ -208,6 +246,37 @@ mod tests {
         b.established();
         assert!(b.may_retry());
         assert_eq!((b.tried(), b.total(), b.reconnects()), (0, 5, 1));
+    }
+
+    #[test]
+    fn forever_never_runs_out() {
+        let p = policy().forever();
+        assert_eq!(p.step_ms(40), 1000);
+        let mut b = Budget::new(p);
+        assert!(!b.may_retry(), "CONNECT's own failure is not retried");
+        b.established();
+        for _ in 0..10_000 {
+            assert!(b.may_retry());
+            b.next_attempt(7);
+        }
+        // Saturated counts still retry.
+        b.tried = u32::MAX;
+        assert!(b.may_retry());
+        b.next_attempt(7);
+        assert_eq!(b.tried(), u32::MAX);
+        // The parameters' clamp cannot make one.
+        assert_ne!(from_params(u32::MAX, 100, 1000).attempts, FOREVER);
+    }
+
+    #[test]
+    fn only_the_peers_answer_revokes() {
+        use super::super::errno::{EACCES, EKEYREVOKED, ENOENT, EPROTO};
+        for e in [ENOENT, EACCES, EKEYREVOKED, EPROTO] {
+            assert!(restore_refused(e), "{e}");
+        }
+        for e in [ETIMEDOUT, ECONNRESET, ENOTCONN, ENOMEM, EINTR] {
+            assert!(!restore_refused(e), "{e}");
+        }
     }
 
     #[test]

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! A disk's own connection. BLK_MAP dials the peer of the import it is
-//! given again, from no file (its `Shared` has no wait queue), with
-//! reconnect and the module's keepalive, and imports the same export over
-//! it: the disk is then no file's, as nvme-rdma's and RNBD's belong to
-//! the kernel. The caller's connection and import stay the caller's, and
-//! BLK_UNMAP ends the disk's.
+//! given again, from no file (its `Shared` has no wait queue), with the
+//! module's keepalive, reconnecting for as long as the disk is mapped
+//! (`Retry::Forever`: the loss timeout fails its I/O, not a connection
+//! that gave up), and imports the same export over it: the disk is then
+//! no file's, as nvme-rdma's and RNBD's belong to the kernel. The caller's
+//! connection and import stay the caller's, and BLK_UNMAP ends the disk's.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
@@ -13,7 +14,7 @@ use kernel::sync::Arc;
 use crate::abi::conn::Event;
 use crate::abi::errno::{EINVAL, ENOENT};
 use crate::abi::{keepalive, Result};
-use crate::conn::{Conn, Import, DEFAULT_TIMEOUT_MS};
+use crate::conn::{Conn, Import, Retry, DEFAULT_TIMEOUT_MS};
 use crate::context::Context;
 use crate::ffi::{self, warn_user};
 use crate::shared::Shared;
@@ -35,7 +36,7 @@ pub(crate) fn own_import(context: &Arc<Context>, import: &Import) -> Result<Arc<
         &addr,
         DEFAULT_TIMEOUT_MS,
         keepalive::from_params(ms, misses),
-        true,
+        Retry::Forever,
     )
     .inspect_err(|e| warn_user!("BLK_MAP: the disk's connection failed: errno {}\n", e.get()))?;
     let own = conn

@@ -104,7 +104,7 @@ pub(crate) use ctrl::CtrlCounts;
 pub(crate) use data::{OpWork, Posted, ReportTo, Waiter};
 pub(crate) use imports::Import;
 pub(crate) use keepalive::KeepaliveCounts;
-pub(crate) use reconnect::ReconnectCounts;
+pub(crate) use reconnect::{ReconnectCounts, Retry};
 pub(crate) use teardown::FailedWr;
 
 /// Control receive buffers we post (and advertise). The other queue sizes
@@ -330,7 +330,7 @@ impl Conn {
         state: State,
         timeout_ms: u32,
         keepalive: Option<Settings>,
-        reconnect: Option<ShimAddr>,
+        reconnect: Option<reconnect::Reconnect>,
     ) -> Result<Arc<Self>> {
         let mut paths = KVec::with_capacity(usize::from(wire::QPS_MAX), GFP_KERNEL)?;
         paths.push(data::Path::new(), GFP_KERNEL)?;
@@ -358,7 +358,7 @@ impl Conn {
                     imports: imports::Table::new(),
                     paths,
                     keepalive: keepalive::Keepalive::new(keepalive),
-                    reconnect: reconnect.map(reconnect::Reconnect::new),
+                    reconnect,
                     connecting: false,
                     flushed_early: false,
                 }, "Conn::inner"),

@@ -39,6 +39,20 @@ use crate::abi::{
 use crate::cm_id::CmId;
 use crate::ffi::{self, ShimAddr};
 
+/// How long a connection made with CONNECT reconnects after a failure
+/// (an accepted one never does: its peer does).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Never: it ends at its first failure.
+    No,
+    /// Up to the module parameter `reconnect_attempts` tries in a row
+    /// (`RRDMA_CONNECT_RECONNECT`).
+    Params,
+    /// For as long as it lives, with the parameters' delays (a disk's,
+    /// which its loss timeout, not its end, fails I/O for).
+    Forever,
+}
+
 /// A reconnecting connection's state (under `Conn::inner`).
 pub(super) struct Reconnect {
     pub(super) budget: Budget,
@@ -54,15 +68,22 @@ pub(super) struct Reconnect {
 }
 
 impl Reconnect {
-    pub(super) fn new(addr: ShimAddr) -> Self {
-        let (policy, _) = ffi::reconnect_params();
-        Self {
+    /// The state of a connection to `addr` that reconnects as `retry`
+    /// says (None: never).
+    pub(super) fn new(addr: ShimAddr, retry: Retry) -> Option<Self> {
+        let (params, _) = ffi::reconnect_params();
+        let policy = match retry {
+            Retry::No => return None,
+            Retry::Params => params,
+            Retry::Forever => params.forever(),
+        };
+        Some(Self {
             budget: Budget::new(policy),
             addr,
             failed_at: 0,
             attempt_at: 0,
             replaces: None,
-        }
+        })
     }
 }
 
@@ -400,7 +421,14 @@ impl Conn {
                     Ok(()) => None,
                     Err(e) => Some(("its export changed", e)),
                 },
-                Err(e) => Some(("the peer refused it", e)),
+                Err(e) if reconnect::restore_refused(e) => Some(("the peer refused it", e)),
+                Err(e) => {
+                    // No answer: the import stays stale, and the
+                    // connection's next establishment asks again.
+                    drop(g);
+                    self.fail(Event::Timeout, "an import's grant was not restored", e);
+                    return;
+                }
             };
             if let Some((why, e)) = why {
                 g.imports.revoke_entry(entry);

@@ -8,6 +8,7 @@
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
+use super::reconnect::{Reconnect, Retry};
 use super::{
     data, deadline, grants, hello, keepalive, wait_until, Conn, ConnInner, Resources,
     CONNECT_ATTEMPTS, DEFAULT_TIMEOUT_MS,
@@ -36,7 +37,7 @@ impl Conn {
         addr: &ShimAddr,
         timeout_ms: u32,
         keepalive: Option<Settings>,
-        reconnect: bool,
+        reconnect: Retry,
     ) -> Result<Arc<Self>, Errno> {
         let mut last = EADDRNOTAVAIL;
         for _ in 0..CONNECT_ATTEMPTS {
@@ -58,7 +59,7 @@ impl Conn {
         addr: &ShimAddr,
         timeout_ms: u32,
         keepalive: Option<Settings>,
-        reconnect: bool,
+        reconnect: Retry,
     ) -> Result<Arc<Self>, Errno> {
         let this = Self::new(
             shared.clone(),
@@ -66,7 +67,7 @@ impl Conn {
             State::Resolving,
             timeout_ms,
             keepalive,
-            reconnect.then_some(*addr),
+            Reconnect::new(*addr, reconnect),
         )
         .map_err(|_| ENOMEM)?;
         shared.register(&this).map_err(|_| ENOMEM)?;

@@ -189,8 +189,10 @@ impl Conn {
             loop {
                 match g.state {
                     State::Closed { .. } => return,
-                    // A reconnect's teardown ran: close again, for good.
-                    State::Waiting { .. } if ev == Event::UserClose => break,
+                    State::Closing { .. } => this.cv.wait(&mut g),
+                    // A reconnect's teardown ran, and maybe its backoff and
+                    // the next attempt's start: close again, for good.
+                    _ if ev == Event::UserClose => break,
                     State::Waiting { .. } => return,
                     _ => this.cv.wait(&mut g),
                 }

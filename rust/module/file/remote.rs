@@ -27,7 +27,7 @@ use crate::abi::{
         CONNECT_RECONNECT, OP_FENCE, OP_SIZE_VER0, SUBMIT_MAX,
     },
 };
-use crate::conn::{Conn, Import, OpWork, Posted, ReportTo, Waiter};
+use crate::conn::{Conn, Import, OpWork, Posted, ReportTo, Retry, Waiter};
 
 /// An operation resolved: its import, and unless it is a fence its local
 /// region and checked extent.
@@ -138,7 +138,11 @@ impl FileState {
             &shim_addr(&req.addr),
             timeout(req.timeout_ms),
             keepalive,
-            req.flags & CONNECT_RECONNECT != 0,
+            if req.flags & CONNECT_RECONNECT != 0 {
+                Retry::Params
+            } else {
+                Retry::No
+            },
         )?;
         self.publish(Object::Conn(conn), |h| {
             req.handle = h;

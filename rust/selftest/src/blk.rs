@@ -215,6 +215,7 @@ pub(crate) fn touch_pages(mib: usize) -> io::Result<()> {
         }
     }
     let written = t0.elapsed();
+    let swapped = swap_used_mib();
     let mut bad = 0usize;
     for (i, page) in mem.chunks(PAGE / 8).enumerate() {
         if page
@@ -226,13 +227,55 @@ pub(crate) fn touch_pages(mib: usize) -> io::Result<()> {
         }
     }
     println!(
-        "{pages} pages written in {written:?}, checked in {:?}: {bad} differ",
+        "{pages} pages written in {written:?} ({} MiB of swap in use then), checked in {:?}: \
+         {bad} differ",
+        swapped.map_or("?".into(), |m| m.to_string()),
         t0.elapsed() - written
     );
     if bad > 0 {
         return Err(io::Error::other(format!("{bad} of {pages} pages differ")));
     }
     Ok(())
+}
+
+/// Swap in use (SwapTotal - SwapFree of /proc/meminfo), MiB.
+fn swap_used_mib() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib = |key: &str| -> Option<u64> {
+        let line = info.lines().find(|l| l.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    Some(kib("SwapTotal:")?.saturating_sub(kib("SwapFree:")?) >> 10)
+}
+
+/// `pin-memory MIB`: locks MIB MiB of anonymous memory in RAM (never
+/// swapped), says `pinned` on stdout, and waits to be killed: what is
+/// left of the guest's memory is all that reclaim can work with.
+pub(crate) fn pin_memory(mib: usize) -> io::Result<()> {
+    let len = mib << 20;
+    // SAFETY: a new anonymous mapping; nothing else refers to it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `p` is our mapping of `len` bytes.
+    if unsafe { libc::mlock(p, len) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    println!("pinned {mib} MiB");
+    loop {
+        // SAFETY: no arguments; returns only when a signal is caught.
+        unsafe { libc::pause() };
+    }
 }
 
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {

@@ -42,6 +42,10 @@
 //! - `fuzz SEED SECONDS THREADS ADDR...`: random multi-threaded call
 //!   sequences with valid, stale, foreign and garbage arguments, connecting
 //!   to this machine's `ADDR`s (`fuzz/`);
+//! - `blk PEER_IP`: rrdma-blk's bad, foreign, stale and racing arguments;
+//!   `touch-pages MIB` (every page written and checked) and `pin-memory
+//!   MIB` (locked until killed): tests/guest/blk.sh's swap workloads
+//!   (`blk.rs`);
 //! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`).
 
 use std::io;
@@ -184,17 +188,21 @@ fn main() -> ExitCode {
             }
         };
     }
-    if cmd == "touch-pages" {
+    if cmd == "touch-pages" || cmd == "pin-memory" {
+        let run = match cmd.as_str() {
+            "touch-pages" => blk::touch_pages,
+            _ => blk::pin_memory,
+        };
         return match rest.first().and_then(|m| m.parse().ok()) {
-            Some(mib) => match blk::touch_pages(mib) {
+            Some(mib) => match run(mib) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("rrdma-selftest touch-pages: {e}");
+                    eprintln!("rrdma-selftest {cmd}: {e}");
                     ExitCode::FAILURE
                 }
             },
             None => {
-                eprintln!("usage: rrdma-selftest touch-pages MIB");
+                eprintln!("usage: rrdma-selftest {cmd} MIB");
                 ExitCode::from(2)
             }
         };
