@@ -100,6 +100,8 @@ struct Inner {
     /// Records with an undocumented status, wrong opcode or bytes.
     records: Findings,
     completed: u64,
+    /// Completions read before their SUBMIT had returned.
+    early: u64,
     dropped: u64,
     unnamed: u64,
     uring_posted: u64,
@@ -252,6 +254,7 @@ impl Tracker {
             t.dropped += u64::from(dropped);
             t.unnamed += u64::from(file.is_none());
             if let Some((from, c)) = early {
+                t.early += 1;
                 t.complete(from, &c);
             }
         }
@@ -337,11 +340,12 @@ impl Tracker {
             ));
         }
         let line = format!(
-            "SUBMIT posted {} operations: {} completed, {} dropped with their file, {} on a \
-             file replaced during the call, {} never completed; io_uring: {} commands, {} CQEs, \
-             {} left to the ring's close",
+            "SUBMIT posted {} operations: {} completed ({} read before their SUBMIT returned), \
+             {} dropped with their file, {} on a file replaced during the call, {} never \
+             completed; io_uring: {} commands, {} CQEs, {} left to the ring's close",
             t.ops.len(),
             t.completed,
+            t.early,
             t.dropped,
             t.unnamed,
             lost.len(),
