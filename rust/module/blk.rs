@@ -32,7 +32,7 @@ mod disks;
 mod own;
 
 pub(crate) use disks::Disks;
-pub(crate) use own::own_import;
+pub(crate) use own::{own_import, OwnImport};
 
 /// What a disk's requests need: shared by the shim's queue calls, which
 /// see it through the disk's owner pointer.

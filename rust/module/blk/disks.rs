@@ -9,12 +9,11 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::DiskIo;
+use super::own::ConnEnd;
+use super::{DiskIo, OwnImport};
 use crate::abi::blkdev::{DiskPlan, QUEUE_DEPTH};
-use crate::abi::conn::Event;
 use crate::abi::errno::{EBUSY, ENOENT, ENOSPC};
 use crate::abi::Result;
-use crate::conn::{Conn, Import};
 use crate::ffi::{self, warn_user, BlkShape, ModuleRef};
 use crate::region::Region;
 
@@ -27,6 +26,8 @@ struct Mapped {
     disk: ffi::Disk,
     /// What the disk's requests use, through its owner pointer.
     io: Arc<DiskIo>,
+    /// Its own connection, which ends with it.
+    conn: ConnEnd,
     /// Held while the disk exists: `rmmod` is refused.
     module: ModuleRef,
     /// Which mapping it is: an index is reused, this never.
@@ -88,14 +89,13 @@ impl Disks {
 }
 
 impl crate::context::Context {
-    /// Adds a disk of shape `plan` over `import`, an import of the disk's
-    /// own connection, which ends if the disk cannot be added; returns its
+    /// Adds a disk of shape `plan` over `own`, the disk's own import,
+    /// whose connection ends if the disk cannot be added; returns its
     /// index and its generation (see [`Context::blk_undo`]).
-    pub(crate) fn blk_map(&self, import: Arc<Import>, plan: DiskPlan) -> Result<(u32, u64)> {
-        let conn = import.conn.clone();
+    pub(crate) fn blk_map(&self, own: OwnImport, plan: DiskPlan) -> Result<(u32, u64)> {
         let reserved = self.disks.lock().reserve();
         let mapped = reserved.and_then(|index| {
-            let m = map_disk(index, import, plan);
+            let m = map_disk(index, own, plan);
             if m.is_err() {
                 self.disks.lock().slots[index as usize] = Slot::Free;
             }
@@ -111,7 +111,6 @@ impl crate::context::Context {
                 if e == ENOSPC {
                     warn_user!("BLK_MAP: {} disks already mapped\n", DISKS_MAX);
                 }
-                Conn::destroy(&conn, Event::UserClose);
                 Err(e)
             }
         }
@@ -150,19 +149,24 @@ impl crate::context::Context {
     /// its index, ends its connection, then lets the module go.
     fn blk_remove(&self, index: u32, m: Mapped) {
         let Mapped {
-            disk, io, module, ..
+            disk,
+            io,
+            conn,
+            module,
+            ..
         } = m;
         drop(disk);
-        let conn = io.import.conn.clone();
         drop(io);
         self.disks.lock().slots[index as usize] = Slot::Free;
-        Conn::destroy(&conn, Event::UserClose);
+        drop(conn);
         drop(module);
     }
 }
 
-/// Builds disk `index`: its staging region, then the shim's disk.
-fn map_disk(index: u32, import: Arc<Import>, plan: DiskPlan) -> Result<Mapped> {
+/// Builds disk `index` over `own`: its staging region, then the shim's
+/// disk. On failure `own`'s connection ends.
+fn map_disk(index: u32, own: OwnImport, plan: DiskPlan) -> Result<Mapped> {
+    let OwnImport { import, end } = own;
     let staging = Region::new(plan.staging, 0)?;
     let mut pages = staging.page_ptrs(0, staging.npages())?;
     // The vector's buffer does not move with it.
@@ -190,6 +194,7 @@ fn map_disk(index: u32, import: Arc<Import>, plan: DiskPlan) -> Result<Mapped> {
     Ok(Mapped {
         disk,
         io,
+        conn: end,
         module: ModuleRef::take(),
         generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
     })

@@ -19,11 +19,27 @@ use crate::context::Context;
 use crate::ffi::{self, warn_user};
 use crate::shared::Shared;
 
+/// A disk's connection, which belongs to no file: dropped, it ends (a
+/// failed BLK_MAP, or the disk's unmap).
+pub(crate) struct ConnEnd(Arc<Conn>);
+
+impl Drop for ConnEnd {
+    fn drop(&mut self) {
+        Conn::destroy(&self.0, Event::UserClose);
+    }
+}
+
+/// A disk's own import, and the end of its connection.
+pub(crate) struct OwnImport {
+    pub(crate) import: Arc<Import>,
+    pub(crate) end: ConnEnd,
+}
+
 /// Imports `import`'s export again over a new connection to its peer:
 /// `EINVAL` if `import`'s connection was accepted by a listener (its
 /// peer's port listens for nothing), else the errnos of CONNECT and
 /// IMPORT. Waits for both (each up to [`DEFAULT_TIMEOUT_MS`]).
-pub(crate) fn own_import(context: &Arc<Context>, import: &Import) -> Result<Arc<Import>> {
+pub(crate) fn own_import(context: &Arc<Context>, import: &Import) -> Result<OwnImport> {
     let Some(addr) = import.conn.dialed() else {
         warn_user!("BLK_MAP: the import's connection was accepted, not made with CONNECT\n");
         return Err(EINVAL);
@@ -39,12 +55,13 @@ pub(crate) fn own_import(context: &Arc<Context>, import: &Import) -> Result<Arc<
         Retry::Forever,
     )
     .inspect_err(|e| warn_user!("BLK_MAP: the disk's connection failed: errno {}\n", e.get()))?;
-    let own = conn
+    let end = ConnEnd(conn);
+    let own = end
+        .0
         .import(token, DEFAULT_TIMEOUT_MS)
-        .inspect_err(|e| warn_user!("BLK_MAP: the disk's import failed: errno {}\n", e.get()))
-        .and_then(|own| Ok(Arc::new(own, GFP_KERNEL)?));
-    if own.is_err() {
-        Conn::destroy(&conn, Event::UserClose);
-    }
-    own
+        .inspect_err(|e| warn_user!("BLK_MAP: the disk's import failed: errno {}\n", e.get()))?;
+    Ok(OwnImport {
+        import: Arc::new(own, GFP_KERNEL)?,
+        end,
+    })
 }

@@ -4,12 +4,11 @@
 //! work).
 
 use crate::abi::blkdev::{BlkMap, BlkUnmap, DiskPlan, BLK_UNMAP_FORCE};
-use crate::abi::conn::Event;
 use crate::abi::errno::{EINVAL, EPERM};
 use crate::abi::ioctl::Decoded;
 use crate::abi::Result;
 use crate::blk;
-use crate::conn::{Conn, Import};
+use crate::conn::Import;
 use crate::ffi::{self, warn_user};
 use crate::uarg;
 
@@ -56,8 +55,9 @@ impl FileState {
         plan(&import, &req)?;
         uarg::write(arg, d, &req.encode())?;
         // The disk's own connection and import, and its shape from them.
+        // Either ends again with `own` if the disk is not made.
         let own = blk::own_import(&self.context, &import)?;
-        let plan = plan(&own, &req).inspect_err(|_| Conn::destroy(&own.conn, Event::UserClose))?;
+        let plan = plan(&own.import, &req)?;
         let (index, generation) = self.context.blk_map(own, plan)?;
         req.index = index;
         // The caller cannot learn the disk's name: it goes again.
