@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
-"""The table of `make blkbench`: for each provider and fio job, the median
-over the rounds of each target's IOPS and MB/s, rrdma's ratio to nvme-rdma
-and to RNBD, and what an I/O cost the serving guest's CPU (its busy
-jiffies during the job per 1000 I/Os; one jiffy is 4 ms at HZ=250)."""
+"""The tables of `make blkbench`: for each provider and fio job, the
+median over the rounds of each target's IOPS (MB/s for the 1 MiB jobs)
+with rrdma's ratio to nvme-rdma and to RNBD; each target's completion
+latency percentiles (p50, p99, p99.9, microseconds); and what 1000 I/Os
+cost the serving and the using guest's CPU (busy jiffies during the job;
+one jiffy is 4 ms at HZ=250)."""
 
 import argparse
 import re
@@ -13,6 +15,7 @@ from collections import defaultdict
 
 LINE = re.compile(r"RRDMA-BLKBENCH (.*)")
 TARGETS = ["rrdma", "nvme", "rnbd"]
+NAN = float("nan")
 
 
 def parse(path):
@@ -25,14 +28,66 @@ def parse(path):
     return rows
 
 
+def median(rows, f):
+    """The median of f over rows, NaN if there is none (or a field is
+    missing or empty)."""
+    try:
+        vals = [f(r) for r in rows]
+    except (KeyError, ValueError):
+        return NAN
+    return statistics.median(vals) if vals else NAN
+
+
+def per_kilo_io(r, key):
+    return 1000 * int(r[key]) / max(1.0, float(r["iops"]) * float(r["secs"]))
+
+
+def tables(prov, rows):
+    by = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        by[r["job"]][r["target"]].append(r)
+    print(f"\n{prov}: IOPS (MB/s for 1 MiB jobs) and rrdma's ratios")
+    print(f"{'job':<18}" + "".join(f"{t:>10}" for t in TARGETS) + f"{'/nvme':>8}{'/rnbd':>8}")
+    for job, targets in by.items():
+        mbs = job.endswith("-1m")
+        val = (lambda r: float(r["kbs"]) / 1024) if mbs else (lambda r: float(r["iops"]))
+        med = {t: median(targets.get(t, []), val) for t in TARGETS}
+
+        def ratio(o):
+            a, b = med["rrdma"], med[o]
+            return f"{a / b:>8.2f}" if a == a and b == b and b > 0 else f"{'-':>8}"
+
+        cells = "".join(f"{'-':>10}" if med[t] != med[t] else f"{med[t]:>10.1f}" if mbs
+                        else f"{med[t]:>10.0f}" for t in TARGETS)
+        print(f"{job:<18}{cells}{ratio('nvme')}{ratio('rnbd')}")
+    print(f"\n{prov}: completion latency p50 / p99 / p99.9, microseconds")
+    print(f"{'job':<18}" + "".join(f"{t:>29}" for t in TARGETS))
+    for job, targets in by.items():
+        cells = ""
+        for t in TARGETS:
+            rs = targets.get(t, [])
+            p = [median(rs, lambda r, k=k: float(r[k])) for k in ("p50", "p99", "p999")]
+            cells += f"{' / '.join('-' if v != v else f'{v:.0f}' for v in p):>29}"
+        print(f"{job:<18}{cells}")
+    print(f"\n{prov}: CPU per 1000 I/Os, busy jiffies, serving / using guest")
+    print(f"{'job':<18}" + "".join(f"{t:>16}" for t in TARGETS))
+    for job, targets in by.items():
+        cells = ""
+        for t in TARGETS:
+            rs = targets.get(t, [])
+            s = median(rs, lambda r: per_kilo_io(r, "tcpu"))
+            c = median(rs, lambda r: per_kilo_io(r, "ccpu"))
+            cells += f"{'-' if s != s else f'{s:.1f} / {c:.1f}':>16}"
+        print(f"{job:<18}{cells}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--kernel", default="?")
     ap.add_argument("--rounds", default="?")
     ap.add_argument("logs", nargs="+")
     a = ap.parse_args()
-    print(f"rrdma-blk against nvme-rdma and RNBD, kernel {a.kernel}, {a.rounds} rounds "
-          "(medians; cpu: serving guest's busy jiffies per 1000 I/Os)")
+    print(f"rrdma-blk against nvme-rdma and RNBD, kernel {a.kernel}, {a.rounds} rounds (medians)")
     for path in a.logs:
         prov = re.search(r"blkbench_(\w+)", path)
         prov = prov.group(1) if prov else path
@@ -41,27 +96,7 @@ def main():
         except OSError as e:
             print(f"\n{prov}: no log ({e})")
             continue
-        by = defaultdict(lambda: defaultdict(list))
-        for r in rows:
-            by[r["job"]][r["target"]].append(r)
-        print(f"\n{prov}")
-        print(f"{'job':<14}" + "".join(f"{t + ' IOPS':>12}{t + ' cpu':>10}" for t in TARGETS)
-              + f"{'/nvme':>8}{'/rnbd':>8}")
-        for job, targets in by.items():
-            med = {}
-            cpu = {}
-            for t in TARGETS:
-                rs = targets.get(t, [])
-                if rs:
-                    med[t] = statistics.median(float(r["iops"]) for r in rs)
-                    cpu[t] = statistics.median(
-                        1000 * int(r["tcpu"]) / max(1.0, float(r["iops"]) * float(r["secs"]))
-                        for r in rs)
-            cells = "".join(
-                f"{med.get(t, float('nan')):>12.0f}{cpu.get(t, float('nan')):>10.2f}" for t in TARGETS)
-            ratio = lambda o: (f"{med['rrdma'] / med[o]:>8.2f}" if med.get("rrdma") and med.get(o)
-                               else f"{'-':>8}")
-            print(f"{job:<14}{cells}{ratio('nvme')}{ratio('rnbd')}")
+        tables(prov, rows)
     return 0
 
 

@@ -4,11 +4,13 @@
 # region, and a RAM disk each behind nvmet-rdma and the RNBD server),
 # guest b maps all three and runs the same fio jobs on each, alternating
 # rrdma, nvme, rnbd in every round.  Each measurement is one line
-#   RRDMA-BLKBENCH round=R target=T job=J iops=N kbs=N tcpu=J ccpu=J secs=S
-# on the console (scripts/blkbench-report.py reads them): tcpu and ccpu are
-# the jiffies the serving and the using guest spent outside idle (user,
-# system, irq and softirq) during the job; the serving guest's come from
-# a meter on port 7480 that prints its /proc/stat.
+#   RRDMA-BLKBENCH round=R target=T job=J iops=N kbs=N p50=U p99=U p999=U
+#                  tcpu=J ccpu=J secs=S
+# on the console (scripts/blkbench-report.py reads them): p50, p99 and
+# p999 are fio's completion latency percentiles in microseconds; tcpu and
+# ccpu are the jiffies the serving and the using guest spent outside idle
+# (user, system, irq and softirq) during the job; the serving guest's come
+# from a meter on port 7480 that prints its /proc/stat.
 . ./lib.sh
 
 prov=$RRDMA_ARG
@@ -19,10 +21,12 @@ SECS=3
 DISK_MIB=64
 NQN=nqn.2026-11.org.rrdma:blkbench
 # "job rw bs depth"
-JOBS="randread-4k randread 4k 32
+JOBS="randread-4k-qd1 randread 4k 1
+randwrite-4k-qd1 randwrite 4k 1
+randread-4k randread 4k 32
 randwrite-4k randwrite 4k 32
-read-128k read 128k 8
-write-128k write 128k 8"
+read-1m read 1m 8
+write-1m write 1m 8"
 
 wire_up "$prov" "$dev"
 
@@ -99,16 +103,22 @@ measure() {
 		--iodepth="$7" --rw="$5" --bs="$6" --size=${DISK_MIB}M --runtime=$SECS --time_based \
 		--output-format=terse --terse-version=3 2>/tmp/fio.err)
 	t1=$(peer_busy) c1=$(busy)
+	# Terse v3: reads' bandwidth, IOPS and completion latency percentiles
+	# ("P%=usec") in fields 7, 8 and 18-37, writes' in 48, 49 and 59-78.
 	case $5 in
-	*read) kbs=$(echo "$line" | cut -d';' -f7) iops=$(echo "$line" | cut -d';' -f8) ;;
-	*) kbs=$(echo "$line" | cut -d';' -f48) iops=$(echo "$line" | cut -d';' -f49) ;;
+	*read) kbs=$(echo "$line" | cut -d';' -f7) iops=$(echo "$line" | cut -d';' -f8)
+		pcts=$(echo "$line" | cut -d';' -f18-37) ;;
+	*) kbs=$(echo "$line" | cut -d';' -f48) iops=$(echo "$line" | cut -d';' -f49)
+		pcts=$(echo "$line" | cut -d';' -f59-78) ;;
 	esac
+	pct() { echo "$pcts" | tr ';' '\n' | sed -n "s/^$1%=//p" | head -n 1; }
+	lat="p50=$(pct 50.000000) p99=$(pct 99.000000) p999=$(pct 99.900000)"
 	err=$(echo "$line" | cut -d';' -f5)
 	if [ -z "$line" ] || [ "$err" != 0 ] || [ -z "$t0" ] || [ -z "$t1" ]; then
 		fail "blkbench $2 $4 round $1" "fio: ${err:-no output} $(tail -n 2 /tmp/fio.err)"
 		return
 	fi
-	echo "RRDMA-BLKBENCH round=$1 target=$2 job=$4 iops=$iops kbs=$kbs tcpu=$((t1 - t0)) ccpu=$((c1 - c0)) secs=$SECS"
+	echo "RRDMA-BLKBENCH round=$1 target=$2 job=$4 iops=$iops kbs=$kbs $lat tcpu=$((t1 - t0)) ccpu=$((c1 - c0)) secs=$SECS"
 	ok "blkbench $2 $4 round $1"
 }
 
