@@ -464,16 +464,10 @@ impl Fuzz {
         a.op_size = op_size;
         a.flags = Self::flags(r);
         let mut b = a.encode();
-        self.announce(fd, &built);
+        // Its completions may be read (by another thread) before it returns.
+        self.track.announce(&built);
         let (target, posted) = self.ioctl_arg_ret(r, "SUBMIT", fd, uapi::IOCTL_SUBMIT, &mut b);
         self.posted(target, posted, &built);
-    }
-
-    /// A SUBMIT of `built` on `fd` is about to be made: its completions
-    /// may be read (by another thread) before it returns.
-    pub(super) fn announce(&self, fd: i32, built: &[(u64, u32, Option<u64>)]) {
-        let file = self.named(fd).filter(|i| i.rrdma).map(|i| i.file);
-        self.track.announce(file, built);
     }
 
     /// SUBMIT of `built` (announced) on `target` returned `posted`: the

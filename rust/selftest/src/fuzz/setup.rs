@@ -120,7 +120,7 @@ impl Fuzz {
         a.count = 8;
         a.op_size = Op::SIZE as u32;
         let mut b = a.encode();
-        self.announce(c, &built);
+        self.track.announce(&built);
         let (target, n) = self.ioctl_ret("SUBMIT", c, uapi::IOCTL_SUBMIT, b.as_mut_ptr() as u64);
         self.posted(target, n, &built);
         if n != 8 {

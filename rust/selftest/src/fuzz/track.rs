@@ -111,8 +111,8 @@ struct Inner {
 
 impl Inner {
     /// The record `c`, read from `file` (None: a file the call cannot
-    /// name), of an operation.
-    fn complete(&mut self, file: Option<u64>, c: &Completion) {
+    /// name), of an operation; whether it completed it.
+    fn complete(&mut self, file: Option<u64>, c: &Completion) -> bool {
         let ud = c.user_data;
         let Some(p) = self.ops.get_mut(&ud) else {
             let what = if ud & NO_RECORD != 0 {
@@ -122,17 +122,17 @@ impl Inner {
             };
             self.once
                 .push(format!("completion {what}: {ud:#x} ({file:?})"));
-            return;
+            return false;
         };
         let (posted_on, state, opcode, want) = (p.file, p.state, p.opcode, p.bytes);
         match state {
             State::Done | State::Early(..) => {
                 self.once.push(format!("second completion of {ud:#x}"));
-                return;
+                return false;
             }
             State::Announced => {
                 p.state = State::Early(file, *c);
-                return;
+                return false;
             }
             State::InFlight | State::Dropped => {}
         }
@@ -146,7 +146,7 @@ impl Inner {
                 self.once.push(format!(
                     "completion of {ud:#x} (posted on file {pf}, {how}) read from file {f}"
                 ));
-                return;
+                return false;
             }
         }
         p.state = State::Done;
@@ -159,6 +159,7 @@ impl Inner {
         if let Err(e) = r {
             self.records.push(format!("completion of {ud:#x}: {e}"));
         }
+        true
     }
 }
 
@@ -194,13 +195,13 @@ impl Tracker {
         self.next.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// A SUBMIT of `ops` (user_data, opcode, bytes) is about to be made
-    /// on a descriptor of `file` (None: not a file of `/dev/rrdma`).
-    pub(super) fn announce(&self, file: Option<u64>, ops: &[(u64, u32, Option<u64>)]) {
+    /// A SUBMIT of `ops` (user_data, opcode, bytes) is about to be made;
+    /// which file it goes to is known once it returns.
+    pub(super) fn announce(&self, ops: &[(u64, u32, Option<u64>)]) {
         let mut t = self.inner.lock().unwrap();
         for &(user_data, opcode, bytes) in ops {
             let p = Posted {
-                file,
+                file: None,
                 opcode,
                 bytes,
                 state: State::Announced,
@@ -251,11 +252,14 @@ impl Tracker {
             if file.is_none() {
                 p.bytes = None;
             }
-            t.dropped += u64::from(dropped);
             t.unnamed += u64::from(file.is_none());
-            if let Some((from, c)) = early {
-                t.early += 1;
-                t.complete(from, &c);
+            match early {
+                Some((from, c)) => {
+                    if t.complete(from, &c) {
+                        t.early += 1;
+                    }
+                }
+                None => t.dropped += u64::from(dropped),
             }
         }
     }
@@ -332,6 +336,17 @@ impl Tracker {
             })
             .map(|(ud, _)| *ud)
             .collect();
+        let unsettled: Vec<u64> = t
+            .ops
+            .iter()
+            .filter(|(_, p)| matches!(p.state, State::Announced | State::Early(..)))
+            .map(|(ud, _)| *ud)
+            .collect();
+        for ud in &unsettled {
+            t.once.push(format!(
+                "operation {ud:#x} announced, never settled (fuzzer bug)"
+            ));
+        }
         for ud in &lost {
             let f = t.ops[ud].file.unwrap_or(0);
             t.once.push(format!(
@@ -367,11 +382,7 @@ mod tests {
 
     /// A SUBMIT of `ops` on `target` that posted them all.
     fn post(t: &Tracker, target: Target, ops: &[(u64, u32, Option<u64>)]) {
-        let file = match target {
-            Target::Rrdma(f) => Some(f),
-            _ => None,
-        };
-        t.announce(file, ops);
+        t.announce(ops);
         t.settle(target, ops, ops.len());
     }
 
@@ -438,7 +449,7 @@ mod tests {
     fn a_record_read_before_its_submit_returned() {
         let t = Tracker::new();
         let ops: Vec<_> = (0..3).map(|_| (t.user_data(), 1, Some(4096))).collect();
-        t.announce(Some(1), &ops);
+        t.announce(&ops);
         // Another thread reads two records while the call runs.
         t.records(Target::Rrdma(1), &rec(ops[0].0, 0, 1, 4096));
         t.records(Target::Rrdma(1), &rec(ops[2].0, 0, 1, 4096));
@@ -454,7 +465,7 @@ mod tests {
         // An early record is checked once the call returns: bytes, file.
         let t = Tracker::new();
         let ops: Vec<_> = (0..2).map(|_| (t.user_data(), 1, Some(4096))).collect();
-        t.announce(Some(1), &ops);
+        t.announce(&ops);
         t.records(Target::Rrdma(1), &rec(ops[0].0, 0, 1, 512));
         t.records(Target::Rrdma(2), &rec(ops[1].0, 0, 1, 4096));
         t.settle(Target::Rrdma(1), &ops, 2);
@@ -467,5 +478,22 @@ mod tests {
             once.first
         );
         assert_eq!(records.count, 1, "{:?}", records.first);
+        // Read early, its file closed before the call settled: completed
+        // once, not also dropped; one never settled is a fuzzer bug.
+        let t = Tracker::new();
+        let ops = [
+            (t.user_data(), 1, Some(4096)),
+            (t.user_data(), 1, Some(4096)),
+        ];
+        t.announce(&ops);
+        t.records(Target::Rrdma(1), &rec(ops[0].0, 0, 1, 4096));
+        t.closed(1);
+        t.settle(Target::Rrdma(1), &ops[..1], 1);
+        let (line, once, records) = t.finish(&[].into());
+        assert!(line.contains("1 completed (1 read before"), "{line}");
+        assert!(line.contains("0 dropped"), "{line}");
+        assert_eq!(once.count, 1, "{:?}", once.first);
+        assert!(once.first[0].contains("never settled"), "{:?}", once.first);
+        assert_eq!(records.count, 0, "{:?}", records.first);
     }
 }
