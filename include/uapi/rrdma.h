@@ -628,12 +628,13 @@ struct rrdma_completion {
  * disk is the kernel's: it has a connection of its own to the address
  * @import's connection was made to (EINVAL if a listener accepted that
  * connection), which reconnects for as long as the disk is mapped, with
- * the module's keepalive, and imports the same export over it; BLK_MAP waits for both and fails as CONNECT and
- * IMPORT do.  @import, its connection and this file may then go: the disk
- * stays until RRDMA_IOCTL_BLK_UNMAP (from any file), which ends its
- * connection; the module cannot be unloaded meanwhile.  Several disks may
- * map one import.  /sys/block/rrdmabN/rrdma/ shows its peer, its
- * connection's state and reconnects, and its flushes.
+ * the module's keepalive, and imports the same export over it; BLK_MAP
+ * waits for both and fails as CONNECT and IMPORT do.  @import, its
+ * connection and this file may then go: the disk stays until
+ * RRDMA_IOCTL_BLK_UNMAP (from any file), which ends its connection; the
+ * module cannot be unloaded meanwhile.  Several disks may map one
+ * import.  /sys/block/rrdmabN/rrdma/ shows its peer, its connection's
+ * state and reconnects, and its flushes.
  *
  * The disk has a volatile write cache: a write completes once sent
  * (RRDMA_OP_F_SENT), a flush (REQ_OP_FLUSH, fsync) once every write
