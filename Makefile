@@ -7,7 +7,7 @@
 #                                  tests, KUnit and guest tests on 7.3, and on
 #                                  6.12 under KASAN, lockdep and kmemleak
 #   make check-full                the same, plus the 6.12 base kernel
-#   make demo                      two guests: serve, write/read, verify, bench
+#   make demo                      two guests: serve, write/read, verify, bench, ext4 on rrdmab0
 #   make bench                     rrdma against perftest on siw and rxe, with
 #                                  a ratio table, JSON report and PNG plot
 #   make blkbench                  rrdma-blk against nvme-rdma and RNBD with
