@@ -60,26 +60,25 @@ def tables(prov, rows):
         cells = "".join(f"{'-':>10}" if med[t] != med[t] else f"{med[t]:>10.1f}" if mbs
                         else f"{med[t]:>10.0f}" for t in TARGETS)
         print(f"{job:<18}{cells}{ratio('nvme')}{ratio('rnbd')}")
-    print(f"\n{prov}: completion latency p50 / p99 / p99.9, microseconds")
-    print(f"{'job':<18}" + "".join(f"{t:>29}" for t in TARGETS))
-    for job, targets in by.items():
-        cells = ""
-        for t in TARGETS:
-            rs = targets.get(t, [])
-            p = [median(rs, lambda r, k=k: float(r[k])) for k in ("p50", "p99", "p999")]
-            cells += f"{' / '.join('-' if v != v else f'{v:.0f}' for v in p):>29}"
-        print(f"{job:<18}{cells}")
-    print(f"\n{prov}: CPU per 1000 I/Os, busy jiffies, serving / using guest")
-    print(f"{'job':<18}" + "".join(f"{t:>16}" for t in TARGETS))
-    for job, targets in by.items():
-        cells = ""
-        for t in TARGETS:
-            rs = targets.get(t, [])
-            s = median(rs, lambda r: per_kilo_io(r, "tcpu"))
-            c = median(rs, lambda r: per_kilo_io(r, "ccpu"))
-            cells += f"{'-' if s != s else f'{s:.1f} / {c:.1f}':>16}"
-        print(f"{job:<18}{cells}")
+    def table(title, width, cell):
+        """One row per job, one cell per target: cell(that target's runs)."""
+        print(f"\n{prov}: {title}")
+        print(f"{'job':<18}" + "".join(f"{t:>{width}}" for t in TARGETS))
+        for job, targets in by.items():
+            cells = "".join(f"{cell(targets.get(t, [])):>{width}}" for t in TARGETS)
+            print(f"{job:<18}{cells}")
 
+    def latency(rs):
+        p = [median(rs, lambda r, k=k: float(r[k])) for k in ("p50", "p99", "p999")]
+        return " / ".join("-" if v != v else f"{v:.0f}" for v in p)
+
+    def cpu(rs):
+        s = median(rs, lambda r: per_kilo_io(r, "tcpu"))
+        c = median(rs, lambda r: per_kilo_io(r, "ccpu"))
+        return "-" if s != s else f"{s:.1f} / {c:.1f}"
+
+    table("completion latency p50 / p99 / p99.9, microseconds", 29, latency)
+    table("CPU per 1000 I/Os, busy jiffies, serving / using guest", 16, cpu)
 
 def main():
     ap = argparse.ArgumentParser()

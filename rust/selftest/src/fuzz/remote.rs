@@ -474,7 +474,7 @@ impl Fuzz {
     /// first `posted` operations are in flight (rrdma.h SUBMIT: "a prefix
     /// is posted"), the others were never posted.
     pub(super) fn posted(&self, target: Target, posted: i64, built: &[(u64, u32, Option<u64>)]) {
-        if posted as usize > built.len() && posted > 0 {
+        if posted > 0 && posted as usize > built.len() {
             self.findings.lock().unwrap().push(format!(
                 "SUBMIT: posted {posted} of {} operations",
                 built.len()
