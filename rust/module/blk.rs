@@ -228,6 +228,19 @@ unsafe extern "C" fn rrdma_rust_blk_queue(
     }
 }
 
+/// The shim's sysfs write of a disk's `reset`: its connection ends as a
+/// peer's disconnect would end it, and reconnects.
+///
+/// # Safety
+///
+/// `owner` is the [`DiskIo`] of a disk that still exists.
+#[no_mangle]
+unsafe extern "C" fn rrdma_rust_blk_reset(owner: *mut c_void) {
+    // SAFETY: by the function's safety requirements.
+    let disk = unsafe { &*owner.cast::<DiskIo>() };
+    disk.import.conn.reset();
+}
+
 /// The shim's sysfs read of a disk's status.
 ///
 /// # Safety

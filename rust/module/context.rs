@@ -6,6 +6,7 @@ use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
+use crate::noio::NoIoMutex;
 use crate::abi::Result;
 use crate::ffi;
 use crate::foreign;
@@ -20,7 +21,7 @@ pub(crate) struct Context {
     /// rather than shifting, so it never allocates. Order: alone, or after
     /// `Conn::inner` (a connection's set-up finds its device); a leaf.
     #[pin]
-    devices: Mutex<KVec<Option<Arc<DeviceCtx>>>>,
+    devices: NoIoMutex<KVec<Option<Arc<DeviceCtx>>>>,
     /// rrdma-blk's disks (`blk.rs`). A leaf, never held while a disk is
     /// added or removed.
     #[pin]
@@ -32,7 +33,7 @@ impl Context {
     pub(crate) fn new() -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                devices <- new_mutex!(KVec::new(), "Context::devices"),
+                devices <- NoIoMutex::new(new_mutex!(KVec::new(), "Context::devices")),
                 disks <- new_mutex!(Disks::new(), "Context::disks"),
             }),
             GFP_KERNEL,

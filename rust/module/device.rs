@@ -16,8 +16,9 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::prelude::*;
-use kernel::sync::{new_mutex, Arc, Mutex};
+use kernel::sync::{new_mutex, Arc};
 
+use crate::noio::NoIoMutex;
 use crate::abi::errno::{Errno, ENOMEM};
 use crate::abi::Result;
 use crate::conn::Conn;
@@ -41,7 +42,7 @@ pub(crate) struct DeviceCtx {
     /// a leaf: `remove` takes the list out and destroys the connections
     /// with it released.
     #[pin]
-    conns: Mutex<KVec<Arc<Conn>>>,
+    conns: NoIoMutex<KVec<Arc<Conn>>>,
     /// Must stay the last field: signals `remove` after the rest is freed.
     release: ReleaseGuard,
 }
@@ -72,7 +73,7 @@ impl DeviceCtx {
                 limits,
                 mrs: AtomicU32::new(0),
                 removing: AtomicBool::new(false),
-                conns <- new_mutex!(KVec::new(), "DeviceCtx::conns"),
+                conns <- NoIoMutex::new(new_mutex!(KVec::new(), "DeviceCtx::conns")),
                 release: ReleaseGuard::new(release),
             }),
             GFP_KERNEL,

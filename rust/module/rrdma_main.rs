@@ -49,6 +49,7 @@ mod info;
 mod listener;
 mod lockcheck;
 mod mr;
+mod noio;
 mod objects;
 mod region;
 mod release;

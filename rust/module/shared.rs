@@ -20,6 +20,7 @@
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
+use crate::noio::NoIoMutex;
 use crate::abi::errno::{Errno, ENOMEM};
 use crate::abi::uapi::Completion;
 use crate::abi::Result;
@@ -50,7 +51,7 @@ pub(crate) struct Shared {
     /// its export) and `FileState::objects` (a region's destruction checks
     /// its exports); a leaf.
     #[pin]
-    pub(crate) exports: Mutex<Exports>,
+    pub(crate) exports: NoIoMutex<Exports>,
     /// Every live connection of the file. Taken alone; a leaf.
     #[pin]
     pub(crate) conns: Mutex<KVec<Arc<Conn>>>,
@@ -76,7 +77,7 @@ impl Shared {
                 context,
                 waitq,
                 ring <- new_bh_lock!(ring, "Shared::ring"),
-                exports <- new_mutex!(Exports::new(), "Shared::exports"),
+                exports <- NoIoMutex::new(new_mutex!(Exports::new(), "Shared::exports")),
                 conns <- new_mutex!(KVec::new(), "Shared::conns"),
                 work: FabricWork::new(),
                 ctrl: CtrlCounts::new(),
@@ -86,6 +87,12 @@ impl Shared {
             GFP_KERNEL,
         )
         .map_err(Into::into)
+    }
+
+    /// Whether this is a disk's (`blk/own.rs`), not a file's: its
+    /// connection may be what swap waits for.
+    pub(crate) fn backs_disk(&self) -> bool {
+        self.waitq.is_none()
     }
 
     /// Queues completions (their slots were reserved) with one trip

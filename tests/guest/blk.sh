@@ -4,12 +4,14 @@
 # `rrdma serve`; guest b maps it as /dev/rrdmab0 with `rrdma map` and
 # checks, with the block layer's own tools (dd, cmp, blockdev):
 #  - fio: 4 jobs of random writes at depth 32 over the whole disk, every
-#    block checked (crc32c);
+#    block checked (crc32c); on rxe, again with the RDMA device gone for
+#    2 s in the middle (the disk reconnects, nothing lost);
 #  - ext4 on the disk: files written, remounted, the same checksums;
 #  - swap on the disk under a memory cgroup cap: every page comes back;
-#    with the argument PROVIDER,pressure (known deadlocks, see
+#    with the argument PROVIDER,pressure (stalls seen, see
 #    Documentation/rrdma.rst), under the guest's own memory pressure (all
-#    but LEFT_MIB locked, 1.5x that touched): every page back, no OOM kill;
+#    but LEFT_MIB locked, 1.5x that touched), also while the disk
+#    reconnects: every page back, no OOM kill, no hang;
 #  - direct and buffered I/O round trips are bit-exact, and what a flush
 #    acknowledged is in the exporter's memory (read back through a
 #    separate import, not the disk); the flushes were fences;
@@ -109,6 +111,36 @@ fio_verify() {
 	grep -E "^ +(read|write):" /tmp/fio.out | sed 's/^ */# fio: /'
 }
 
+# The importer's RDMA device goes for 2 s (shorter than the loss timeout)
+# under fio writing with verification: the writes in flight go back to the
+# queue and are sent again once the disk's connection is back, and what
+# fio reads back is what it wrote.  rxe only: there a write completes once
+# the peer has it; on siw (iWARP) it completes once sent, and a connection
+# lost with writes unplaced loses them, which only the next flush reports
+# (the disk's volatile write cache, Documentation/rrdma.rst).
+link_cut_under_fio() {
+	mib=$((DISK_MIB / 2))
+	fio --name=cut --thread --filename=$disk --direct=1 --ioengine=io_uring --iodepth=16 \
+		--numjobs=2 --size=$((mib / 2))M --offset_increment=$((mib / 2))M \
+		--rw=randwrite --bs=4k --verify=crc32c --verify_fatal=1 --do_verify=1 \
+		--group_reporting >/tmp/fio-cut.out 2>&1 &
+	f=$!
+	sleep 2
+	kill -0 $f 2>/dev/null || { echo "fio ended before the cut"; tail -n 5 /tmp/fio-cut.out; return 1; }
+	r0=$(cat /sys/block/rrdmab0/rrdma/reconnects)
+	rdma link del $dev || return 1
+	sleep 2
+	rdma link add $dev type $prov netdev eth0 || return 1
+	wait_exit $f 1500
+	rc=$?
+	r1=$(cat /sys/block/rrdmab0/rrdma/reconnects)
+	[ $rc = 0 ] || { echo "fio: $rc"; tail -n 5 /tmp/fio-cut.out; return 1; }
+	grep -q "err= 0" /tmp/fio-cut.out || { grep "err=" /tmp/fio-cut.out; return 1; }
+	[ "$r1" -gt "$r0" ] || { echo "no reconnect ($r0, then $r1)"; return 1; }
+	echo "# link cut under fio: reconnects $r0 -> $r1," \
+		"$(grep -E '^ +write:' /tmp/fio-cut.out | sed 's/^ *//')"
+}
+
 # ext4: files written, unmounted, mounted again (caches dropped): the
 # same checksums; unmapping the mounted disk is EBUSY.
 ext4_round_trip() {
@@ -161,8 +193,17 @@ mem_available_mib() {
 # touches 1.5x what is then available, so reclaim runs for the whole
 # guest while the disk's I/O path (and the provider's sockets) allocate.
 # Every page comes back, the pages went to the disk, and nothing was
-# OOM-killed.
+# OOM-killed.  With "reset": once pages go to swap, the disk's connection
+# is reset (sysfs rrdma/reset) and reconnects (builds a queue pair,
+# allocates) while reclaim writes to this very disk; it reconnected, and
+# nothing hung.  (Not the device: with it gone, the tools that would bring
+# it back can be in swap themselves, the rootfs being tmpfs.)
+swap_used_mib() {
+	awk '/^SwapTotal:/ { t = $2 } /^SwapFree:/ { f = $2 } END { print int((t - f) / 1024) }' /proc/meminfo
+}
+
 swap_under_pressure() {
+	reset=$1
 	swapon $disk || return 1
 	dmesg -c >/dev/null
 	avail=$(mem_available_mib)
@@ -191,8 +232,26 @@ swap_under_pressure() {
 		echo "$left MiB left after locking, not about $LEFT_MIB"
 		return 1
 	fi
-	out=$(rrdma-selftest touch-pages $touch 2>&1)
-	rc=$?
+	if [ -n "$reset" ]; then
+		r0=$(cat /sys/block/rrdmab0/rrdma/reconnects)
+		rrdma-selftest touch-pages $touch >/tmp/touch.out 2>&1 &
+		tp=$!
+		i=0
+		until [ "$(swap_used_mib)" -ge 4 ] || [ $i -ge 600 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		echo "# $(swap_used_mib) MiB in swap: the disk's connection is reset"
+		echo 1 >/sys/block/rrdmab0/rrdma/reset
+		wait_exit $tp 1500
+		rc=$?
+		out=$(cat /tmp/touch.out)
+		r1=$(cat /sys/block/rrdmab0/rrdma/reconnects)
+		[ "$r1" -gt "$r0" ] || { echo "no reconnect ($r0, then $r1)"; rc=1; }
+	else
+		out=$(rrdma-selftest touch-pages $touch 2>&1)
+		rc=$?
+	fi
 	kill -0 $pin 2>/dev/null
 	alive=$?
 	kill $pin
@@ -330,23 +389,32 @@ else
 	check "blk $prov: the disk's flushes are fences on its import (sysfs fences)" flushes_are_fences
 	check "blk $prov: fio, 4 jobs at depth 32, crc32c verified over the whole disk" fio_verify
 	grep -E "IOPS=" /tmp/fio.out | sed 's/^ */fio: /'
+	if [ "$prov" = rxe ]; then
+		check "blk $prov: $dev gone for 2 s under fio with verification: it goes on, every block checked" \
+			link_cut_under_fio
+	else
+		skip "blk $prov: $dev gone for 2 s under fio with verification" \
+			"iWARP: a write completes once sent, one unplaced when the connection goes is lost (flushes report it)"
+	fi
 	check "blk $prov: ext4: files written, remounted, checksums equal; mounted disk unmaps EBUSY" \
 		ext4_round_trip
 	check "blk $prov: swap under a memory cap: every page back intact" swap_round_trip
-	# Known deadlocks (7.3, 2026-11-28), so only with the argument
-	# PROVIDER,pressure: on siw, siw_tx -> tcp_sendmsg -> direct reclaim
-	# -> swap_writeout to this disk, whose requests wait for siw_tx; on
-	# rxe, 1 run in 3, the disk's connection reset under pressure, and its
-	# reconnect's handler allocated (queue pair set-up) under the
-	# connection's lock -> direct reclaim -> this disk's queue_rq, which
-	# waits for that lock.
+	# Swap under the guest's own memory pressure, only with the argument
+	# PROVIDER,pressure (Documentation/rrdma.rst, Block device): siw
+	# deadlocks every time (siw_tx -> tcp_sendmsg -> direct reclaim ->
+	# swap_writeout to this disk, whose requests wait for siw_tx), and on
+	# rxe a reconnect under that pressure can stall in the RDMA stack's
+	# own work.  The reset puts the disk's reconnect (queue pair set-up,
+	# allocations under the connection's lock) in the middle of reclaim.
 	case $RRDMA_ARG in
 	*,pressure*)
 		check "blk $prov: swap under the guest's own memory pressure: every page back, no OOM kill" \
-			swap_under_pressure ;;
+			swap_under_pressure
+		check "blk $prov: swap under memory pressure while the disk reconnects: no hang, every page back" \
+			swap_under_pressure reset ;;
 	*)
 		skip "blk $prov: swap under the guest's own memory pressure" \
-			"known deadlock (Documentation/rrdma.rst, Block device); ARG $prov,pressure runs it" ;;
+			"stalls seen (Documentation/rrdma.rst, Block device); ARG $prov,pressure runs it" ;;
 	esac
 	check "blk $prov: unmap of an open disk is EBUSY; closed, it unmaps" unmap_busy
 	map rw --ro

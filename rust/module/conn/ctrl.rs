@@ -34,6 +34,7 @@ use crate::abi::{
 };
 use crate::calling::Task;
 use crate::cm_id::CmId;
+use crate::noio::NoIoGuard;
 
 /// Where an import request of ours is.
 // The answer is stored in place: the receive path (completion context) must
@@ -277,7 +278,7 @@ impl Conn {
         left: &mut Option<kernel::time::Jiffies>,
     ) -> Result<Grant, Errno> {
         let mut g = self.inner.lock();
-        wait_until(&self.cv, &mut g, left, |i| {
+        wait_until(&self.cv, g.guard(), left, |i| {
             !i.state.is_connected() || i.ctrl.free_req().is_some()
         })?;
         if !g.state.is_connected() {
@@ -300,7 +301,7 @@ impl Conn {
             g.ctrl.reqs[slot] = None;
             return Err(e);
         }
-        let waited = wait_until(&self.cv, &mut g, left, |i| {
+        let waited = wait_until(&self.cv, g.guard(), left, |i| {
             !i.state.can_talk()
                 || i.ctrl.reqs[slot]
                     .is_some_and(|s| s.id != id || matches!(s.req, Req::Answered(_)))
@@ -339,12 +340,12 @@ impl Conn {
     /// returns the revoke's id. Waits for a free slot within `left`.
     pub(super) fn send_revoke(
         self: &Arc<Self>,
-        g: &mut kernel::sync::lock::Guard<'_, ConnInner, kernel::sync::lock::mutex::MutexBackend>,
+        g: &mut NoIoGuard<'_, ConnInner>,
         token: u64,
         generation: u32,
         left: &mut Option<kernel::time::Jiffies>,
     ) -> Result<u64, Errno> {
-        wait_until(&self.cv, g, left, |i| {
+        wait_until(&self.cv, g.guard(), left, |i| {
             !i.state.can_talk() || i.ctrl.free_revoke().is_some()
         })?;
         let slot = g.ctrl.free_revoke().ok_or(ENOTCONN)?;

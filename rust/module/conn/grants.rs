@@ -218,7 +218,7 @@ impl Conn {
         // A small NIC's queue: earlier grants' registrations must complete
         // first (the importer asks again within its own timeout on EBUSY).
         let mut left = deadline(GRANT_ROOM_WAIT_MS);
-        wait_until(&self.cv, &mut g, &mut left, |i| {
+        wait_until(&self.cv, g.guard(), &mut left, |i| {
             !i.state.can_talk()
                 || i.res
                     .as_ref()
@@ -355,7 +355,7 @@ impl RevokeTicket {
                     .as_ref()
                     .map_or(true, |r| r.grants.regs_done_through(posted))
             };
-            let _ = wait_until(&conn.cv, &mut g, &mut left, |i| {
+            let _ = wait_until(&conn.cv, g.guard(), &mut left, |i| {
                 !i.state.can_talk() || (ctrl::revoke_answered(i, id) && done(i))
             });
             let regs_done = done(&g);

@@ -39,6 +39,7 @@ use crate::abi::{
 use crate::calling::Task;
 use crate::cm_id::{CmId, InHandler};
 use crate::ffi::{self, cm_event, ShimAddr};
+use crate::noio::NoIoGuard;
 use crate::shared::Shared;
 
 /// The index of a lane's path that is not (or no longer) the connection's:
@@ -167,7 +168,7 @@ impl Conn {
     fn connect_lane(
         self: &Arc<Self>,
         h: &InHandler,
-        mut g: kernel::sync::lock::Guard<'_, ConnInner, kernel::sync::lock::mutex::MutexBackend>,
+        mut g: NoIoGuard<'_, ConnInner>,
         lane: usize,
     ) -> c_int {
         if !g.state.is_connected() {

@@ -72,7 +72,7 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
-use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, CondVarTimeoutResult, Mutex};
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, CondVarTimeoutResult};
 use kernel::workqueue::{new_work, Work};
 
 use crate::abi::Result;
@@ -86,6 +86,7 @@ use crate::cm_id::CmId;
 use crate::device::DeviceCtx;
 use crate::ffi::ShimAddr;
 use crate::listener::Listener;
+use crate::noio::NoIoMutex;
 use crate::shared::Shared;
 use crate::verbs::Pd;
 
@@ -229,6 +230,13 @@ impl ConnInner {
     }
 }
 
+/// Held while a connection's callback or work item runs
+/// ([`Conn::alloc_scope`]): the scopes end when it is dropped.
+pub(crate) struct AllocScope {
+    _noio: crate::ffi::NoIo,
+    _reserves: Option<crate::ffi::Reserves>,
+}
+
 /// A connection.
 #[pin_data]
 pub(crate) struct Conn {
@@ -242,9 +250,10 @@ pub(crate) struct Conn {
     /// `Listener::inner`; before `Shared::exports`, `Context::devices`,
     /// `DeviceCtx::conns` and a path's lock. Never held across a wait for a
     /// handler, a completion or a work item (checked on a lockdep kernel:
-    /// `ffi::assert_unlocked`), nor a user copy.
+    /// `ffi::assert_unlocked`), nor a user copy. Its holder allocates
+    /// without I/O: a disk's `queue_rq` takes it (`noio.rs`).
     #[pin]
-    inner: Mutex<ConnInner>,
+    inner: NoIoMutex<ConnInner>,
     /// State changes, answers, free slots, send-queue room.
     #[pin]
     cv: CondVar,
@@ -342,7 +351,7 @@ impl Conn {
                 shared,
                 serial: SERIAL.fetch_add(1, Ordering::Relaxed),
                 active,
-                inner <- new_mutex!(ConnInner {
+                inner <- NoIoMutex::new(new_mutex!(ConnInner {
                     state,
                     version: 0,
                     nonce: 0,
@@ -361,7 +370,7 @@ impl Conn {
                     reconnect,
                     connecting: false,
                     flushed_early: false,
-                }, "Conn::inner"),
+                }, "Conn::inner")),
                 cv <- new_condvar!("Conn::cv"),
                 teardown_work <- new_work!("Conn::teardown_work"),
                 restore_work <- new_work!("Conn::restore_work"),
@@ -424,6 +433,19 @@ impl Conn {
     /// succeeded.
     pub(crate) fn reconnects(&self) -> u64 {
         self.shared.reconnect.reconnects()
+    }
+
+    /// The allocation scope of the connection's callbacks and work items:
+    /// no allocation starts I/O (reclaim's I/O may be a disk's, waiting
+    /// for this connection), and a disk's own connection allocates from
+    /// the memory reserves without reclaiming: swap may wait for it to
+    /// come back with memory exhausted, where reclaim without I/O frees
+    /// nothing (a reconnect under that pressure stalled for minutes).
+    pub(crate) fn alloc_scope(&self) -> AllocScope {
+        AllocScope {
+            _noio: crate::ffi::NoIo::enter(),
+            _reserves: self.shared.backs_disk().then(crate::ffi::Reserves::enter),
+        }
     }
 
     /// How the connection looks to an operator.

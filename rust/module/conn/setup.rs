@@ -88,7 +88,7 @@ impl Conn {
             let mut g = this.inner.lock();
             // Established once is enough (with reconnect it may have
             // failed and be attempting again by the time this wakes).
-            wait_until(&this.cv, &mut g, &mut left, |i| {
+            wait_until(&this.cv, g.guard(), &mut left, |i| {
                 i.state.is_connected() || i.state.is_finished() || i.was_established()
             })
             .map(|()| g.state.connect_result(g.was_established()))

@@ -59,6 +59,7 @@ impl WorkItem for Conn {
     type Pointer = Arc<Conn>;
 
     fn run(this: Arc<Conn>) {
+        let _scope = this.alloc_scope();
         Conn::teardown(&this, None);
         let tearing = &this.shared.reconnect.tearing;
         tearing.fetch_sub(1, Ordering::Relaxed);
@@ -92,6 +93,15 @@ impl Conn {
                 e.get()
             )
         });
+    }
+
+    /// An operator's reset (a disk's sysfs `reset`): the connection ends
+    /// as its peer's disconnect would end it. Connected, it fails and (if
+    /// it reconnects) connects again after the first backoff; an attempt
+    /// under way fails and the next follows its backoff; between attempts,
+    /// nothing.
+    pub(crate) fn reset(self: &Arc<Self>) {
+        self.fail(Event::Disconnected, "reset asked", ECONNRESET);
     }
 
     /// As [`Self::fail`], with the ratelimited log line `log` prints.
@@ -189,12 +199,12 @@ impl Conn {
             loop {
                 match g.state {
                     State::Closed { .. } => return,
-                    State::Closing { .. } => this.cv.wait(&mut g),
+                    State::Closing { .. } => this.cv.wait(g.guard()),
                     // A reconnect's teardown ran, and maybe its backoff and
                     // the next attempt's start: close again, for good.
                     _ if ev == Event::UserClose => break,
                     State::Waiting { .. } => return,
-                    _ => this.cv.wait(&mut g),
+                    _ => this.cv.wait(g.guard()),
                 }
             }
         }
@@ -215,7 +225,7 @@ impl Conn {
             // Not in a handler of the id (the handler mutex keeps those
             // apart): bounded by the provider's connect.
             while g.connecting {
-                this.cv.wait(&mut g);
+                this.cv.wait(g.guard());
             }
             for (id, path) in ids.iter_mut().zip(g.paths.iter_mut()).skip(1) {
                 *id = path.lane.take();

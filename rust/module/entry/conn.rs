@@ -88,6 +88,7 @@ unsafe extern "C" fn rrdma_rust_conn_event(
     // connection's `CmId` back with `into_cm` (the connection keeps it
     // otherwise).
     let h = unsafe { InHandler::new(id) };
+    let _scope = this.alloc_scope();
     this.cm_event(&h, event, status, pdata)
 }
 
@@ -101,6 +102,7 @@ unsafe extern "C" fn rrdma_rust_conn_event(
 unsafe extern "C" fn rrdma_rust_conn_timer(ctx: *mut c_void) {
     // SAFETY: by the function's safety requirements: taken back once, here.
     let this: Arc<Conn> = unsafe { foreign::from_c(ctx) };
+    let _scope = this.alloc_scope();
     this.timer_tick();
 }
 
@@ -171,6 +173,7 @@ unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, 
     let this = unsafe { conn(ctx, Callback::CtrlRecv) };
     // SAFETY: by the function's safety requirements.
     let msg = unsafe { bytes(msg, len as usize) };
+    let _scope = this.alloc_scope();
     this.ctrl_recv(msg);
 }
 

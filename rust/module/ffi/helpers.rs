@@ -49,6 +49,56 @@ pub(crate) fn in_softirq() -> bool {
     unsafe { rrdma_shim_in_softirq() }
 }
 
+/// A scope in which the current task's allocations start no I/O
+/// (`memalloc_noio_save()`): a connection's work items allocate under its
+/// lock, which a disk's `queue_rq` takes, and reclaim's I/O could be that
+/// disk's. Process context only: in softirq it would mark the task the
+/// softirq interrupted.
+// The task's flags are restored on the task that saved them: not `Send`.
+pub(crate) struct NoIo(u32, core::marker::PhantomData<*const ()>);
+
+impl NoIo {
+    /// Enters the scope until the value is dropped.
+    pub(crate) fn enter() -> Self {
+        // SAFETY: no preconditions; `Drop` restores what it returns, on
+        // the same task (the value is not `Send`).
+        let flags = unsafe { rrdma_shim_noio_save() };
+        NoIo(flags, core::marker::PhantomData)
+    }
+}
+
+impl Drop for NoIo {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` came from `rrdma_shim_noio_save()` on this task.
+        unsafe { rrdma_shim_noio_restore(self.0) }
+    }
+}
+
+/// A scope in which the current task allocates from the memory reserves
+/// and never reclaims (`memalloc_noreclaim_save()`, `PF_MEMALLOC`): the
+/// work that brings a disk's connection back, which swap may be waiting
+/// for with memory exhausted (swap over NFS and nbd do the same). Process
+/// context only, as [`NoIo`].
+pub(crate) struct Reserves(u32, core::marker::PhantomData<*const ()>);
+
+impl Reserves {
+    /// Enters the scope until the value is dropped.
+    pub(crate) fn enter() -> Self {
+        // SAFETY: no preconditions; `Drop` restores what it returns, on
+        // the same task (the value is not `Send`).
+        let flags = unsafe { rrdma_shim_reserves_save() };
+        Reserves(flags, core::marker::PhantomData)
+    }
+}
+
+impl Drop for Reserves {
+    fn drop(&mut self) {
+        // SAFETY: `self.0` came from `rrdma_shim_reserves_save()` on this
+        // task.
+        unsafe { rrdma_shim_reserves_restore(self.0) }
+    }
+}
+
 /// The CPU the caller runs on (it may move right after: a hint).
 pub(crate) fn this_cpu() -> u32 {
     // SAFETY: no preconditions.
@@ -102,6 +152,14 @@ extern "C" {
     pub(crate) fn rrdma_shim_this_cpu() -> u32;
     /// `in_serving_softirq()`.
     pub(crate) fn rrdma_shim_in_softirq() -> bool;
+    /// `memalloc_noio_save()`.
+    pub(crate) fn rrdma_shim_noio_save() -> u32;
+    /// `memalloc_noio_restore()`.
+    pub(crate) fn rrdma_shim_noio_restore(flags: u32);
+    /// `memalloc_noreclaim_save()`.
+    pub(crate) fn rrdma_shim_reserves_save() -> u32;
+    /// `memalloc_noreclaim_restore()`.
+    pub(crate) fn rrdma_shim_reserves_restore(flags: u32);
     /// The monotonic clock, in ns.
     pub(crate) fn rrdma_shim_now_ns() -> u64;
 }

@@ -8,6 +8,8 @@
  *  state       its connection: connected, reconnecting or down
  *  reconnects  times its connection came back (only grows)
  *  fences      flushes posted as fences on its import (only grows)
+ *  reset       (write-only) any write ends the connection as a peer's
+ *              disconnect would: it reconnects, I/O waits meanwhile
  *
  * The files go in del_gendisk(), which waits for a reader: the disk's
  * owner outlives them.
@@ -72,16 +74,25 @@ static ssize_t fences_show(struct device *dev, struct device_attribute *attr,
 	return sysfs_emit(buf, "%llu\n", s.fences);
 }
 
+static ssize_t reset_store(struct device *dev, struct device_attribute *attr,
+			   const char *buf, size_t count)
+{
+	rrdma_rust_blk_reset(rrdma_shim_blk_owner(dev_to_disk(dev)));
+	return count;
+}
+
 static DEVICE_ATTR_RO(peer);
 static DEVICE_ATTR_RO(state);
 static DEVICE_ATTR_RO(reconnects);
 static DEVICE_ATTR_RO(fences);
+static DEVICE_ATTR_WO(reset);
 
 static struct attribute *rrdma_blk_attrs[] = {
 	&dev_attr_peer.attr,
 	&dev_attr_state.attr,
 	&dev_attr_reconnects.attr,
 	&dev_attr_fences.attr,
+	&dev_attr_reset.attr,
 	NULL,
 };
 

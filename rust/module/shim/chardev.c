@@ -257,12 +257,18 @@ int rrdma_shim_register(void *core)
 	}
 	rrdma_misc.mode = dev_mode;
 	rrdma_core = core;
-	rrdma_wq = alloc_workqueue("rrdma", WQ_UNBOUND, 0);
+	/*
+	 * WQ_MEM_RECLAIM: a disk's reconnect, teardown and completions run
+	 * here, and reclaim may wait for that disk (swap): both queues keep a
+	 * rescuer thread for when no worker can be created.
+	 */
+	rrdma_wq = alloc_workqueue("rrdma", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!rrdma_wq) {
 		ret = -ENOMEM;
 		goto out_core;
 	}
-	rrdma_comp_wq = alloc_workqueue("rrdma_comp", WQ_HIGHPRI | WQ_PERCPU, 0);
+	rrdma_comp_wq = alloc_workqueue("rrdma_comp",
+					WQ_HIGHPRI | WQ_PERCPU | WQ_MEM_RECLAIM, 0);
 	if (!rrdma_comp_wq) {
 		ret = -ENOMEM;
 		goto out_wq;

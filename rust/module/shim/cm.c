@@ -14,6 +14,7 @@
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/nsproxy.h>
+#include <linux/sched/mm.h>
 #include <linux/string.h>
 #include <net/net_namespace.h>
 #include <rdma/ib_verbs.h>
@@ -85,8 +86,8 @@ static bool carries_private_data(enum rdma_cm_event_type e)
 	       e == RDMA_CM_EVENT_CONNECT_RESPONSE;
 }
 
-/* Handler of connection ids: every event goes to the owning Rust Conn. */
-static int rrdma_conn_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+/* Every event of a connection's id goes to the owning Rust Conn. */
+static int conn_event(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	const void *pdata = NULL;
 	u8 len = 0;
@@ -103,12 +104,14 @@ static int rrdma_conn_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 				     pdata, len);
 }
 
+static int rrdma_conn_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
+
 /*
- * Handler of listening ids.  A connect request arrives on a new child id
- * that inherits this handler and the listener's context; once Rust adopts
- * the child, it gets the connection handler and the Conn as context.
+ * A listening id's event.  A connect request arrives on a new child id
+ * that inherits the listener's handler and context; once Rust adopts the
+ * child, it gets the connection handler and the Conn as context.
  */
-static int rrdma_listen_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+static int listen_event(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	void *conn = NULL;
 	int ret;
@@ -126,6 +129,30 @@ static int rrdma_listen_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	id->context = conn;
 	id->event_handler = rrdma_conn_handler;
 	return 0;
+}
+
+/*
+ * The handlers: Rust's set-up and teardown allocate (queue pairs, CQs,
+ * buffers) under a connection's lock, which a disk's queue_rq takes.
+ * Reclaim's I/O from there could be that disk's swap or writeback, stuck
+ * behind the lock: no allocation of theirs may start I/O (memalloc_noio).
+ */
+static int rrdma_conn_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	unsigned int noio = memalloc_noio_save();
+	int ret = conn_event(id, ev);
+
+	memalloc_noio_restore(noio);
+	return ret;
+}
+
+static int rrdma_listen_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
+{
+	unsigned int noio = memalloc_noio_save();
+	int ret = listen_event(id, ev);
+
+	memalloc_noio_restore(noio);
+	return ret;
 }
 
 int rrdma_shim_cm_create(void *owner, bool listener, struct rdma_cm_id **out)

@@ -18,6 +18,7 @@
  * only on the work item.  A receive CQ (control messages) stays the RDMA
  * core's (ctrl.c).
  */
+#include <linux/sched/mm.h>
 #include <linux/string.h>
 #include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
@@ -183,10 +184,8 @@ int rrdma_scq_iop_poll(struct irq_poll *iop, int budget)
  * budget, then re-arms, and polls again if a completion came in between).
  * Once the CQ is empty and armed, the atomic pollers have it again.
  */
-void rrdma_scq_poll(struct work_struct *work)
+static void scq_poll(struct rrdma_shim_qp *q)
 {
-	struct rrdma_shim_qp *q =
-		container_of(work, struct rrdma_shim_qp, scq_work);
 	int n, i, total = 0;
 
 	/* Queued by the event (cq_softirq off), it takes the CQ over. */
@@ -224,6 +223,38 @@ void rrdma_scq_poll(struct work_struct *work)
 	spin_unlock_bh(&q->poll_lock);
 	if (total)
 		rrdma_shim_qp_iopoll_wake(q);
+}
+
+/*
+ * The work item.  A failed operation ends its connection here, which
+ * allocates under the connection's lock: no I/O (cm.c says why).
+ */
+void rrdma_scq_poll(struct work_struct *work)
+{
+	unsigned int noio = memalloc_noio_save();
+
+	scq_poll(container_of(work, struct rrdma_shim_qp, scq_work));
+	memalloc_noio_restore(noio);
+}
+
+unsigned int rrdma_shim_noio_save(void)
+{
+	return memalloc_noio_save();
+}
+
+void rrdma_shim_noio_restore(unsigned int flags)
+{
+	memalloc_noio_restore(flags);
+}
+
+unsigned int rrdma_shim_reserves_save(void)
+{
+	return memalloc_noreclaim_save();
+}
+
+void rrdma_shim_reserves_restore(unsigned int flags)
+{
+	memalloc_noreclaim_restore(flags);
 }
 
 /*

@@ -5,6 +5,7 @@
  * IB_POLL_WORKQUEUE), and its send buffers.
  */
 #include <linux/dma-mapping.h>
+#include <linux/sched/mm.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <rdma/ib_verbs.h>
@@ -37,7 +38,7 @@ int rrdma_qp_post_recv_locked(struct rrdma_shim_qp *q, u32 i)
  * On ib_comp_wq (the receive CQ is IB_POLL_WORKQUEUE), process context;
  * Rust is never called with @q->lock held (it takes sleeping locks).
  */
-void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+static void recv_done(struct ib_wc *wc)
 {
 	struct rrdma_shim_ctrl_slot *s =
 		container_of(wc->wr_cqe, struct rrdma_shim_ctrl_slot, cqe);
@@ -75,6 +76,15 @@ void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		return;
 	}
 	rrdma_rust_ctrl_recv(q->owner, msg, len);
+}
+
+/* Rust's answer may allocate under the connection's lock: no I/O (cm.c). */
+void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	unsigned int noio = memalloc_noio_save();
+
+	recv_done(wc);
+	memalloc_noio_restore(noio);
 }
 
 /*

@@ -426,67 +426,13 @@ u64 rrdma_shim_random_u64(void);
 u32 rrdma_shim_queue_pairs(void);
 u32 rrdma_shim_this_cpu(void);
 bool rrdma_shim_in_softirq(void);
+unsigned int rrdma_shim_noio_save(void);
+void rrdma_shim_noio_restore(unsigned int flags);
+unsigned int rrdma_shim_reserves_save(void);
+void rrdma_shim_reserves_restore(unsigned int flags);
 
-/*
- * blk.c: rrdma-blk's disks.  The shape of a disk (from abi::blkdev::DiskPlan)
- * and one request as rrdma_rust_blk_queue() sees it.
- */
-struct rrdma_shim_blk_shape {
-	__u64 sectors;
-	__u32 block_size;
-	__u32 io_bytes;
-	__u32 depth;
-	__u32 read_only;
-};
-
-/* rrdma_shim_blk_io.op */
-#define RRDMA_SHIM_BLK_READ		0
-#define RRDMA_SHIM_BLK_WRITE		1	/* completes once sent */
-#define RRDMA_SHIM_BLK_WRITE_FUA	2	/* completes once placed */
-#define RRDMA_SHIM_BLK_FLUSH		3	/* earlier writes placed */
-
-struct rrdma_shim_blk_io {
-	__u64 pos;	/* byte offset on the disk */
-	__u32 len;	/* bytes (0: a flush) */
-	__u32 tag;	/* its staging slot */
-	__u32 op;	/* RRDMA_SHIM_BLK_* */
-	__u32 pad;
-};
-
-struct rrdma_blk;
-struct request;
-struct rrdma_blk *rrdma_shim_blk_create(void *owner, u32 index,
-					const struct rrdma_shim_blk_shape *shape,
-					struct page **pages, int *err);
-void rrdma_shim_blk_destroy(struct rrdma_blk *b);
-unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b);
-void rrdma_shim_blk_end(struct request *rq, int status);
-bool rrdma_shim_capable_sys_admin(void);
-
-/* blk_sysfs.c: a disk's /sys/block/rrdmabN/rrdma/ files. */
-#define RRDMA_SHIM_BLK_UP		0	/* connected */
-#define RRDMA_SHIM_BLK_RECONNECTING	1	/* failed, connecting again */
-#define RRDMA_SHIM_BLK_DOWN		2	/* ended for good */
-struct rrdma_shim_blk_status {
-	struct rrdma_shim_addr peer;
-	__u64 fences;
-	__u64 reconnects;
-	__u32 state;	/* RRDMA_SHIM_BLK_UP, _RECONNECTING, _DOWN */
-	__u32 pad;
-};
-
-struct gendisk;
-struct attribute_group;
-extern const struct attribute_group *rrdma_shim_blk_groups[];
-void *rrdma_shim_blk_owner(struct gendisk *disk);
-/* Rust: process context (a sysfs read); @out is zeroed. */
-void rrdma_rust_blk_status(void *owner, struct rrdma_shim_blk_status *out);
-
-void rrdma_shim_module_get(void);
-void rrdma_shim_module_put(void);
-/* Rust: process context (blk-mq's dispatch of a BLK_MQ_F_BLOCKING queue). */
-int rrdma_rust_blk_queue(void *owner, struct request *rq,
-			 const struct rrdma_shim_blk_io *io);
+/* blk.c, blk_sysfs.c: rrdma-blk's disks. */
+#include "blk_shim.h"
 
 /* lock.c: softirq-safe spinlocks for Rust. */
 void rrdma_shim_spin_lock_bh(struct spinlock *lock);

@@ -149,9 +149,7 @@ pub(super) const CHUNKS_MAX: usize = SLOTS_MAX as usize;
 
 /// The connection's lock, held across the operations of a batch; `None`
 /// while released (around an allocation, or for good).
-pub(super) type InnerGuard<'a> = Option<
-    kernel::sync::lock::Guard<'a, crate::conn::ConnInner, kernel::sync::lock::mutex::MutexBackend>,
->;
+pub(super) type InnerGuard<'a> = Option<crate::noio::NoIoGuard<'a, crate::conn::ConnInner>>;
 
 /// A path's lock, held.
 pub(super) type PathGuard<'a> = BhGuard<'a, Option<KBox<PathData>>>;

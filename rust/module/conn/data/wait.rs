@@ -93,7 +93,7 @@ impl Conn {
             let mut g = self.inner.lock();
             let (before, _) = self.sq_room(g.paths.len());
             let mut left = None;
-            wait_until(&self.cv, &mut g, &mut left, |i| {
+            wait_until(&self.cv, g.guard(), &mut left, |i| {
                 let (free, all) = self.sq_room(i.paths.len());
                 free > before || free == all || !i.state.is_connected()
             })
