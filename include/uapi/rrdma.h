@@ -604,7 +604,11 @@ struct rrdma_completion {
 #define RRDMA_IOCTL_UNIMPORT	_IOW(RRDMA_IOCTL_MAGIC, 0x0a, struct rrdma_handle_arg)
 #define RRDMA_IOCTL_UNLISTEN	_IOW(RRDMA_IOCTL_MAGIC, 0x0b, struct rrdma_handle_arg)
 #define RRDMA_IOCTL_SUBMIT	_IOWR(RRDMA_IOCTL_MAGIC, 0x0c, struct rrdma_submit)
-/* One operation, waited for: returns its status (user_data is ignored). */
+/*
+ * One operation, waited for: returns its status (user_data is ignored).
+ * A signal interrupts it only before the operation is posted; once posted,
+ * it is waited for to its end (a fatal signal excepted).
+ */
 #define RRDMA_IOCTL_RW_SYNC	_IOW(RRDMA_IOCTL_MAGIC, 0x0d, struct rrdma_op)
 #define RRDMA_IOCTL_REGION_REGISTER \
 	_IOWR(RRDMA_IOCTL_MAGIC, 0x0e, struct rrdma_region_register)

@@ -51,6 +51,10 @@ pub(crate) struct FabricWork {
     /// io_uring commands whose IOPOLL poller found their completion
     /// (`rrdma-work-uring-polled`: only grows).
     uring_polled: AtomicU64,
+    /// io_uring commands issued to rrdma and not ended yet: posted, or
+    /// waiting for room (`rrdma-uring-in-flight`: now). A closed ring's
+    /// commands end in io_uring's exit work, after the close returned.
+    uring_in_flight: AtomicU64,
     /// Queue pairs that allocated their READ and fence sinks (iWARP), at
     /// their first operation (`rrdma-sink-allocs`: only grows).
     sink_allocs: AtomicU64,
@@ -73,6 +77,7 @@ impl FabricWork {
             lane_ops: AtomicU64::new(0),
             sync_polled: AtomicU64::new(0),
             uring_polled: AtomicU64::new(0),
+            uring_in_flight: AtomicU64::new(0),
             sink_allocs: AtomicU64::new(0),
             softirq: AtomicU64::new(0),
         }
@@ -96,6 +101,17 @@ impl FabricWork {
     /// Counts an io_uring command completed by its IOPOLL poller.
     pub(crate) fn uring_polled(&self) {
         self.uring_polled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an io_uring command issued ([`Self::uring_ended`] when it
+    /// ends, or is not taken).
+    pub(crate) fn uring_issued(&self) {
+        self.uring_in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an issued io_uring command ended.
+    pub(crate) fn uring_ended(&self) {
+        self.uring_in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Counts a data lane established.
@@ -139,7 +155,7 @@ impl FabricWork {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 12] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 13] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -168,6 +184,10 @@ impl FabricWork {
             (
                 b"rrdma-work-uring-polled\0",
                 self.uring_polled.load(Ordering::Relaxed),
+            ),
+            (
+                b"rrdma-uring-in-flight\0",
+                self.uring_in_flight.load(Ordering::Relaxed),
             ),
             (
                 b"rrdma-sink-allocs\0",

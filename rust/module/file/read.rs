@@ -62,7 +62,7 @@ impl FileState {
 
     /// The fdinfo lines: each key NUL-terminated, with its count (objects,
     /// then the work, control, keepalive and reconnect counts).
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 30] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 31] {
         let counts = self.objects.lock().counts();
         let exports = self.shared.exports.lock().len() as u64;
         let (in_flight, pending) = {
@@ -70,7 +70,7 @@ impl FileState {
             (r.in_flight() as u64, r.len() as u64)
         };
         let live = self.shared.conns.lock().len() as u64;
-        let [w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11] = self.shared.work.fdinfo();
+        let [w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12] = self.shared.work.fdinfo();
         let [c0] = self.shared.ctrl.fdinfo();
         let [k0, k1] = self.shared.keepalive.fdinfo();
         let [r0, r1, r2, r3, r4, r5] = self.shared.reconnect.fdinfo();
@@ -96,6 +96,7 @@ impl FileState {
             w9,
             w10,
             w11,
+            w12,
             c0,
             k0,
             k1,

@@ -403,18 +403,27 @@ impl FileState {
             opcode: op.opcode,
             waiter: Some(Waiter::Uring(cmd)),
         };
-        loop {
-            match imp.conn.post_op(&imp, work(&blocks), &mut to)?.0 {
-                Posted::Yes => return Ok(()),
-                Posted::Full if nonblock => return Err(EAGAIN),
+        // Counted until it ends: its operation's end counts it down
+        // (`Waiter::tell`), or, not taken, the return here.
+        let counts = &self.shared.work;
+        counts.uring_issued();
+        let r = loop {
+            match imp.conn.post_op(&imp, work(&blocks), &mut to) {
+                Ok((Posted::Yes, _)) => break Ok(()),
+                Ok((Posted::Full, _)) if nonblock => break Err(EAGAIN),
                 // A worker's wait: a signal ends the command with EINTR
                 // (no system call to restart).
-                Posted::Full => {
-                    imp.conn
-                        .wait_room()
-                        .map_err(|e| if e == ERESTARTSYS { EINTR } else { e })?
+                Ok((Posted::Full, _)) => {
+                    if let Err(e) = imp.conn.wait_room() {
+                        break Err(if e == ERESTARTSYS { EINTR } else { e });
+                    }
                 }
+                Err(e) => break Err(e),
             }
+        };
+        if to.waiter.is_some() {
+            counts.uring_ended();
         }
+        r
     }
 }

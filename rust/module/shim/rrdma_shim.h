@@ -431,6 +431,13 @@ void rrdma_shim_noio_restore(unsigned int flags);
 unsigned int rrdma_shim_reserves_save(void);
 void rrdma_shim_reserves_restore(unsigned int flags);
 
+/* sync_wait.c: a synchronous operation's killable wait. */
+struct rrdma_shim_sync;
+struct rrdma_shim_sync *rrdma_shim_sync_new(void);
+void rrdma_shim_sync_free(struct rrdma_shim_sync *s);
+void rrdma_shim_sync_done(struct rrdma_shim_sync *s);
+int rrdma_shim_sync_wait(struct rrdma_shim_sync *s);
+
 /* blk.c, blk_sysfs.c: rrdma-blk's disks. */
 #include "blk_shim.h"
 

@@ -92,7 +92,7 @@ use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
-use kernel::sync::{new_condvar, Arc, CondVar};
+use kernel::sync::Arc;
 use kernel::workqueue::{impl_has_work, WorkItem};
 
 use crate::abi::Result;

@@ -204,7 +204,12 @@ impl Conn {
                 }
                 Attempt::Again => prep = Prep::default(),
                 Attempt::Sinks => self.ready_sinks(g, p).map_err(|e| self.refused(g, e))?,
-                Attempt::Failed(e, op) => {
+                Attempt::Failed(e, mut op) => {
+                    // Refused: who waits for it is the caller's again (an
+                    // io_uring command's CQE comes from the error return).
+                    if let Some(w) = op.as_mut().and_then(|o| o.waiter.take()) {
+                        to.waiter = Some(w);
+                    }
                     drop(op);
                     self.fail(Event::QpFatal, "cannot post an operation", e);
                     // The errno of the connection it failed, not the

@@ -104,6 +104,7 @@ impl Waiter {
                 if u.complete(res) {
                     work.uring_polled();
                 }
+                work.uring_ended();
             }
             Waiter::Blk(r) => r.end(status),
         }

@@ -14,16 +14,17 @@ pub(crate) struct SyncWait {
     /// writes) by the completion, alone by the waiter.
     #[pin]
     pub(super) status: BhLock<Option<i32>>,
-    #[pin]
-    pub(super) cv: CondVar,
+    /// Done once `status` is set; its wait is killable.
+    done: ffi::SyncDone,
 }
 
 impl SyncWait {
     pub(super) fn new() -> Result<Arc<Self>> {
+        let done = ffi::SyncDone::new()?;
         Arc::pin_init(
             pin_init!(Self {
                 status <- new_bh_lock!(None, "SyncWait::status"),
-                cv <- new_condvar!("SyncWait::cv"),
+                done,
             }),
             GFP_KERNEL,
         )
@@ -32,7 +33,7 @@ impl SyncWait {
 
     pub(super) fn set(&self, status: i32) {
         *self.status.lock() = Some(status);
-        self.cv.notify_all();
+        self.done.done();
     }
 }
 
@@ -123,10 +124,14 @@ impl Conn {
             }
         };
         self.busy_poll(p, &w);
-        let mut s = w.status.lock();
-        let mut left = None;
-        wait_until(&w.cv, &mut s, &mut left, |s| s.is_some())?;
-        Ok(s.unwrap_or(0))
+        // Posted: a signal does not end the wait (a restart would post the
+        // operation a second time while it is in flight, an EINTR leave
+        // it in flight, its bytes landing after the caller moved on); its
+        // completion does, or its connection's end (which flushes it). A
+        // fatal signal does too: nothing of the dying task will look.
+        w.done.wait()?;
+        let status = *w.status.lock();
+        Ok(status.unwrap_or(0))
     }
 
     /// Busy polling (module parameter `sync_poll_us`, 0 by default): polls

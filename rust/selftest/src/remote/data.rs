@@ -62,7 +62,10 @@ pub(super) fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
             rw.read(back, 0, rb, n).map_err(|e| format!("read: {e}"))?;
             let b = n as usize * 4096;
             if out.as_slice()[..b] != back.as_slice()[..b] {
-                return Err(format!("thread {k} iteration {i}: data differs"));
+                return Err(format!(
+                    "thread {k} iteration {i}: data differs ({})",
+                    differs_how(rw, out, back, rb, n)
+                ));
             }
         }
         Ok(())
@@ -73,6 +76,34 @@ pub(super) fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
             r,
         );
     }
+}
+
+/// What a read-back that differed from `out` (blocks `rb..rb + n`) tells:
+/// the first block that differs, and whether a second read 100 ms later
+/// matches (a write or read that landed late) or not (lost, or another
+/// writer's).
+fn differs_how(
+    rw: &RemoteRegion<'_>,
+    out: &rrdma::Region,
+    back: &rrdma::Region,
+    rb: u64,
+    n: u32,
+) -> String {
+    let first = (0..n as usize)
+        .find(|&j| out.as_slice()[j * 4096..][..4096] != back.as_slice()[j * 4096..][..4096])
+        .unwrap_or(0);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let again = match rw.read(back, 0, rb, n) {
+        Ok(_) if out.as_slice()[..n as usize * 4096] == back.as_slice()[..n as usize * 4096] => {
+            "equal"
+        }
+        Ok(_) => "still differs",
+        Err(_) => "failed",
+    };
+    format!(
+        "first at block {}; read again 100 ms later: {again}",
+        rb + first as u64
+    )
 }
 
 /// Four threads write through `rw`'s connection at once (their writes

@@ -30,6 +30,7 @@ mod registered;
 mod release;
 mod sent;
 mod setup;
+mod signals;
 
 use rrdma::abi::errno::ENOENT;
 use rrdma::abi::uapi::{Op, OP_READ};
@@ -110,6 +111,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     release::checks(dev, t, &rw);
     registered::checks(dev, t, peer, &rw);
     batch_checks(dev, t, &rw);
+    signals::checks(dev, t, &rw);
     crate::lossy::checks(dev, t, peer, rw_token);
     crate::sync_poll::checks(dev, t, peer, &rw);
     bad_op_checks(dev, t, &rw, &ro);

@@ -350,15 +350,17 @@ fn uring_polled(dev: &Rrdma) -> u64 {
 }
 
 /// Waits up to 10 s for none of the file's operations to be in flight
-/// (fdinfo `rrdma-ops-in-flight`): a closed ring's commands end in the
-/// background (io_uring's exit work), and the writes of one must not land
-/// on the blocks of the checks that follow.
+/// (fdinfo `rrdma-ops-in-flight`, `SUBMIT`'s, and `rrdma-uring-in-flight`,
+/// io_uring's): a closed ring's commands end in the background (io_uring's
+/// exit work), and the writes of one must not land on the blocks of the
+/// checks that follow.
 pub(crate) fn drained(dev: &Rrdma) -> Result<(), String> {
     let until = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let n = dev
-            .fdinfo_value("rrdma-ops-in-flight")
-            .map_err(|e| e.to_string())?;
+        let mut n = 0;
+        for key in ["rrdma-ops-in-flight", "rrdma-uring-in-flight"] {
+            n += dev.fdinfo_value(key).map_err(|e| format!("{key}: {e}"))?;
+        }
         if n == 0 {
             return Ok(());
         }
