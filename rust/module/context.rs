@@ -6,10 +6,10 @@ use kernel::ffi::c_void;
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
-use crate::noio::NoIoMutex;
 use crate::abi::Result;
 use crate::ffi;
 use crate::foreign;
+use crate::noio::NoIoMutex;
 
 use crate::blk::Disks;
 use crate::device::DeviceCtx;

@@ -18,11 +18,11 @@ use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc};
 
-use crate::noio::NoIoMutex;
 use crate::abi::errno::{Errno, ENOMEM};
 use crate::abi::Result;
 use crate::conn::Conn;
 use crate::ffi::{self, warn_user, DeviceAttr, DeviceLimits, IbDevice};
+use crate::noio::NoIoMutex;
 use crate::release::{Release, ReleaseGuard};
 
 /// rrdma's view of one RDMA device.

@@ -20,7 +20,6 @@
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
-use crate::noio::NoIoMutex;
 use crate::abi::errno::{Errno, ENOMEM};
 use crate::abi::uapi::Completion;
 use crate::abi::Result;
@@ -29,6 +28,7 @@ use crate::conn::{Conn, CtrlCounts, KeepaliveCounts, ReconnectCounts};
 use crate::context::Context;
 use crate::export::Exports;
 use crate::ffi::{FileWaitq, ShimAddr};
+use crate::noio::NoIoMutex;
 use crate::ring::Ring;
 use crate::work::FabricWork;
 
