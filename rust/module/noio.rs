@@ -10,10 +10,10 @@
 //! a no-I/O scope, whatever path took it, so no allocation under it can
 //! close that cycle. The mutexes taken under a connection's lock are
 //! `NoIoMutex`es too (`Context::devices`, `Shared::exports`,
-//! `DeviceCtx::conns`): a holder of one of them that
-//! reclaimed into the disk would hold up the connection's lock's holder
-//! waiting for it. (A path's lock and the others below are spinlocks:
-//! nothing allocates that may sleep under them.)
+//! `DeviceCtx::conns`): a holder of one of them that reclaimed into the
+//! disk would hold up the connection's lock's holder, waiting for it. (A
+//! path's lock and the locks below it are spinlocks: nothing under them
+//! allocates in a way that may sleep.)
 
 use core::ops::{Deref, DerefMut};
 

@@ -237,26 +237,6 @@ void rrdma_scq_poll(struct work_struct *work)
 	memalloc_noio_restore(noio);
 }
 
-unsigned int rrdma_shim_noio_save(void)
-{
-	return memalloc_noio_save();
-}
-
-void rrdma_shim_noio_restore(unsigned int flags)
-{
-	memalloc_noio_restore(flags);
-}
-
-unsigned int rrdma_shim_reserves_save(void)
-{
-	return memalloc_noreclaim_save();
-}
-
-void rrdma_shim_reserves_restore(unsigned int flags)
-{
-	memalloc_noreclaim_restore(flags);
-}
-
 /*
  * The send CQ's completion event (any context): poll it, in softirq unless
  * the work item owns it (a racy read: a work run that finds the CQ empty

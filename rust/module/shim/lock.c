@@ -3,7 +3,9 @@
  * rrdma C shim: lock helpers for Rust.  Spinlocks that keep softirqs off
  * while held (compat.rs's BhBackend), and the debug kernel's check that no
  * rrdma lock is held across a wait for a completion or a handler
- * (rrdma_shim_assert_unlocked()).
+ * (rrdma_shim_assert_unlocked()), and the allocation scopes of noio.rs's
+ * mutexes and of a connection's work (memalloc_noio, and PF_MEMALLOC for
+ * a disk's connection).
  *
  * The spinlocks: the 6.12 kernel crate has spin_lock() only,
  * and 7.x adds an irq-disabling lock but no _bh one.  A lock that a
@@ -15,6 +17,7 @@
 #include <linux/lockdep.h>
 #include <linux/module.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/spinlock.h>
 
 #include "rrdma_shim.h"
@@ -82,4 +85,24 @@ void rrdma_shim_assert_unlocked(const char *what)
 		debug_show_held_locks(current);
 	}
 #endif
+}
+
+unsigned int rrdma_shim_noio_save(void)
+{
+	return memalloc_noio_save();
+}
+
+void rrdma_shim_noio_restore(unsigned int flags)
+{
+	memalloc_noio_restore(flags);
+}
+
+unsigned int rrdma_shim_reserves_save(void)
+{
+	return memalloc_noreclaim_save();
+}
+
+void rrdma_shim_reserves_restore(unsigned int flags)
+{
+	memalloc_noreclaim_restore(flags);
 }
