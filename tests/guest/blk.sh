@@ -403,8 +403,8 @@ else
 	# PROVIDER,pressure (Documentation/rrdma.rst, Block device): siw
 	# deadlocks every time (siw_tx -> tcp_sendmsg -> direct reclaim ->
 	# swap_writeout to this disk, whose requests wait for siw_tx), and on
-	# rxe a reconnect under that pressure can stall in the RDMA stack's
-	# own work.  The reset puts the disk's reconnect (queue pair set-up,
+	# rxe a connection that resets by itself under that pressure may never
+	# get established again (2 runs in 7).  The reset puts the disk's reconnect (queue pair set-up,
 	# allocations under the connection's lock) in the middle of reclaim.
 	case $RRDMA_ARG in
 	*,pressure*)
