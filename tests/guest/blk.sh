@@ -5,7 +5,8 @@
 # checks, with the block layer's own tools (dd, cmp, blockdev):
 #  - fio: 4 jobs of random writes at depth 32 over the whole disk, every
 #    block checked (crc32c); on rxe, again with the RDMA device gone for
-#    2 s in the middle (the disk reconnects, nothing lost);
+#    2 s in the middle, and with the connection reset 8 times (the disk
+#    reconnects, nothing lost);
 #  - ext4 on the disk: files written, remounted, the same checksums;
 #  - swap on the disk under a memory cgroup cap: every page comes back;
 #    with the argument PROVIDER,pressure (stalls seen, see
@@ -128,17 +129,53 @@ link_cut_under_fio() {
 	sleep 2
 	kill -0 $f 2>/dev/null || { echo "fio ended before the cut"; tail -n 5 /tmp/fio-cut.out; return 1; }
 	r0=$(cat /sys/block/rrdmab0/rrdma/reconnects)
-	rdma link del $dev || return 1
+	cut=ok
+	rdma link del $dev || cut="link del failed"
 	sleep 2
-	rdma link add $dev type $prov netdev eth0 || return 1
+	rdma link add $dev type $prov netdev eth0 || cut="link add failed"
 	wait_exit $f 1500
 	rc=$?
+	[ $rc = 124 ] && wait $f 2>/dev/null
 	r1=$(cat /sys/block/rrdmab0/rrdma/reconnects)
+	[ "$cut" = ok ] || { echo "$cut"; return 1; }
 	[ $rc = 0 ] || { echo "fio: $rc"; tail -n 5 /tmp/fio-cut.out; return 1; }
 	grep -q "err= 0" /tmp/fio-cut.out || { grep "err=" /tmp/fio-cut.out; return 1; }
 	[ "$r1" -gt "$r0" ] || { echo "no reconnect ($r0, then $r1)"; return 1; }
 	echo "# link cut under fio: reconnects $r0 -> $r1," \
 		"$(grep -E '^ +write:' /tmp/fio-cut.out | sed 's/^ *//')"
+}
+
+# The disk's connection reset (sysfs rrdma/reset) 8 times, 0.5 s apart,
+# under fio writing with verification: each time the writes in flight go
+# back to the queue and the import is restored on the new connection;
+# fio ends with no error and every block checked, at least 4 reconnects
+# counted.  rxe only, as above.
+resets_under_fio() {
+	mib=$((DISK_MIB / 2))
+	r0=$(cat /sys/block/rrdmab0/rrdma/reconnects)
+	fio --name=resets --thread --filename=$disk --direct=1 --ioengine=io_uring --iodepth=16 \
+		--numjobs=2 --size=$((mib / 2))M --offset_increment=$((mib / 2))M \
+		--rw=randwrite --bs=4k --verify=crc32c --verify_fatal=1 --do_verify=1 \
+		--group_reporting >/tmp/fio-resets.out 2>&1 &
+	f=$!
+	sleep 1
+	n=0
+	while [ $n -lt 8 ] && kill -0 $f 2>/dev/null; do
+		echo 1 >/sys/block/rrdmab0/rrdma/reset || break
+		n=$((n + 1))
+		sleep 0.5
+	done
+	wait_exit $f 1500
+	rc=$?
+	[ $rc = 124 ] && wait $f 2>/dev/null
+	r1=$(cat /sys/block/rrdmab0/rrdma/reconnects)
+	[ $rc = 0 ] || { echo "fio: $rc"; tail -n 5 /tmp/fio-resets.out; return 1; }
+	grep -q "err= 0" /tmp/fio-resets.out || { grep "err=" /tmp/fio-resets.out; return 1; }
+	# A reset between attempts does nothing, one during an attempt ends
+	# it: at least half of them must have come back as reconnects.
+	[ $n = 8 ] || { echo "fio ended after $n resets"; return 1; }
+	[ $((r1 - r0)) -ge 4 ] || { echo "$((r1 - r0)) reconnects for $n resets"; return 1; }
+	echo "# $n resets under fio: $((r1 - r0)) reconnects"
 }
 
 # ext4: files written, unmounted, mounted again (caches dropped): the
@@ -207,6 +244,7 @@ swap_under_pressure() {
 	swapon $disk || return 1
 	dmesg -c >/dev/null
 	avail=$(mem_available_mib)
+	rm -f /tmp/pin.out
 	rrdma-selftest pin-memory $((avail - LEFT_MIB)) >/tmp/pin.out 2>&1 &
 	pin=$!
 	i=0
@@ -241,13 +279,15 @@ swap_under_pressure() {
 			sleep 0.1
 			i=$((i + 1))
 		done
-		echo "# $(swap_used_mib) MiB in swap: the disk's connection is reset"
+		early=$(swap_used_mib)
+		echo "# $early MiB in swap: the disk's connection is reset"
 		echo 1 >/sys/block/rrdmab0/rrdma/reset
 		wait_exit $tp 1500
 		rc=$?
 		out=$(cat /tmp/touch.out)
 		r1=$(cat /sys/block/rrdmab0/rrdma/reconnects)
 		[ "$r1" -gt "$r0" ] || { echo "no reconnect ($r0, then $r1)"; rc=1; }
+		[ "$early" -ge 4 ] || { echo "the reset came with $early MiB in swap, not 4"; rc=1; }
 	else
 		out=$(rrdma-selftest touch-pages $touch 2>&1)
 		rc=$?
@@ -392,9 +432,13 @@ else
 	if [ "$prov" = rxe ]; then
 		check "blk $prov: $dev gone for 2 s under fio with verification: it goes on, every block checked" \
 			link_cut_under_fio
+		check "blk $prov: the disk's connection reset 8 times under fio with verification: no error" \
+			resets_under_fio
 	else
 		skip "blk $prov: $dev gone for 2 s under fio with verification" \
 			"iWARP: a write completes once sent, one unplaced when the connection goes is lost (flushes report it)"
+		skip "blk $prov: the disk's connection reset 8 times under fio with verification" \
+			"iWARP, as above"
 	fi
 	check "blk $prov: ext4: files written, remounted, checksums equal; mounted disk unmaps EBUSY" \
 		ext4_round_trip

@@ -6,25 +6,34 @@
 //! still in flight (its bytes landing after the caller moved on); with
 //! `SA_RESTART` the ioctl ran again and posted the operation a second time.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use rrdma::{RemoteRegion, Rrdma};
 
 use crate::{ensure, expect_ok, Tap};
 
-extern "C" fn on_signal(_: libc::c_int) {}
+/// Signals the handler caught.
+static CAUGHT: AtomicU32 = AtomicU32::new(0);
 
-/// Sets `SIGUSR1`'s action: a handler without `SA_RESTART`, or (`None`)
-/// ignored.
-fn sigusr1(handler: Option<extern "C" fn(libc::c_int)>) {
-    // SAFETY: a zeroed sigaction is valid; the handler does nothing, so
-    // it is async-signal-safe.
+extern "C" fn on_signal(_: libc::c_int) {
+    // An atomic add is async-signal-safe.
+    CAUGHT.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Sets `SIGUSR1`'s action to `on_signal`, without `SA_RESTART`; returns
+/// the previous action.
+fn catch_sigusr1() -> libc::sigaction {
+    // SAFETY: a zeroed sigaction is valid; the handler is
+    // async-signal-safe; `old` is written by the call.
     unsafe {
         let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = handler.map_or(libc::SIG_IGN, |h| h as usize);
+        sa.sa_sigaction = on_signal as *const () as usize;
         libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGUSR1, &sa, &mut old);
+        old
     }
 }
 
@@ -32,13 +41,14 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     let Ok(back) = expect_ok(dev.create_region(4096, 1)) else {
         return t.check("a region", Err("create".into()));
     };
-    sigusr1(Some(on_signal));
+    let old = catch_sigusr1();
+    CAUGHT.store(0, Ordering::Relaxed);
     let done = AtomicBool::new(false);
-    let reader_tid = AtomicU64::new(0);
+    let reader_tid: Mutex<Option<libc::pthread_t>> = Mutex::new(None);
     let (sent, res) = std::thread::scope(|s| {
         let reader = s.spawn(|| {
             // SAFETY: no preconditions.
-            reader_tid.store(unsafe { libc::pthread_self() }, Ordering::SeqCst);
+            *reader_tid.lock().unwrap() = Some(unsafe { libc::pthread_self() });
             let mut failed = Vec::new();
             for _ in 0..300 {
                 if let Err(e) = rw.read(&back, 0, 0, 1) {
@@ -48,13 +58,20 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
             done.store(true, Ordering::SeqCst);
             failed
         });
-        while reader_tid.load(Ordering::SeqCst) == 0 {
+        let until = Instant::now() + Duration::from_secs(10);
+        let tid = loop {
+            if let Some(tid) = *reader_tid.lock().unwrap() {
+                break Some(tid);
+            }
+            if Instant::now() > until || reader.is_finished() {
+                break None;
+            }
             std::thread::yield_now();
-        }
-        let tid = reader_tid.load(Ordering::SeqCst);
+        };
         let mut sent = 0u32;
-        while !done.load(Ordering::SeqCst) {
-            // SAFETY: `tid` names the reader, alive until `done`.
+        while let Some(tid) = tid.filter(|_| !done.load(Ordering::SeqCst) && !reader.is_finished())
+        {
+            // SAFETY: `tid` names the reader, which has not returned.
             unsafe { libc::pthread_kill(tid, libc::SIGUSR1) };
             sent += 1;
             std::thread::sleep(Duration::from_micros(200));
@@ -64,8 +81,10 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
             reader.join().unwrap_or_else(|_| vec!["panicked".into()]),
         )
     });
-    sigusr1(None);
-    println!("# RW_SYNC under signals: {sent} SIGUSR1 during 300 READs");
+    // SAFETY: `old` is the action `catch_sigusr1` replaced.
+    unsafe { libc::sigaction(libc::SIGUSR1, &old, std::ptr::null_mut()) };
+    let caught = CAUGHT.load(Ordering::Relaxed);
+    println!("# RW_SYNC under signals: {sent} SIGUSR1 sent, {caught} caught during 300 READs");
     t.check(
         "RW_SYNC: 300 READs under a signal every 200 us (no SA_RESTART): none ended by one",
         ensure(
@@ -76,6 +95,11 @@ pub(super) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
                 res.first().map_or("", |s| s.as_str())
             ),
         )
-        .and_then(|()| ensure(sent > 10, format!("only {sent} signals sent"))),
+        .and_then(|()| {
+            ensure(
+                caught > 10,
+                format!("only {caught} signals caught ({sent} sent)"),
+            )
+        }),
     );
 }
