@@ -21,7 +21,7 @@ use kernel::prelude::*;
 use kernel::sync::lock::{mutex::MutexBackend, Guard};
 use kernel::sync::Mutex;
 
-use crate::ffi::NoIo;
+use crate::ffi::AllocScope;
 
 /// A [`Mutex`] held in a no-I/O scope ([`NoIoGuard`]).
 #[pin_data]
@@ -38,7 +38,7 @@ impl<T> NoIoMutex<T> {
 
     /// Takes the lock (sleeps); the scope ends once it is released.
     pub(crate) fn lock(&self) -> NoIoGuard<'_, T> {
-        let noio = NoIo::enter();
+        let noio = AllocScope::noio();
         NoIoGuard {
             guard: self.mutex.lock(),
             _noio: noio,
@@ -50,7 +50,7 @@ impl<T> NoIoMutex<T> {
 /// released, then the scope ends.
 pub(crate) struct NoIoGuard<'a, T> {
     guard: Guard<'a, T, MutexBackend>,
-    _noio: NoIo,
+    _noio: AllocScope,
 }
 
 impl<'a, T> NoIoGuard<'a, T> {

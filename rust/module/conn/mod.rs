@@ -232,9 +232,9 @@ impl ConnInner {
 
 /// Held while a connection's callback or work item runs
 /// ([`Conn::alloc_scope`]): the scopes end when it is dropped.
-pub(crate) struct AllocScope {
-    _noio: crate::ffi::NoIo,
-    _reserves: Option<crate::ffi::Reserves>,
+pub(crate) struct ConnScope {
+    _noio: crate::ffi::AllocScope,
+    _reserves: Option<crate::ffi::AllocScope>,
 }
 
 /// A connection.
@@ -441,10 +441,13 @@ impl Conn {
     /// the memory reserves without reclaiming: swap may wait for it to
     /// come back with memory exhausted, where reclaim without I/O frees
     /// nothing (a reconnect under that pressure stalled for minutes).
-    pub(crate) fn alloc_scope(&self) -> AllocScope {
-        AllocScope {
-            _noio: crate::ffi::NoIo::enter(),
-            _reserves: self.shared.backs_disk().then(crate::ffi::Reserves::enter),
+    pub(crate) fn alloc_scope(&self) -> ConnScope {
+        ConnScope {
+            _noio: crate::ffi::AllocScope::noio(),
+            _reserves: self
+                .shared
+                .backs_disk()
+                .then(crate::ffi::AllocScope::reserves),
         }
     }
 

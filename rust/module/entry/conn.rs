@@ -102,8 +102,11 @@ unsafe extern "C" fn rrdma_rust_conn_event(
 unsafe extern "C" fn rrdma_rust_conn_timer(ctx: *mut c_void) {
     // SAFETY: by the function's safety requirements: taken back once, here.
     let this: Arc<Conn> = unsafe { foreign::from_c(ctx) };
-    let _scope = this.alloc_scope();
+    let scope = this.alloc_scope();
     this.timer_tick();
+    // The connection's last reference may go here: still in the scope.
+    drop(this);
+    drop(scope);
 }
 
 /// The plug of an io_uring submission that posted writes on a connection
@@ -133,6 +136,7 @@ unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, lane: u32, wc_status:
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Callback::Completion) };
     let task = Task::checked(b"a receive CQ's completion\0");
+    let _scope = this.alloc_scope();
     this.recv_failed(&task, lane as usize, wc_status);
 }
 
@@ -146,6 +150,7 @@ unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, lane: u32, wc_status:
 unsafe extern "C" fn rrdma_rust_lane_recv(ctx: *mut c_void, lane: u32) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Callback::CtrlRecv) };
+    let _scope = this.alloc_scope();
     this.lane_recv(lane as usize);
 }
 

@@ -49,53 +49,51 @@ pub(crate) fn in_softirq() -> bool {
     unsafe { rrdma_shim_in_softirq() }
 }
 
-/// A scope in which the current task's allocations start no I/O
-/// (`memalloc_noio_save()`): a connection's work items allocate under its
-/// lock, which a disk's `queue_rq` takes, and reclaim's I/O could be that
-/// disk's. Process context only: in softirq it would mark the task the
-/// softirq interrupted.
-// The task's flags are restored on the task that saved them: not `Send`.
-pub(crate) struct NoIo(u32, core::marker::PhantomData<*const ()>);
+/// A scope of the current task's allocation flags, restored when the
+/// value is dropped, on the task that entered it (not `Send`). Process
+/// context only: in softirq it would mark the task the softirq
+/// interrupted.
+pub(crate) struct AllocScope {
+    saved: u32,
+    restore: unsafe extern "C" fn(u32),
+    _task: core::marker::PhantomData<*const ()>,
+}
 
-impl NoIo {
-    /// Enters the scope until the value is dropped.
-    pub(crate) fn enter() -> Self {
-        // SAFETY: no preconditions; `Drop` restores what it returns, on
-        // the same task (the value is not `Send`).
-        let flags = unsafe { rrdma_shim_noio_save() };
-        NoIo(flags, core::marker::PhantomData)
+impl AllocScope {
+    /// Allocations start no I/O (`memalloc_noio_save()`): a connection's
+    /// work items allocate under its lock, which a disk's `queue_rq` takes,
+    /// and reclaim's I/O could be that disk's.
+    pub(crate) fn noio() -> Self {
+        // SAFETY: no preconditions; `Drop` restores what it returns with
+        // its pair, on the same task (the value is not `Send`).
+        let saved = unsafe { rrdma_shim_noio_save() };
+        Self {
+            saved,
+            restore: rrdma_shim_noio_restore,
+            _task: core::marker::PhantomData,
+        }
+    }
+
+    /// Allocations come from the memory reserves and never reclaim
+    /// (`memalloc_noreclaim_save()`, `PF_MEMALLOC`): the work that brings
+    /// a disk's connection back, which swap may be waiting for with memory
+    /// exhausted (swap over NFS and nbd do the same).
+    pub(crate) fn reserves() -> Self {
+        // SAFETY: as in `noio`.
+        let saved = unsafe { rrdma_shim_reserves_save() };
+        Self {
+            saved,
+            restore: rrdma_shim_reserves_restore,
+            _task: core::marker::PhantomData,
+        }
     }
 }
 
-impl Drop for NoIo {
+impl Drop for AllocScope {
     fn drop(&mut self) {
-        // SAFETY: `self.0` came from `rrdma_shim_noio_save()` on this task.
-        unsafe { rrdma_shim_noio_restore(self.0) }
-    }
-}
-
-/// A scope in which the current task allocates from the memory reserves
-/// and never reclaims (`memalloc_noreclaim_save()`, `PF_MEMALLOC`): the
-/// work that brings a disk's connection back, which swap may be waiting
-/// for with memory exhausted (swap over NFS and nbd do the same). Process
-/// context only, as [`NoIo`].
-pub(crate) struct Reserves(u32, core::marker::PhantomData<*const ()>);
-
-impl Reserves {
-    /// Enters the scope until the value is dropped.
-    pub(crate) fn enter() -> Self {
-        // SAFETY: no preconditions; `Drop` restores what it returns, on
-        // the same task (the value is not `Send`).
-        let flags = unsafe { rrdma_shim_reserves_save() };
-        Reserves(flags, core::marker::PhantomData)
-    }
-}
-
-impl Drop for Reserves {
-    fn drop(&mut self) {
-        // SAFETY: `self.0` came from `rrdma_shim_reserves_save()` on this
-        // task.
-        unsafe { rrdma_shim_reserves_restore(self.0) }
+        // SAFETY: `saved` came from the save that pairs with `restore`, on
+        // this task.
+        unsafe { (self.restore)(self.saved) }
     }
 }
 

@@ -104,8 +104,6 @@ static int conn_event(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 				     pdata, len);
 }
 
-static int rrdma_conn_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev);
-
 /*
  * A listening id's event.  A connect request arrives on a new child id
  * that inherits the listener's handler and context; once Rust adopts the
@@ -127,25 +125,18 @@ static int listen_event(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 	if (ret)
 		return ret; /* non-zero: the CM destroys the child */
 	id->context = conn;
-	id->event_handler = rrdma_conn_handler;
+	id->event_handler = conn_event;
 	return 0;
 }
 
 /*
- * The handlers: Rust's set-up and teardown allocate (queue pairs, CQs,
- * buffers) under a connection's lock, which a disk's queue_rq takes.
- * Reclaim's I/O from there could be that disk's swap or writeback, stuck
- * behind the lock: no allocation of theirs may start I/O (memalloc_noio).
+ * A listener's handler: Rust's accept path allocates (queue pairs, CQs,
+ * buffers) under locks a disk's queue_rq may take.  Reclaim's I/O from
+ * there could be that disk's swap or writeback, stuck behind the lock: no
+ * allocation there may start I/O (memalloc_noio).  A connection's own
+ * events enter that scope in Rust (Conn::alloc_scope, with the memory
+ * reserves for a disk's connection).
  */
-static int rrdma_conn_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
-{
-	unsigned int noio = memalloc_noio_save();
-	int ret = conn_event(id, ev);
-
-	memalloc_noio_restore(noio);
-	return ret;
-}
-
 static int rrdma_listen_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	unsigned int noio = memalloc_noio_save();
@@ -160,7 +151,7 @@ int rrdma_shim_cm_create(void *owner, bool listener, struct rdma_cm_id **out)
 	struct rdma_cm_id *id;
 
 	id = rdma_create_id(current->nsproxy->net_ns,
-			    listener ? rrdma_listen_handler : rrdma_conn_handler,
+			    listener ? rrdma_listen_handler : conn_event,
 			    owner, RDMA_PS_TCP, IB_QPT_RC);
 	if (IS_ERR(id))
 		return PTR_ERR(id);

@@ -11,7 +11,6 @@
  */
 #include <linux/jiffies.h>
 #include <linux/module.h>
-#include <linux/sched/mm.h>
 #include <linux/slab.h>
 #include <linux/workqueue.h>
 
@@ -32,11 +31,8 @@ static void rrdma_shim_timer_fn(struct work_struct *w)
 	struct rrdma_shim_timer *t =
 		container_of(to_delayed_work(w), struct rrdma_shim_timer, dw);
 
-	unsigned int noio = memalloc_noio_save();
-
 	/* May free @t (the connection's last reference goes): not used after. */
 	rrdma_rust_conn_timer(READ_ONCE(t->ctx));
-	memalloc_noio_restore(noio);
 }
 
 struct rrdma_shim_timer *rrdma_shim_timer_new(void)

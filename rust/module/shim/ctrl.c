@@ -5,7 +5,6 @@
  * IB_POLL_WORKQUEUE), and its send buffers.
  */
 #include <linux/dma-mapping.h>
-#include <linux/sched/mm.h>
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <rdma/ib_verbs.h>
@@ -78,13 +77,10 @@ static void recv_done(struct ib_wc *wc)
 	rrdma_rust_ctrl_recv(q->owner, msg, len);
 }
 
-/* Rust's answer may allocate under the connection's lock: no I/O (cm.c). */
+/* Rust enters the connection's allocation scope (Conn::alloc_scope). */
 void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	unsigned int noio = memalloc_noio_save();
-
 	recv_done(wc);
-	memalloc_noio_restore(noio);
 }
 
 /*
