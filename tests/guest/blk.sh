@@ -112,6 +112,18 @@ fio_verify() {
 	grep -E "^ +(read|write):" /tmp/fio.out | sed 's/^ */# fio: /'
 }
 
+# fio writing with crc32c verification in the background, over the disk's
+# first half (2 jobs, depth 16), its output in /tmp/fio-NAME.out; $f is its
+# pid.
+fio_verify_bg() {
+	local mib=$((DISK_MIB / 2))
+	fio --name=$1 --thread --filename=$disk --direct=1 --ioengine=io_uring --iodepth=16 \
+		--numjobs=2 --size=$((mib / 2))M --offset_increment=$((mib / 2))M \
+		--rw=randwrite --bs=4k --verify=crc32c --verify_fatal=1 --do_verify=1 \
+		--group_reporting >/tmp/fio-$1.out 2>&1 &
+	f=$!
+}
+
 # The importer's RDMA device goes for 2 s (shorter than the loss timeout)
 # under fio writing with verification: the writes in flight go back to the
 # queue and are sent again once the disk's connection is back, and what
@@ -120,12 +132,7 @@ fio_verify() {
 # lost with writes unplaced loses them, which only the next flush reports
 # (the disk's volatile write cache, Documentation/rrdma.rst).
 link_cut_under_fio() {
-	mib=$((DISK_MIB / 2))
-	fio --name=cut --thread --filename=$disk --direct=1 --ioengine=io_uring --iodepth=16 \
-		--numjobs=2 --size=$((mib / 2))M --offset_increment=$((mib / 2))M \
-		--rw=randwrite --bs=4k --verify=crc32c --verify_fatal=1 --do_verify=1 \
-		--group_reporting >/tmp/fio-cut.out 2>&1 &
-	f=$!
+	fio_verify_bg cut
 	sleep 2
 	kill -0 $f 2>/dev/null || { echo "fio ended before the cut"; tail -n 5 /tmp/fio-cut.out; return 1; }
 	r0=$(cat /sys/block/rrdmab0/rrdma/reconnects)
@@ -151,13 +158,8 @@ link_cut_under_fio() {
 # fio ends with no error and every block checked, at least 4 reconnects
 # counted.  rxe only, as above.
 resets_under_fio() {
-	mib=$((DISK_MIB / 2))
 	r0=$(cat /sys/block/rrdmab0/rrdma/reconnects)
-	fio --name=resets --thread --filename=$disk --direct=1 --ioengine=io_uring --iodepth=16 \
-		--numjobs=2 --size=$((mib / 2))M --offset_increment=$((mib / 2))M \
-		--rw=randwrite --bs=4k --verify=crc32c --verify_fatal=1 --do_verify=1 \
-		--group_reporting >/tmp/fio-resets.out 2>&1 &
-	f=$!
+	fio_verify_bg resets
 	sleep 1
 	n=0
 	while [ $n -lt 8 ] && kill -0 $f 2>/dev/null; do
