@@ -35,23 +35,36 @@
 #                                  the UAPI header; DESTDIR, PREFIX and
 #                                  INSTALL_MOD_PATH honoured
 #   make uninstall                 removes what make install put
+#   make dkms                      the module's sources into
+#                                  /usr/src/rrdma-VERSION with dkms.conf
+#                                  (DESTDIR honoured), and without DESTDIR
+#                                  `dkms install` for the running kernel
 #
 # Knobs: KERNELS (check: 7.3, kernels: 6.12 7.3), VARIANT=base|debug (debug
-# kernels: KASAN, lockdep, kmemleak, debug objects), LLVM=1 (toolchain
-# used with KDIR), RRDMA_CACHE (kernel build cache, default ~/.cache/rrdma).
+# kernels: KASAN, lockdep, kmemleak, debug objects), LLVM (the
+# kernel's clang for KDIR: 1, -N or empty; scripts/preflight.sh finds it),
+# RRDMA_CACHE (kernel build cache, default ~/.cache/rrdma).
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
-LLVM ?= 1
+# The kernel's compiler, as scripts/preflight.sh finds it (1, -N, or none).
+LLVM ?= $(shell scripts/preflight.sh "$(KDIR)" 2>/dev/null)
 KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: install uninstall all modules clean check check-full demo bench blkbench floor connstress flood faults fuzz profile lint userspace kernels
+.PHONY: install uninstall dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress flood faults fuzz profile lint userspace kernels
 
 all: modules
 
 modules:
+	@scripts/preflight.sh "$(KDIR)" >/dev/null
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+
+# DKMS's build (dkms.conf): DKMS appends LLVM=1 for every clang-built
+# kernel, which a host with only a versioned clang-N cannot take; the
+# preflight's choice wins.
+modules-dkms:
+	$(MAKE) modules LLVM="$$(scripts/preflight.sh "$(KDIR)")"
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean 2>/dev/null || true
@@ -89,6 +102,22 @@ uninstall:
 	@test -n "$(KREL)" || { echo "make uninstall: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
 	rm -f $(INSTALLED)
 	@if [ -z "$(INSTALL_MOD_PATH)" ]; then depmod -a "$(KREL)"; fi
+
+# The sources DKMS builds from: what Kbuild compiles, this Makefile, the
+# preflight and dkms.conf with the version filled in.
+VERSION_RRDMA = $(shell sed -n 's/^version = "\(.*\)"/\1/p' rust/Cargo.toml)
+DKMS_SRC = $(DESTDIR)/usr/src/rrdma-$(VERSION_RRDMA)
+
+dkms:
+	@test -n "$(VERSION_RRDMA)" || { echo "make dkms: no version in rust/Cargo.toml" >&2; exit 1; }
+	rm -rf "$(DKMS_SRC)"
+	mkdir -p "$(DKMS_SRC)"
+	tar -c --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod*' \
+		--exclude='*.d' --exclude='*.rmeta' Kbuild Makefile include rust/module \
+		rust/abi/src scripts/preflight.sh | tar -x -C "$(DKMS_SRC)"
+	sed 's/@VERSION@/$(VERSION_RRDMA)/' dkms.conf >"$(DKMS_SRC)/dkms.conf"
+	@if [ -z "$(DESTDIR)" ]; then dkms install "rrdma/$(VERSION_RRDMA)"; else \
+		echo "make dkms: sources staged in $(DKMS_SRC)"; fi
 
 kernels:
 	scripts/setup.sh

@@ -125,6 +125,10 @@ for k in $KERNELS; do
 	if ! step "build: modules for $k" "$HERE/build-module.sh" "$k" "$VARIANT"; then continue; fi
 	step "lint: stack frames of rrdma.ko for $k" "$HERE/stack-frames.py" "$REPO/build/mod-$k-$VARIANT/rrdma.ko"
 	step "install: make install and uninstall, staged ($k)" "$HERE/install-check.sh" "$k" "$VARIANT"
+	# DKMS in the tree that built 7.3; its module then runs a guest test.
+	dkms_built=""
+	[ "$k" = 7.3 ] && step "install: preflight refusals; DKMS build, install, remove ($k)" \
+		"$HERE/dkms-check.sh" "$k" "$VARIANT" "$REPO/build/mod-$k-dkms" && dkms_built=1
 	[ "$k" = 6.12 ] && step "lint: checkpatch and clippy on $k" "$HERE/lint.sh" kernel "$k"
 	[ "$k" = 6.12 ] && linted=1
 	kdir=$("$HERE/kernel.sh" "$k" "$VARIANT" 2>/dev/null | tail -1)
@@ -142,6 +146,8 @@ for k in $KERNELS; do
 			--timeout 900 --memory 1024
 		g "$k" "$VARIANT" --label "$k blk $prov" --test blk --arg "$prov" --guests 2 --timeout 600
 	done
+	[ -n "$dkms_built" ] && g "$k" dkms --label "$k remote siw (DKMS-built module)" --test remote \
+		--arg siw --guests 2 --timeout 600
 	# The short form of `make faults`: each fault once, on one provider
 	# or the other, for 4 s.
 	g "$k" "$VARIANT" --label "$k faults siw" --test faults --guests 2 --timeout 900 --memory 1024 \
