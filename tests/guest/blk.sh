@@ -410,6 +410,20 @@ peer_gone() {
 	rrdma unmap 0 && [ ! -e /sys/block/rrdmab0 ]
 }
 
+# `rdma resource show` names rrdma as the owner of the disk connection's
+# objects: its QPs (which rdma_create_qp() names after rdma_cm), CQs, PD,
+# MRs and cm_id; no QP is rdma_cm's (no other upper layer runs here).
+resources_named() {
+	for r in qp cq pd mr cm_id; do
+		rdma resource show $r >/tmp/res-$r.out 2>&1 ||
+			{ echo "rdma resource show $r failed"; cat /tmp/res-$r.out; return 1; }
+		grep -q "comm \[rrdma\]" /tmp/res-$r.out ||
+			{ echo "no $r of rrdma's:"; cat /tmp/res-$r.out; return 1; }
+	done
+	! grep "comm \[rdma_cm\]" /tmp/res-qp.out || return 1
+	echo "# $(grep -c 'comm \[rrdma\]' /tmp/res-qp.out) QPs, $(grep -c 'comm \[rrdma\]' /tmp/res-mr.out) MRs of rrdma's"
+}
+
 if [ "$RRDMA_ROLE" = a ]; then
 	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks $((DISK_MIB * 256)) \
 		--access rw --access ro >>/tmp/serve.out 2>&1 &
@@ -429,6 +443,8 @@ else
 	check "blk $prov: the map command ended; sysfs shows the disk (peer, state, reconnects)" \
 		sysfs_shows_disk
 	check "blk $prov: the disk's flushes are fences on its import (sysfs fences)" flushes_are_fences
+	check "blk $prov: rdma resource show: the disk's QPs, CQs, PD, MRs and cm_id are rrdma's" \
+		resources_named
 	check "blk $prov: fio, 4 jobs at depth 32, crc32c verified over the whole disk" fio_verify
 	grep -E "IOPS=" /tmp/fio.out | sed 's/^ */fio: /'
 	if [ "$prov" = rxe ]; then

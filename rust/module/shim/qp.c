@@ -106,6 +106,13 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	ret = rdma_create_qp(id, pd, &attr);
 	if (ret)
 		goto free_rcq;
+	/*
+	 * rdma_create_qp() names the QP after rdma_cm (the module that called
+	 * ib_create_qp()): renamed, so that `rdma resource show qp` says
+	 * rrdma, as it does for the PD, CQs, MRs and cm_id.  What
+	 * rdma_restrack_set_name() (core-private) does for a kernel caller.
+	 */
+	WRITE_ONCE(id->qp->res.kern_name, KBUILD_MODNAME);
 	spin_lock_irq(&q->lock);
 	for (i = 0; i < nrecv && !ret; i++)
 		ret = rrdma_qp_post_recv_locked(q, i);
