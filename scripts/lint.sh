@@ -60,7 +60,11 @@ kernel_check() {
 	# empty polls, which cond_resched() does not do for a soft provider's
 	# thread whose wake-up did not preempt (see qp_task_poll(), shim/poll.c).
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet --ignore YIELD -f \
-		rust/module/shim/*.c rust/module/shim/*.h include/uapi/rrdma.h
+		rust/module/shim/*.c $(ls rust/module/shim/*.h | grep -v /trace.h) include/uapi/rrdma.h
+	# The tracepoints' header has the TRACE_EVENT() layout of
+	# include/trace/events/, which --strict flags line by line.
+	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
+		--ignore OPEN_ENDED_LINE,PARENTHESIS_ALIGNMENT rust/module/shim/trace.h
 	# Userspace C: its fixed-width types are the C library's.
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
 		--ignore PREFER_KERNEL_TYPES,BIT_MACRO rust/selftest/csrc/*.[ch]

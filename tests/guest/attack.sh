@@ -26,6 +26,20 @@ if [ "$part" = flood ]; then
 fi
 
 wire_up "$prov" "$dev"
+# The full run's tracepoints: each kind fires somewhere in it; the
+# exporter's side (a) and the importer's (b).
+traced_a() {
+	trace_has rrdma_conn_new accept && trace_has rrdma_conn_state event=established &&
+		trace_has rrdma_unexport && trace_has rrdma_device_remove "device=$dev"
+}
+traced_b() {
+	trace_has rrdma_conn_new connect && trace_has rrdma_conn_state event=established &&
+		trace_has rrdma_reconnect_attempt && trace_has rrdma_op_failed &&
+		trace_has rrdma_import_revoked && trace_has rrdma_conn_state event=user_close &&
+		trace_has rrdma_device_remove "device=$dev"
+}
+traced=""
+[ "$part" = attack ] && trace_start && traced=1
 
 if [ "$RRDMA_ROLE" = a ]; then
 	rrdma-selftest agent 7469 $dev $prov >/tmp/agent.out 2>&1 &
@@ -54,4 +68,16 @@ else
 fi
 
 rdma link del $dev
+if [ -n "$traced" ]; then
+	trace_stop
+	trace_summary
+	if [ "$RRDMA_ROLE" = a ]; then
+		check "tracepoints (a): accept, established, unexport, device removal" traced_a
+	else
+		check "tracepoints (b): connect, established, reconnect attempt, failed operation, import revoked, close, device removal" \
+			traced_b
+	fi
+elif [ "$part" = attack ]; then
+	skip "tracepoints" "no tracefs here (CONFIG_TRACING off in this kernel)"
+fi
 check "rmmod rrdma" rmmod rrdma

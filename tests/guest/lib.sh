@@ -161,3 +161,42 @@ kmemleak_scan() {
 	sleep 6
 	echo scan >/sys/kernel/debug/kmemleak
 }
+
+# rrdma's tracepoints (shim/trace.h) during a test: trace_start enables
+# TRACE_SYSTEM rrdma (the module loaded) and copies the events to
+# /tmp/rrdma.trace from the start; it fails on a kernel without tracefs
+# (CONFIG_TRACING off: 7.3 base).  trace_stop ends it; trace_has EVENT
+# [TEXT] checks that an EVENT line (with TEXT) was recorded.
+TRACEFS=/sys/kernel/tracing
+trace_start() {
+	[ -d $TRACEFS ] || return 1
+	[ -e $TRACEFS/trace_pipe ] || mount -t tracefs nodev $TRACEFS 2>/dev/null || return 1
+	[ -d $TRACEFS/events/rrdma ] || return 1
+	echo 4096 >$TRACEFS/buffer_size_kb
+	echo 1 >$TRACEFS/events/rrdma/enable || return 1
+	cat $TRACEFS/trace_pipe >/tmp/rrdma.trace &
+	TRACE_PID=$!
+}
+
+trace_stop() {
+	echo 0 >$TRACEFS/events/rrdma/enable
+	sleep 1
+	kill $TRACE_PID
+	wait $TRACE_PID 2>/dev/null
+}
+
+# trace_summary: how many of each event, and the first of each, on the
+# console.
+trace_summary() {
+	echo "# trace: $(grep -c ' rrdma_' /tmp/rrdma.trace) rrdma events"
+	for e in $(sed -n 's/.* \(rrdma_[a-z_]*\): .*/\1/p' /tmp/rrdma.trace | sort -u); do
+		echo "#   $e: $(grep -c " $e: " /tmp/rrdma.trace), first: $(grep -m 1 " $e: " /tmp/rrdma.trace |
+			sed 's/.*: rrdma_[a-z_]*: //')"
+	done
+}
+
+trace_has() {
+	grep " $1: " /tmp/rrdma.trace | grep -q -- "${2:-}" && return 0
+	echo "no $1${2:+ with '$2'} in the trace ($(grep -c ' rrdma_' /tmp/rrdma.trace) rrdma events)"
+	return 1
+}

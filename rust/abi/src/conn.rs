@@ -37,6 +37,8 @@ use super::errno::Errno;
 
 #[path = "conn/gated.rs"]
 mod gated;
+#[path = "conn/names.rs"]
+mod names;
 #[path = "conn/state.rs"]
 mod state;
 #[path = "conn/transition.rs"]

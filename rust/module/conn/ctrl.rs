@@ -429,6 +429,7 @@ impl Conn {
             } => {
                 let mut g = self.inner.lock();
                 g.imports.revoke(token, generation);
+                crate::ffi::trace::import_revoked(self.serial, token);
                 let r = g.ctrl.defer_ack(DueAck { id: req_id, token });
                 send_due_acks(&mut g, &self.shared.ctrl);
                 r.err().map(|e| ("revoke beyond the limit", e))

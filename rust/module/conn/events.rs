@@ -68,7 +68,7 @@ impl Conn {
             _ => return 0,
         };
         let mut g = self.inner.lock();
-        let mut action = Self::advance(&mut g, ev);
+        let mut action = self.advance(&mut g, ev);
         if let (Some((v, lanes)), Action::Ready) = (chosen, action) {
             g.version = v;
             g.lanes = lanes;
@@ -80,7 +80,7 @@ impl Conn {
                     g.id.as_ref()
                         .map_or(Err(ENOTCONN), |id| id.resolve_route(g.timeout_ms));
                 if let Err(e) = r {
-                    action = Self::advance(&mut g, Event::RouteError(e.to_errno()));
+                    action = self.advance(&mut g, Event::RouteError(e.to_errno()));
                 }
             }
             Action::Connect => {
@@ -109,7 +109,7 @@ impl Conn {
                     Err(e) => Err(e),
                 };
                 if let Err(e) = r {
-                    action = Self::advance(&mut g, Event::ConnectError(e.to_errno()));
+                    action = self.advance(&mut g, Event::ConnectError(e.to_errno()));
                 }
             }
             Action::Ready => {

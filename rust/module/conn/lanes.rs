@@ -109,7 +109,7 @@ impl Conn {
         if event == cm_event::DEVICE_REMOVAL {
             // As for the connection's own id: everything goes now, and the
             // CM destroys the id handed back.
-            let action = Self::advance(&mut g, Event::DeviceRemoval);
+            let action = self.advance(&mut g, Event::DeviceRemoval);
             drop(g);
             self.cv.notify_all();
             return if action == Action::Teardown {
@@ -267,7 +267,7 @@ impl Conn {
     /// stays until the teardown).
     fn lane_failed(self: &Arc<Self>, g: &mut ConnInner, lane: usize, e: Errno) {
         if g.paths.get(lane).is_some_and(|p| p.joined) {
-            let action = Self::advance(g, Event::QpFatal);
+            let action = self.advance(g, Event::QpFatal);
             if action == Action::Teardown {
                 if ffi::ratelimit() {
                     pr_warn!(

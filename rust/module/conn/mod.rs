@@ -389,9 +389,10 @@ impl Conn {
     /// The state gate: feeds `ev` to the state machine, the only place a
     /// connection's state changes, and returns what to do. A failure is
     /// followed by a reconnect while the connection's budget allows.
-    fn advance(g: &mut ConnInner, ev: Event) -> Action {
+    fn advance(&self, g: &mut ConnInner, ev: Event) -> Action {
         let retry = g.reconnect.as_ref().is_some_and(|r| r.budget.may_retry());
         let (state, action) = step_gated(g.state, ev, retry, &mut g.flushed_early);
+        crate::ffi::trace::conn_state(self.serial, ev, &g.state, &state, action);
         g.state = state;
         action
     }

@@ -202,7 +202,7 @@ impl Conn {
         // Not `fail_with`: the state changes under the same lock as the
         // stop, before the provider's own close of the stopped queue pair
         // can end it first (this end is counted and logged as the fence's).
-        let action = Self::advance(&mut g, Event::Disconnected);
+        let action = self.advance(&mut g, Event::Disconnected);
         drop(g);
         self.cv.notify_all();
         self.shared
@@ -271,15 +271,16 @@ impl Conn {
     /// The backoff is over (the timer's run): starts an attempt.
     pub(super) fn reconnect_tick(self: &Arc<Self>) {
         let mut g = self.inner.lock();
-        if Self::advance(&mut g, Event::Retry) != Action::Reconnect {
+        if self.advance(&mut g, Event::Retry) != Action::Reconnect {
             return;
         }
-        let Some(addr) = g.reconnect.as_mut().map(|r| {
+        let Some((addr, attempt)) = g.reconnect.as_mut().map(|r| {
             r.attempt_at = ffi::jiffies();
-            r.addr
+            (r.addr, r.budget.tried())
         }) else {
             return;
         };
+        ffi::trace::reconnect_attempt(self.serial, attempt, &addr);
         // The connection's timeout bounds the attempt: the timer ends it.
         let timeout_ms = g.timeout_ms;
         if timeout_ms != u32::MAX {
@@ -297,7 +298,7 @@ impl Conn {
             r
         });
         if let Err(e) = r {
-            let action = Self::advance(&mut g, Event::AddrError(e.to_errno()));
+            let action = self.advance(&mut g, Event::AddrError(e.to_errno()));
             drop(g);
             if action == Action::Teardown {
                 self.schedule_teardown();
@@ -316,7 +317,7 @@ impl Conn {
         if !attempt || !g.was_established() {
             return;
         }
-        let action = Self::advance(&mut g, Event::Timeout);
+        let action = self.advance(&mut g, Event::Timeout);
         let ms = g.timeout_ms;
         drop(g);
         self.cv.notify_all();
@@ -433,6 +434,7 @@ impl Conn {
             };
             if let Some((why, e)) = why {
                 g.imports.revoke_entry(entry);
+                ffi::trace::import_revoked(self.serial, token);
                 if ffi::ratelimit() {
                     pr_warn!(
                         "connection {}: import of token {:#x} revoked after reconnect: {} (errno {})\n",

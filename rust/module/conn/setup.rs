@@ -71,6 +71,7 @@ impl Conn {
         )
         .map_err(|_| ENOMEM)?;
         shared.register(&this).map_err(|_| ENOMEM)?;
+        ffi::trace::conn_new(this.serial, addr, true, shared.backs_disk());
         let started = CmId::create(&this, false).and_then(|id| {
             let mut g = this.inner.lock();
             // Held across the call: the id's first event waits until the id
@@ -147,6 +148,7 @@ impl Conn {
         // Registered before anything can tear it down, so that the
         // teardown always unregisters it.
         shared.register(&this).map_err(|_| ENOMEM)?;
+        ffi::trace::conn_new(this.serial, &h.peer(), false, false);
         // Kept on success (the handler returns 0), handed back to the CM by
         // the teardown on failure.
         let id = CmId::adopt(h, &this);
@@ -174,7 +176,7 @@ impl Conn {
                 Ok((this, ctx))
             }
             Err(e) => {
-                let action = Self::advance(&mut g, Event::ConnectError(e.to_errno()));
+                let action = this.advance(&mut g, Event::ConnectError(e.to_errno()));
                 drop(g);
                 if action == Action::Teardown {
                     // In the handler: the CM destroys the id we hand back.

@@ -118,7 +118,7 @@ impl Conn {
     /// runs `before` (a log line), then schedules the teardown. Returns
     /// whether this ended it.
     pub(super) fn end(self: &Arc<Self>, ev: Event, before: impl FnOnce()) -> bool {
-        let action = Self::advance(&mut self.inner.lock(), ev);
+        let action = self.advance(&mut self.inner.lock(), ev);
         self.cv.notify_all();
         if action != Action::Teardown {
             return false;
@@ -191,7 +191,7 @@ impl Conn {
     pub(crate) fn destroy(this: &Arc<Self>, ev: Event) {
         ffi::assert_unlocked(b"connection destroyed\0");
         loop {
-            let action = Self::advance(&mut this.inner.lock(), ev);
+            let action = this.advance(&mut this.inner.lock(), ev);
             if action == Action::Teardown {
                 Self::teardown(this, None);
             }
@@ -281,7 +281,7 @@ impl Conn {
         let mut g = this.inner.lock();
         // Armed under the lock with the state change: a close that follows
         // cancels it.
-        match Self::advance(&mut g, Event::TornDown) {
+        match this.advance(&mut g, Event::TornDown) {
             Action::Backoff => this.backoff(&mut g),
             _ => this.gave_up(&g),
         }

@@ -66,9 +66,12 @@ unsafe extern "C" fn rrdma_rust_device_remove(
     // SAFETY: `client_data` holds the reference `add` handed to C; the
     // device is going, so C no longer uses it.
     let device: Arc<DeviceCtx> = unsafe { foreign::from_c(client_data) };
+    let attr = device.attr();
+    crate::ffi::trace::device_remove(
+        core::ffi::CStr::from_bytes_until_nul(&attr.name).unwrap_or(c"?"),
+    );
     device.start_removal();
     context.remove_device(&device);
-    let attr = device.attr();
     DeviceCtx::wait_unused(device);
     pr_info!("{}: removed\n", attr.name_str());
 }

@@ -17,6 +17,7 @@
 //! - `chardev.rs`: the registrations, the module's work queue, a file's
 //!   wait queue;
 //! - `timer.rs`: a connection's timer;
+//! - `trace.rs`: the tracepoints (`ffi::trace::conn_new` and the rest);
 //! - `uring.rs`: io_uring commands;
 //! - `blk.rs`: rrdma-blk's disks and their requests;
 //! - `params.rs`: the module parameters;
@@ -37,6 +38,7 @@ mod params;
 mod qp;
 mod sync_wait;
 mod timer;
+pub(crate) mod trace;
 mod uring;
 mod verbs;
 mod wr;

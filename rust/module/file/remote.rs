@@ -204,6 +204,7 @@ impl FileState {
                 let _ = tickets.push(t, GFP_KERNEL);
             }
         }
+        crate::ffi::trace::unexport(export.token, tickets.len() as u32);
         for t in tickets {
             t.finish();
         }

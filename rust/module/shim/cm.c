@@ -38,8 +38,8 @@ static_assert(sizeof(struct rrdma_shim_addr) == 24);
 
 /* ---- addresses ---- */
 
-static void to_sockaddr(const struct rrdma_shim_addr *a,
-			struct sockaddr_storage *ss)
+void rrdma_shim_addr_to_sockaddr(const struct rrdma_shim_addr *a,
+				 struct sockaddr_storage *ss)
 {
 	memset(ss, 0, sizeof(*ss));
 	if (a->family == AF_INET) {
@@ -164,7 +164,7 @@ int rrdma_shim_cm_resolve_addr(struct rdma_cm_id *id,
 {
 	struct sockaddr_storage ss;
 
-	to_sockaddr(dst, &ss);
+	rrdma_shim_addr_to_sockaddr(dst, &ss);
 	return rdma_resolve_addr(id, NULL, (struct sockaddr *)&ss, timeout_ms);
 }
 
@@ -174,7 +174,7 @@ int rrdma_shim_cm_bind_listen(struct rdma_cm_id *id,
 	struct sockaddr_storage ss;
 	int ret;
 
-	to_sockaddr(src, &ss);
+	rrdma_shim_addr_to_sockaddr(src, &ss);
 	ret = rdma_bind_addr(id, (struct sockaddr *)&ss);
 	if (!ret)
 		ret = rdma_listen(id, backlog);

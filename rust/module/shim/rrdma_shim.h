@@ -197,6 +197,26 @@ struct rrdma_shim_addr {
 	__u8 addr[16];
 };
 
+struct sockaddr_storage;
+void rrdma_shim_addr_to_sockaddr(const struct rrdma_shim_addr *a,
+				 struct sockaddr_storage *ss);
+
+/*
+ * Tracepoints (shim/trace.c, shim/trace.h): a connection by its serial
+ * number; names are C strings the event copies.  Any context.
+ */
+void rrdma_shim_trace_conn_new(u64 conn, const struct rrdma_shim_addr *peer,
+			       bool active, bool disk);
+void rrdma_shim_trace_conn_state(u64 conn, const char *event, int status,
+				 const char *from, const char *to,
+				 const char *action, int error);
+void rrdma_shim_trace_reconnect_attempt(u64 conn, u32 attempt,
+					const struct rrdma_shim_addr *peer);
+void rrdma_shim_trace_unexport(u64 token, u32 conns);
+void rrdma_shim_trace_import_revoked(u64 conn, u64 token);
+void rrdma_shim_trace_op_failed(u64 conn, u32 opcode, int error, int wc_status);
+void rrdma_shim_trace_device_remove(const char *name);
+
 /* rrdma_shim_wr.opcode */
 #define RRDMA_SHIM_WR_READ	1
 #define RRDMA_SHIM_WR_WRITE	2

@@ -197,6 +197,7 @@ impl Conn {
         }
         let members = members > 0;
         if let Some(e) = errno {
+            crate::ffi::trace::op_failed(self.serial, op.opcode, e.get(), wc_status);
             return Ended::Failed {
                 op,
                 errno: e,
