@@ -31,8 +31,9 @@
 #   make lint                      checkpatch, rustfmt, clippy
 #   make install                   rrdma.ko (of `make KDIR=...`, or MODULE=)
 #                                  into /lib/modules/KVER/updates, the udev
-#                                  rule, the CLI (of `make userspace`) and
-#                                  the UAPI header; DESTDIR, PREFIX and
+#                                  rule, the CLI and its man pages (of
+#                                  `make userspace`) and the UAPI header;
+#                                  DESTDIR, PREFIX and
 #                                  INSTALL_MOD_PATH honoured
 #   make uninstall                 removes what make install put
 #   make dkms                      the module's sources into
@@ -82,25 +83,30 @@ INSTALL_MOD_PATH ?= $(DESTDIR)
 UDEVDIR ?= /etc/udev/rules.d
 MODULE ?= rrdma.ko
 BINDIR ?= build/bin
+MANDIR ?= build/man
 KREL = $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
 INSTALLED = $(INSTALL_MOD_PATH)/lib/modules/$(KREL)/updates/rrdma.ko \
 	$(DESTDIR)$(UDEVDIR)/60-rrdma.rules $(DESTDIR)$(PREFIX)/bin/rrdma \
 	$(DESTDIR)$(PREFIX)/include/linux/rrdma.h
+MAN1 = $(DESTDIR)$(PREFIX)/share/man/man1
 
 install:
 	@test -n "$(KREL)" || { echo "make install: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
 	@test -f "$(MODULE)" || { echo "make install: $(MODULE) missing: run make KDIR=$(KDIR) first" >&2; exit 1; }
 	@test -x "$(BINDIR)/rrdma" || { echo "make install: $(BINDIR)/rrdma missing: run make userspace first" >&2; exit 1; }
+	@test -f "$(MANDIR)/rrdma.1" || { echo "make install: $(MANDIR)/rrdma.1 missing: run make userspace first" >&2; exit 1; }
 	install -D -m 0644 "$(MODULE)" "$(INSTALL_MOD_PATH)/lib/modules/$(KREL)/updates/rrdma.ko"
 	install -D -m 0644 udev/60-rrdma.rules "$(DESTDIR)$(UDEVDIR)/60-rrdma.rules"
 	install -D -m 0755 "$(BINDIR)/rrdma" "$(DESTDIR)$(PREFIX)/bin/rrdma"
 	install -D -m 0644 include/uapi/rrdma.h "$(DESTDIR)$(PREFIX)/include/linux/rrdma.h"
+	install -d "$(MAN1)"
+	install -m 0644 $(MANDIR)/*.1 "$(MAN1)/"
 	@if [ -z "$(INSTALL_MOD_PATH)" ]; then depmod -a "$(KREL)"; else \
 		echo "make install: staged in $(INSTALL_MOD_PATH): run depmod -a $(KREL) where it lands"; fi
 
 uninstall:
 	@test -n "$(KREL)" || { echo "make uninstall: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
-	rm -f $(INSTALLED)
+	rm -f $(INSTALLED) "$(MAN1)"/rrdma.1 "$(MAN1)"/rrdma-*.1
 	@if [ -z "$(INSTALL_MOD_PATH)" ]; then depmod -a "$(KREL)"; fi
 
 # The sources DKMS builds from: what Kbuild compiles, this Makefile, the

@@ -19,4 +19,7 @@ mkdir -p "$REPO/build/bin"
 for b in rrdma rrdma-selftest; do
 	cp "target/$TARGET/release/$b" "$REPO/build/bin/$b"
 done
-log "userspace binaries in build/bin"
+# The CLI's man pages, from the same definitions as its --help.
+rm -rf "$REPO/build/man"
+"$REPO/build/bin/rrdma" man "$REPO/build/man" >/dev/null
+log "userspace binaries in build/bin, man pages in build/man"

@@ -25,7 +25,13 @@ want=(
 	"etc/udev/rules.d/60-rrdma.rules 644"
 	"usr/local/bin/rrdma 755"
 	"usr/local/include/linux/rrdma.h 644"
+	"usr/local/share/man/man1/rrdma.1 644"
 )
+# A page for each command the CLI's --help lists.
+for c in $(build/bin/rrdma --help | sed -n '/^Commands:/,/^$/s/^  \([a-z]*\) .*/\1/p' | grep -v '^help$'); do
+	want+=("usr/local/share/man/man1/rrdma-$c.1 644")
+done
+[ ${#want[@]} -gt 8 ] || die "make install: the CLI's --help lists too few commands: ${#want[@]} files"
 for w in "${want[@]}"; do
 	set -- $w
 	[ -f "$stage/$1" ] || die "make install: $1 missing"
@@ -38,6 +44,11 @@ grep -q 'GROUP="rdma", MODE="0660"' "$stage/etc/udev/rules.d/60-rrdma.rules" ||
 	die "make install: the udev rule does not give /dev/rrdma to group rdma"
 modinfo -F vermagic "$stage/lib/modules/$krel/updates/rrdma.ko" | grep -q "^$krel " ||
 	die "make install: the module is not built for $krel"
+page=$stage/usr/local/share/man/man1/rrdma-map.1
+if command -v man >/dev/null; then
+	man -l "$page" 2>/dev/null | grep -q "rrdma map \[" ||
+		die "make install: rrdma-map.1 does not render with a synopsis"
+fi
 log "make install: $(find "$stage" -type f | wc -l) files staged for $krel"
 
 make -s uninstall "${args[@]}" >/dev/null

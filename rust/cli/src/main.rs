@@ -6,11 +6,12 @@ use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use rrdma::{Access, InfoReport, Rrdma};
 
 mod args;
 mod disk;
+mod man;
 mod serve;
 mod stats;
 mod transfer;
@@ -150,6 +151,12 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Write the man pages into DIR (`make userspace`).
+    #[command(hide = true)]
+    Man {
+        /// Where the pages go.
+        dir: std::path::PathBuf,
+    },
     /// Measure bandwidth (or latency) with perftest's columns.
     Bench {
         #[command(flatten)]
@@ -254,6 +261,11 @@ fn print_info(report: &InfoReport) {
 }
 
 fn run(cli: Cli) -> std::io::Result<()> {
+    if let Command::Man { dir } = &cli.command {
+        let n = man::write_all(Cli::command(), dir)?;
+        println!("{n} man pages in {}", dir.display());
+        return Ok(());
+    }
     let dev = Rrdma::open_path(&cli.device)?;
     match cli.command {
         Command::Info { json } => {
@@ -374,6 +386,8 @@ fn run(cli: Cli) -> std::io::Result<()> {
         }
         Command::Map { target, ro } => disk::map(&dev, &target.target(), ro)?,
         Command::Unmap { index, force } => disk::unmap(&dev, index, force)?,
+        // Written above, before the device is opened.
+        Command::Man { .. } => {}
         Command::Bench {
             target,
             op,
