@@ -231,10 +231,11 @@ impl ConnInner {
 }
 
 /// Held while a connection's callback or work item runs
-/// ([`Conn::alloc_scope`]): the scopes end when it is dropped.
-pub(crate) struct ConnScope {
-    _noio: crate::ffi::AllocScope,
+/// ([`Conn::scoped`]): the scopes end when it is dropped, the last entered
+/// first (fields drop in order).
+struct ConnScope {
     _reserves: Option<crate::ffi::AllocScope>,
+    _noio: crate::ffi::AllocScope,
 }
 
 /// A connection.
@@ -436,20 +437,27 @@ impl Conn {
         self.shared.reconnect.reconnects()
     }
 
-    /// The allocation scope of the connection's callbacks and work items:
-    /// no allocation starts I/O (reclaim's I/O may be a disk's, waiting
-    /// for this connection), and a disk's own connection allocates from
-    /// the memory reserves without reclaiming: swap may wait for it to
-    /// come back with memory exhausted, where reclaim without I/O frees
-    /// nothing (a reconnect under that pressure stalled for minutes).
-    pub(crate) fn alloc_scope(&self) -> ConnScope {
-        ConnScope {
-            _noio: crate::ffi::AllocScope::noio(),
-            _reserves: self
+    /// Runs `f`, a callback or work item of the connection, in its
+    /// allocation scope: no allocation starts I/O (reclaim's I/O may be a
+    /// disk's, waiting for this connection), and a disk's own connection
+    /// allocates from the memory reserves without reclaiming: swap may
+    /// wait for it to come back with memory exhausted, where reclaim
+    /// without I/O frees nothing (a reconnect under that pressure stalled
+    /// for minutes). `this`, which may be the last reference, is dropped
+    /// inside the scope: what the connection frees is in it too.
+    pub(crate) fn scoped<R>(this: Arc<Self>, f: impl FnOnce(&Arc<Self>) -> R) -> R {
+        let noio = crate::ffi::AllocScope::noio();
+        let scope = ConnScope {
+            _reserves: this
                 .shared
                 .backs_disk()
                 .then(crate::ffi::AllocScope::reserves),
-        }
+            _noio: noio,
+        };
+        let r = f(&this);
+        drop(this);
+        drop(scope);
+        r
     }
 
     /// How the connection looks to an operator.

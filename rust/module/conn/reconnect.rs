@@ -164,8 +164,7 @@ impl WorkItem<1> for Conn {
     type Pointer = Arc<Conn>;
 
     fn run(this: Arc<Conn>) {
-        let _scope = this.alloc_scope();
-        this.restore_imports();
+        Conn::scoped(this, |this| this.restore_imports());
     }
 }
 

@@ -59,10 +59,11 @@ impl WorkItem for Conn {
     type Pointer = Arc<Conn>;
 
     fn run(this: Arc<Conn>) {
-        let _scope = this.alloc_scope();
-        Conn::teardown(&this, None);
-        let tearing = &this.shared.reconnect.tearing;
-        tearing.fetch_sub(1, Ordering::Relaxed);
+        Conn::scoped(this, |this| {
+            Conn::teardown(this, None);
+            let tearing = &this.shared.reconnect.tearing;
+            tearing.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }
 

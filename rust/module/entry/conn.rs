@@ -88,8 +88,8 @@ unsafe extern "C" fn rrdma_rust_conn_event(
     // connection's `CmId` back with `into_cm` (the connection keeps it
     // otherwise).
     let h = unsafe { InHandler::new(id) };
-    let _scope = this.alloc_scope();
-    this.cm_event(&h, event, status, pdata)
+    // The id's reference may be handed back here: `this` may be the last.
+    Conn::scoped(this, |this| this.cm_event(&h, event, status, pdata))
 }
 
 /// A run of a connection's timer (the module's work queue).
@@ -102,11 +102,8 @@ unsafe extern "C" fn rrdma_rust_conn_event(
 unsafe extern "C" fn rrdma_rust_conn_timer(ctx: *mut c_void) {
     // SAFETY: by the function's safety requirements: taken back once, here.
     let this: Arc<Conn> = unsafe { foreign::from_c(ctx) };
-    let scope = this.alloc_scope();
-    this.timer_tick();
     // The connection's last reference may go here: still in the scope.
-    drop(this);
-    drop(scope);
+    Conn::scoped(this, |this| this.timer_tick());
 }
 
 /// The plug of an io_uring submission that posted writes on a connection
@@ -136,8 +133,9 @@ unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, lane: u32, wc_status:
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Callback::Completion) };
     let task = Task::checked(b"a receive CQ's completion\0");
-    let _scope = this.alloc_scope();
-    this.recv_failed(&task, lane as usize, wc_status);
+    Conn::scoped(this, |this| {
+        this.recv_failed(&task, lane as usize, wc_status)
+    });
 }
 
 /// A Send arrived on data lane `lane` (its receive is a tripwire: no
@@ -150,8 +148,7 @@ unsafe extern "C" fn rrdma_rust_qp_error(ctx: *mut c_void, lane: u32, wc_status:
 unsafe extern "C" fn rrdma_rust_lane_recv(ctx: *mut c_void, lane: u32) {
     // SAFETY: by the function's safety requirements.
     let this = unsafe { conn(ctx, Callback::CtrlRecv) };
-    let _scope = this.alloc_scope();
-    this.lane_recv(lane as usize);
+    Conn::scoped(this, |this| this.lane_recv(lane as usize));
 }
 
 /// A grant's registration work request completed.
@@ -178,8 +175,7 @@ unsafe extern "C" fn rrdma_rust_ctrl_recv(ctx: *mut c_void, msg: *const c_void, 
     let this = unsafe { conn(ctx, Callback::CtrlRecv) };
     // SAFETY: by the function's safety requirements.
     let msg = unsafe { bytes(msg, len as usize) };
-    let _scope = this.alloc_scope();
-    this.ctrl_recv(msg);
+    Conn::scoped(this, |this| this.ctrl_recv(msg));
 }
 
 /// A control message was sent (or flushed).

@@ -134,7 +134,7 @@ static int listen_event(struct rdma_cm_id *id, struct rdma_cm_event *ev)
  * buffers) under locks a disk's queue_rq may take.  Reclaim's I/O from
  * there could be that disk's swap or writeback, stuck behind the lock: no
  * allocation there may start I/O (memalloc_noio).  A connection's own
- * events enter that scope in Rust (Conn::alloc_scope, with the memory
+ * events enter that scope in Rust (Conn::scoped, with the memory
  * reserves for a disk's connection).
  */
 static int rrdma_listen_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)

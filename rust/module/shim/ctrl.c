@@ -77,7 +77,7 @@ static void recv_done(struct ib_wc *wc)
 	rrdma_rust_ctrl_recv(q->owner, msg, len);
 }
 
-/* Rust enters the connection's allocation scope (Conn::alloc_scope). */
+/* Rust enters the connection's allocation scope (Conn::scoped). */
 void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	recv_done(wc);

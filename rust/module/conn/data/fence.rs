@@ -43,8 +43,7 @@ impl WorkItem<2> for Conn {
     type Pointer = Arc<Conn>;
 
     fn run(this: Arc<Conn>) {
-        let _scope = this.alloc_scope();
-        this.post_deferred();
+        Conn::scoped(this, |this| this.post_deferred());
     }
 }
 

@@ -64,8 +64,7 @@ impl WorkItem<3> for Conn {
     type Pointer = Arc<Conn>;
 
     fn run(this: Arc<Conn>) {
-        let _scope = this.alloc_scope();
-        this.run_followups();
+        Conn::scoped(this, |this| this.run_followups());
     }
 }
 
