@@ -42,13 +42,10 @@
 #                                  `dkms install` for the running kernel
 #
 # Knobs: KERNELS (check: 7.3, kernels: 6.12 7.3), VARIANT=base|debug (debug
-# kernels: KASAN, lockdep, kmemleak, debug objects), LLVM (the
-# kernel's clang for KDIR: 1, -N or empty; scripts/preflight.sh finds it),
-# RRDMA_CACHE (kernel build cache, default ~/.cache/rrdma).
+# kernels: KASAN, lockdep, kmemleak, debug objects), LLVM (overrides the
+# kernel's clang that scripts/preflight.sh finds for KDIR), RRDMA_CACHE (kernel build cache, default ~/.cache/rrdma).
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
-# The kernel's compiler, as scripts/preflight.sh finds it (1, -N, or none).
-LLVM ?= $(shell scripts/preflight.sh "$(KDIR)" 2>/dev/null)
 KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
@@ -57,18 +54,24 @@ export KERNELS VARIANT
 
 all: modules
 
+# kbuild's arguments for KDIR's kernel are the preflight's (its compiler:
+# LLVM=1, LLVM=-N or CC=gcc-N; RUSTC= if set), then an LLVM= given to
+# this make.
 modules:
-	@scripts/preflight.sh "$(KDIR)" >/dev/null
-	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) modules
+	@args=$$(scripts/preflight.sh "$(KDIR)") || exit 1; \
+	echo "make -C $(KDIR) M=$(CURDIR) $$args $(if $(filter command line,$(origin LLVM)),LLVM=$(LLVM)) modules"; \
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $$args $(if $(filter command line,$(origin LLVM)),LLVM=$(LLVM)) modules
 
 # DKMS's build (dkms.conf): DKMS appends LLVM=1 for every clang-built
 # kernel, which a host with only a versioned clang-N cannot take; the
 # preflight's choice wins.
 modules-dkms:
-	$(MAKE) modules LLVM="$$(scripts/preflight.sh "$(KDIR)")"
+	@args=$$(scripts/preflight.sh "$(KDIR)") || exit 1; \
+	echo "make -C $(KDIR) M=$(CURDIR) $$args modules"; \
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $$args modules
 
 clean:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) LLVM=$(LLVM) clean 2>/dev/null || true
+	$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null || true
 	rm -rf build
 	cd rust && cargo clean
 
@@ -122,7 +125,8 @@ dkms:
 		--exclude='*.d' --exclude='*.rmeta' Kbuild Makefile include rust/module \
 		rust/abi/src scripts/preflight.sh | tar -x -C "$(DKMS_SRC)"
 	sed 's/@VERSION@/$(VERSION_RRDMA)/' dkms.conf >"$(DKMS_SRC)/dkms.conf"
-	@if [ -z "$(DESTDIR)" ]; then dkms install "rrdma/$(VERSION_RRDMA)"; else \
+	@if [ -z "$(DESTDIR)" ]; then dkms remove "rrdma/$(VERSION_RRDMA)" --all >/dev/null 2>&1; \
+		dkms install "rrdma/$(VERSION_RRDMA)"; else \
 		echo "make dkms: sources staged in $(DKMS_SRC)"; fi
 
 kernels:

@@ -51,8 +51,21 @@ refuses() {
 	log "preflight refuses $1: $out"
 }
 ok=$(fake_tree ok "$krel" '')
-llvm=$("$HERE/preflight.sh" "$ok") || die "preflight refused a tree the host can build for"
-[ "$llvm" = 1 ] || die "preflight: LLVM=$llvm for the host's own clang, not 1"
+args=$("$HERE/preflight.sh" "$ok") || die "preflight refused a tree the host can build for"
+[ "$args" = LLVM=1 ] || die "preflight: '$args' for the host's own clang, not LLVM=1"
+args=$(RUSTC=rustc "$HERE/preflight.sh" "$ok")
+[ "$args" = "RUSTC=rustc LLVM=1" ] || die "preflight: '$args' with RUSTC set, not 'RUSTC=rustc LLVM=1'"
+# A GCC-built kernel, as Debian and Ubuntu build theirs: the compiler named
+# by its version text (gcc-N), plain gcc if that is the same major version.
+gmaj=$(gcc -dumpversion | cut -d. -f1)
+gcc_tree() {
+	fake_tree "$1" "$krel" "/^CONFIG_CC_IS_CLANG=/d; /^CONFIG_CLANG_VERSION=/d
+s/^CONFIG_GCC_VERSION=.*/CONFIG_GCC_VERSION=$(($2 * 10000 + 201))/
+s/^CONFIG_CC_VERSION_TEXT=.*/CONFIG_CC_VERSION_TEXT=\"gcc-$2 (Debian $2.2.0-14) $2.2.0\"/"
+}
+args=$("$HERE/preflight.sh" "$(gcc_tree gcc "$gmaj")") || die "preflight refused a GCC $gmaj kernel with gcc $gmaj here"
+[ -z "$args" ] || die "preflight: '$args' for a GCC $gmaj kernel, where plain gcc is $gmaj"
+refuses "no gcc of the kernel's" "neither gcc nor gcc-99 is version 99" "$(gcc_tree gcc99 99)"
 refuses "no tree" "not a configured kernel build tree" "$fake/none"
 refuses "Linux 6.6" "older than 6.12" "$(fake_tree old 6.6.30 '')"
 refuses "no CONFIG_RUST" "no Rust support" "$(fake_tree norust "$krel" '/^CONFIG_RUST=/d')"

@@ -7,8 +7,11 @@
 # RDMA core with rdma_cm, the kernel's Rust metadata (rust/libkernel.rmeta,
 # which distributions ship apart: Ubuntu's linux-lib-rust-KREL), a rustc
 # that is the kernel's own (crates of another rustc do not link), and the
-# kernel's C compiler.  On success it prints the LLVM= value for kbuild
-# (1, -N for a versioned clang-N, or nothing for GCC) as its only output.
+# kernel's C compiler.  On success it prints kbuild's arguments for that
+# kernel as its only output: LLVM=1, or LLVM=-N for a versioned clang-N
+# (with its ld.lld), for a GCC-built kernel CC= when plain gcc is not of the
+# kernel's major version, and RUSTC= when the environment sets it (the
+# kernel's Makefile would not take it from there).
 #
 # bindgen is not checked: it ran when the kernel was built, and an
 # out-of-tree module does not run it again.
@@ -18,6 +21,7 @@
 set -eu
 
 KDIR=${1:?usage: preflight.sh KDIR}
+RUSTC_SET=${RUSTC:-}
 RUSTC=${RUSTC:-rustc}
 
 krel=$(cat "$KDIR/include/config/kernel.release" 2>/dev/null || true)
@@ -37,6 +41,9 @@ conf() {
 major=${krel%%.*}
 rest=${krel#*.}
 minor=${rest%%[!0-9]*}
+case "$major.$minor" in
+*[!0-9.]* | .* | *.) fail "cannot read the kernel version from '$krel'" ;;
+esac
 [ "$major" -gt 6 ] || { [ "$major" -eq 6 ] && [ "$minor" -ge 12 ]; } ||
 	fail "Linux $major.$minor is older than 6.12, the oldest rrdma supports"
 [ "$(conf RUST)" = y ] ||
@@ -57,18 +64,32 @@ have=$("$RUSTC" --version 2>/dev/null || true)
 	fail "$RUSTC is '$have', the kernel was built with '$want' (its crates only link with the same rustc; set RUSTC or PATH)"
 
 want=$(conf CC_VERSION_TEXT)
+args=""
+[ -z "${RUSTC_SET:-}" ] || args="RUSTC=$RUSTC"
 if [ "$(conf CC_IS_CLANG)" = y ]; then
 	n=$(($(conf CLANG_VERSION) / 10000))
 	if clang --version 2>/dev/null | head -n 1 | grep -q "clang version $n\."; then
-		echo 1
+		llvm=1 lld=ld.lld
 	elif command -v "clang-$n" >/dev/null; then
-		echo "-$n"
+		llvm=-$n lld=ld.lld-$n
 	else
 		fail "the kernel was built with '$want', and neither clang nor clang-$n is version $n"
 	fi
+	command -v "$lld" >/dev/null || fail "the kernel was built with '$want', and $lld is missing"
+	args="$args LLVM=$llvm"
 else
-	have=$(gcc --version 2>/dev/null | head -n 1 || true)
-	[ "$have" = "$want" ] ||
-		fail "the kernel was built with '$want', gcc is '${have:-missing}'"
-	echo
+	# The kernel's gcc by major version (the kernel itself only warns
+	# about another minor): plain gcc, or the one it was built with
+	# (gcc-12, x86_64-linux-gnu-gcc-13).
+	n=$(($(conf GCC_VERSION) / 10000))
+	cc=""
+	for c in gcc "${want%% *}"; do
+		if [ "$("$c" -dumpversion 2>/dev/null | cut -d. -f1)" = "$n" ]; then
+			cc=$c
+			break
+		fi
+	done
+	[ -n "$cc" ] || fail "the kernel was built with '$want', and neither gcc nor ${want%% *} is version $n"
+	[ "$cc" = gcc ] || args="$args CC=$cc"
 fi
+echo $args
