@@ -22,7 +22,11 @@ VARIANT=${2:-${VARIANT:-base}}
 case "$VARIANT" in base|debug) ;; *) die "unknown variant '$VARIANT'";; esac
 
 frags=("$HERE/kconfig/base.config")
-[ "$VARIANT" = debug ] && frags+=("$HERE/kconfig/debug.config")
+if [ "$VARIANT" = debug ]; then
+	frags+=("$HERE/kconfig/debug.config")
+else
+	frags+=("$HERE/kconfig/tracing.config")
+fi
 
 case "$KVER" in
 6.12)
@@ -98,7 +102,7 @@ kmake olddefconfig >/dev/null
 # Fail loudly if Kconfig dropped something the tests depend on.
 for opt in RUST MODULES INFINIBAND INFINIBAND_ADDR_TRANS INFINIBAND_USER_ACCESS \
 	KUNIT VIRTIO_NET DEVTMPFS SERIAL_8250_CONSOLE NET_NS VETH ACPI HPET_TIMER X86_PM_TIMER KALLSYMS \
-	IO_URING BLOCK; do
+	IO_URING BLOCK EVENT_TRACING; do
 	grep -q "^CONFIG_$opt=y" "$ROOT$out/.config" ||
 		die "CONFIG_$opt is not =y after olddefconfig (see $ROOT$out/.config)"
 done

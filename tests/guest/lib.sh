@@ -165,7 +165,7 @@ kmemleak_scan() {
 # rrdma's tracepoints (shim/trace.h) during a test: trace_start enables
 # TRACE_SYSTEM rrdma (the module loaded) and copies the events to
 # /tmp/rrdma.trace from the start; it fails on a kernel without tracefs
-# (CONFIG_TRACING off: 7.3 base).  trace_stop ends it; trace_has EVENT
+# (CONFIG_TRACING off).  trace_stop ends it; trace_has EVENT
 # [TEXT] checks that an EVENT line (with TEXT) was recorded.
 TRACEFS=/sys/kernel/tracing
 trace_start() {

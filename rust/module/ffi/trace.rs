@@ -2,8 +2,9 @@
 
 //! rrdma's tracepoints (`shim/trace.h`, TRACE_SYSTEM `rrdma`): the calls
 //! that fire them. Each costs a call and a static-key test while its event
-//! is off. A connection is named by its serial number; no key or remote
-//! address is recorded.
+//! is off. A connection is named by its serial number; no key is
+//! recorded, the peer's address only by `conn_new` and
+//! `reconnect_attempt`.
 
 use core::ffi::{c_char, CStr};
 

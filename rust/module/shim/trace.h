@@ -7,7 +7,8 @@
  * (rrdma_unexport, rrdma_import_revoked), operations that fail
  * (rrdma_op_failed) and device removal (rrdma_device_remove).  A
  * connection is named by its serial number (unique, never reused); no
- * key or remote address is recorded.
+ * key is recorded, the peer's address only by rrdma_conn_new and
+ * rrdma_reconnect_attempt.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM rrdma
