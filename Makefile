@@ -43,7 +43,8 @@
 #
 # Knobs: KERNELS (check: 7.3, kernels: 6.12 7.3), VARIANT=base|debug (debug
 # kernels: KASAN, lockdep, kmemleak, debug objects), LLVM (overrides the
-# kernel's clang that scripts/preflight.sh finds for KDIR), RRDMA_CACHE (kernel build cache, default ~/.cache/rrdma).
+# kernel's clang that scripts/preflight.sh finds for KDIR), RRDMA_CACHE
+# (kernel build cache, default ~/.cache/rrdma).
 
 KDIR ?= /lib/modules/$(shell uname -r)/build
 KERNELS ?=
