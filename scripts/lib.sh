@@ -9,14 +9,15 @@ log() { echo "[$(date +%H:%M:%S)] $(basename "$0"): $*" >&2; }
 die() { log "error: $*"; exit 1; }
 
 # chroot_run ROOT CMD...: runs CMD inside the tree ROOT with /proc mounted
-# (objtool and rustc need it) and / as working directory.
+# (objtool and rustc need it) and / as working directory. The mount lives in
+# a private mount namespace that ends with CMD, so none is left behind in the
+# cache (an rm -rf of the cache would otherwise walk into the host's /proc).
 chroot_run() {
 	local root=$1
 	shift
-	if ! mountpoint -q "$root/proc"; then
-		mount -t proc proc "$root/proc"
-	fi
-	(cd / && chroot "$root" "$@")
+	(cd / && unshare --mount --propagation private -- \
+		sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' \
+		"$root" "$@")
 }
 
 # prepare_guests KVER [VARIANT]: what a run of guests on kernel KVER
