@@ -35,6 +35,10 @@
 #                                  `make userspace`) and the UAPI header;
 #                                  DESTDIR, PREFIX and
 #                                  INSTALL_MOD_PATH honoured
+#   make install-lib               librrdma (shared and static), its
+#                                  header rrdma.h with the UAPI header,
+#                                  pkg-config file and man pages (of
+#                                  `make userspace`); make install does it too
 #   make uninstall                 removes what make install put
 #   make dkms                      the module's sources into
 #                                  /usr/src/rrdma-VERSION with dkms.conf
@@ -51,7 +55,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: install uninstall dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress flood faults fuzz profile lint userspace kernels
+.PHONY: install install-lib uninstall dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress flood faults fuzz profile lint userspace kernels
 
 all: modules
 
@@ -89,20 +93,43 @@ MODULE ?= rrdma.ko
 BINDIR ?= build/bin
 MANDIR ?= build/man
 KREL = $(shell cat $(KDIR)/include/config/kernel.release 2>/dev/null)
+LIBDIR ?= $(PREFIX)/lib
+LIBBUILD ?= build/lib
+VERSION_RRDMA = $(shell sed -n 's/^version = "\(.*\)"/\1/p' rust/Cargo.toml)
+SOLIB = librrdma.so.$(VERSION_RRDMA)
 INSTALLED = $(INSTALL_MOD_PATH)/lib/modules/$(KREL)/updates/rrdma.ko \
-	$(DESTDIR)$(UDEVDIR)/60-rrdma.rules $(DESTDIR)$(PREFIX)/bin/rrdma \
-	$(DESTDIR)$(PREFIX)/include/linux/rrdma.h
+	$(DESTDIR)$(UDEVDIR)/60-rrdma.rules $(DESTDIR)$(PREFIX)/bin/rrdma
+INSTALLED_LIB = $(DESTDIR)$(PREFIX)/include/linux/rrdma.h $(DESTDIR)$(PREFIX)/include/rrdma.h \
+	$(DESTDIR)$(LIBDIR)/$(SOLIB) $(DESTDIR)$(LIBDIR)/librrdma.so.0 \
+	$(DESTDIR)$(LIBDIR)/librrdma.so $(DESTDIR)$(LIBDIR)/librrdma.a \
+	$(DESTDIR)$(LIBDIR)/pkgconfig/rrdma.pc
 MAN1 = $(DESTDIR)$(PREFIX)/share/man/man1
+MAN3 = $(DESTDIR)$(PREFIX)/share/man/man3
+
+# The C library alone: what a C program builds against (no kernel tree).
+install-lib:
+	@test -f "$(LIBBUILD)/$(SOLIB)" || { echo "make install-lib: $(LIBBUILD)/$(SOLIB) missing: run make userspace first" >&2; exit 1; }
+	install -D -m 0644 include/uapi/rrdma.h "$(DESTDIR)$(PREFIX)/include/linux/rrdma.h"
+	install -D -m 0644 include/rrdma.h "$(DESTDIR)$(PREFIX)/include/rrdma.h"
+	install -D -m 0755 "$(LIBBUILD)/$(SOLIB)" "$(DESTDIR)$(LIBDIR)/$(SOLIB)"
+	ln -sf "$(SOLIB)" "$(DESTDIR)$(LIBDIR)/librrdma.so.0"
+	ln -sf librrdma.so.0 "$(DESTDIR)$(LIBDIR)/librrdma.so"
+	install -m 0644 "$(LIBBUILD)/librrdma.a" "$(DESTDIR)$(LIBDIR)/librrdma.a"
+	install -d "$(DESTDIR)$(LIBDIR)/pkgconfig"
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@VERSION@|$(VERSION_RRDMA)|' \
+		rust/capi/rrdma.pc.in >"$(DESTDIR)$(LIBDIR)/pkgconfig/rrdma.pc"
+	install -d "$(MAN3)"
+	install -m 0644 $(MANDIR)/*.3 "$(MAN3)/"
 
 install:
 	@test -n "$(KREL)" || { echo "make install: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
 	@test -f "$(MODULE)" || { echo "make install: $(MODULE) missing: run make KDIR=$(KDIR) first" >&2; exit 1; }
 	@test -x "$(BINDIR)/rrdma" || { echo "make install: $(BINDIR)/rrdma missing: run make userspace first" >&2; exit 1; }
 	@test -f "$(MANDIR)/rrdma.1" || { echo "make install: $(MANDIR)/rrdma.1 missing: run make userspace first" >&2; exit 1; }
+	@$(MAKE) --no-print-directory install-lib
 	install -D -m 0644 "$(MODULE)" "$(INSTALL_MOD_PATH)/lib/modules/$(KREL)/updates/rrdma.ko"
 	install -D -m 0644 udev/60-rrdma.rules "$(DESTDIR)$(UDEVDIR)/60-rrdma.rules"
 	install -D -m 0755 "$(BINDIR)/rrdma" "$(DESTDIR)$(PREFIX)/bin/rrdma"
-	install -D -m 0644 include/uapi/rrdma.h "$(DESTDIR)$(PREFIX)/include/linux/rrdma.h"
 	install -d "$(MAN1)"
 	install -m 0644 $(MANDIR)/*.1 "$(MAN1)/"
 	@if [ -z "$(INSTALL_MOD_PATH)" ]; then depmod -a "$(KREL)"; else \
@@ -110,12 +137,12 @@ install:
 
 uninstall:
 	@test -n "$(KREL)" || { echo "make uninstall: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
-	rm -f $(INSTALLED) "$(MAN1)"/rrdma.1 "$(MAN1)"/rrdma-*.1
+	rm -f $(INSTALLED) $(INSTALLED_LIB) "$(MAN1)"/rrdma.1 "$(MAN1)"/rrdma-*.1 "$(MAN3)"/rrdma*.3
+	-rmdir "$(DESTDIR)$(LIBDIR)/pkgconfig" 2>/dev/null
 	@if [ -z "$(INSTALL_MOD_PATH)" ]; then depmod -a "$(KREL)"; fi
 
 # The sources DKMS builds from: what Kbuild compiles, this Makefile, the
 # preflight and dkms.conf with the version filled in.
-VERSION_RRDMA = $(shell sed -n 's/^version = "\(.*\)"/\1/p' rust/Cargo.toml)
 DKMS_SRC = $(DESTDIR)/usr/src/rrdma-$(VERSION_RRDMA)
 
 dkms:

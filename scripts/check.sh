@@ -99,6 +99,7 @@ grep -c '^PASS host' "$RESULTS" | xargs -I{} echo "host tests: {} passed"
 step "build: userspace (static)" "$HERE/build-userspace.sh"
 step "lint: rustfmt" "$HERE/lint.sh" rustfmt
 step "lint: cargo clippy" "$HERE/lint.sh" clippy
+step "lint: include/rrdma.h is what rust/capi gives (cbindgen)" "$HERE/capi-header.sh" --check
 step "lint: Documentation/rrdma.rst parses" "$HERE/lint.sh" docs
 step "lint: no source file over 500 lines" "$HERE/lint.sh" sizes
 
@@ -145,6 +146,7 @@ for k in $KERNELS; do
 		g "$k" "$VARIANT" --label "$k attack $prov" --test attack --arg "$prov" --guests 2 \
 			--timeout 900 --memory 1024
 		g "$k" "$VARIANT" --label "$k blk $prov" --test blk --arg "$prov" --guests 2 --timeout 600
+		g "$k" "$VARIANT" --label "$k capi $prov" --test capi --arg "$prov" --guests 2 --timeout 400
 	done
 	[ -n "$dkms_built" ] && g "$k" dkms --label "$k remote siw (DKMS-built module)" --test remote \
 		--arg siw --guests 2 --timeout 600
@@ -176,6 +178,8 @@ for k in $DEBUG_KERNELS; do
 			g "$k" debug --label "$k debug remote $prov small" --test remote --arg "$prov,small" \
 				--guests 2 --timeout 1500 --memory 1024 ;;
 		esac
+		g "$k" debug --label "$k debug capi $prov" --test capi --arg "$prov" --guests 2 \
+			--timeout 900 --memory 1024
 		case " $DEBUG_ATTACK_PROVIDERS " in
 		*" $prov "*)
 			g "$k" debug --label "$k debug attack $prov" --test attack --arg "$prov" \

@@ -5,9 +5,11 @@
 #   rustfmt  - formatting of every Rust file (module and userspace)
 #   clippy   - cargo clippy on the userspace workspace, warnings are errors
 #   docs     - Documentation/rrdma.rst parses without a warning
-#   sizes    - no source file over 500 lines (one concern a file)
+#   sizes    - no source file over 500 lines (one concern a file; the
+#              UAPI header and the generated include/rrdma.h aside)
+# `all` also checks that include/rrdma.h is what rust/capi gives.
 #   kernel   - checkpatch.pl on the C shim, the UAPI header and the
-#              selftest's userspace C, and the module
+#              userspace C (selftest, librrdma's example and tests), and the module
 #              built with CLIPPY=1 against kernel KVER (VARIANT base or
 #              debug, default base)
 set -euo pipefail
@@ -44,7 +46,8 @@ PY
 # lines.  The UAPI header stays one file, as every UAPI header does.
 sizes_check() {
 	local over
-	over=$(git ls-files -z -- '*.rs' '*.c' '*.h' '*.sh' '*.py' ':!include/uapi/rrdma.h' |
+	over=$(git ls-files -z -- '*.rs' '*.c' '*.h' '*.sh' '*.py' ':!include/uapi/rrdma.h' \
+		':!include/rrdma.h' |
 		xargs -0 -r wc -l -- |
 		awk '$1 > 500 && $0 !~ /^ *[0-9]+ total$/ { n = $1; sub(/^ *[0-9]+ /, ""); print "  " $0 ": " n " lines" }') ||
 		die "sizes: cannot count the lines of the tracked files"
@@ -65,9 +68,10 @@ kernel_check() {
 	# include/trace/events/, which --strict flags line by line.
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
 		--ignore OPEN_ENDED_LINE,PARENTHESIS_ALIGNMENT rust/module/shim/trace.h
-	# Userspace C: its fixed-width types are the C library's.
+	# Userspace C: its fixed-width types and PRIu64-style macros are the C
+	# library's.
 	"$src/scripts/checkpatch.pl" --no-tree --strict --quiet -f \
-		--ignore PREFER_KERNEL_TYPES,BIT_MACRO rust/selftest/csrc/*.[ch]
+		--ignore PREFER_KERNEL_TYPES,BIT_MACRO,CAMELCASE rust/selftest/csrc/*.[ch] rust/capi/c/*.c
 	"$HERE/build-module.sh" "$kver" "$variant" clippy >/tmp/rrdma-clippy.log 2>&1 || { cat /tmp/rrdma-clippy.log; exit 1; }
 	if grep -qE "warning|error" /tmp/rrdma-clippy.log; then
 		cat /tmp/rrdma-clippy.log
@@ -81,6 +85,6 @@ clippy) clippy_check ;;
 docs) docs_check ;;
 sizes) sizes_check ;;
 kernel) kernel_check "${2:-6.12}" "${3:-base}" ;;
-all) rustfmt_check; clippy_check; docs_check; sizes_check; kernel_check 6.12 debug ;;
+all) rustfmt_check; clippy_check; docs_check; sizes_check; "$HERE/capi-header.sh" --check; kernel_check 6.12 debug ;;
 *) die "usage: lint.sh rustfmt|clippy|docs|sizes|kernel KVER [VARIANT]|all" ;;
 esac

@@ -21,10 +21,20 @@ pub struct Region<'a> {
     nblocks: u64,
     map: NonNull<u8>,
     map_len: usize,
-    /// The memory registered (REGION_REGISTER), unmapped only after the
-    /// region is destroyed: then the process no longer sees pages that a
-    /// peer or an operation still in flight may write.
-    registered: Option<PageBuf>,
+    backing: Backing,
+}
+
+/// Whose memory a [`Region`] shows, and so what its destruction unmaps.
+#[derive(Debug)]
+enum Backing {
+    /// The module's pages, mapped by [`Rrdma::create_region`]: unmapped.
+    Mapped,
+    /// Memory registered from a [`PageBuf`] the region owns, unmapped only
+    /// after the region is destroyed: then the process no longer sees pages
+    /// that a peer or an operation still in flight may write.
+    Owned(Option<PageBuf>),
+    /// The caller's memory ([`Rrdma::register_memory`]): left as it is.
+    Caller,
 }
 
 // SAFETY: the mapping is plain shared memory; `Region` hands out slices only
@@ -71,7 +81,7 @@ impl Rrdma {
                 nblocks,
                 map,
                 map_len,
-                registered: None,
+                backing: Backing::Mapped,
             }),
             Err(e) => {
                 let _ = self.region_destroy_raw(out.handle, 0);
@@ -111,7 +121,44 @@ impl Rrdma {
             nblocks,
             map: buf.ptr,
             map_len: len,
-            registered: Some(buf),
+            backing: Backing::Owned(Some(buf)),
+        })
+    }
+
+    /// Registers `len` bytes of this process's memory at `addr` as a region
+    /// of `block_size` blocks, leaving the memory the caller's: destroying
+    /// the region unpins it but does not unmap it (the C library's
+    /// `rrdma_region_register`).
+    ///
+    /// # Safety
+    ///
+    /// `addr` must be valid for reads and writes of `len` bytes for as
+    /// long as the region lives, and not be accessed through other
+    /// references while a slice from [`Region::as_mut_slice`] is alive.
+    pub unsafe fn register_memory(
+        &self,
+        addr: NonNull<u8>,
+        len: usize,
+        block_size: u32,
+    ) -> io::Result<Region<'_>> {
+        if block_size == 0 || !len.is_multiple_of(block_size as usize) {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let nblocks = (len / block_size as usize) as u64;
+        let out = self.region_register_raw(&RegionRegister {
+            addr: addr.as_ptr() as u64,
+            block_size,
+            nblocks,
+            ..RegionRegister::zeroed()
+        })?;
+        Ok(Region {
+            dev: self,
+            handle: out.handle,
+            block_size,
+            nblocks,
+            map: addr,
+            map_len: len,
+            backing: Backing::Caller,
         })
     }
 
@@ -260,16 +307,42 @@ impl Region<'_> {
     }
 }
 
+impl<'a> Region<'a> {
+    /// Destroys the region, returning it with the error if the kernel
+    /// refuses (`EBUSY` while it is exported); dropping it destroys it too,
+    /// but cannot say whether that worked.
+    pub fn destroy(mut self) -> Result<(), (Region<'a>, io::Error)> {
+        match self.dev.region_destroy_raw(self.handle, 0) {
+            Ok(()) => {
+                self.release_memory();
+                std::mem::forget(self);
+                Ok(())
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+
+    /// Unmaps what the region's destruction unmaps.
+    fn release_memory(&mut self) {
+        match &mut self.backing {
+            // SAFETY: our own mapping, not used after this.
+            Backing::Mapped => unsafe {
+                libc::munmap(self.map.as_ptr().cast(), self.map_len);
+            },
+            // Unmapped by `PageBuf`'s drop.
+            Backing::Owned(buf) => drop(buf.take()),
+            Backing::Caller => {}
+        }
+    }
+}
+
 impl Drop for Region<'_> {
     fn drop(&mut self) {
-        if self.registered.is_none() {
-            // SAFETY: our own mapping, not used after this.
-            unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
-        }
+        // A module mapping may go first: the pages live on while the
+        // region does. Registered memory goes only after the destroy,
+        // whether or not it succeeded (an export keeps the pages pinned;
+        // the process no longer sees them either way).
         let _ = self.dev.region_destroy_raw(self.handle, 0);
-        // Registered memory: unmapped (by `PageBuf`'s drop) after the
-        // destroy, whether or not it succeeded (an export keeps the pages
-        // pinned; the process no longer sees them either way).
-        self.registered = None;
+        self.release_memory();
     }
 }

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! Block operations: preparing `struct rrdma_op`s, submitting them in
+//! batches, reading their completions, and the synchronous calls.
+
+use core::ffi::{c_int, c_uint};
+
+use rrdma_lib::abi::uapi::{Completion, Op, OP_READ, OP_WRITE};
+
+use crate::device::{device, rrdma};
+use crate::region::{region, rrdma_region};
+use crate::share::{remote, rrdma_remote};
+use crate::{einval, fail, ret, timeout};
+
+/// `<linux/rrdma.h>`'s `struct rrdma_op` (48 bytes), which the header
+/// includes rather than defines; the library reads and writes it in the
+/// UAPI's layout.
+#[repr(C)]
+pub struct rrdma_op {
+    bytes: [u8; Op::SIZE],
+}
+
+impl rrdma_op {
+    /// The op's bytes, in the UAPI's layout.
+    pub(crate) fn bytes(&self) -> &[u8; Op::SIZE] {
+        &self.bytes
+    }
+}
+
+/// `<linux/rrdma.h>`'s `struct rrdma_completion` (24 bytes).
+#[repr(C)]
+pub struct rrdma_completion {
+    bytes: [u8; Completion::SIZE],
+}
+
+/// The import and region of an op, if both are live and of one file.
+///
+/// # Safety
+///
+/// `m` and `r` must each be NULL or live.
+unsafe fn pair<'a>(
+    m: *const rrdma_remote,
+    r: *const rrdma_region,
+) -> Option<(&'a rrdma_remote, &'a rrdma_region)> {
+    // SAFETY: by the caller's promise.
+    let (m, r) = unsafe { (remote(m)?, region(r)?) };
+    std::ptr::eq(m.owner, r.owner).then_some((m, r))
+}
+
+/// Fills `*op` with an `opcode` op of `count` blocks between `r` at
+/// `local_block` and `m` at `remote_block`.
+///
+/// # Safety
+///
+/// As for `rrdma_prep_read`.
+#[allow(clippy::too_many_arguments)]
+unsafe fn prep(
+    op: *mut rrdma_op,
+    opcode: u32,
+    flags: u32,
+    m: *const rrdma_remote,
+    remote_block: u64,
+    r: *const rrdma_region,
+    local_block: u64,
+    count: u32,
+    user_data: u64,
+) -> c_int {
+    // SAFETY: by the caller's promises.
+    let (Some(op), Some((m, r))) = (unsafe { op.as_mut() }, unsafe { pair(m, r) }) else {
+        return fail(einval());
+    };
+    let o = m.remote.op(
+        opcode,
+        &r.region,
+        local_block,
+        remote_block,
+        count,
+        user_data,
+    );
+    op.bytes = Op { flags, ..o }.encode();
+    0
+}
+
+/// Fills `*op` with a READ of `count` blocks of the import `m` from
+/// `remote_block` into the region `r` at `local_block`, completing with
+/// `user_data`. `-EINVAL` when a pointer is NULL or `m` and `r` belong
+/// to different `struct rrdma`s. Bounds are checked when it is submitted.
+///
+/// # Safety
+///
+/// `op` must be NULL or writable; `m` and `r` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_prep_read(
+    op: *mut rrdma_op,
+    m: *const rrdma_remote,
+    remote_block: u64,
+    r: *const rrdma_region,
+    local_block: u64,
+    count: u32,
+    user_data: u64,
+) -> c_int {
+    // SAFETY: the caller's promises are `prep`'s.
+    unsafe {
+        prep(
+            op,
+            OP_READ,
+            0,
+            m,
+            remote_block,
+            r,
+            local_block,
+            count,
+            user_data,
+        )
+    }
+}
+
+/// Fills `*op` with a WRITE of `count` blocks of `r` from `local_block` to
+/// the import `m` at `remote_block`: it completes once the blocks are
+/// placed in the peer's memory. As `rrdma_prep_read` otherwise.
+///
+/// # Safety
+///
+/// As for `rrdma_prep_read`.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_prep_write(
+    op: *mut rrdma_op,
+    m: *const rrdma_remote,
+    remote_block: u64,
+    r: *const rrdma_region,
+    local_block: u64,
+    count: u32,
+    user_data: u64,
+) -> c_int {
+    // SAFETY: the caller's promises are `prep`'s.
+    unsafe {
+        prep(
+            op,
+            OP_WRITE,
+            0,
+            m,
+            remote_block,
+            r,
+            local_block,
+            count,
+            user_data,
+        )
+    }
+}
+
+/// As `rrdma_prep_write`, but the write completes once sent
+/// (`RRDMA_OP_F_SENT`): its local blocks may then be reused, and its bytes
+/// are placed only once a later fence on `m` completes.
+///
+/// # Safety
+///
+/// As for `rrdma_prep_read`.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_prep_write_sent(
+    op: *mut rrdma_op,
+    m: *const rrdma_remote,
+    remote_block: u64,
+    r: *const rrdma_region,
+    local_block: u64,
+    count: u32,
+    user_data: u64,
+) -> c_int {
+    let sent = rrdma_lib::abi::uapi::OP_F_SENT;
+    // SAFETY: the caller's promises are `prep`'s.
+    unsafe {
+        prep(
+            op,
+            OP_WRITE,
+            sent,
+            m,
+            remote_block,
+            r,
+            local_block,
+            count,
+            user_data,
+        )
+    }
+}
+
+/// Fills `*op` with a fence on `m`: it completes once every write
+/// submitted before it on `m` is placed.
+///
+/// # Safety
+///
+/// `op` must be NULL or writable; `m` NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_prep_fence(
+    op: *mut rrdma_op,
+    m: *const rrdma_remote,
+    user_data: u64,
+) -> c_int {
+    // SAFETY: by the caller's promises.
+    let (Some(op), Some(m)) = (unsafe { op.as_mut() }, unsafe { remote(m) }) else {
+        return fail(einval());
+    };
+    op.bytes = m.remote.fence_op(user_data).encode();
+    0
+}
+
+/// Submits `count` ops (1 to `RRDMA_SUBMIT_MAX`), in order, on `dev` (the
+/// `struct rrdma` their imports and regions belong to); returns how many
+/// were posted: all, or when the queues are full a first part (submit the
+/// rest once completions came; `-EAGAIN` when none could be). Each posted
+/// op yields exactly one completion (`rrdma_wait`). Every op is checked
+/// before any is posted: if one is refused, nothing is posted, the
+/// function returns its `-errno` and stores its index in `*refused` (if
+/// not NULL): `E2BIG` (more blocks than one op may move), `ERANGE` (out of
+/// bounds), `ENOENT` (a stale handle), `EKEYREVOKED`, `ENOTCONN`.
+///
+/// # Safety
+///
+/// `dev` must be NULL or from `rrdma_open`; `ops` valid for `count` ops;
+/// `refused` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_submit(
+    dev: *mut rrdma,
+    ops: *const rrdma_op,
+    count: c_uint,
+    refused: *mut c_uint,
+) -> c_int {
+    // SAFETY: by the caller's promise.
+    let Some(d) = (unsafe { device(dev) }) else {
+        return fail(einval());
+    };
+    if count == 0 || ops.is_null() || count > i32::MAX as c_uint {
+        return fail(einval());
+    }
+    // SAFETY: `count` ops, by the caller's promise.
+    let ops = unsafe { std::slice::from_raw_parts(ops, count as usize) };
+    let ops: Vec<Op> = ops.iter().map(|o| Op::decode(&o.bytes)).collect();
+    match d.dev.submit(&ops) {
+        Ok(n) => n as c_int,
+        Err(e) => {
+            let index = e
+                .get_ref()
+                .and_then(|x| x.downcast_ref::<rrdma_lib::SubmitError>())
+                .map_or(0, |s| s.index);
+            // SAFETY: NULL or writable, by the caller's promise.
+            if let Some(p) = unsafe { refused.as_mut() } {
+                *p = index;
+            }
+            fail(e)
+        }
+    }
+}
+
+/// Stores up to `max` completions of `dev`'s ops into `out`, waiting at
+/// most `timeout_ms` for the first; returns how many (0 when none came in
+/// time). Each completion carries its op's `user_data`, its opcode, the
+/// bytes moved, and a status of 0 or a negative errno.
+///
+/// # Safety
+///
+/// `dev` must be NULL or from `rrdma_open`; `out` writable for `max`.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_wait(
+    dev: *mut rrdma,
+    out: *mut rrdma_completion,
+    max: c_uint,
+    timeout_ms: c_int,
+) -> c_int {
+    // SAFETY: by the caller's promise.
+    let Some(d) = (unsafe { device(dev) }) else {
+        return fail(einval());
+    };
+    if out.is_null() || max == 0 {
+        return fail(einval());
+    }
+    let max = max.min(4096) as usize;
+    let mut got = vec![Completion::zeroed(); max];
+    let n = match d.dev.completions(&mut got, timeout(timeout_ms)) {
+        Ok(n) => n,
+        Err(e) => return fail(e),
+    };
+    // SAFETY: `out` is writable for `max` completions, and `n <= max`.
+    let out = unsafe { std::slice::from_raw_parts_mut(out, n) };
+    for (o, c) in out.iter_mut().zip(&got) {
+        o.bytes = c.encode();
+    }
+    n as c_int
+}
+
+/// Reads `count` blocks of `m` from `remote_block` into `r` at
+/// `local_block`, and returns once they are there (in several ops if more
+/// than one may move). Errors as `rrdma_submit`'s, and the completion's.
+///
+/// # Safety
+///
+/// `m` and `r` must each be NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_read(
+    m: *const rrdma_remote,
+    remote_block: u64,
+    r: *const rrdma_region,
+    local_block: u64,
+    count: u32,
+) -> c_int {
+    // SAFETY: by the caller's promise.
+    let Some((m, r)) = (unsafe { pair(m, r) }) else {
+        return fail(einval());
+    };
+    ret(m
+        .remote
+        .read(&r.region, local_block, remote_block, count)
+        .map(|()| 0))
+}
+
+/// Writes `count` blocks of `r` from `local_block` to `m` at
+/// `remote_block`, and returns once they are placed in the peer's memory.
+///
+/// # Safety
+///
+/// `m` and `r` must each be NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_write(
+    m: *const rrdma_remote,
+    remote_block: u64,
+    r: *const rrdma_region,
+    local_block: u64,
+    count: u32,
+) -> c_int {
+    // SAFETY: by the caller's promise.
+    let Some((m, r)) = (unsafe { pair(m, r) }) else {
+        return fail(einval());
+    };
+    ret(m
+        .remote
+        .write(&r.region, local_block, remote_block, count)
+        .map(|()| 0))
+}
+
+/// Returns once every write submitted before on `m` is placed.
+/// `ECONNRESET`: the connection ended since the last fence, and writes
+/// sent before it may be lost.
+///
+/// # Safety
+///
+/// `m` must be NULL or live.
+#[no_mangle]
+pub unsafe extern "C" fn rrdma_fence(m: *const rrdma_remote) -> c_int {
+    // SAFETY: by the caller's promise.
+    let Some(m) = (unsafe { remote(m) }) else {
+        return fail(einval());
+    };
+    ret(m.remote.fence().map(|()| 0))
+}
