@@ -40,6 +40,7 @@
 #                                  pkg-config file and man pages (of
 #                                  `make userspace`); make install does it too
 #   make uninstall                 removes what make install put
+#                                  (make uninstall-lib: the library's)
 #   make dkms                      the module's sources into
 #                                  /usr/src/rrdma-VERSION with dkms.conf
 #                                  (DESTDIR honoured), and without DESTDIR
@@ -55,7 +56,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: install install-lib uninstall dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress flood faults fuzz profile lint userspace kernels
+.PHONY: install install-lib uninstall uninstall-lib dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress flood faults fuzz profile lint userspace kernels
 
 all: modules
 
@@ -109,6 +110,7 @@ MAN3 = $(DESTDIR)$(PREFIX)/share/man/man3
 # The C library alone: what a C program builds against (no kernel tree).
 install-lib:
 	@test -f "$(LIBBUILD)/$(SOLIB)" || { echo "make install-lib: $(LIBBUILD)/$(SOLIB) missing: run make userspace first" >&2; exit 1; }
+	@test -f "$(MANDIR)/rrdma.3" || { echo "make install-lib: $(MANDIR)/rrdma.3 missing: run make userspace first" >&2; exit 1; }
 	install -D -m 0644 include/uapi/rrdma.h "$(DESTDIR)$(PREFIX)/include/linux/rrdma.h"
 	install -D -m 0644 include/rrdma.h "$(DESTDIR)$(PREFIX)/include/rrdma.h"
 	install -D -m 0755 "$(LIBBUILD)/$(SOLIB)" "$(DESTDIR)$(LIBDIR)/$(SOLIB)"
@@ -120,6 +122,12 @@ install-lib:
 		rust/capi/rrdma.pc.in >"$(DESTDIR)$(LIBDIR)/pkgconfig/rrdma.pc"
 	install -d "$(MAN3)"
 	install -m 0644 $(MANDIR)/*.3 "$(MAN3)/"
+	@if [ -z "$(DESTDIR)" ]; then ldconfig; fi
+
+uninstall-lib:
+	rm -f $(INSTALLED_LIB) "$(MAN3)"/rrdma*.3
+	-rmdir "$(DESTDIR)$(LIBDIR)/pkgconfig" 2>/dev/null
+	@if [ -z "$(DESTDIR)" ]; then ldconfig; fi
 
 install:
 	@test -n "$(KREL)" || { echo "make install: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
@@ -137,8 +145,8 @@ install:
 
 uninstall:
 	@test -n "$(KREL)" || { echo "make uninstall: no kernel release in $(KDIR)/include/config (set KDIR)" >&2; exit 1; }
-	rm -f $(INSTALLED) $(INSTALLED_LIB) "$(MAN1)"/rrdma.1 "$(MAN1)"/rrdma-*.1 "$(MAN3)"/rrdma*.3
-	-rmdir "$(DESTDIR)$(LIBDIR)/pkgconfig" 2>/dev/null
+	rm -f $(INSTALLED) "$(MAN1)"/rrdma.1 "$(MAN1)"/rrdma-*.1
+	@$(MAKE) --no-print-directory uninstall-lib
 	@if [ -z "$(INSTALL_MOD_PATH)" ]; then depmod -a "$(KREL)"; fi
 
 # The sources DKMS builds from: what Kbuild compiles, this Makefile, the

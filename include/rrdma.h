@@ -7,10 +7,11 @@
  * Conventions: a function returning int returns 0 (or a count) on success
  * and a negative errno on failure, and sets errno too; one returning a
  * pointer returns NULL with errno set.  A timeout in milliseconds waits
- * forever when negative and not at all when 0.  Every object belongs to the
- * struct rrdma it was made from, which cannot be closed (EBUSY) while any
- * lives.  Objects may be used from several threads at once, but must not be
- * destroyed while another thread uses them.
+ * forever when negative and not at all when 0, but where a function says
+ * otherwise.  Every object belongs to the struct rrdma it was made from,
+ * which cannot be closed (EBUSY) while any lives.  Objects may be used from
+ * several threads at once, but must not be destroyed while another thread
+ * uses them; a struct rrdma_uring is one thread's at a time.
  */
 
 #ifndef RRDMA_H
@@ -29,7 +30,8 @@
 // (a kernel thread takes the ops; it sleeps after 1 s without any).
 #define RRDMA_URING_SQPOLL (1 << 1)
 
-// An open `/dev/rrdma`: every object made through it dies with it.
+// An open `/dev/rrdma`. Its objects (regions, listeners, connections,
+// imports, rings) must be destroyed before it is closed.
 struct rrdma;
 
 // A connection of a `struct rrdma` to a peer.
@@ -44,7 +46,8 @@ struct rrdma_region;
 // A peer's region, imported over a connection.
 struct rrdma_remote;
 
-// An io_uring instance submitting ops to one `struct rrdma`.
+// An io_uring instance submitting ops to one `struct rrdma`; one thread's
+// at a time (as a liburing ring).
 struct rrdma_uring;
 
 // CONNECT's options beyond the address (`rrdma_connect`); all zero is
@@ -52,11 +55,14 @@ struct rrdma_uring;
 struct rrdma_connect_opts {
   // `RRDMA_CONNECT_NO_KEEPALIVE`, `RRDMA_CONNECT_RECONNECT`.
   uint32_t flags;
-  // Keepalive interval in ms (100 to 65535); 0: the module's.
+  // Keepalive interval in ms (100 to 65535); 0: the module's. Must be 0
+  // with `RRDMA_CONNECT_NO_KEEPALIVE`.
   uint16_t keepalive_ms;
   // Intervals without an answer before the peer is gone (2 to 255); 0:
-  // the module's.
+  // the module's. Must be 0 with `RRDMA_CONNECT_NO_KEEPALIVE`.
   uint16_t keepalive_misses;
+  // Must be zero (room for later options).
+  uint32_t reserved[2];
 };
 
 // One completion of a ring: the op's `user_data`, and `res`, the bytes
@@ -94,9 +100,9 @@ struct rrdma_listener *rrdma_listen(struct rrdma *dev,
                                     uint32_t backlog);
 
 // Takes the next established connection of `l`, waiting at most
-// `timeout_ms`. NULL with `ETIMEDOUT` when none came in time; `EINTR` on
-// a signal; `EINVAL` once the listener is closed. The connection outlives
-// the listener.
+// `timeout_ms` (0: at most 1 ms). NULL with `ETIMEDOUT` when none came
+// in time; `EINTR` on a signal; `EINVAL` once the listener is closed.
+// The connection outlives the listener.
 //
 // # Safety
 //
@@ -114,7 +120,8 @@ int rrdma_listener_close(struct rrdma_listener *l);
 // Connects to the listener at `addr` (`AF_INET` or `AF_INET6`), waiting at
 // most `timeout_ms` (0 or negative: the module's default, 5 s) until it
 // is established. `opts` NULL: keepalive as the module says, no
-// reconnect.
+// reconnect; unknown flags, non-zero `reserved`, or keepalive fields with
+// `RRDMA_CONNECT_NO_KEEPALIVE` are `EINVAL`.
 //
 // Errors: `ECONNREFUSED`, `ETIMEDOUT`, `EHOSTUNREACH`, `ENODEV` (no RDMA
 // device owns the route), `EADDRNOTAVAIL`, `EINTR`, `EINVAL`, `ENOSPC`.
@@ -130,15 +137,16 @@ struct rrdma_conn *rrdma_connect(struct rrdma *dev,
                                  const struct rrdma_connect_opts *opts);
 
 // Disconnects and frees `c`, whatever the result: operations in flight
-// on it complete with `ECONNRESET`, and its imports fail from then on
-// (unimport them too).
+// on it complete with an error (`ECANCELED`), and its imports fail from
+// then on (unimport them too).
 //
 // # Safety
 //
 // `c` must be NULL or a live connection, not in use by another thread.
 int rrdma_disconnect(struct rrdma_conn *c);
 
-// Opens the device node `path` (NULL: `/dev/rrdma`).
+// Opens the device node `path` (NULL: `/dev/rrdma`), non-blocking (which
+// only read(2) of its descriptor sees).
 //
 // Errors: those of open(2) (`ENOENT`: the module is not loaded; `EACCES`:
 // see the udev rule and the `dev_mode` module parameter).
@@ -222,15 +230,21 @@ int rrdma_prep_fence(struct rrdma_op *op,
                      const struct rrdma_remote *m,
                      uint64_t user_data);
 
-// Submits `count` ops (1 to `RRDMA_SUBMIT_MAX`), in order, on `dev` (the
-// `struct rrdma` their imports and regions belong to); returns how many
-// were posted: all, or when the queues are full a first part (submit the
-// rest once completions came; `-EAGAIN` when none could be). Each posted
-// op yields exactly one completion (`rrdma_wait`). Every op is checked
-// before any is posted: if one is refused, nothing is posted, the
-// function returns its `-errno` and stores its index in `*refused` (if
-// not NULL): `E2BIG` (more blocks than one op may move), `ERANGE` (out of
-// bounds), `ENOENT` (a stale handle), `EKEYREVOKED`, `ENOTCONN`.
+// Submits `count` ops (1 to `RRDMA_SUBMIT_MAX`), in order, on `dev`, the
+// `struct rrdma` their imports and regions belong to (an op prepared from
+// another's objects names whatever has the same handles in `dev`). The
+// array goes to the kernel as it is. Returns how many were posted: all,
+// or when the queues are full a first part (submit the rest once
+// completions came). Each posted op yields exactly one completion
+// (`rrdma_wait`).
+//
+// On failure nothing was posted, and `*refused` (if not NULL) says where
+// the kernel stopped: the index of the op it refused while checking the
+// batch (`E2BIG`: more blocks than one op may move; `ERANGE`: out of
+// bounds; `ENOENT`: a stale handle; `EKEYREVOKED`; `EPERM`: a write
+// through a read-only import), 0 when the checks passed but none could
+// be posted (`EAGAIN`: the queues are full; `ENOTCONN`), or `count` when
+// the call itself was refused (`EINVAL`: `count` out of range; `EFAULT`).
 //
 // # Safety
 //
@@ -241,9 +255,9 @@ int rrdma_submit(struct rrdma *dev,
                  unsigned int count,
                  unsigned int *refused);
 
-// Stores up to `max` completions of `dev`'s ops into `out`, waiting at
-// most `timeout_ms` for the first; returns how many (0 when none came in
-// time). Each completion carries its op's `user_data`, its opcode, the
+// Stores up to `max` (at most 4096 per call) completions of `dev`'s ops
+// into `out`, waiting at most `timeout_ms` for the first; returns how
+// many (0 when none came in time). Several threads may wait at once. Each completion carries its op's `user_data`, its opcode, the
 // bytes moved, and a status of 0 or a negative errno.
 //
 // # Safety
@@ -317,8 +331,7 @@ struct rrdma_region *rrdma_region_create(struct rrdma *dev,
 // # Safety
 //
 // `dev` must be NULL or from `rrdma_open` and not closed; `addr` must stay
-// mapped while the region lives (the library reads and writes it only
-// through `rrdma_region_addr`, which returns it).
+// mapped while the region lives (the library never reads or writes it).
 struct rrdma_region *rrdma_region_register(struct rrdma *dev,
                                            void *addr,
                                            size_t len,
@@ -476,7 +489,8 @@ struct rrdma_uring *rrdma_uring_create(struct rrdma *dev,
 
 // Queues `count` ops on `u`'s submission queue, as many as it has room
 // for; returns how many. Nothing reaches the kernel before
-// `rrdma_uring_submit`.
+// `rrdma_uring_submit`, but on an `RRDMA_URING_SQPOLL` ring, whose kernel
+// thread may take them at once.
 //
 // # Safety
 //
@@ -485,9 +499,10 @@ int rrdma_uring_push(struct rrdma_uring *u,
                      const struct rrdma_op *ops,
                      unsigned int count);
 
-// Submits what was pushed and waits until `want` completions are ready or
-// `timeout_ms` passed (negative: 60 s at most per call); returns how many
-// ops the kernel took.
+// Submits what was pushed and waits until `want` completions are ready
+// (counting those `rrdma_uring_reap` left for later) or `timeout_ms`
+// passed (negative: 60 s at most per call); returns how many ops the
+// kernel took.
 //
 // # Safety
 //

@@ -8,30 +8,32 @@ writes rrdma.3, every type and function with its documentation, and one
 rrdma_FUNCTION.3 per function that sources it, so that `man rrdma_open`
 works.
 """
+import os
 import re
 import sys
 import time
 
 
 def blocks(text):
-    """(comment, declaration) pairs: each `//` block and what follows it."""
-    out, comment, decl = [], [], []
+    """(comment, declaration) pairs: each `//` block at the top level and
+    the declaration after it, through its closing `;` (a struct's fields,
+    with their own comments, stay in its declaration)."""
+    out, comment, decl, depth = [], [], [], 0
     for line in text.splitlines():
         s = line.strip()
-        if s.startswith('//'):
-            if decl:
-                out.append((comment, decl))
-                comment, decl = [], []
+        if depth == 0 and not decl and s.startswith('//'):
             comment.append(s[2:].strip())
-        elif comment and (s or decl):
-            decl.append(line.rstrip())
-            if s.endswith(';') and (s.startswith(('}', 'int ', 'struct ', 'const ', 'void ',
-                                                  'uint', 'size_t', '#define')) or ');' in s):
-                out.append((comment, decl))
-                comment, decl = [], []
-            elif s.startswith('#define'):
-                out.append((comment, decl))
-                comment, decl = [], []
+            continue
+        if not comment:
+            continue
+        if not s and not decl:
+            comment = []
+            continue
+        decl.append(line.rstrip())
+        depth += s.count('{') - s.count('}')
+        if depth == 0 and (s.endswith(';') or s.startswith('#define')):
+            out.append((comment, decl))
+            comment, decl = [], []
     return out
 
 
@@ -43,8 +45,9 @@ def esc(s):
 
 def main():
     header, outdir = sys.argv[1], sys.argv[2]
+    os.makedirs(outdir, exist_ok=True)
     text = open(header).read()
-    date = time.strftime('%Y-%m-%d', time.gmtime(int(__import__('os').environ.get(
+    date = time.strftime('%Y-%m-%d', time.gmtime(int(os.environ.get(
         'SOURCE_DATE_EPOCH', time.time()))))
     top = re.search(r'/\*\s*\n(.*?)\*/', text, re.S).group(1)
     lines = [l.strip(' *') for l in top.splitlines()]
@@ -76,7 +79,8 @@ def main():
                 para.append(c)
         while body and body[-1] == '.PP':
             body.pop()
-        entry = ['.SS ' + (m.group(1) if m else code.split()[1].rstrip('{;')),
+        name = m.group(1) if m else code.split()[1].rstrip('{;')
+        entry = ['.SS ' + name,
                  '.nf', '.ft B'] + [esc(l) for l in decl] + ['.ft R', '.fi', '.PP'] + body
         if m:
             funcs.append(m.group(1))

@@ -79,6 +79,13 @@ make -s uninstall "${args[@]}" >/dev/null
 left=$(find "$stage" ! -type d)
 [ -z "$left" ] || die "make uninstall left: $left"
 
+# The library alone: no kernel tree needed, and all of it goes again.
+make -s install-lib DESTDIR="$stage" >/dev/null
+[ -f "$stage/usr/local/lib/pkgconfig/rrdma.pc" ] || die "make install-lib: rrdma.pc missing"
+make -s uninstall-lib DESTDIR="$stage" >/dev/null
+left=$(find "$stage" ! -type d)
+[ -z "$left" ] || die "make uninstall-lib left: $left"
+
 # Refusals: no kernel tree, no module.
 out=$(make -s install KDIR=/nonexistent DESTDIR="$stage" 2>&1) && die "install without a kernel tree succeeded"
 echo "$out" | grep -q 'no kernel release' || die "install without a kernel tree: $out"

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rrdma.h>
@@ -36,11 +37,11 @@ static void result(int ok, const char *name, const char *why)
 	fflush(stdout);
 }
 
-/* Checks @cond; on failure says what errno was. */
+/* Checks @cond; on failure says what errno was after it ran. */
 #define CHECK(cond, name) do { \
-	int e_ = errno; char w_[64]; \
+	int ok_ = !!(cond), e_ = errno; char w_[64]; \
 	snprintf(w_, sizeof(w_), "errno %d (%s)", e_, strerror(e_)); \
-	result(!!(cond), name, w_); \
+	result(ok_, name, w_); \
 } while (0)
 
 static void *mapping(size_t len, int memfd)
@@ -70,13 +71,13 @@ int main(int argc, char **argv)
 	struct rrdma_cqe cqe[16];
 	struct rrdma_uring *ring;
 	struct rrdma_listener *lst;
-	struct rrdma_conn *conn;
+	struct rrdma_conn *conn, *acc;
 	struct rrdma *a, *b;
 	uint64_t tok_rw, tok_ro, seen;
 	unsigned int refused, i;
 	uint8_t *xm, *lm, *mm, *anon, *shm;
 	const char *v;
-	int r, n;
+	int r, n, k, got;
 
 	if (argc != 3 || inet_pton(AF_INET, argv[1], &self.sin_addr) != 1) {
 		fprintf(stderr, "usage: %s SELF_IP PORT\n", argv[0]);
@@ -149,6 +150,29 @@ int main(int argc, char **argv)
 	errno = 0;
 	CHECK(rrdma_export_region(xr, RRDMA_ACCESS_READ, conn, &seen) == -EINVAL,
 	      "export restricted to another file's connection: -EINVAL");
+	acc = rrdma_accept(lst, 5000);
+	CHECK(acc, "rrdma_accept: the listener's side of the connection");
+	errno = 0;
+	CHECK(!rrdma_accept(lst, 0) && errno == ETIMEDOUT,
+	      "rrdma_accept with none waiting: ETIMEDOUT");
+	{
+		struct rrdma_connect_opts bad = { .flags = RRDMA_CONNECT_NO_KEEPALIVE,
+						  .keepalive_ms = 500 };
+		struct rrdma_connect_opts rsv = { .reserved = { 1 } };
+		struct rrdma_connect_opts rc = { .flags = RRDMA_CONNECT_RECONNECT,
+						 .keepalive_ms = 1000, .keepalive_misses = 3 };
+		struct rrdma_conn *c2;
+
+		errno = 0;
+		CHECK(!rrdma_connect(b, (struct sockaddr *)&self, sizeof(self), 5000, &bad) &&
+		      errno == EINVAL, "connect opts: keepalive fields with NO_KEEPALIVE: EINVAL");
+		errno = 0;
+		CHECK(!rrdma_connect(b, (struct sockaddr *)&self, sizeof(self), 5000, &rsv) &&
+		      errno == EINVAL, "connect opts: reserved non-zero: EINVAL");
+		c2 = rrdma_connect(b, (struct sockaddr *)&self, sizeof(self), 5000, &rc);
+		CHECK(c2 && rrdma_disconnect(c2) == 0,
+		      "connect with reconnect and keepalive options");
+	}
 	rw = rrdma_import_region(conn, tok_rw, 5000);
 	ro = rrdma_import_region(conn, tok_ro, 5000);
 	CHECK(rw && ro && rrdma_remote_nblocks(rw) == NB && rrdma_remote_block_size(rw) == BS &&
@@ -198,6 +222,29 @@ int main(int argc, char **argv)
 	}
 	CHECK(n == 16 && seen == 0xffff, "16 completions, each op's once, status 0, bytes");
 	CHECK(rrdma_wait(b, c, 32, 200) == 0, "no completion more");
+	CHECK(rrdma_wait(b, c, 32, 0) == 0, "rrdma_wait with timeout 0 returns at once");
+
+	/* Writes that complete once sent, then a fence: all placed after it. */
+	for (i = 0; i < 4; i++) {
+		memset(lm + (40 + i) * BS, 0x50 + i, BS);
+		rrdma_prep_write_sent(&ops[i], rw, 48 + i, lr, 40 + i, 1, 300 + i);
+	}
+	rrdma_prep_fence(&ops[4], rw, 304);
+	r = rrdma_submit(b, ops, 5, NULL);
+	for (n = 0, seen = 0; r == 5 && n < 5;) {
+		int got = rrdma_wait(b, c, 32, 10000);
+
+		if (got <= 0)
+			break;
+		for (i = 0; i < (unsigned int)got; i++)
+			if (!c[i].status && c[i].user_data >= 300 && c[i].user_data <= 304)
+				seen |= 1ull << (c[i].user_data - 300);
+		n += got;
+	}
+	for (i = 0; i < 4; i++)
+		if (xm[(48 + i) * BS + 9] != 0x50 + i)
+			seen = 0;
+	CHECK(r == 5 && seen == 0x1f, "4 writes completing once sent, a fence: all placed");
 	CHECK(rrdma_fence(rw) == 0, "rrdma_fence");
 	for (i = 0, r = 0; i < 16; i++)
 		r |= xm[(32 + i) * BS + 17] != 0xa0 + i;
@@ -228,12 +275,12 @@ int main(int argc, char **argv)
 			r = rrdma_uring_submit(ring, 8, 10000);
 		seen = 0;
 		for (i = 0; i < 50 && r >= 0; i++) {
-			int k, got = rrdma_uring_reap(ring, cqe, 16);
+			int j, nr = rrdma_uring_reap(ring, cqe, 16);
 
-			for (k = 0; k < got; k++)
-				if (cqe[k].res == (int)BS && cqe[k].user_data >= 200 &&
-				    cqe[k].user_data < 208)
-					seen |= 1ull << (cqe[k].user_data - 200);
+			for (j = 0; j < nr; j++)
+				if (cqe[j].res == (int)BS && cqe[j].user_data >= 200 &&
+				    cqe[j].user_data < 208)
+					seen |= 1ull << (cqe[j].user_data - 200);
 			if (seen == 0xff)
 				break;
 			rrdma_uring_submit(ring, 1, 200);
@@ -243,6 +290,23 @@ int main(int argc, char **argv)
 				seen = 0;
 		CHECK(seen == 0xff, n ? "io_uring IOPOLL ring: 8 reads, right bytes"
 				      : "io_uring ring: 8 reads, right bytes");
+		if (!n) {
+			/* Reap 2 of 8; the 6 left count for the next submit. */
+			struct timespec t0, t1;
+
+			for (i = 0; i < 8; i++)
+				rrdma_prep_read(&ops[i], rw, 32 + i, mr, i, 1, 400 + i);
+			r = rrdma_uring_push(ring, ops, 8);
+			if (r == 8)
+				r = rrdma_uring_submit(ring, 8, 10000);
+			k = rrdma_uring_reap(ring, cqe, 2);
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			rrdma_uring_submit(ring, 6, 3000);
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			got = rrdma_uring_reap(ring, cqe, 16);
+			CHECK(r == 8 && k == 2 && got == 6 && t1.tv_sec - t0.tv_sec < 2,
+			      "io_uring: completions reaped later count for submit's wait");
+		}
 		CHECK(rrdma_uring_destroy(ring) == 0, "rrdma_uring_destroy");
 	}
 
@@ -251,11 +315,15 @@ int main(int argc, char **argv)
 	if (r == 0) {
 		char path[32];
 		struct stat st;
+		int found = 0;
 
 		snprintf(path, sizeof(path), "/dev/rrdmab%u", i);
-		for (n = 0; n < 50 && stat(path, &st); n++)
-			usleep(100000);
-		CHECK(S_ISBLK(st.st_mode), "rrdma_blk_map: /dev/rrdmabN appears");
+		for (n = 0; n < 50 && !found; n++) {
+			found = !stat(path, &st) && S_ISBLK(st.st_mode);
+			if (!found)
+				usleep(100000);
+		}
+		CHECK(found, "rrdma_blk_map: /dev/rrdmabN appears");
 		CHECK(rrdma_blk_unmap(a, i, 0) == 0, "rrdma_blk_unmap");
 	} else {
 		CHECK(r == 0, "rrdma_blk_map");
@@ -273,13 +341,14 @@ int main(int argc, char **argv)
 	CHECK(rrdma_unexport(a, tok_rw) < 0, "second unexport of the token fails");
 	CHECK(rrdma_unexport(a, tok_ro) == 0, "unexport the read-only token");
 
-	CHECK(rrdma_unimport(rw) == 0 && rrdma_unimport(ro) == 0 && rrdma_disconnect(conn) == 0,
-	      "unimport and disconnect");
+	CHECK(rrdma_unimport(rw) == 0 && rrdma_unimport(ro) == 0 && rrdma_disconnect(conn) == 0 &&
+	      (!acc || rrdma_disconnect(acc) == 0), "unimport and disconnect");
 	CHECK(rrdma_listener_close(lst) == 0 && rrdma_region_destroy(tmp) == 0,
 	      "listener closed, region destroyed");
+	/* What the test left there: lm[0] = 3 written, mm[0] read back 0xa0. */
 	CHECK(rrdma_region_destroy(lr) == 0 && rrdma_region_destroy(mr) == 0 &&
-	      anon[0] == lm[0] && shm[0] == mm[0],
-	      "registered regions destroyed, memory still mapped");
+	      anon[0] == 3 && shm[0] == 0xa0,
+	      "registered regions destroyed, their memory still mapped and as left");
 	CHECK(rrdma_close(a) == 0 && rrdma_close(b) == 0, "both closed: no object left");
 	munmap(anon, BS * NB);
 	munmap(shm, BS * NB);

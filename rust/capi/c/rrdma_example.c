@@ -186,7 +186,8 @@ static int client(const char *peer, int rdma_port, int tcp_port)
 	struct rrdma_uring *ring;
 	struct rrdma_conn *conn;
 	struct rrdma *dev;
-	unsigned int n, got;
+	unsigned int n, got, tries;
+	int ring_errno;
 	char line[128];
 	uint8_t *mem;
 	FILE *ctl;
@@ -232,6 +233,7 @@ static int client(const char *peer, int rdma_port, int tcp_port)
 	printf("importer: wrote %" PRIu64 " blocks in batches of %u ops\n", nblocks, n);
 
 	ring = rrdma_uring_create(dev, 64, 0);
+	ring_errno = errno;
 	if (ring) {
 		for (b = 0; b < nblocks; b += n * BLOCKS_PER_OP) {
 			for (n = 0; n < OPS_PER_BATCH; n++)
@@ -242,7 +244,9 @@ static int client(const char *peer, int rdma_port, int tcp_port)
 			r = rrdma_uring_submit(ring, n, 10000);
 			if (r != (int)n)
 				die("rrdma_uring_submit", r < 0 ? r : EAGAIN);
-			for (got = 0; got < n; got += r) {
+			for (got = 0, tries = 0; got < n; got += r) {
+				if (++tries > 100)
+					die("ring completions", ETIMEDOUT);
 				r = rrdma_uring_reap(ring, cqe, OPS_PER_BATCH);
 				if (r < 0)
 					die("rrdma_uring_reap", r);
@@ -262,7 +266,7 @@ static int client(const char *peer, int rdma_port, int tcp_port)
 		if (rrdma_read(rem, 0, local, nblocks, nblocks))
 			die("rrdma_read", errno);
 		printf("importer: read %" PRIu64 " blocks back synchronously (io_uring: %s)\n",
-		       nblocks, strerror(errno));
+		       nblocks, strerror(ring_errno));
 	}
 	for (back = 0; back < nblocks * BS; back++)
 		if (mem[nblocks * BS + back] != mem[back])

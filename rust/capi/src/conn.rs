@@ -27,14 +27,18 @@ pub struct rrdma_conn {
 /// CONNECT's options beyond the address (`rrdma_connect`); all zero is
 /// the module's defaults.
 #[repr(C)]
+#[derive(Clone, Copy)]
 pub struct rrdma_connect_opts {
     /// `RRDMA_CONNECT_NO_KEEPALIVE`, `RRDMA_CONNECT_RECONNECT`.
     pub flags: u32,
-    /// Keepalive interval in ms (100 to 65535); 0: the module's.
+    /// Keepalive interval in ms (100 to 65535); 0: the module's. Must be 0
+    /// with `RRDMA_CONNECT_NO_KEEPALIVE`.
     pub keepalive_ms: u16,
     /// Intervals without an answer before the peer is gone (2 to 255); 0:
-    /// the module's.
+    /// the module's. Must be 0 with `RRDMA_CONNECT_NO_KEEPALIVE`.
     pub keepalive_misses: u16,
+    /// Must be zero (room for later options).
+    pub reserved: [u32; 2],
 }
 
 /// The socket address at `addr`, `len` bytes: `AF_INET` or `AF_INET6`.
@@ -47,8 +51,9 @@ unsafe fn sockaddr(addr: *const libc::sockaddr, len: libc::socklen_t) -> Option<
     if addr.is_null() || len < std::mem::size_of::<libc::sa_family_t>() {
         return None;
     }
-    // SAFETY: the family is within `len` readable bytes.
-    let family = unsafe { (*addr).sa_family };
+    // SAFETY: the family is within `len` readable bytes; unaligned is
+    // allowed.
+    let family = unsafe { addr.cast::<libc::sa_family_t>().read_unaligned() };
     match c_int::from(family) {
         libc::AF_INET if len >= std::mem::size_of::<libc::sockaddr_in>() => {
             // SAFETY: a whole sockaddr_in is readable; unaligned is allowed.
@@ -100,9 +105,9 @@ pub unsafe extern "C" fn rrdma_listen(
 }
 
 /// Takes the next established connection of `l`, waiting at most
-/// `timeout_ms`. NULL with `ETIMEDOUT` when none came in time; `EINTR` on
-/// a signal; `EINVAL` once the listener is closed. The connection outlives
-/// the listener.
+/// `timeout_ms` (0: at most 1 ms). NULL with `ETIMEDOUT` when none came
+/// in time; `EINTR` on a signal; `EINVAL` once the listener is closed.
+/// The connection outlives the listener.
 ///
 /// # Safety
 ///
@@ -150,7 +155,8 @@ pub unsafe extern "C" fn rrdma_listener_close(l: *mut rrdma_listener) -> c_int {
 /// Connects to the listener at `addr` (`AF_INET` or `AF_INET6`), waiting at
 /// most `timeout_ms` (0 or negative: the module's default, 5 s) until it
 /// is established. `opts` NULL: keepalive as the module says, no
-/// reconnect.
+/// reconnect; unknown flags, non-zero `reserved`, or keepalive fields with
+/// `RRDMA_CONNECT_NO_KEEPALIVE` are `EINVAL`.
 ///
 /// Errors: `ECONNREFUSED`, `ETIMEDOUT`, `EHOSTUNREACH`, `ENODEV` (no RDMA
 /// device owns the route), `EADDRNOTAVAIL`, `EINTR`, `EINVAL`, `ENOSPC`.
@@ -172,23 +178,31 @@ pub unsafe extern "C" fn rrdma_connect(
     else {
         return fail_null(einval());
     };
-    // SAFETY: NULL or valid, by the caller's promise.
-    let opts = unsafe { opts.as_ref() }.map_or(
+    let opts = if opts.is_null() {
         rrdma_connect_opts {
             flags: 0,
             keepalive_ms: 0,
             keepalive_misses: 0,
-        },
-        |o| rrdma_connect_opts { ..*o },
+            reserved: [0; 2],
+        }
+    } else {
+        // SAFETY: valid, by the caller's promise; unaligned is allowed.
+        unsafe { opts.read_unaligned() }
+    };
+    let (no_keepalive, reconnect) = (
+        rrdma_lib::abi::uapi::CONNECT_NO_KEEPALIVE,
+        rrdma_lib::abi::uapi::CONNECT_RECONNECT,
     );
-    let known =
-        rrdma_lib::abi::uapi::CONNECT_NO_KEEPALIVE | rrdma_lib::abi::uapi::CONNECT_RECONNECT;
-    if opts.flags & !known != 0 {
+    let fields = opts.keepalive_ms != 0 || opts.keepalive_misses != 0;
+    if opts.flags & !(no_keepalive | reconnect) != 0
+        || opts.reserved != [0; 2]
+        || (opts.flags & no_keepalive != 0 && fields)
+    {
         return fail_null(einval());
     }
-    let keepalive = if opts.flags & rrdma_lib::abi::uapi::CONNECT_NO_KEEPALIVE != 0 {
+    let keepalive = if opts.flags & no_keepalive != 0 {
         Keepalive::Off
-    } else if opts.keepalive_ms != 0 || opts.keepalive_misses != 0 {
+    } else if fields {
         Keepalive::Every {
             interval: Duration::from_millis(u64::from(opts.keepalive_ms)),
             misses: opts.keepalive_misses,
@@ -198,7 +212,7 @@ pub unsafe extern "C" fn rrdma_connect(
     };
     let options = ConnectOptions {
         keepalive,
-        reconnect: opts.flags & rrdma_lib::abi::uapi::CONNECT_RECONNECT != 0,
+        reconnect: opts.flags & reconnect != 0,
     };
     let t = match timeout(timeout_ms) {
         Some(d) if !d.is_zero() => d,
@@ -214,8 +228,8 @@ pub unsafe extern "C" fn rrdma_connect(
 }
 
 /// Disconnects and frees `c`, whatever the result: operations in flight
-/// on it complete with `ECONNRESET`, and its imports fail from then on
-/// (unimport them too).
+/// on it complete with an error (`ECANCELED`), and its imports fail from
+/// then on (unimport them too).
 ///
 /// # Safety
 ///

@@ -4,13 +4,19 @@
 //! it that keeps it open.
 
 use core::ffi::{c_char, c_int, CStr};
+use std::ffi::OsStr;
+use std::fs::OpenOptions;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rrdma_lib::Rrdma;
 
 use crate::{fail, fail_null};
 
-/// An open `/dev/rrdma`: every object made through it dies with it.
+/// An open `/dev/rrdma`. Its objects (regions, listeners, connections,
+/// imports, rings) must be destroyed before it is closed.
 pub struct rrdma {
     pub(crate) dev: Rrdma,
     /// Objects made from this file and not yet destroyed.
@@ -42,7 +48,8 @@ pub(crate) unsafe fn device<'a>(p: *const rrdma) -> Option<&'a rrdma> {
     unsafe { p.as_ref() }
 }
 
-/// Opens the device node `path` (NULL: `/dev/rrdma`).
+/// Opens the device node `path` (NULL: `/dev/rrdma`), non-blocking (which
+/// only read(2) of its descriptor sees).
 ///
 /// Errors: those of open(2) (`ENOENT`: the module is not loaded; `EACCES`:
 /// see the udev rule and the `dev_mode` module parameter).
@@ -52,18 +59,25 @@ pub(crate) unsafe fn device<'a>(p: *const rrdma) -> Option<&'a rrdma> {
 /// `path` must be NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_open(path: *const c_char) -> *mut rrdma {
-    let path = if path.is_null() {
-        rrdma_lib::DEFAULT_PATH.to_owned()
+    let path: &Path = if path.is_null() {
+        Path::new(rrdma_lib::DEFAULT_PATH)
     } else {
         // SAFETY: a NUL-terminated string, by the caller's promise.
-        match unsafe { CStr::from_ptr(path) }.to_str() {
-            Ok(s) => s.to_owned(),
-            Err(_) => return fail_null(crate::einval()),
-        }
+        Path::new(OsStr::from_bytes(
+            unsafe { CStr::from_ptr(path) }.to_bytes(),
+        ))
     };
-    match Rrdma::open_path(path) {
-        Ok(dev) => Box::into_raw(Box::new(rrdma {
-            dev,
+    // Non-blocking reads: `rrdma_wait` polls first, and a waiter whose
+    // completions another thread took must not sleep in read(2) past its
+    // timeout. The errno of a failed open is kept as it is.
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    match file {
+        Ok(file) => Box::into_raw(Box::new(rrdma {
+            dev: Rrdma::from_file(file),
             objects: AtomicUsize::new(0),
         })),
         Err(e) => fail_null(e),

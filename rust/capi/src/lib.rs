@@ -9,12 +9,14 @@
 //! - a function returning a pointer returns NULL on failure, with `errno`
 //!   set;
 //! - a timeout in milliseconds waits forever when negative and not at all
-//!   when 0;
+//!   when 0, but where a function says otherwise (connect and import take
+//!   the kernel's default for 0 or negative);
 //! - every object belongs to the `struct rrdma` it was made from, which
 //!   cannot be closed (`EBUSY`) while any of its objects lives;
 //! - a `struct rrdma` and its objects may be used from several threads at
 //!   once, but an object must not be destroyed while another thread uses
-//!   it (as with libibverbs).
+//!   it (as with libibverbs); a `struct rrdma_uring` is one thread's at a
+//!   time (as a liburing ring).
 //!
 //! The ops and completions are the UAPI's own `struct rrdma_op` and
 //! `struct rrdma_completion` (`<linux/rrdma.h>`), so that an array of ops

@@ -5,7 +5,7 @@
 
 use core::ffi::{c_int, c_uint};
 
-use rrdma_lib::abi::uapi::{Completion, Op, OP_READ, OP_WRITE};
+use rrdma_lib::abi::uapi::{Completion, Op, Submit, OP_READ, OP_WRITE, SUBMIT_MAX};
 
 use crate::device::{device, rrdma};
 use crate::region::{region, rrdma_region};
@@ -202,15 +202,21 @@ pub unsafe extern "C" fn rrdma_prep_fence(
     0
 }
 
-/// Submits `count` ops (1 to `RRDMA_SUBMIT_MAX`), in order, on `dev` (the
-/// `struct rrdma` their imports and regions belong to); returns how many
-/// were posted: all, or when the queues are full a first part (submit the
-/// rest once completions came; `-EAGAIN` when none could be). Each posted
-/// op yields exactly one completion (`rrdma_wait`). Every op is checked
-/// before any is posted: if one is refused, nothing is posted, the
-/// function returns its `-errno` and stores its index in `*refused` (if
-/// not NULL): `E2BIG` (more blocks than one op may move), `ERANGE` (out of
-/// bounds), `ENOENT` (a stale handle), `EKEYREVOKED`, `ENOTCONN`.
+/// Submits `count` ops (1 to `RRDMA_SUBMIT_MAX`), in order, on `dev`, the
+/// `struct rrdma` their imports and regions belong to (an op prepared from
+/// another's objects names whatever has the same handles in `dev`). The
+/// array goes to the kernel as it is. Returns how many were posted: all,
+/// or when the queues are full a first part (submit the rest once
+/// completions came). Each posted op yields exactly one completion
+/// (`rrdma_wait`).
+///
+/// On failure nothing was posted, and `*refused` (if not NULL) says where
+/// the kernel stopped: the index of the op it refused while checking the
+/// batch (`E2BIG`: more blocks than one op may move; `ERANGE`: out of
+/// bounds; `ENOENT`: a stale handle; `EKEYREVOKED`; `EPERM`: a write
+/// through a read-only import), 0 when the checks passed but none could
+/// be posted (`EAGAIN`: the queues are full; `ENOTCONN`), or `count` when
+/// the call itself was refused (`EINVAL`: `count` out of range; `EFAULT`).
 ///
 /// # Safety
 ///
@@ -227,31 +233,41 @@ pub unsafe extern "C" fn rrdma_submit(
     let Some(d) = (unsafe { device(dev) }) else {
         return fail(einval());
     };
-    if count == 0 || ops.is_null() || count > i32::MAX as c_uint {
+    let tell = |index: u32| {
+        if !refused.is_null() {
+            // SAFETY: writable, by the caller's promise; unaligned is
+            // allowed.
+            unsafe { refused.write_unaligned(index) };
+        }
+    };
+    if count == 0 || count > SUBMIT_MAX || ops.is_null() {
+        tell(count);
         return fail(einval());
     }
-    // SAFETY: `count` ops, by the caller's promise.
-    let ops = unsafe { std::slice::from_raw_parts(ops, count as usize) };
-    let ops: Vec<Op> = ops.iter().map(|o| Op::decode(&o.bytes)).collect();
-    match d.dev.submit(&ops) {
-        Ok(n) => n as c_int,
+    // The kernel leaves `submitted` as it is when it refuses the call
+    // itself (a value no op can have), and writes it otherwise.
+    match d.dev.submit_raw(&Submit {
+        ops: ops as u64,
+        count,
+        op_size: Op::SIZE as u32,
+        submitted: u32::MAX,
+        ..Submit::zeroed()
+    }) {
+        Ok(out) => out.submitted as c_int,
         Err(e) => {
             let index = e
                 .get_ref()
                 .and_then(|x| x.downcast_ref::<rrdma_lib::SubmitError>())
-                .map_or(0, |s| s.index);
-            // SAFETY: NULL or writable, by the caller's promise.
-            if let Some(p) = unsafe { refused.as_mut() } {
-                *p = index;
-            }
+                .map_or(u32::MAX, |s| s.index);
+            tell(if index == u32::MAX { count } else { index });
             fail(e)
         }
     }
 }
 
-/// Stores up to `max` completions of `dev`'s ops into `out`, waiting at
-/// most `timeout_ms` for the first; returns how many (0 when none came in
-/// time). Each completion carries its op's `user_data`, its opcode, the
+/// Stores up to `max` (at most 4096 per call) completions of `dev`'s ops
+/// into `out`, waiting at most `timeout_ms` for the first; returns how
+/// many (0 when none came in time). Several threads may wait at once. Each completion carries its op's `user_data`, its opcode, the
 /// bytes moved, and a status of 0 or a negative errno.
 ///
 /// # Safety

@@ -75,8 +75,7 @@ pub unsafe extern "C" fn rrdma_region_create(
 /// # Safety
 ///
 /// `dev` must be NULL or from `rrdma_open` and not closed; `addr` must stay
-/// mapped while the region lives (the library reads and writes it only
-/// through `rrdma_region_addr`, which returns it).
+/// mapped while the region lives (the library never reads or writes it).
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_region_register(
     dev: *mut rrdma,
@@ -90,7 +89,8 @@ pub unsafe extern "C" fn rrdma_region_register(
         return fail_null(einval());
     };
     // SAFETY: the caller keeps the memory mapped while the region lives;
-    // this library makes no slice of it.
+    // this library makes no slice of it (`rrdma_region_addr` returns the
+    // pointer).
     match unsafe { owner.dev.register_memory(addr, len, block_size) } {
         Ok(r) => boxed(owner, r),
         Err(e) => fail_null(e),
@@ -106,9 +106,7 @@ pub unsafe extern "C" fn rrdma_region_register(
 #[no_mangle]
 pub unsafe extern "C" fn rrdma_region_addr(r: *const rrdma_region) -> *mut c_void {
     // SAFETY: by the caller's promise.
-    unsafe { region(r) }.map_or(std::ptr::null_mut(), |r| {
-        r.region.as_slice().as_ptr().cast_mut().cast()
-    })
+    unsafe { region(r) }.map_or(std::ptr::null_mut(), |r| r.region.as_ptr().cast())
 }
 
 /// The region's size in bytes (block size times blocks); 0 for NULL.

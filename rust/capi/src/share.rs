@@ -36,10 +36,13 @@ pub unsafe extern "C" fn rrdma_export_region(
     only: *const rrdma_conn,
     token: *mut u64,
 ) -> c_int {
-    // SAFETY: by the caller's promises.
-    let (Some(r), Some(token)) = (unsafe { region(r) }, unsafe { token.as_mut() }) else {
+    // SAFETY: by the caller's promise.
+    let Some(r) = (unsafe { region(r) }) else {
         return fail(einval());
     };
+    if token.is_null() {
+        return fail(einval());
+    }
     let access = match access {
         a if a == Access::ReadOnly.bits() => Access::ReadOnly,
         a if a == Access::ReadWrite.bits() => Access::ReadWrite,
@@ -52,7 +55,9 @@ pub unsafe extern "C" fn rrdma_export_region(
     }
     match r.owner.dev.export(&r.region, access, only.map(|c| &c.conn)) {
         Ok(export) => {
-            *token = export.token();
+            // SAFETY: writable, by the caller's promise; unaligned is
+            // allowed.
+            unsafe { token.write_unaligned(export.token()) };
             // The token names the export from now on: `rrdma_unexport`
             // ends it, or the close of the file.
             std::mem::forget(export);
@@ -200,13 +205,18 @@ pub unsafe extern "C" fn rrdma_blk_map(
     read_only: c_int,
     index: *mut u32,
 ) -> c_int {
-    // SAFETY: by the caller's promises.
-    let (Some(m), Some(index)) = (unsafe { remote(m) }, unsafe { index.as_mut() }) else {
+    // SAFETY: by the caller's promise.
+    let Some(m) = (unsafe { remote(m) }) else {
         return fail(einval());
     };
+    if index.is_null() {
+        return fail(einval());
+    }
     match m.owner.dev.blk_map(&m.remote, read_only != 0) {
         Ok(n) => {
-            *index = n;
+            // SAFETY: writable, by the caller's promise; unaligned is
+            // allowed.
+            unsafe { index.write_unaligned(n) };
             0
         }
         Err(e) => fail(e),

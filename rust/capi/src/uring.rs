@@ -33,7 +33,8 @@ pub struct rrdma_cqe {
     pub reserved: u32,
 }
 
-/// An io_uring instance submitting ops to one `struct rrdma`.
+/// An io_uring instance submitting ops to one `struct rrdma`; one thread's
+/// at a time (as a liburing ring).
 pub struct rrdma_uring {
     engine: UringEngine,
     owner: &'static rrdma,
@@ -81,7 +82,8 @@ pub unsafe extern "C" fn rrdma_uring_create(
 
 /// Queues `count` ops on `u`'s submission queue, as many as it has room
 /// for; returns how many. Nothing reaches the kernel before
-/// `rrdma_uring_submit`.
+/// `rrdma_uring_submit`, but on an `RRDMA_URING_SQPOLL` ring, whose kernel
+/// thread may take them at once.
 ///
 /// # Safety
 ///
@@ -96,18 +98,21 @@ pub unsafe extern "C" fn rrdma_uring_push(
     let Some(u) = (unsafe { u.as_mut() }) else {
         return fail(einval());
     };
-    if ops.is_null() || count > i32::MAX as c_uint {
+    if ops.is_null() {
         return fail(einval());
     }
+    // No ring holds more than 32768 SQEs: what is beyond is not read.
+    let count = count.min(32768) as usize;
     // SAFETY: `count` ops, by the caller's promise.
-    let ops = unsafe { std::slice::from_raw_parts(ops, count as usize) };
+    let ops = unsafe { std::slice::from_raw_parts(ops, count) };
     let ops: Vec<Op> = ops.iter().map(|o| Op::decode(o.bytes())).collect();
     u.engine.push(&ops) as c_int
 }
 
-/// Submits what was pushed and waits until `want` completions are ready or
-/// `timeout_ms` passed (negative: 60 s at most per call); returns how many
-/// ops the kernel took.
+/// Submits what was pushed and waits until `want` completions are ready
+/// (counting those `rrdma_uring_reap` left for later) or `timeout_ms`
+/// passed (negative: 60 s at most per call); returns how many ops the
+/// kernel took.
 ///
 /// # Safety
 ///
@@ -123,7 +128,8 @@ pub unsafe extern "C" fn rrdma_uring_submit(
         return fail(einval());
     };
     let t = timeout(timeout_ms).unwrap_or(Duration::from_secs(60));
-    match u.engine.submit(want as usize, t) {
+    let want = (want as usize).saturating_sub(u.ready.len());
+    match u.engine.submit(want, t) {
         Ok(n) => n.min(i32::MAX as usize) as c_int,
         Err(e) => fail(e),
     }

@@ -37,6 +37,12 @@ impl Rrdma {
         Ok(Self { file })
     }
 
+    /// An `Rrdma` on `file`, an open `/dev/rrdma` (the C library opens
+    /// its own, non-blocking).
+    pub fn from_file(file: File) -> Self {
+        Self { file }
+    }
+
     /// The raw file descriptor (for mmap and tests).
     pub fn raw_fd(&self) -> i32 {
         self.file.as_raw_fd()

@@ -283,6 +283,12 @@ impl Region<'_> {
         self.nblocks
     }
 
+    /// The start of the region's bytes, without making a slice of them
+    /// (a peer, the kernel or other threads may write them meanwhile).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.map.as_ptr()
+    }
+
     /// The region's bytes (the mapping itself: no copy).
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: the mapping is `map_len` bytes, readable, and lives as long

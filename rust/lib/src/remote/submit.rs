@@ -48,7 +48,9 @@ impl Rrdma {
     }
 
     /// Reads completions into `out`, waiting at most `timeout` (`None`:
-    /// until at least one arrives) for the first; returns how many.
+    /// until at least one arrives) for the first; returns how many. On a
+    /// file opened `O_NONBLOCK`, several threads may wait at once: one
+    /// that finds the completions taken by another waits on.
     pub fn completions(
         &self,
         out: &mut [Completion],
@@ -57,38 +59,46 @@ impl Rrdma {
         if out.is_empty() {
             return Ok(0);
         }
-        let mut pfd = libc::pollfd {
-            fd: self.raw_fd(),
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let t = timeout.map_or(-1, |d| d.as_millis().min(i32::MAX as u128) as i32);
-        // SAFETY: one valid pollfd.
-        let r = unsafe { libc::poll(&mut pfd, 1, t) };
-        if r < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if r == 0 {
-            return Ok(0);
-        }
+        let deadline = timeout.map(|d| std::time::Instant::now() + d);
         let mut buf = vec![0u8; out.len() * Completion::SIZE];
-        // SAFETY: `buf` is valid for writes of its length.
-        let n = unsafe { libc::read(self.raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            return if e.raw_os_error() == Some(libc::EAGAIN) {
-                Ok(0)
-            } else {
-                Err(e)
+        loop {
+            let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+            let mut pfd = libc::pollfd {
+                fd: self.raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
             };
+            let t = left.map_or(-1, |d| d.as_millis().min(i32::MAX as u128) as i32);
+            // SAFETY: one valid pollfd.
+            let r = unsafe { libc::poll(&mut pfd, 1, t) };
+            if r < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if r == 0 {
+                return Ok(0);
+            }
+            // SAFETY: `buf` is valid for writes of its length.
+            let n = unsafe { libc::read(self.raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EAGAIN) {
+                    return Err(e);
+                }
+                // Another reader took them: wait for more, until the
+                // deadline.
+                if left.is_some_and(|d| d.is_zero()) {
+                    return Ok(0);
+                }
+                continue;
+            }
+            let n = n as usize / Completion::SIZE;
+            for (i, c) in out.iter_mut().take(n).enumerate() {
+                let mut rec = [0u8; Completion::SIZE];
+                rec.copy_from_slice(&buf[i * Completion::SIZE..(i + 1) * Completion::SIZE]);
+                *c = Completion::decode(&rec);
+            }
+            return Ok(n);
         }
-        let n = n as usize / Completion::SIZE;
-        for (i, c) in out.iter_mut().take(n).enumerate() {
-            let mut rec = [0u8; Completion::SIZE];
-            rec.copy_from_slice(&buf[i * Completion::SIZE..(i + 1) * Completion::SIZE]);
-            *c = Completion::decode(&rec);
-        }
-        Ok(n)
     }
 }
 
