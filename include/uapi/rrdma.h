@@ -47,11 +47,13 @@
 #define RRDMA_FEATURE_WRITE_SENT	(1ULL << 7)
 /* RRDMA_IOCTL_BLK_MAP and BLK_UNMAP: an import as a block device */
 #define RRDMA_FEATURE_BLK	(1ULL << 8)
+/* RRDMA_IOCTL_STATUS */
+#define RRDMA_FEATURE_STATUS	(1ULL << 9)
 #define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
 				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT | \
 				 RRDMA_FEATURE_URING | RRDMA_FEATURE_URING_IOPOLL | \
 				 RRDMA_FEATURE_REGISTER | RRDMA_FEATURE_WRITE_SENT | \
-				 RRDMA_FEATURE_BLK)
+				 RRDMA_FEATURE_BLK | RRDMA_FEATURE_STATUS)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -680,6 +682,190 @@ struct rrdma_blk_unmap {
 
 #define RRDMA_IOCTL_BLK_MAP	_IOWR(RRDMA_IOCTL_MAGIC, 0x0f, struct rrdma_blk_map)
 #define RRDMA_IOCTL_BLK_UNMAP	_IOW(RRDMA_IOCTL_MAGIC, 0x10, struct rrdma_blk_unmap)
+
+/**
+ * struct rrdma_status - argument of RRDMA_IOCTL_STATUS
+ * @kind:	in: RRDMA_STATUS_CONNS, _EXPORTS, _IMPORTS or _DISKS
+ * @flags:	in: must be zero
+ * @records:	in: user pointer to @capacity records, @record_size apart,
+ *		or 0 with @capacity 0 to count them
+ * @capacity:	in: records the array has room for
+ * @record_size: in: the caller's sizeof() of the kind's record, from its
+ *		first size (RRDMA_STATUS_*_SIZE_VER0) to 4096; the kernel
+ *		fills each record up to the smaller of both sizes and zeroes
+ *		the rest
+ * @count:	out: records there are, which may exceed @capacity (call
+ *		again with more room: objects come and go between calls)
+ * @reserved:	in: must be zero
+ *
+ * What an administrator sees of the host's rrdma objects (RRDMA_FEATURE_
+ * STATUS; the CLI's `rrdma status`): every connection, every export with
+ * each connection that imported it, every import, every rrdma-blk disk.
+ * A caller with CAP_NET_ADMIN sees those of every file; another, those of
+ * files opened by its own effective uid, and every disk.  Tokens and keys
+ * never appear.  Each record is a snapshot taken under the object's lock;
+ * the set is not one atomic snapshot.  Errors: EINVAL (an argument above),
+ * EOVERFLOW (the array's range wraps), EFAULT, ENOMEM.
+ */
+struct rrdma_status {
+	__u32 kind;
+	__u32 flags;
+	__u64 records;
+	__u32 capacity;
+	__u32 record_size;
+	__u32 count;
+	__u32 reserved;
+};
+
+#define RRDMA_STATUS_CONNS	1	/* struct rrdma_status_conn */
+#define RRDMA_STATUS_EXPORTS	2	/* struct rrdma_status_export */
+#define RRDMA_STATUS_IMPORTS	3	/* struct rrdma_status_import */
+#define RRDMA_STATUS_DISKS	4	/* struct rrdma_status_disk */
+
+/* rrdma_status_conn.state, rrdma_status_disk.state */
+#define RRDMA_CONN_STATE_RESOLVING	1	/* address resolution */
+#define RRDMA_CONN_STATE_ROUTE		2	/* route resolution */
+#define RRDMA_CONN_STATE_CONNECTING	3	/* handshake, active side */
+#define RRDMA_CONN_STATE_ACCEPTING	4	/* handshake, passive side */
+#define RRDMA_CONN_STATE_CONNECTED	5
+#define RRDMA_CONN_STATE_CLOSING	6	/* tearing down */
+#define RRDMA_CONN_STATE_CLOSED		7
+#define RRDMA_CONN_STATE_WAITING	8	/* before a reconnect attempt */
+
+/* rrdma_status_conn.flags */
+#define RRDMA_STATUS_CONN_ACTIVE	(1U << 0)	/* this side connected */
+#define RRDMA_STATUS_CONN_RECONNECT	(1U << 1)	/* RRDMA_CONNECT_RECONNECT */
+#define RRDMA_STATUS_CONN_DISK		(1U << 2)	/* a disk's, no file's */
+
+/**
+ * struct rrdma_status_conn - a connection (RRDMA_STATUS_CONNS)
+ * @id:		unique on this host while the module is loaded, never reused
+ * @pid:	the process that opened its file, in the caller's pid
+ *		namespace (0: a disk's, not visible from there, or exited)
+ * @uid:	the owner of its file, in the caller's user namespace
+ * @peer:	the peer's address
+ * @state:	RRDMA_CONN_STATE_*
+ * @flags:	RRDMA_STATUS_CONN_*
+ * @lanes:	data lanes: queue pairs beyond the connection's own
+ * @reconnects:	reconnect attempts so far
+ * @in_flight:	operations posted and not yet completed (on its imports,
+ *		those given up with operations in flight included)
+ * @failed:	operations that completed with an error
+ * @imports:	imports made over it
+ * @grants:	exports of this side the peer imported over it
+ * @device:	index of its RDMA device (struct rrdma_device_info's), or ~0U
+ * @version:	wire protocol version both sides speak; 0 until known
+ */
+struct rrdma_status_conn {
+	__u64 id;
+	__u32 pid;
+	__u32 uid;
+	struct rrdma_addr peer;
+	__u32 state;
+	__u32 flags;
+	__u32 lanes;
+	__u32 reconnects;
+	__u64 in_flight;
+	__u64 failed;
+	__u32 imports;
+	__u32 grants;
+	__u32 device;
+	__u32 version;
+};
+
+#define RRDMA_STATUS_CONN_SIZE_VER0	88
+
+/* rrdma_status_export.flags */
+#define RRDMA_STATUS_EXPORT_ONE_CONN	(1U << 0)	/* restricted to one */
+
+/**
+ * struct rrdma_status_export - an export and one importer
+ *	(RRDMA_STATUS_EXPORTS): one record per connection that imported it,
+ *	or one with @importer 0 when none did
+ * @file:	its file's id (unique on this host)
+ * @pid:	the process that opened the file
+ * @uid:	the file's owner
+ * @export:	the export's number in its file (not its token)
+ * @access:	RRDMA_ACCESS_*
+ * @block_size:	block size of its region
+ * @flags:	RRDMA_STATUS_EXPORT_*
+ * @nblocks:	blocks of its region
+ * @importer:	the importing connection's id (struct rrdma_status_conn), or 0
+ * @importer_peer: that connection's peer
+ */
+struct rrdma_status_export {
+	__u64 file;
+	__u32 pid;
+	__u32 uid;
+	__u32 export;
+	__u32 access;
+	__u32 block_size;
+	__u32 flags;
+	__u64 nblocks;
+	__u64 importer;
+	struct rrdma_addr importer_peer;
+};
+
+#define RRDMA_STATUS_EXPORT_SIZE_VER0	72
+
+/* rrdma_status_import.flags */
+#define RRDMA_STATUS_IMPORT_REVOKED	(1U << 0)	/* the export is gone */
+#define RRDMA_STATUS_IMPORT_STALE	(1U << 1)	/* asked for again */
+
+/**
+ * struct rrdma_status_import - an import (RRDMA_STATUS_IMPORTS)
+ * @conn:	its connection's id
+ * @pid:	the process that opened the file
+ * @uid:	the file's owner
+ * @access:	RRDMA_ACCESS_* granted
+ * @flags:	RRDMA_STATUS_IMPORT_*
+ * @block_size:	block size (0 while the import is being made)
+ * @in_flight:	operations on it posted and not yet completed
+ * @nblocks:	blocks
+ * @peer:	the exporting peer's address
+ */
+struct rrdma_status_import {
+	__u64 conn;
+	__u32 pid;
+	__u32 uid;
+	__u32 access;
+	__u32 flags;
+	__u32 block_size;
+	__u32 in_flight;
+	__u64 nblocks;
+	struct rrdma_addr peer;
+};
+
+#define RRDMA_STATUS_IMPORT_SIZE_VER0	64
+
+/* rrdma_status_disk.flags */
+#define RRDMA_STATUS_DISK_RO		(1U << 0)	/* read-only */
+
+/**
+ * struct rrdma_status_disk - an rrdma-blk disk (RRDMA_STATUS_DISKS)
+ * @index:	N of /dev/rrdmabN
+ * @flags:	RRDMA_STATUS_DISK_*
+ * @conn:	its connection's id
+ * @block_size:	logical block size
+ * @state:	RRDMA_CONN_STATE_* of its connection
+ * @nblocks:	blocks
+ * @reconnects:	reconnect attempts of its connection so far
+ * @reserved:	zero
+ */
+struct rrdma_status_disk {
+	__u32 index;
+	__u32 flags;
+	__u64 conn;
+	__u32 block_size;
+	__u32 state;
+	__u64 nblocks;
+	__u64 reconnects;
+	__u64 reserved;
+};
+
+#define RRDMA_STATUS_DISK_SIZE_VER0	48
+
+#define RRDMA_IOCTL_STATUS	_IOWR(RRDMA_IOCTL_MAGIC, 0x11, struct rrdma_status)
 
 /*
  * io_uring (RRDMA_FEATURE_URING): an IORING_OP_URING_CMD on /dev/rrdma, on

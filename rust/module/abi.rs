@@ -42,6 +42,8 @@ pub(crate) mod region;
 pub(crate) mod ring;
 #[path = "../abi/src/sent.rs"]
 pub(crate) mod sent;
+#[path = "../abi/src/status.rs"]
+pub(crate) mod status;
 #[path = "../abi/src/uapi.rs"]
 pub(crate) mod uapi;
 #[path = "../abi/src/wc.rs"]

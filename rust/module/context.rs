@@ -13,6 +13,7 @@ use crate::noio::NoIoMutex;
 
 use crate::blk::Disks;
 use crate::device::DeviceCtx;
+use crate::shared::Shared;
 
 /// Module-wide state.
 #[pin_data]
@@ -26,6 +27,11 @@ pub(crate) struct Context {
     /// added or removed.
     #[pin]
     pub(crate) disks: Mutex<Disks>,
+    /// Every open file's shared state, for `RRDMA_IOCTL_STATUS`
+    /// (`status.rs`): added at open, removed at release. Taken alone; a
+    /// leaf.
+    #[pin]
+    files: Mutex<KVec<Arc<Shared>>>,
 }
 
 impl Context {
@@ -35,6 +41,7 @@ impl Context {
             pin_init!(Self {
                 devices <- NoIoMutex::new(new_mutex!(KVec::new(), "Context::devices")),
                 disks <- new_mutex!(Disks::new(), "Context::disks"),
+                files <- new_mutex!(KVec::new(), "Context::files"),
             }),
             GFP_KERNEL,
         )
@@ -78,6 +85,30 @@ impl Context {
     pub(crate) fn find_device(&self, dev: *mut ffi::IbDevice) -> Option<Arc<DeviceCtx>> {
         let devices = self.devices.lock();
         devices.iter().flatten().find(|d| d.is(dev)).cloned()
+    }
+
+    /// Adds an open file's state.
+    pub(crate) fn add_file(&self, shared: Arc<Shared>) -> Result {
+        self.files.lock().push(shared, GFP_KERNEL)?;
+        Ok(())
+    }
+
+    /// Forgets a released file's state.
+    pub(crate) fn remove_file(&self, shared: &Arc<Shared>) {
+        let mut files = self.files.lock();
+        if let Some(i) = files.iter().position(|f| Arc::ptr_eq(f, shared)) {
+            drop(crate::compat::vec_swap_remove(&mut files, i));
+        }
+    }
+
+    /// A snapshot of the open files' states.
+    pub(crate) fn files(&self) -> Result<KVec<Arc<Shared>>> {
+        let files = self.files.lock();
+        let mut out = KVec::with_capacity(files.len(), GFP_KERNEL)?;
+        for f in files.iter() {
+            out.push(f.clone(), GFP_KERNEL)?;
+        }
+        Ok(out)
     }
 
     /// Number of devices known.

@@ -100,6 +100,16 @@ impl Exports {
         self.list.iter().any(|e| Arc::ptr_eq(&e.region, region))
     }
 
+    /// A copy of the exports (`RRDMA_IOCTL_STATUS`), to read after the
+    /// table's lock is let go.
+    pub(crate) fn snapshot(&self) -> Result<KVVec<Export>> {
+        let mut out = KVVec::with_capacity(self.list.len(), GFP_KERNEL)?;
+        for e in self.list.iter() {
+            out.push(e.clone(), GFP_KERNEL)?;
+        }
+        Ok(out)
+    }
+
     /// Number of exports.
     pub(crate) fn len(&self) -> usize {
         self.list.len()

@@ -68,7 +68,7 @@ fn shim_addr(a: &Addr) -> ShimAddr {
     }
 }
 
-fn uapi_addr(a: &ShimAddr) -> Addr {
+pub(crate) fn uapi_addr(a: &ShimAddr) -> Addr {
     Addr {
         family: a.family,
         port: a.port,
@@ -146,6 +146,7 @@ impl FileState {
             Command::RegionRegister => self.region_register(arg, &d),
             Command::BlkMap => self.blk_map(arg, &d),
             Command::BlkUnmap => self.blk_unmap(arg, &d),
+            Command::Status => crate::status::status(&self.context, arg, &d),
         }?;
         Ok(0)
     }

@@ -24,7 +24,8 @@
 //! - `file`, `uarg`, `info`, `objects`, `shared`, `ring`, `export`,
 //!   `region`, `vma`: per-open-file state, ioctl arguments, GET_INFO,
 //!   handles, what a file's connections share, the completion ring,
-//!   exports, regions and the VMA of an mmap(2) in progress;
+//!   exports, regions and the VMA of an mmap(2) in progress; `status`:
+//!   what an administrator sees (`RRDMA_IOCTL_STATUS`);
 //! - `work`: counts of what the fabric made the module do (fdinfo);
 //!   `lockcheck`: the load-time check that the lock rule's check sees
 //!   rrdma's locks.
@@ -55,6 +56,7 @@ mod region;
 mod release;
 mod ring;
 mod shared;
+mod status;
 mod timer;
 mod uarg;
 mod umem;

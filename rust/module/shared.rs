@@ -17,6 +17,8 @@
 //! that was a synchronous operation). `Shared::exports` nests inside
 //! `FileState::objects` and `Conn::inner`.
 
+use core::sync::atomic::{AtomicU64, Ordering};
+
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
@@ -27,16 +29,23 @@ use crate::compat::{new_bh_lock, BhLock};
 use crate::conn::{Conn, CtrlCounts, KeepaliveCounts, ReconnectCounts};
 use crate::context::Context;
 use crate::export::Exports;
-use crate::ffi::{FileWaitq, ShimAddr};
+use crate::ffi::{FileWaitq, Owner, ShimAddr};
 use crate::noio::NoIoMutex;
 use crate::ring::Ring;
 use crate::work::FabricWork;
+
+/// Source of file ids (`RRDMA_IOCTL_STATUS`), never reused.
+static FILE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// Shared per-file state.
 #[pin_data]
 pub(crate) struct Shared {
     /// Module-wide state (devices).
     pub(crate) context: Arc<Context>,
+    /// The file's id for `RRDMA_IOCTL_STATUS`: unique, never reused.
+    pub(crate) id: u64,
+    /// Who opened the file (`None`: a disk's connection).
+    pub(crate) owner: Option<Owner>,
     /// The file's wait queue, woken for each completion (`None`: the
     /// connection of a disk, which no file has and nothing reads).
     waitq: Option<FileWaitq>,
@@ -68,13 +77,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// State for a file whose wait queue is `waitq`, or (`None`) for the
-    /// connection a disk owns (see `blk/own.rs`).
+    /// State for a file whose wait queue is `waitq`, opened by the current
+    /// task, or (`None`) for the connection a disk owns (see `blk/own.rs`).
     pub(crate) fn new(context: Arc<Context>, waitq: Option<FileWaitq>) -> Result<Arc<Self>> {
         let ring = Ring::new()?;
         Arc::pin_init(
             pin_init!(Self {
                 context,
+                id: FILE_IDS.fetch_add(1, Ordering::Relaxed),
+                owner: waitq.is_some().then(Owner::current),
                 waitq,
                 ring <- new_bh_lock!(ring, "Shared::ring"),
                 exports <- NoIoMutex::new(new_mutex!(Exports::new(), "Shared::exports")),

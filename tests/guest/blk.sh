@@ -27,6 +27,9 @@
 #  - the exporter dies (its serve killed): the disk's I/O fails after the
 #    loss timeout (blk_loss_timeout_ms), sysfs says reconnecting, and the
 #    disk unmaps;
+#  - `rrdma status` and `rrdma-selftest status`: the disk, its connection
+#    and import, the exporter's export imported from here; uid 65534 sees
+#    the disks only;
 #  - `rrdma-selftest blk`: bad, foreign (no CAP_SYS_ADMIN), stale (the
 #    import given back) and racing (unmap under I/O) arguments, and the
 #    connection ended under the disk.
@@ -317,6 +320,13 @@ resources_named() {
 	echo "# $(grep -c 'comm \[rrdma\]' /tmp/res-qp.out) QPs, $(grep -c 'comm \[rrdma\]' /tmp/res-mr.out) MRs of rrdma's"
 }
 
+# `rrdma status` as tables: the disk connected, and its connection.
+status_table() {
+	rrdma status >/tmp/status.out 2>&1 || { cat /tmp/status.out; return 1; }
+	awk '$1 == "rrdmab0" && $3 == "connected" { n++ } END { exit n != 1 }' /tmp/status.out &&
+		grep -q " connected  *disk " /tmp/status.out || { cat /tmp/status.out; return 1; }
+}
+
 if [ "$RRDMA_ROLE" = a ]; then
 	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks $((DISK_MIB * 256)) \
 		--access rw --access ro >>/tmp/serve.out 2>&1 &
@@ -336,6 +346,9 @@ else
 	check "blk $prov: the map command ended; sysfs shows the disk (peer, state, reconnects)" \
 		sysfs_shows_disk
 	check "blk $prov: the disk's flushes are fences on its import (sysfs fences)" flushes_are_fences
+	tap "blk $prov" rrdma-selftest status $RRDMA_PEER $RRDMA_SELF
+	check "blk $prov: rrdma status shows the disk connected, and its connection" status_table
+	sed "s/^/rrdma status: /" /tmp/status.out
 	check "blk $prov: rdma resource show: the disk's QPs, CQs, PD, MRs and cm_id are rrdma's" \
 		resources_named
 	check "blk $prov: fio, 4 jobs at depth 32, crc32c verified over the whole disk" fio_verify

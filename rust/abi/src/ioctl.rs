@@ -8,6 +8,7 @@
 
 use super::blkdev;
 use super::errno::{Errno, E2BIG, EINVAL, ENOTTY};
+use super::status;
 use super::uapi;
 
 /// An ioctl command number (`unsigned int cmd`).
@@ -102,6 +103,8 @@ pub enum Command {
     BlkMap,
     /// `RRDMA_IOCTL_BLK_UNMAP`.
     BlkUnmap,
+    /// `RRDMA_IOCTL_STATUS`.
+    Status,
 }
 
 /// One row of the command table.
@@ -234,6 +237,13 @@ const COMMANDS: &[CommandSpec] = &[
         min_size: blkdev::BlkUnmap::SIZE,
         size: blkdev::BlkUnmap::SIZE,
         cmd: Command::BlkUnmap,
+    },
+    CommandSpec {
+        nr: 0x11,
+        dir: IOC_READ | IOC_WRITE,
+        min_size: status::Status::SIZE,
+        size: status::Status::SIZE,
+        cmd: Command::Status,
     },
 ];
 

@@ -32,6 +32,7 @@ pub mod reconnect;
 pub mod region;
 pub mod ring;
 pub mod sent;
+pub mod status;
 pub mod uapi;
 pub mod wc;
 pub mod wire;

@@ -32,6 +32,8 @@ pub const FEATURE_REGISTER: u64 = 1 << 6;
 pub const FEATURE_WRITE_SENT: u64 = 1 << 7;
 /// `RRDMA_FEATURE_BLK`: `RRDMA_IOCTL_BLK_MAP` and `BLK_UNMAP`.
 pub const FEATURE_BLK: u64 = 1 << 8;
+/// `RRDMA_FEATURE_STATUS`: `RRDMA_IOCTL_STATUS`.
+pub const FEATURE_STATUS: u64 = 1 << 9;
 /// Feature bits this ABI defines (`RRDMA_FEATURES_ALL`).
 pub const FEATURES_ALL: u64 = FEATURE_REGIONS
     | FEATURE_REMOTE
@@ -41,7 +43,8 @@ pub const FEATURES_ALL: u64 = FEATURE_REGIONS
     | FEATURE_URING_IOPOLL
     | FEATURE_REGISTER
     | FEATURE_WRITE_SENT
-    | FEATURE_BLK;
+    | FEATURE_BLK
+    | FEATURE_STATUS;
 /// RDMA device name length, NUL included (`RRDMA_DEVICE_NAME_MAX`).
 pub const DEVICE_NAME_MAX: usize = 64;
 /// Largest device entry stride accepted (`RRDMA_DEVICE_ENTRY_SIZE_MAX`).

@@ -11,11 +11,11 @@ use branches::{Branches, COUNTED_CASES};
 use proptest::prelude::*;
 use rrdma_abi::errno::{Errno, E2BIG, EINVAL, ENOTTY};
 use rrdma_abi::ioctl::{self, decode, ext_copy, Command, Decoded, IoctlCmd};
-use rrdma_abi::{blkdev, uapi};
+use rrdma_abi::{blkdev, status, uapi};
 
 /// The published commands, what each decodes to and the first published
 /// size of its argument: the table `decode` is checked against.
-const OUR_COMMANDS: [(IoctlCmd, Command, usize); 17] = [
+const OUR_COMMANDS: [(IoctlCmd, Command, usize); 18] = [
     (uapi::IOCTL_GET_INFO, Command::GetInfo, uapi::INFO_SIZE_VER0),
     (
         uapi::IOCTL_REGION_CREATE,
@@ -65,6 +65,7 @@ const OUR_COMMANDS: [(IoctlCmd, Command, usize); 17] = [
         Command::BlkUnmap,
         blkdev::BlkUnmap::SIZE,
     ),
+    (status::IOCTL_STATUS, Command::Status, status::Status::SIZE),
 ];
 
 /// Largest `_IOC_SIZE` a command number can carry.

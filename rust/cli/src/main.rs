@@ -14,6 +14,7 @@ mod disk;
 mod man;
 mod serve;
 mod stats;
+mod status;
 mod transfer;
 
 use args::TargetArgs;
@@ -42,6 +43,14 @@ enum Command {
     /// Show the module's ABI version, features and RDMA devices.
     Info {
         /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the host's rrdma connections, exports with their importers,
+    /// imports and disks (all with CAP_NET_ADMIN; else the caller's own,
+    /// and the disks).
+    Status {
+        /// Print JSON instead of tables.
         #[arg(long)]
         json: bool,
     },
@@ -218,6 +227,7 @@ fn feature_names(features: u64) -> String {
         (rrdma::abi::uapi::FEATURE_REGISTER, "register"),
         (rrdma::abi::uapi::FEATURE_WRITE_SENT, "write-sent"),
         (rrdma::abi::uapi::FEATURE_BLK, "blk"),
+        (rrdma::abi::uapi::FEATURE_STATUS, "status"),
     ];
     let mut names: Vec<String> = known
         .iter()
@@ -277,6 +287,17 @@ fn run(cli: Cli) -> std::io::Result<()> {
                 );
             } else {
                 print_info(&report);
+            }
+        }
+        Command::Status { json } => {
+            let report = dev.status()?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&report).map_err(std::io::Error::other)?
+                );
+            } else {
+                status::print(&report);
             }
         }
         Command::Serve {

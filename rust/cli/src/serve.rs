@@ -11,8 +11,10 @@
 //! `unexport-scan ACCESS FIRST COUNT MS` (revoke, then watch the blocks
 //! for MS milliseconds: see [`unexport_scan`]), `fdinfo`, `cpustat` (this
 //! machine's CPU time so far, for a bench's CPU per operation),
-//! `connections`, `pid` (this process's id), `quit`, and `die` (exit at
-//! once without cleanup, as if killed).
+//! `connections`, `pid` (this process's id), `status` (the host's `rrdma
+//! status --json` on one line, as this process sees it: everyone's, when it
+//! runs as root), `quit`, and `die` (exit at once without cleanup, as if
+//! killed).
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -278,6 +280,11 @@ fn answer<'a>(dev: &'a Rrdma, st: &Mutex<State<'a>>, line: &str) -> String {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect::<Vec<_>>()
                 .join(" "),
+            Err(e) => format!("error {e}"),
+        },
+        // The host's `rrdma status --json`, on one line.
+        ["status"] => match dev.status() {
+            Ok(r) => serde_json::to_string(&r).unwrap_or_else(|e| format!("error {e}")),
             Err(e) => format!("error {e}"),
         },
         // Dies at once, like a killed process: the kernel's file release

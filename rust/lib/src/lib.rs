@@ -14,6 +14,7 @@ mod info;
 mod region;
 mod remote;
 pub mod stamp;
+mod status;
 mod uring;
 
 pub use device::Rrdma;
@@ -24,6 +25,7 @@ pub use remote::{
     RemoteRegion, SubmitError,
 };
 pub use rrdma_abi as abi;
+pub use status::{state_name, ConnStatus, DiskStatus, ExportStatus, ImportStatus, StatusReport};
 pub use uring::{UringCompletion, UringEngine};
 
 /// Default path of the device node.

@@ -46,6 +46,13 @@ enum Slot {
     Mapped(Mapped),
 }
 
+/// What `RRDMA_IOCTL_STATUS` shows of a disk.
+pub(crate) struct DiskView {
+    pub(crate) index: u32,
+    pub(crate) plan: DiskPlan,
+    pub(crate) conn: Arc<crate::conn::Conn>,
+}
+
 /// The module's disks, by index. A leaf lock, never held across adding
 /// or removing a disk.
 pub(crate) struct Disks {
@@ -56,6 +63,24 @@ impl Disks {
     /// No disks.
     pub(crate) fn new() -> Self {
         Self { slots: KVec::new() }
+    }
+
+    /// The mapped disks, each with its connection.
+    pub(crate) fn views(&self) -> Result<KVec<DiskView>> {
+        let mut out = KVec::new();
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Slot::Mapped(m) = slot {
+                out.push(
+                    DiskView {
+                        index: i as u32,
+                        plan: m.io.plan,
+                        conn: m.conn.conn().clone(),
+                    },
+                    GFP_KERNEL,
+                )?;
+            }
+        }
+        Ok(out)
     }
 
     /// Reserves a free index: `ENOSPC` past [`DISKS_MAX`].

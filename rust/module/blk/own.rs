@@ -23,6 +23,13 @@ use crate::shared::Shared;
 /// failed BLK_MAP, or the disk's unmap).
 pub(crate) struct ConnEnd(Arc<Conn>);
 
+impl ConnEnd {
+    /// The connection.
+    pub(crate) fn conn(&self) -> &Arc<Conn> {
+        &self.0
+    }
+}
+
 impl Drop for ConnEnd {
     fn drop(&mut self) {
         Conn::destroy(&self.0, Event::UserClose);

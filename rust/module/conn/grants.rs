@@ -93,8 +93,18 @@ impl Grants {
         self.regs_done >= posted || self.regs_posted < posted
     }
 
-    fn contains(&self, token: u64) -> bool {
+    pub(super) fn contains(&self, token: u64) -> bool {
         self.tree.get(&token).is_some()
+    }
+
+    /// Exports granted on the connection.
+    pub(super) fn len(&self) -> usize {
+        self.tree.iter().count()
+    }
+
+    /// Their tokens.
+    pub(super) fn tokens(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tree.keys().copied()
     }
 
     /// A registration work request of a grant completed (or flushed).

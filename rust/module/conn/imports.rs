@@ -134,6 +134,24 @@ impl Uses {
     fn is_revoked(&self) -> bool {
         self.revoked.load(Ordering::Acquire)
     }
+
+    /// Operations on the import in flight.
+    fn in_flight(&self) -> u32 {
+        self.n.load(Ordering::Relaxed) & !Self::WAITED
+    }
+}
+
+/// What `RRDMA_IOCTL_STATUS` shows of an import (`status.rs`).
+pub(super) struct ImportView {
+    /// Given up by its file with operations still in flight.
+    pub(super) orphan: bool,
+    pub(super) writable: bool,
+    pub(super) revoked: bool,
+    pub(super) stale: bool,
+    /// 0 while not known (never, as shapes go).
+    pub(super) block_size: u32,
+    pub(super) nblocks: u64,
+    pub(super) in_flight: u32,
 }
 
 /// One import, as the connection tracks it.
@@ -242,6 +260,20 @@ impl Table {
             e.stale = true;
             e.uses.sent.connection_ended();
         }
+    }
+
+    /// Every import of the table, those given up with operations in
+    /// flight too.
+    pub(super) fn views(&self) -> impl Iterator<Item = ImportView> + '_ {
+        self.tree.values().map(|e| ImportView {
+            orphan: e.orphan,
+            writable: e.shape.is_some_and(|s| s.writable),
+            revoked: e.uses.is_revoked(),
+            stale: e.stale,
+            block_size: e.shape.map_or(0, |s| s.block_size),
+            nblocks: e.shape.map_or(0, |s| s.nblocks),
+            in_flight: e.uses.in_flight(),
+        })
     }
 
     /// The first stale import after entry `after` to restore, with its

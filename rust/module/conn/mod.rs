@@ -20,7 +20,8 @@
 //! - `keepalive.rs`: pings, and the end of a connection whose peer went
 //!   silent;
 //! - `reconnect.rs`: backoff, attempts and restored imports of a connection
-//!   that reconnects.
+//!   that reconnects;
+//! - `status.rs`: what `RRDMA_IOCTL_STATUS` shows of it.
 //!
 //! The C-callable entry points of the id and the queue pair are in
 //! `entry/conn.rs`.
@@ -99,6 +100,7 @@ mod keepalive;
 mod lanes;
 mod reconnect;
 mod setup;
+mod status;
 mod teardown;
 
 pub(crate) use ctrl::CtrlCounts;
@@ -280,6 +282,8 @@ pub(crate) struct Conn {
     /// When a data operation last ended well (jiffies; 0: not since the
     /// last keepalive tick), for keepalive (`keepalive.rs`).
     heard: AtomicU64,
+    /// Operations that ended with an error (`status.rs`).
+    failed: AtomicU64,
     /// Keepalive while established; backoff and attempt deadline while
     /// reconnecting.
     timer: crate::timer::Timer,
@@ -380,6 +384,7 @@ impl Conn {
                 followups: data::Followups::new(),
                 followup_work <- new_work!("Conn::followup_work"),
                 heard: AtomicU64::new(0),
+                failed: AtomicU64::new(0),
                 timer,
             }),
             GFP_KERNEL,

@@ -17,6 +17,7 @@
 //! - `chardev.rs`: the registrations, the module's work queue, a file's
 //!   wait queue;
 //! - `timer.rs`: a connection's timer;
+//! - `owner.rs`: who opened a file (`RRDMA_IOCTL_STATUS`);
 //! - `trace.rs`: the tracepoints (`ffi::trace::conn_new` and the rest);
 //! - `uring.rs`: io_uring commands;
 //! - `blk.rs`: rrdma-blk's disks and their requests;
@@ -34,6 +35,7 @@ mod layout;
 mod lock;
 mod mm;
 mod mr;
+mod owner;
 mod params;
 mod qp;
 mod sync_wait;
@@ -50,6 +52,7 @@ pub(crate) use helpers::*;
 pub(crate) use lock::*;
 pub(crate) use mm::*;
 pub(crate) use mr::*;
+pub(crate) use owner::*;
 pub(crate) use params::*;
 pub(crate) use qp::*;
 pub(crate) use sync_wait::*;

@@ -20,6 +20,8 @@ impl FileState {
     /// (valid until its release returns).
     pub(crate) fn open(context: Arc<Context>, waitq: FileWaitq) -> Result<Arc<Self>> {
         let shared = Shared::new(context.clone(), Some(waitq))?;
+        let (registry, registered) = (context.clone(), shared.clone());
+        registry.add_file(registered.clone())?;
         Arc::pin_init(
             pin_init!(FileState {
                 context,
@@ -28,6 +30,7 @@ impl FileState {
             }),
             GFP_KERNEL,
         )
+        .inspect_err(|_| registry.remove_file(&registered))
         .map_err(Into::into)
     }
 
@@ -61,5 +64,6 @@ impl FileState {
             }
         }
         drop(self.shared.exports.lock().take_all());
+        self.context.remove_file(&self.shared);
     }
 }

@@ -451,6 +451,15 @@ void rrdma_shim_noio_restore(unsigned int flags);
 unsigned int rrdma_shim_reserves_save(void);
 void rrdma_shim_reserves_restore(unsigned int flags);
 
+/* owner.c: who opened a file (RRDMA_IOCTL_STATUS). */
+struct pid;
+struct pid *rrdma_shim_owner_pid(void);
+void rrdma_shim_owner_put(struct pid *pid);
+u32 rrdma_shim_owner_pid_nr(struct pid *pid);
+u32 rrdma_shim_owner_kuid(void);
+u32 rrdma_shim_owner_uid_nr(u32 kuid);
+bool rrdma_shim_owner_admin(void);
+
 /* sync_wait.c: a synchronous operation's killable wait. */
 struct rrdma_shim_sync;
 struct rrdma_shim_sync *rrdma_shim_sync_new(void);

@@ -73,6 +73,7 @@ mod regions;
 mod remote;
 mod stall;
 mod stalled_copies;
+mod status;
 mod sync_poll;
 mod uffd;
 mod unexport;
@@ -290,6 +291,13 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "status" => match rest {
+            [peer, me] => status::checks(&dev, &mut t, peer, me),
+            _ => {
+                eprintln!("usage: rrdma-selftest status PEER_IP SELF_IP (with rrdmab0 mapped)");
                 return ExitCode::from(2);
             }
         },

@@ -57,6 +57,20 @@ impl State {
         }
     }
 
+    /// Its `RRDMA_CONN_STATE_*` number (`RRDMA_IOCTL_STATUS`).
+    pub fn code(&self) -> u32 {
+        match self {
+            State::Resolving => 1,
+            State::RoutePending => 2,
+            State::Connecting => 3,
+            State::Accepting => 4,
+            State::Connected => 5,
+            State::Closing { .. } => 6,
+            State::Closed { .. } => 7,
+            State::Waiting { .. } => 8,
+        }
+    }
+
     /// The errno it ends with (negative), or 0: orderly, or not ending.
     pub fn error(&self) -> i32 {
         match *self {

@@ -195,9 +195,12 @@ impl Conn {
                 }
             });
         }
+        let failed = 1 + members as u64;
         let members = members > 0;
         if let Some(e) = errno {
             crate::ffi::trace::op_failed(self.serial, op.opcode, e.get(), wc_status);
+            // The fence's writes failed with it.
+            self.failed.fetch_add(failed, Ordering::Relaxed);
             return Ended::Failed {
                 op,
                 errno: e,

@@ -269,6 +269,12 @@ const TABLE: &[Entry] = &[
         call: "BLK_UNMAP",
         groups: &[FRAMING, &[EPERM, ENOENT, EBUSY]],
     },
+    // rrdma.h STATUS: an array whose range wraps EOVERFLOW; its snapshot
+    // ENOMEM.
+    Entry {
+        call: "STATUS",
+        groups: &[FRAMING, &[EOVERFLOW, ENOMEM]],
+    },
     // rrdma.h, io_uring: the CQE's res is -errno of SUBMIT or of a
     // completion; another cmd_op ENOTTY; a worker's wait for room ends
     // with EINTR on a signal.
@@ -284,7 +290,7 @@ const TABLE: &[Entry] = &[
 /// command (ENOTTY, checked as `raw`).
 pub(super) fn command(cmd: u32) -> Option<&'static str> {
     use rrdma::abi::ioctl::{dir, nr, ty, IOC_READ as R, IOC_WRITE as W};
-    const COMMANDS: [(u8, u32, &str); 17] = [
+    const COMMANDS: [(u8, u32, &str); 18] = [
         (0x00, R | W, "GET_INFO"),
         (0x01, R | W, "REGION_CREATE"),
         (0x02, W, "REGION_DESTROY"),
@@ -302,6 +308,7 @@ pub(super) fn command(cmd: u32) -> Option<&'static str> {
         (0x0e, R | W, "REGION_REGISTER"),
         (0x0f, R | W, "BLK_MAP"),
         (0x10, W, "BLK_UNMAP"),
+        (0x11, R | W, "STATUS"),
     ];
     if ty(cmd) != rrdma::abi::uapi::IOCTL_MAGIC {
         return None;
