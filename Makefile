@@ -17,6 +17,9 @@
 #                                  UDP, perftest) beside rrdma's READ
 #   make connstress                many connections importing right after
 #                                  perftest load (CONNSTRESS_N, default 200)
+#   make scale                     cost as one file's regions, exports,
+#                                  imports and connections grow, siw and
+#                                  rxe (SCALE_MAX, SCALE_CONNS)
 #   make flood                     connect floods while the exporter's
 #                                  accepts fail, debug 6.12, siw and rxe
 #                                  (FLOOD_ROUNDS, FLOOD_SECONDS)
@@ -56,7 +59,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: install install-lib uninstall uninstall-lib dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress flood faults fuzz profile lint userspace kernels
+.PHONY: install install-lib uninstall uninstall-lib dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress scale flood faults fuzz profile lint userspace kernels
 
 all: modules
 
@@ -190,6 +193,9 @@ blkbench:
 
 connstress:
 	@scripts/connstress.sh
+
+scale:
+	@scripts/scale.sh
 
 flood:
 	@scripts/flood.sh

@@ -148,6 +148,10 @@ for k in $KERNELS; do
 		g "$k" "$VARIANT" --label "$k blk $prov" --test blk --arg "$prov" --guests 2 --timeout 600
 		g "$k" "$VARIANT" --label "$k capi $prov" --test capi --arg "$prov" --guests 2 --timeout 400
 	done
+	# The short form of `make scale`: one file's tables grown (regions to
+	# 1000, exports to the cap, 16 connection pairs), nothing left after.
+	g "$k" "$VARIANT" --label "$k scale siw" --test scale --arg "siw,1000,16" --timeout 600 \
+		--memory 1024
 	[ -n "$dkms_built" ] && g "$k" dkms --label "$k remote siw (DKMS-built module)" --test remote \
 		--arg siw --guests 2 --timeout 600
 	# The short form of `make faults`: each fault once, on one provider
@@ -192,6 +196,9 @@ for k in $DEBUG_KERNELS; do
 		g "$k" debug --label "$k debug blk $prov" --test blk --arg "$prov" --guests 2 \
 			--timeout 900 --memory 1024
 	done
+	# The same under KASAN and kmemleak, smaller.
+	g "$k" debug --label "$k debug scale rxe" --test scale --arg "rxe,200,8" --timeout 900 \
+		--memory 1024
 	# The short form of `make flood`: one 40 s round on rxe, where a lane
 	# accept's failure once wedged the exporter (issue 43).
 	g "$k" debug --label "$k debug flood rxe" --test attack --arg "rxe,flood,40" --guests 2 \

@@ -8,6 +8,7 @@
 //! an export deregisters exactly the keys it handed out.
 
 use kernel::prelude::*;
+use kernel::rbtree::RBTree;
 use kernel::sync::Arc;
 
 use crate::abi::errno::{Errno, ENOENT, ENOSPC};
@@ -34,9 +35,12 @@ pub(crate) struct Export {
     pub(crate) generation: u32,
 }
 
-/// The exports of one file.
+/// The exports of one file, by token: every lookup (a grant, UNEXPORT) is
+/// O(log n) in the number the file holds.
 pub(crate) struct Exports {
-    list: KVec<Export>,
+    tree: RBTree<u64, Export>,
+    /// Entries of `tree` (its length is not kept).
+    count: usize,
     next_generation: u32,
 }
 
@@ -44,7 +48,8 @@ impl Exports {
     /// No exports.
     pub(crate) fn new() -> Self {
         Self {
-            list: KVec::new(),
+            tree: RBTree::new(),
+            count: 0,
             next_generation: 1,
         }
     }
@@ -56,7 +61,7 @@ impl Exports {
         writable: bool,
         conn: Option<u64>,
     ) -> Result<u64> {
-        if self.list.len() >= EXPORTS_MAX {
+        if self.len() >= EXPORTS_MAX {
             return Err(ENOSPC);
         }
         let token = loop {
@@ -66,45 +71,41 @@ impl Exports {
             }
         };
         let generation = self.next_generation;
+        let export = Export {
+            token,
+            region,
+            writable,
+            conn,
+            generation,
+        };
+        self.tree.try_create_and_insert(token, export, GFP_KERNEL)?;
+        self.count += 1;
         self.next_generation = generation.wrapping_add(1).max(1);
-        self.list.push(
-            Export {
-                token,
-                region,
-                writable,
-                conn,
-                generation,
-            },
-            GFP_KERNEL,
-        )?;
         Ok(token)
     }
 
-    /// The export named by `token`.
+    /// The export behind `token`.
     pub(crate) fn find(&self, token: u64) -> Option<&Export> {
-        self.list.iter().find(|e| e.token == token)
+        self.tree.get(&token)
     }
 
-    /// Removes and returns the export named by `token`.
+    /// Removes the export behind `token` (`ENOENT`: none).
     pub(crate) fn remove(&mut self, token: u64) -> Result<Export, Errno> {
-        let i = self
-            .list
-            .iter()
-            .position(|e| e.token == token)
-            .ok_or(ENOENT)?;
-        crate::compat::vec_swap_remove(&mut self.list, i).ok_or(ENOENT)
+        let e = self.tree.remove(&token).ok_or(ENOENT)?;
+        self.count -= 1;
+        Ok(e)
     }
 
-    /// Whether `region` is exported.
+    /// Whether `region` is exported (a region's destruction asks).
     pub(crate) fn exports_region(&self, region: &Arc<Region>) -> bool {
-        self.list.iter().any(|e| Arc::ptr_eq(&e.region, region))
+        self.tree.values().any(|e| Arc::ptr_eq(&e.region, region))
     }
 
     /// A copy of the exports (`RRDMA_IOCTL_STATUS`), to read after the
     /// table's lock is let go.
     pub(crate) fn snapshot(&self) -> Result<KVVec<Export>> {
-        let mut out = KVVec::with_capacity(self.list.len(), GFP_KERNEL)?;
-        for e in self.list.iter() {
+        let mut out = KVVec::with_capacity(self.len(), GFP_KERNEL)?;
+        for e in self.tree.values() {
             out.push(e.clone(), GFP_KERNEL)?;
         }
         Ok(out)
@@ -112,11 +113,12 @@ impl Exports {
 
     /// Number of exports.
     pub(crate) fn len(&self) -> usize {
-        self.list.len()
+        self.count
     }
 
-    /// Takes every export (file release).
-    pub(crate) fn take_all(&mut self) -> KVec<Export> {
-        core::mem::take(&mut self.list)
+    /// Takes every export out (the file's release).
+    pub(crate) fn take_all(&mut self) -> RBTree<u64, Export> {
+        self.count = 0;
+        core::mem::take(&mut self.tree)
     }
 }

@@ -71,6 +71,7 @@ mod reconnect;
 mod reconnect_errnos;
 mod regions;
 mod remote;
+mod scale;
 mod stall;
 mod stalled_copies;
 mod status;
@@ -291,6 +292,29 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "scale" => match rest {
+            [me, max, conns] => match (max.parse(), conns.parse()) {
+                (Ok(max), Ok(conns)) => {
+                    // Its own file, closed before the last check.
+                    match Rrdma::open() {
+                        Ok(own) => scale::checks(&own, &mut t, me, max, conns),
+                        Err(e) => t.check("scale: open", Err(e.to_string())),
+                    }
+                    t.check(
+                        "scale: the file closed, nothing of it left",
+                        scale::nothing_left(&dev),
+                    );
+                }
+                _ => {
+                    eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS");
+                    return ExitCode::from(2);
+                }
+            },
+            _ => {
+                eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS");
                 return ExitCode::from(2);
             }
         },

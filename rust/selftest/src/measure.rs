@@ -48,7 +48,7 @@ fn meminfo_kib(key: &str) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other(format!("no {key} in /proc/meminfo")))
 }
 
-fn kernel_kib() -> io::Result<u64> {
+pub(crate) fn kernel_kib() -> io::Result<u64> {
     // Let deferred frees (RCU, workqueues) settle first.
     std::thread::sleep(Duration::from_millis(300));
     Ok(meminfo_kib("Slab")? + meminfo_kib("VmallocUsed")?)

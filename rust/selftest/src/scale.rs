@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rrdma-selftest scale SELF MAX CONNS`: how the cost of the calls that
+//! reach a file's tables grows with what the file holds (issue 47), in one
+//! guest, over a connection to its own address (both sides in one file:
+//! an import of its own export goes through the exporter's tables):
+//! - regions held: 1 up to MAX (4 KiB each);
+//! - exports held: 1 up to the file's cap (4096), then the cap's ENOSPC;
+//! - imports held: 1 up to MAX / 10;
+//! - connections: up to CONNS pairs (each connect accepted by the same
+//!   file), with the connect time and the kernel memory per pair.
+//!
+//! At each size: the p50 of a synchronous 4 KiB READ, the rate of 4 KiB
+//! WRITEs in batches of 32, and the p50 of EXPORT and IMPORT. Every call
+//! must succeed (the checks); the figures and their ratio to size 1 are
+//! `# ` lines and one JSON line (`# scale-json {...}`), measured, never
+//! asserted. Last, with the file closed, STATUS shows nothing of it left.
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rrdma::abi::status::{Status, STATUS_CONNS, STATUS_EXPORTS, STATUS_IMPORTS};
+use rrdma::abi::uapi::OP_WRITE;
+use rrdma::{Access, Connection, Region, RemoteRegion, Rrdma};
+
+use crate::{ensure, Tap};
+
+const T: Duration = Duration::from_secs(10);
+const ENOSPC: i32 = 28;
+
+fn p(samples: &mut [Duration], q: f64) -> f64 {
+    samples.sort();
+    let i = ((samples.len() - 1) as f64 * q).round() as usize;
+    samples[i].as_secs_f64() * 1e6
+}
+
+/// One size's figures: READ p50 (µs), WRITE rate (ops/s), EXPORT and
+/// IMPORT p50 (µs).
+#[derive(Clone, Copy, Debug)]
+struct Figures {
+    read_us: f64,
+    write_ops: f64,
+    export_us: f64,
+    import_us: f64,
+    /// IMPORT's p10 and p90 (µs): its spread.
+    import_spread: (f64, f64),
+}
+
+/// What every measurement uses: the loopback connection, an import of a
+/// 64-block export, a local region.
+struct Rig<'a> {
+    dev: &'a Rrdma,
+    conn: Connection<'a>,
+    remote: RemoteRegion<'a>,
+    local: Region<'a>,
+    target: Region<'a>,
+}
+
+impl Rig<'_> {
+    fn figures(&self) -> Result<Figures, String> {
+        let mut reads = Vec::with_capacity(200);
+        for i in 0..200u64 {
+            let t = Instant::now();
+            self.remote
+                .read(&self.local, 0, i % 64, 1)
+                .map_err(|e| format!("read: {e}"))?;
+            reads.push(t.elapsed());
+        }
+        let t = Instant::now();
+        let mut writes = 0u64;
+        for round in 0..20u64 {
+            let ops: Vec<_> = (0..32u64)
+                .map(|i| {
+                    self.remote
+                        .op(OP_WRITE, &self.local, i, (i + round) % 64, 1, i)
+                })
+                .collect();
+            writes += self.run(&ops)?;
+        }
+        let write_ops = writes as f64 / t.elapsed().as_secs_f64();
+        let mut exports = Vec::with_capacity(20);
+        let mut imports = Vec::with_capacity(20);
+        for _ in 0..20 {
+            let t = Instant::now();
+            let e = self
+                .dev
+                .export(&self.target, Access::ReadWrite, None)
+                .map_err(|e| format!("export: {e}"))?;
+            exports.push(t.elapsed());
+            let t = Instant::now();
+            let i = self
+                .conn
+                .import(e.token(), T)
+                .map_err(|e| format!("import: {e}"))?;
+            imports.push(t.elapsed());
+            drop(i);
+            e.revoke().map_err(|e| format!("unexport: {e}"))?;
+        }
+        Ok(Figures {
+            read_us: p(&mut reads, 0.5),
+            write_ops,
+            export_us: p(&mut exports, 0.5),
+            import_us: p(&mut imports, 0.5),
+            import_spread: (p(&mut imports, 0.1), p(&mut imports, 0.9)),
+        })
+    }
+
+    /// Submits `ops` and waits for their completions: how many ended well.
+    fn run(&self, ops: &[rrdma::abi::uapi::Op]) -> Result<u64, String> {
+        let mut done = 0;
+        let mut posted = 0;
+        while posted < ops.len() {
+            posted += self
+                .dev
+                .submit(&ops[posted..])
+                .map_err(|e| format!("submit: {e}"))?;
+            let mut c = [rrdma::abi::uapi::Completion::zeroed(); 32];
+            let n = self
+                .dev
+                .completions(&mut c, Some(T))
+                .map_err(|e| format!("completions: {e}"))?;
+            ensure(n > 0, "no completion in 10 s")?;
+            for x in &c[..n] {
+                ensure(x.status == 0, format!("completion status {}", x.status))?;
+            }
+            done += n;
+        }
+        while done < ops.len() {
+            let mut c = [rrdma::abi::uapi::Completion::zeroed(); 32];
+            let n = self
+                .dev
+                .completions(&mut c, Some(T))
+                .map_err(|e| format!("completions: {e}"))?;
+            ensure(n > 0, "no completion in 10 s")?;
+            ensure(c[..n].iter().all(|x| x.status == 0), "a write failed")?;
+            done += n;
+        }
+        Ok(done as u64)
+    }
+}
+
+fn line(what: &str, n: usize, f: &Figures) -> String {
+    format!(
+        "{what} {n}: read p50 {:.1} us, write {:.0} ops/s, export p50 {:.1} us, import p50 {:.1} us (p10 {:.0}, p90 {:.0})",
+        f.read_us, f.write_ops, f.export_us, f.import_us, f.import_spread.0, f.import_spread.1
+    )
+}
+
+fn ratios(what: &str, first: &Figures, last: &Figures, n: usize) -> String {
+    format!(
+        "{what} {n} vs 1: read {:.2}x, write rate {:.2}x, export {:.2}x, import {:.2}x",
+        last.read_us / first.read_us,
+        last.write_ops / first.write_ops,
+        last.export_us / first.export_us,
+        last.import_us / first.import_us
+    )
+}
+
+fn sizes(max: usize) -> Vec<usize> {
+    let mut v: Vec<usize> = [1, 10, 100, 1000, 10000, 100000]
+        .into_iter()
+        .filter(|&n| n < max)
+        .collect();
+    v.push(max);
+    v
+}
+
+/// Grows a table with `add` to each size, measuring at each.
+fn grow(
+    t: &mut Tap,
+    json: &mut String,
+    rig: &Rig<'_>,
+    what: &str,
+    max: usize,
+    mut add: impl FnMut() -> Result<(), String>,
+) {
+    let mut held = 0;
+    let mut first = None;
+    let res = (|| {
+        for n in sizes(max) {
+            while held < n {
+                add()?;
+                held += 1;
+            }
+            let f = rig.figures()?;
+            println!("# {}", line(what, n, &f));
+            let _ = write!(
+                json,
+                "\"{what}_{n}\": [{:.1}, {:.0}, {:.1}, {:.1}], ",
+                f.read_us, f.write_ops, f.export_us, f.import_us
+            );
+            let f1 = *first.get_or_insert(f);
+            if n == max {
+                println!("# {}", ratios(what, &f1, &f, n));
+            }
+        }
+        Ok(())
+    })();
+    t.check(
+        &format!("scale: {what} to {max}, every call succeeded"),
+        res,
+    );
+}
+
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usize) {
+    let me: SocketAddr = format!("{me}:7490").parse().expect("address");
+    let setup = (|| {
+        let listener = dev.listen(me, 256).map_err(|e| format!("listen: {e}"))?;
+        let conn = dev.connect(me, T).map_err(|e| format!("connect: {e}"))?;
+        let accepted = listener
+            .accept(Some(T))
+            .map_err(|e| format!("accept: {e}"))?
+            .ok_or("accept: none")?;
+        let region = dev
+            .create_region(4096, 64)
+            .map_err(|e| format!("region: {e}"))?;
+        let export = dev
+            .export(&region, Access::ReadWrite, None)
+            .map_err(|e| format!("export: {e}"))?;
+        let remote = conn
+            .import(export.token(), T)
+            .map_err(|e| format!("import: {e}"))?;
+        let local = dev
+            .create_region(4096, 64)
+            .map_err(|e| format!("region: {e}"))?;
+        let target = dev
+            .create_region(4096, 1)
+            .map_err(|e| format!("region: {e}"))?;
+        Ok::<_, String>((
+            listener,
+            accepted,
+            region,
+            export,
+            Rig {
+                dev,
+                conn,
+                remote,
+                local,
+                target,
+            },
+        ))
+    })();
+    let (listener, accepted, _region, export, rig) = match setup {
+        Ok(s) => s,
+        Err(e) => {
+            t.check("scale: a connection to this host's own address", Err(e));
+            return;
+        }
+    };
+    let mut json = String::new();
+
+    let mut regions = Vec::new();
+    grow(t, &mut json, &rig, "regions", max, || {
+        regions.push(
+            dev.create_region(4096, 1)
+                .map_err(|e| format!("region: {e}"))?,
+        );
+        Ok(())
+    });
+    drop(regions);
+
+    // The file's cap is 4096 exports; the rig's own is one of them, and
+    // each size's figures export one more for a moment.
+    let mut exports = Vec::new();
+    grow(t, &mut json, &rig, "exports", 4094, || {
+        exports.push(
+            dev.export(&rig.target, Access::ReadOnly, None)
+                .map_err(|e| format!("export: {e}"))?,
+        );
+        Ok(())
+    });
+    let full = (|| {
+        exports.push(
+            dev.export(&rig.target, Access::ReadOnly, None)
+                .map_err(|e| e.to_string())?,
+        );
+        let over = dev.export(&rig.target, Access::ReadOnly, None);
+        ensure(
+            over.as_ref().err().and_then(rrdma::errno) == Some(ENOSPC),
+            format!("export 4097: {:?}", over.map(|e| e.token())),
+        )
+    })();
+    t.check("scale: exports stop at the file's cap with ENOSPC", full);
+    drop(exports);
+
+    let mut imports = Vec::new();
+    grow(t, &mut json, &rig, "imports", (max / 10).max(10), || {
+        imports.push(
+            rig.conn
+                .import(export.token(), T)
+                .map_err(|e| format!("import: {e}"))?,
+        );
+        Ok(())
+    });
+    drop(imports);
+
+    // Connections: pairs, each connect accepted here; connect time and
+    // kernel memory per pair.
+    let res = (|| {
+        let before = crate::measure::kernel_kib().map_err(|e| e.to_string())?;
+        let mut times = Vec::new();
+        let mut held: Vec<(Connection<'_>, Connection<'_>)> = Vec::new();
+        for _ in 0..conns {
+            let t0 = Instant::now();
+            let c = dev
+                .connect(me, T)
+                .map_err(|e| format!("connect {}: {e}", held.len()))?;
+            times.push(t0.elapsed());
+            let a = listener
+                .accept(Some(T))
+                .map_err(|e| format!("accept: {e}"))?
+                .ok_or("accept: none")?;
+            held.push((c, a));
+        }
+        let after = crate::measure::kernel_kib().map_err(|e| e.to_string())?;
+        let f = rig.figures()?;
+        let per_pair = after.saturating_sub(before) as f64 / conns as f64;
+        println!(
+            "# connections {conns} pairs: connect p50 {:.0} us, p99 {:.0} us, {per_pair:.0} KiB of kernel memory per idle pair; {}",
+            p(&mut times, 0.5),
+            p(&mut times, 0.99),
+            line("with them", conns, &f)
+        );
+        let _ = write!(
+            json,
+            "\"connect_p50_us\": {:.0}, \"connect_p99_us\": {:.0}, \"kib_per_idle_pair\": {per_pair:.0}, ",
+            p(&mut times, 0.5),
+            p(&mut times, 0.99)
+        );
+        Ok::<_, String>(())
+    })();
+    t.check(
+        &format!("scale: {conns} connection pairs, every connect succeeded"),
+        res,
+    );
+    println!("# scale-json {{{}\"max\": {max}}}", json);
+    drop((rig, accepted, listener, export));
+}
+
+/// After the scale file closed: STATUS shows no connection, export or
+/// import left (the caller is root: it sees every file's).
+pub(crate) fn nothing_left(probe: &Rrdma) -> Result<(), String> {
+    for (kind, what) in [
+        (STATUS_CONNS, "connections"),
+        (STATUS_EXPORTS, "exports"),
+        (STATUS_IMPORTS, "imports"),
+    ] {
+        let mut left = u32::MAX;
+        for _ in 0..50 {
+            left = probe
+                .status_raw(&Status {
+                    kind,
+                    ..Status::zeroed()
+                })
+                .map_err(|e| e.to_string())?
+                .count;
+            if left == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        ensure(left == 0, format!("{left} {what} left after the close"))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,36 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make scale`: how cost grows with what one file holds
+# (tests/guest/scale.sh), on siw and rxe, 7.3: regions to SCALE_MAX
+# (default 10000), exports to the file's cap, imports to SCALE_MAX/10 and
+# SCALE_CONNS connection pairs (default 100). Prints each size's figures,
+# the ratios to size 1 and one JSON line per provider; fails only if a
+# call failed or something was left behind. `make check` runs a short form.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
+REPO=$(dirname "$HERE")
+cd "$REPO"
+
+KVER=${SCALE_KERNEL:-7.3}
+MAX=${SCALE_MAX:-10000}
+CONNS=${SCALE_CONNS:-100}
+prepare_guests "$KVER"
+out=build/scale
+rm -rf "$out"
+mkdir -p "$out"
+: >"$out/results.txt"
+for prov in siw rxe; do
+	log "scale on $prov: $MAX regions, $CONNS connection pairs, kernel $KVER"
+	python3 "$HERE/guest.py" --kdir "$kdir" --modules "$mods" --bindir build/bin \
+		--results "$out/results.txt" --logdir "$out" --label "scale $prov" \
+		--test scale --arg "$prov,$MAX,$CONNS" --timeout $((600 + CONNS * 5)) \
+		--memory 2048 >"$out/guest-$prov.log" 2>&1 || true
+done
+for f in "$out"/scale_*/console-a.log; do
+	[ -f "$f" ] && grep -h '^scale [a-z]*: # ' "$f" | sed 's/^/  /'
+done
+grep -c '^PASS' "$out/results.txt" | xargs -I{} echo "{} passed"
+! grep -q '^FAIL' "$out/results.txt" || die "scale failed; see $out/"

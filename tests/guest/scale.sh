@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: GPL-2.0
+# How cost grows with what one file holds (issue 47), in one guest, on the
+# provider of the argument "PROV,MAX,CONNS" (siw or rxe): rrdma-selftest
+# scale connects the file to this guest's own address and grows its
+# regions to MAX, its exports to the file's cap, its imports to MAX/10 and
+# its connection pairs to CONNS, measuring at each size (see
+# rust/selftest/src/scale.rs); every call must succeed, and once the file
+# is closed nothing of it may be left.
+. ./lib.sh
+
+prov=${RRDMA_ARG%%,*}
+rest=${RRDMA_ARG#*,}
+max=${rest%%,*}
+conns=${rest#*,}
+load_modules
+make_veth || fail "veth pair" "ip link failed"
+check "veth0 has 10.77.0.1" ip addr add 10.77.0.1/24 dev veth0
+check "rdma link add ${prov}0 on veth0" rdma link add ${prov}0 type $prov netdev veth0
+wait_active ${prov}0
+tap "scale $prov" rrdma-selftest scale 10.77.0.1 "${max:-1000}" "${conns:-20}"
+check "rdma link del ${prov}0" rdma link del ${prov}0
+check "rmmod rrdma" rmmod rrdma
