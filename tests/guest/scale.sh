@@ -5,18 +5,20 @@
 # regions to MAX, its exports to the file's cap, its imports to MAX/10 and
 # its connection pairs to CONNS, measuring at each size (see
 # rust/selftest/src/scale.rs); every call must succeed, and once the file
-# is closed nothing of it may be left.
+# is closed its release must have run to its end.
 . ./lib.sh
 
-prov=${RRDMA_ARG%%,*}
-rest=${RRDMA_ARG#*,}
-max=${rest%%,*}
-conns=${rest#*,}
+# "PROV", "PROV,MAX" or "PROV,MAX,CONNS" (defaults 1000 and 20).
+old_ifs=$IFS
+IFS=,
+set -- $RRDMA_ARG
+IFS=$old_ifs
+prov=$1 max=${2:-1000} conns=${3:-20}
 load_modules
 make_veth || fail "veth pair" "ip link failed"
 check "veth0 has 10.77.0.1" ip addr add 10.77.0.1/24 dev veth0
 check "rdma link add ${prov}0 on veth0" rdma link add ${prov}0 type $prov netdev veth0
 wait_active ${prov}0
-tap "scale $prov" rrdma-selftest scale 10.77.0.1 "${max:-1000}" "${conns:-20}"
+tap "scale $prov" rrdma-selftest scale 10.77.0.1 "$max" "$conns"
 check "rdma link del ${prov}0" rdma link del ${prov}0
 check "rmmod rrdma" rmmod rrdma

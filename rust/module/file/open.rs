@@ -63,7 +63,10 @@ impl FileState {
                 None => break,
             }
         }
-        drop(self.shared.exports.lock().take_all());
+        // Emptied outside the table's lock: the last references to
+        // regions may go with it.
+        let exports = self.shared.exports.lock().take_all();
+        drop(exports);
         self.context.remove_file(&self.shared);
     }
 }
