@@ -102,27 +102,13 @@ impl Rrdma {
     /// its bytes directly. The region owns `buf` and unmaps it once
     /// destroyed, so this process never sees its pages again while an
     /// export or an operation in flight may still write them.
-    pub fn register_region(&self, mut buf: PageBuf, block_size: u32) -> io::Result<Region<'_>> {
-        let len = buf.as_mut_slice().len();
-        if block_size == 0 || !len.is_multiple_of(block_size as usize) {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
-        }
-        let nblocks = (len / block_size as usize) as u64;
-        let out = self.region_register_raw(&RegionRegister {
-            addr: buf.ptr.as_ptr() as u64,
-            block_size,
-            nblocks,
-            ..RegionRegister::zeroed()
-        })?;
-        Ok(Region {
-            dev: self,
-            handle: out.handle,
-            block_size,
-            nblocks,
-            map: buf.ptr,
-            map_len: len,
-            backing: Backing::Owned(Some(buf)),
-        })
+    pub fn register_region(&self, buf: PageBuf, block_size: u32) -> io::Result<Region<'_>> {
+        // SAFETY: `buf` is mapped for `buf.len` bytes, and the region owns
+        // it from here on: nothing else reaches the memory, which `buf`'s
+        // drop unmaps only after the region is destroyed.
+        let mut region = unsafe { self.register_memory(buf.ptr, buf.len, block_size)? };
+        region.backing = Backing::Owned(Some(buf));
+        Ok(region)
     }
 
     /// Registers `len` bytes of this process's memory at `addr` as a region
