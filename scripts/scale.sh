@@ -3,7 +3,8 @@
 #
 # `make scale`: how cost grows with what one file holds
 # (tests/guest/scale.sh), on siw and rxe, 7.3: regions to SCALE_MAX
-# (default 10000), exports to the file's cap, imports to SCALE_MAX/10 and
+# (default 10000), exports to SCALE_EXPORTS (default 100000, the file's and
+# the user's export caps raised to it), imports to SCALE_MAX/10 and
 # SCALE_CONNS connection pairs (default 100). Prints each size's figures,
 # the ratios to size 1 and one JSON line per provider; fails if a call
 # failed or the file's release did not finish. `make check` runs a short form.
@@ -17,16 +18,17 @@ cd "$REPO"
 KVER=${SCALE_KERNEL:-7.3}
 MAX=${SCALE_MAX:-10000}
 CONNS=${SCALE_CONNS:-100}
+EXPORTS=${SCALE_EXPORTS:-100000}
 prepare_guests "$KVER"
 out=build/scale
 rm -rf "$out"
 mkdir -p "$out"
 : >"$out/results.txt"
 for prov in siw rxe; do
-	log "scale on $prov: $MAX regions, $CONNS connection pairs, kernel $KVER"
+	log "scale on $prov: $MAX regions, $EXPORTS exports, $CONNS connection pairs, kernel $KVER"
 	python3 "$HERE/guest.py" --kdir "$kdir" --modules "$mods" --bindir build/bin \
 		--results "$out/results.txt" --logdir "$out" --label "scale $prov" \
-		--test scale --arg "$prov,$MAX,$CONNS" --timeout $((600 + CONNS * 5)) \
+		--test scale --arg "$prov,$MAX,$CONNS,$EXPORTS" --timeout $((600 + CONNS * 5)) \
 		--memory 2048 >"$out/guest-$prov.log" 2>&1 || true
 done
 for f in "$out"/scale_*/console-a.log; do

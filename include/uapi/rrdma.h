@@ -49,11 +49,18 @@
 #define RRDMA_FEATURE_BLK	(1ULL << 8)
 /* RRDMA_IOCTL_STATUS */
 #define RRDMA_FEATURE_STATUS	(1ULL << 9)
+/*
+ * Caps on the connections, regions and exports a file holds (ENOSPC
+ * beyond) and a user's files hold together (EDQUOT beyond); the module
+ * parameters max_file_* and max_user_* set them.
+ */
+#define RRDMA_FEATURE_CAPS	(1ULL << 10)
 #define RRDMA_FEATURES_ALL	(RRDMA_FEATURE_REGIONS | RRDMA_FEATURE_REMOTE | \
 				 RRDMA_FEATURE_KEEPALIVE | RRDMA_FEATURE_RECONNECT | \
 				 RRDMA_FEATURE_URING | RRDMA_FEATURE_URING_IOPOLL | \
 				 RRDMA_FEATURE_REGISTER | RRDMA_FEATURE_WRITE_SENT | \
-				 RRDMA_FEATURE_BLK | RRDMA_FEATURE_STATUS)
+				 RRDMA_FEATURE_BLK | RRDMA_FEATURE_STATUS | \
+				 RRDMA_FEATURE_CAPS)
 
 /* RDMA device name length, NUL included (IB_DEVICE_NAME_MAX). */
 #define RRDMA_DEVICE_NAME_MAX	64
@@ -164,7 +171,10 @@ struct rrdma_info {
  * file is closed; the pages and their RLIMIT_MEMLOCK charge last until the
  * last mapping goes.  fork(2) children do not inherit the mapping; if
  * MADV_DOFORK made them (where the kernel allows it), their copy faults
- * with SIGBUS.
+ * with SIGBUS.  A region counts against the caps (RRDMA_FEATURE_CAPS) for
+ * as long as its pages live: ENOSPC beyond max_file_regions in the file
+ * (default 65536), EDQUOT beyond max_user_regions in the user's files
+ * (default 262144).
  */
 struct rrdma_region_create {
 	__u32 block_size;
@@ -214,8 +224,9 @@ struct rrdma_region_destroy {
  * that cannot be pinned for a NIC: VM_IO or VM_PFNMAP mappings, DAX, and
  * file-backed memory other than shmem and hugetlb), ENOMEM (RLIMIT_MEMLOCK,
  * or no memory), EINTR (a fatal signal while pinning), ENOSPC (the file's
- * objects are at their limit).  A mapping changed by another thread while
- * the pages are pinned may turn any of these into EFAULT.
+ * objects or regions are at their cap), EDQUOT (its user's regions are).
+ * A mapping changed by another thread while the pages are pinned may turn
+ * any of these into EFAULT.
  *
  * The region is the pages the range held when it was registered, until
  * REGION_DESTROY (or close) unpins them: whatever the process then does
@@ -324,7 +335,10 @@ struct rrdma_accept {
  * ECONNREFUSED (nobody listens, or the peer refused: its errno is
  * returned if it sent one), ETIMEDOUT, EHOSTUNREACH, ENODEV (no usable RDMA
  * device owns the route), EADDRNOTAVAIL (no free local port: iWARP
- * connects over TCP), EINTR.
+ * connects over TCP), EINTR, ENOSPC (the file holds max_file_conns
+ * connections, default 4096, accepted ones included), EDQUOT (the user's
+ * files hold max_user_conns, default 8192).  A listener whose file or
+ * user is at its cap refuses the connect request.
  *
  * Keepalive (RRDMA_FEATURE_KEEPALIVE): when no answer to anything this
  * side sent has come back for @keepalive_ms, the kernel sends a ping; after
@@ -401,8 +415,9 @@ struct rrdma_handle_arg {
  * Registration for the NIC happens per importing connection, by fast
  * registration with a fresh key, and a read-only export is registered
  * without remote write access.  A region with exports cannot be destroyed
- * (EBUSY) until they are unexported.  A file holds at most 4096 exports
- * (ENOSPC beyond).
+ * (EBUSY) until they are unexported.  A file holds at most
+ * max_file_exports exports (default 4096; ENOSPC beyond), and one user's
+ * files max_user_exports together (default 65536; EDQUOT beyond).
  */
 struct rrdma_export {
 	__u32 region;

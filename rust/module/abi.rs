@@ -18,6 +18,8 @@ pub(crate) mod backlog;
 pub(crate) mod blkdev;
 #[path = "../abi/src/blocks.rs"]
 pub(crate) mod blocks;
+#[path = "../abi/src/caps.rs"]
+pub(crate) mod caps;
 #[path = "../abi/src/conn.rs"]
 pub(crate) mod conn;
 #[path = "../abi/src/errno.rs"]

@@ -12,6 +12,8 @@ use crate::foreign;
 use crate::noio::NoIoMutex;
 
 use crate::blk::Disks;
+use crate::caps::Users;
+use crate::compat::{new_bh_lock, BhLock};
 use crate::device::DeviceCtx;
 use crate::shared::Shared;
 
@@ -32,6 +34,10 @@ pub(crate) struct Context {
     /// leaf.
     #[pin]
     files: Mutex<KVec<Arc<Shared>>>,
+    /// The users whose files hold charges (`caps.rs`). A softirq-safe
+    /// spinlock, taken alone: a leaf.
+    #[pin]
+    pub(crate) users: BhLock<Users>,
 }
 
 impl Context {
@@ -42,6 +48,7 @@ impl Context {
                 devices <- NoIoMutex::new(new_mutex!(KVec::new(), "Context::devices")),
                 disks <- new_mutex!(Disks::new(), "Context::disks"),
                 files <- new_mutex!(KVec::new(), "Context::files"),
+                users <- new_bh_lock!(Users::new(), "Context::users"),
             }),
             GFP_KERNEL,
         )

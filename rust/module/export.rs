@@ -11,13 +11,12 @@ use kernel::prelude::*;
 use kernel::rbtree::RBTree;
 use kernel::sync::Arc;
 
-use crate::abi::errno::{Errno, ENOENT, ENOSPC};
+use crate::abi::caps::Kind;
+use crate::abi::errno::{Errno, ENOENT, ENOMEM};
 use crate::abi::Result;
+use crate::caps::Charges;
 use crate::ffi;
 use crate::region::Region;
-
-/// Exports one file may hold.
-pub(crate) const EXPORTS_MAX: usize = 4096;
 
 /// One export.
 #[derive(Clone)]
@@ -36,21 +35,24 @@ pub(crate) struct Export {
 }
 
 /// The exports of one file, by token: every lookup (a grant, UNEXPORT) is
-/// O(log n) in the number the file holds.
+/// O(log n) in the number the file holds. Each entry holds one export
+/// charge of the file's (`max_file_exports`, `max_user_exports`).
 pub(crate) struct Exports {
     tree: RBTree<u64, Export>,
-    /// Entries of `tree` (its length is not kept).
+    /// Entries of `tree` (its length is not kept), each charged.
     count: usize,
     next_generation: u32,
+    charges: Arc<Charges>,
 }
 
 impl Exports {
-    /// No exports.
-    pub(crate) fn new() -> Self {
+    /// No exports, charged to `charges` once there are.
+    pub(crate) fn new(charges: Arc<Charges>) -> Self {
         Self {
             tree: RBTree::new(),
             count: 0,
             next_generation: 1,
+            charges,
         }
     }
 
@@ -61,9 +63,7 @@ impl Exports {
         writable: bool,
         conn: Option<u64>,
     ) -> Result<u64> {
-        if self.len() >= EXPORTS_MAX {
-            return Err(ENOSPC);
-        }
+        self.charges.take(Kind::Export, "EXPORT")?;
         let token = loop {
             let t = ffi::random_u64();
             if t != 0 && self.find(t).is_none() {
@@ -78,7 +78,14 @@ impl Exports {
             conn,
             generation,
         };
-        self.tree.try_create_and_insert(token, export, GFP_KERNEL)?;
+        if self
+            .tree
+            .try_create_and_insert(token, export, GFP_KERNEL)
+            .is_err()
+        {
+            self.charges.give(Kind::Export);
+            return Err(ENOMEM);
+        }
         self.count += 1;
         self.next_generation = generation.wrapping_add(1).max(1);
         Ok(token)
@@ -93,6 +100,7 @@ impl Exports {
     pub(crate) fn remove(&mut self, token: u64) -> Result<Export, Errno> {
         let e = self.tree.remove(&token).ok_or(ENOENT)?;
         self.count -= 1;
+        self.charges.give(Kind::Export);
         Ok(e)
     }
 
@@ -118,7 +126,20 @@ impl Exports {
 
     /// Takes every export out (the file's release).
     pub(crate) fn take_all(&mut self) -> RBTree<u64, Export> {
-        self.count = 0;
+        self.discharge_all();
         core::mem::take(&mut self.tree)
+    }
+
+    fn discharge_all(&mut self) {
+        for _ in 0..self.count {
+            self.charges.give(Kind::Export);
+        }
+        self.count = 0;
+    }
+}
+
+impl Drop for Exports {
+    fn drop(&mut self) {
+        self.discharge_all();
     }
 }

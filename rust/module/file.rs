@@ -24,6 +24,7 @@ use kernel::types::ScopeGuard;
 
 use crate::abi::{
     self,
+    caps::Kind,
     errno::{EBUSY, EINVAL, ENXIO},
     ioctl::{Command, Decoded},
     region::{validate_create, validate_register, MapRequest},
@@ -166,12 +167,13 @@ impl FileState {
             );
         })?;
         uarg::write(arg, d, &req.encode())?;
+        let charge = self.shared.charges.token(Kind::Region, "REGION_CREATE")?;
         let page = ffi::page_size();
         let offset = self
             .objects
             .lock()
             .alloc_mmap_offset(geometry.pages(page) * page)?;
-        let region = Region::new(geometry, offset)?;
+        let region = Region::new(geometry, offset, Some(charge))?;
         self.publish(Object::Region(region), |h| {
             req.handle = h;
             req.mmap_offset = offset;
@@ -197,7 +199,8 @@ impl FileState {
         })?;
         // Writable before anything is pinned.
         uarg::write(arg, d, &req.encode())?;
-        let region = Region::register(geometry, req.addr)?;
+        let charge = self.shared.charges.token(Kind::Region, "REGION_REGISTER")?;
+        let region = Region::register(geometry, req.addr, charge)?;
         self.publish(Object::Region(region), |h| {
             req.handle = h;
             req.size = geometry.bytes();

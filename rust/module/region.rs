@@ -29,6 +29,7 @@ use crate::abi::Result;
 use kernel::sync::Arc;
 
 use crate::abi::{self, blocks::Geometry, region::MapRequest};
+use crate::caps::Charge;
 use crate::ffi::{self, UserStruct};
 use crate::umem::Pinned;
 use crate::vma::NewVma;
@@ -123,6 +124,8 @@ pub(crate) struct Region {
     npages: usize,
     destroyed: AtomicBool,
     _memlock: MemlockCharge,
+    /// Its file's region charge (`None`: a disk's staging region).
+    _charge: Option<Charge>,
 }
 
 impl Region {
@@ -130,7 +133,11 @@ impl Region {
     ///
     /// Interruptible by fatal signals; an allocation that would exceed the
     /// caller's `RLIMIT_MEMLOCK` fails with `ENOMEM` before any page is taken.
-    pub(crate) fn new(geometry: Geometry, mmap_offset: u64) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        geometry: Geometry,
+        mmap_offset: u64,
+        charge: Option<Charge>,
+    ) -> Result<Arc<Self>> {
         let npages = usize::try_from(geometry.pages(ffi::page_size())).map_err(|_| EINVAL)?;
         let memlock = MemlockCharge::new(npages).inspect_err(|_| {
             crate::ffi::warn_user!(
@@ -168,6 +175,7 @@ impl Region {
                 npages,
                 destroyed: AtomicBool::new(false),
                 _memlock: memlock,
+                _charge: charge,
             },
             GFP_KERNEL,
         )?)
@@ -176,7 +184,7 @@ impl Region {
     /// A region of `geometry` over the caller's memory at `addr` (page
     /// aligned, whole pages: checked by `abi::region::validate_register`),
     /// pinned. Charged to `RLIMIT_MEMLOCK` before any page is pinned.
-    pub(crate) fn register(geometry: Geometry, addr: u64) -> Result<Arc<Self>> {
+    pub(crate) fn register(geometry: Geometry, addr: u64, charge: Charge) -> Result<Arc<Self>> {
         let npages = usize::try_from(geometry.pages(ffi::page_size())).map_err(|_| EINVAL)?;
         let memlock = MemlockCharge::new(npages).inspect_err(|_| {
             crate::ffi::warn_user!(
@@ -192,6 +200,7 @@ impl Region {
                 npages,
                 destroyed: AtomicBool::new(false),
                 _memlock: memlock,
+                _charge: Some(charge),
             },
             GFP_KERNEL,
         )?)

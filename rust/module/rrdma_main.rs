@@ -36,6 +36,7 @@ use kernel::sync::Arc;
 mod abi;
 mod blk;
 mod calling;
+mod caps;
 mod cm_id;
 mod compat;
 mod conn;

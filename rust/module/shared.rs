@@ -22,9 +22,11 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use kernel::prelude::*;
 use kernel::sync::{new_mutex, Arc, Mutex};
 
+use crate::abi::caps::Kind;
 use crate::abi::errno::{Errno, ENOMEM};
 use crate::abi::uapi::Completion;
 use crate::abi::Result;
+use crate::caps::Charges;
 use crate::compat::{new_bh_lock, BhLock};
 use crate::conn::{Conn, CtrlCounts, KeepaliveCounts, ReconnectCounts};
 use crate::context::Context;
@@ -74,6 +76,9 @@ pub(crate) struct Shared {
     /// Reconnects of the file's connections, and teardowns under way
     /// (atomic).
     pub(crate) reconnect: ReconnectCounts,
+    /// What the file holds against its caps and its user's (atomic;
+    /// regions hold it too, beyond the file's life).
+    pub(crate) charges: Arc<Charges>,
 }
 
 impl Shared {
@@ -81,19 +86,23 @@ impl Shared {
     /// task, or (`None`) for the connection a disk owns (see `blk/own.rs`).
     pub(crate) fn new(context: Arc<Context>, waitq: Option<FileWaitq>) -> Result<Arc<Self>> {
         let ring = Ring::new()?;
+        let owner = waitq.is_some().then(Owner::current);
+        let charges = Charges::new(&context, owner.as_ref().map(Owner::kuid))?;
+        let exports = Exports::new(charges.clone());
         Arc::pin_init(
             pin_init!(Self {
                 context,
                 id: FILE_IDS.fetch_add(1, Ordering::Relaxed),
-                owner: waitq.is_some().then(Owner::current),
+                owner,
                 waitq,
                 ring <- new_bh_lock!(ring, "Shared::ring"),
-                exports <- NoIoMutex::new(new_mutex!(Exports::new(), "Shared::exports")),
+                exports <- NoIoMutex::new(new_mutex!(exports, "Shared::exports")),
                 conns <- new_mutex!(KVec::new(), "Shared::conns"),
                 work: FabricWork::new(),
                 ctrl: CtrlCounts::new(),
                 keepalive: KeepaliveCounts::new(),
                 reconnect: ReconnectCounts::new(),
+                charges,
             }),
             GFP_KERNEL,
         )
@@ -129,15 +138,23 @@ impl Shared {
         }
     }
 
-    /// Adds a connection to the registry.
-    pub(crate) fn register(&self, conn: &Arc<Conn>) -> Result {
-        self.conns.lock().push(conn.clone(), GFP_KERNEL)?;
+    /// Adds a connection to the registry, charged to the file and its
+    /// user (`what`: the call, for the log).
+    pub(crate) fn register(&self, conn: &Arc<Conn>, what: &str) -> Result<(), Errno> {
+        self.charges.take(Kind::Conn, what)?;
+        if self.conns.lock().push(conn.clone(), GFP_KERNEL).is_err() {
+            self.charges.give(Kind::Conn);
+            return Err(ENOMEM);
+        }
         Ok(())
     }
 
-    /// Removes a connection from the registry.
+    /// Removes a connection from the registry, and its charge.
     pub(crate) fn unregister(&self, conn: &Conn) {
         let removed = crate::compat::vec_remove_arc(&mut self.conns.lock(), conn);
+        if removed.is_some() {
+            self.charges.give(Kind::Conn);
+        }
         // The last reference may go here: outside the lock.
         drop(removed);
     }

@@ -97,8 +97,12 @@ errnos! {
     ENOENT = 2;
     /// No such device or address: an mmap offset that names no region.
     ENXIO = 6;
-    /// No space left: a table or the mmap offset space is full.
+    /// No space left: a table or the mmap offset space is full, or the
+    /// file holds as many of a kind of object as its cap allows.
     ENOSPC = 28;
+    /// Quota exceeded: the user's files hold as many of a kind of object
+    /// as the per-user cap allows.
+    EDQUOT = 122;
     /// Network unreachable.
     ENETUNREACH = 101;
     /// Connection aborted: the QP failed (e.g. a peer's access error).

@@ -20,6 +20,7 @@ pub mod codec;
 pub mod backlog;
 pub mod blkdev;
 pub mod blocks;
+pub mod caps;
 pub mod conn;
 pub mod errno;
 pub mod handle;

@@ -45,7 +45,7 @@ int main(void)
 	F(rrdma_status_disk, block_size); F(rrdma_status_disk, state);
 	F(rrdma_status_disk, nblocks); F(rrdma_status_disk, reconnects);
 	F(rrdma_status_disk, reserved);
-	C(RRDMA_IOCTL_STATUS); C(RRDMA_FEATURE_STATUS);
+	C(RRDMA_IOCTL_STATUS); C(RRDMA_FEATURE_STATUS); C(RRDMA_FEATURE_CAPS);
 	C(RRDMA_STATUS_CONNS); C(RRDMA_STATUS_EXPORTS); C(RRDMA_STATUS_IMPORTS);
 	C(RRDMA_STATUS_DISKS);
 	C(RRDMA_STATUS_CONN_SIZE_VER0); C(RRDMA_STATUS_EXPORT_SIZE_VER0);
@@ -138,9 +138,10 @@ fn status_header_matches_rust_mirror() {
         StatusDisk,
         [index, flags, conn, block_size, state, nblocks, reconnects, reserved]
     );
-    let consts: [(&str, u64); 18] = [
+    let consts: [(&str, u64); 19] = [
         ("RRDMA_IOCTL_STATUS", u64::from(status::IOCTL_STATUS)),
         ("RRDMA_FEATURE_STATUS", uapi::FEATURE_STATUS),
+        ("RRDMA_FEATURE_CAPS", uapi::FEATURE_CAPS),
         ("RRDMA_STATUS_CONNS", status::STATUS_CONNS.into()),
         ("RRDMA_STATUS_EXPORTS", status::STATUS_EXPORTS.into()),
         ("RRDMA_STATUS_IMPORTS", status::STATUS_IMPORTS.into()),

@@ -228,6 +228,7 @@ fn feature_names(features: u64) -> String {
         (rrdma::abi::uapi::FEATURE_WRITE_SENT, "write-sent"),
         (rrdma::abi::uapi::FEATURE_BLK, "blk"),
         (rrdma::abi::uapi::FEATURE_STATUS, "status"),
+        (rrdma::abi::uapi::FEATURE_CAPS, "caps"),
     ];
     let mut names: Vec<String> = known
         .iter()

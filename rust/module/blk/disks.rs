@@ -192,7 +192,7 @@ impl crate::context::Context {
 /// disk. On failure `own`'s connection ends.
 fn map_disk(index: u32, own: OwnImport, plan: DiskPlan) -> Result<Mapped> {
     let OwnImport { import, end } = own;
-    let staging = Region::new(plan.staging, 0)?;
+    let staging = Region::new(plan.staging, 0, None)?;
     let mut pages = staging.page_ptrs(0, staging.npages())?;
     // The vector's buffer does not move with it.
     let pages_ptr = pages.as_mut_ptr();

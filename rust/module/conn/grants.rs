@@ -26,7 +26,7 @@ use super::{ctrl, deadline, wait_until, Conn};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, EBUSY, EINVAL, ENOENT, ENOMEM, ENOTCONN},
+    errno::{Errno, EBUSY, EINVAL, ENOENT, ENOMEM, ENOTCONN, ERESTARTSYS},
     wc,
     wire::{Grant, GRANT_KEYS_MAX},
 };
@@ -354,6 +354,8 @@ impl RevokeTicket {
     pub(crate) fn finish(self) {
         let conn = &self.conn;
         let mut acked = false;
+        // Why the connection ends instead, for the log.
+        let mut why = "the revoke could not be sent";
         if let Some(id) = self.id {
             let mut g = conn.inner.lock();
             let mut left = deadline(REVOKE_TIMEOUT_MS);
@@ -365,11 +367,20 @@ impl RevokeTicket {
                     .as_ref()
                     .map_or(true, |r| r.grants.regs_done_through(posted))
             };
-            let _ = wait_until(&conn.cv, g.guard(), &mut left, |i| {
+            let waited = wait_until(&conn.cv, g.guard(), &mut left, |i| {
                 !i.state.can_talk() || (ctrl::revoke_answered(i, id) && done(i))
             });
             let regs_done = done(&g);
-            acked = Conn::revoke_acked(&mut g, id, true) && regs_done;
+            let answered = Conn::revoke_acked(&mut g, id, true);
+            acked = answered && regs_done;
+            why = match (answered, regs_done, waited) {
+                (true, false, _) => "its registrations did not complete",
+                (false, _, Err(e)) if e == ERESTARTSYS => {
+                    "interrupted while waiting for the importer"
+                }
+                (false, _, Ok(())) => "the connection ended",
+                _ => "the importer did not acknowledge in time",
+            };
             if acked {
                 let granted = g
                     .res
@@ -383,8 +394,9 @@ impl RevokeTicket {
         if !acked {
             if crate::ffi::ratelimit() {
                 pr_warn!(
-                    "connection {}: the importer did not acknowledge a revoke; closing it\n",
-                    conn.serial
+                    "connection {}: revoking an export: {}; closing the connection\n",
+                    conn.serial,
+                    why
                 );
             }
             Conn::destroy(conn, Event::Timeout);

@@ -44,6 +44,11 @@ impl Owner {
         unsafe { rrdma_shim_owner_uid_nr(self.kuid) }
     }
 
+    /// The owner's kuid (namespace-independent).
+    pub(crate) fn kuid(&self) -> u32 {
+        self.kuid
+    }
+
     /// Whether the current task's effective uid is the owner's.
     pub(crate) fn is_current_user(&self) -> bool {
         // SAFETY: no preconditions.

@@ -77,7 +77,17 @@ pub(crate) fn sync_poll_ns() -> u64 {
     unsafe { rrdma_shim_sync_poll_ns() }
 }
 
+/// The cap on objects of `kind` per file (`user` false) or per user
+/// (module parameters `max_file_*`, `max_user_*`).
+pub(crate) fn cap(kind: crate::abi::caps::Kind, user: bool) -> u32 {
+    // SAFETY: no preconditions.
+    crate::abi::caps::cap(unsafe { rrdma_shim_cap(kind.index() as u32, user) })
+}
+
 extern "C" {
+    /// The module parameters `max_file_*` (`user` false) and `max_user_*`,
+    /// raw, of kind `kind` (`abi::caps::Kind::index`).
+    pub(crate) fn rrdma_shim_cap(kind: u32, user: bool) -> u32;
     /// The module parameters `keepalive_ms` and `keepalive_misses`.
     pub(crate) fn rrdma_shim_keepalive_params(ms: *mut u32, misses: *mut u32);
     /// The module parameters `reconnect_attempts`, `reconnect_delay_ms`,

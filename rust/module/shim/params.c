@@ -38,6 +38,44 @@ u16 rrdma_param_dev_mode(void)
 	return dev_mode;
 }
 
+/* ---- caps on what a file and a user hold (rust/abi/src/caps.rs) ---- */
+
+static uint max_file_conns = 4096;
+module_param(max_file_conns, uint, 0644);
+MODULE_PARM_DESC(max_file_conns,
+		 "Connections one file may hold, accepted ones included (default 4096; 0: 1048576, the most); beyond, ENOSPC");
+static uint max_file_regions = 65536;
+module_param(max_file_regions, uint, 0644);
+MODULE_PARM_DESC(max_file_regions,
+		 "Regions one file may hold (default 65536; 0: 1048576, the most); beyond, ENOSPC");
+static uint max_file_exports = 4096;
+module_param(max_file_exports, uint, 0644);
+MODULE_PARM_DESC(max_file_exports,
+		 "Exports one file may hold (default 4096; 0: 1048576, the most); beyond, ENOSPC");
+static uint max_user_conns = 8192;
+module_param(max_user_conns, uint, 0644);
+MODULE_PARM_DESC(max_user_conns,
+		 "Connections the files of one user may hold together (default 8192; 0: 1048576); beyond, EDQUOT");
+static uint max_user_regions = 262144;
+module_param(max_user_regions, uint, 0644);
+MODULE_PARM_DESC(max_user_regions,
+		 "Regions the files of one user may hold together (default 262144; 0: 1048576); beyond, EDQUOT");
+static uint max_user_exports = 65536;
+module_param(max_user_exports, uint, 0644);
+MODULE_PARM_DESC(max_user_exports,
+		 "Exports the files of one user may hold together (default 65536; 0: 1048576); beyond, EDQUOT");
+
+/* The raw cap of @kind (0 connections, 1 regions, 2 exports) per file or per @user. */
+u32 rrdma_shim_cap(u32 kind, bool user)
+{
+	static const uint *const caps[2][3] = {
+		{ &max_file_conns, &max_file_regions, &max_file_exports },
+		{ &max_user_conns, &max_user_regions, &max_user_exports },
+	};
+
+	return kind < 3 ? READ_ONCE(*caps[user][kind]) : 0;
+}
+
 /* ---- device limits ---- */
 
 /*

@@ -88,7 +88,14 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		ret = PTR_ERR(q->scq);
 		goto unmap_fence;
 	}
-	q->rcq = ib_alloc_cq_any(dev, owner, nrecv + 1, IB_POLL_WORKQUEUE);
+	/*
+	 * Unbound: control messages (a revoke, its answer, pings)
+	 * must not wait behind a task that holds the CPU the receive was
+	 * signalled on, as siw's transmit thread can for seconds on a
+	 * kernel without preemption; no data moves through receives.
+	 */
+	q->rcq = ib_alloc_cq_any(dev, owner, nrecv + 1,
+				 IB_POLL_UNBOUND_WORKQUEUE);
 	if (IS_ERR(q->rcq)) {
 		ret = PTR_ERR(q->rcq);
 		goto free_scq;

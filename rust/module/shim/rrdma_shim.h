@@ -174,6 +174,7 @@ struct page *rrdma_shim_alloc_chunk(unsigned int order);
 void rrdma_shim_free_chunk(struct page *page, unsigned int order);
 struct page *rrdma_shim_nth_page(struct page *page, unsigned long n);
 u64 rrdma_shim_max_region_bytes(void);
+u32 rrdma_shim_cap(u32 kind, bool user);
 u32 rrdma_shim_blk_loss_timeout_ms(void);
 
 /*

@@ -5,7 +5,28 @@
 //! `/dev/rrdma`, whose mode is 0600), drops to user and group 65534 with
 //! `RLIMIT_MEMLOCK` set, runs the check and exits with its code.
 
+use std::ffi::CString;
+
 use crate::ensure;
+
+/// Runs `f` while `/dev/rrdma` may be opened by anyone (mode 0666), so that
+/// an [`unprivileged`] child can open a file of its own (charged to and
+/// owned by its own uid); the node's mode is put back after.
+pub(crate) fn open_to_all<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    let node = CString::new(rrdma::DEFAULT_PATH).expect("path");
+    // SAFETY: a plain C struct, for which all zero is valid.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a stat buffer.
+    if unsafe { libc::stat(node.as_ptr(), &mut st) } != 0 {
+        return Err(format!("stat: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: a NUL-terminated path.
+    unsafe { libc::chmod(node.as_ptr(), 0o666) };
+    let res = f();
+    // SAFETY: a NUL-terminated path; the mode it had.
+    unsafe { libc::chmod(node.as_ptr(), st.st_mode & 0o7777) };
+    res
+}
 
 /// Runs `check` in a child as user 65534 with an `RLIMIT_MEMLOCK` of
 /// `limit` bytes, on what `prepare` returned before the privileges went;

@@ -56,6 +56,7 @@ mod affinity;
 mod agent;
 mod attack;
 mod blk;
+mod caps;
 mod child;
 mod devices;
 mod faults;
@@ -315,6 +316,13 @@ fn main() -> ExitCode {
             },
             _ => {
                 eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS");
+                return ExitCode::from(2);
+            }
+        },
+        "caps" => match rest {
+            [me] => caps::checks(&mut t, me),
+            _ => {
+                eprintln!("usage: rrdma-selftest caps SELF_IP");
                 return ExitCode::from(2);
             }
         },

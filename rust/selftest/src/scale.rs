@@ -5,7 +5,8 @@
 //! guest, over a connection to its own address (both sides in one file:
 //! an import of its own export goes through the exporter's tables):
 //! - regions held: 1 up to MAX (4 KiB each);
-//! - exports held: 1 up to the file's cap (4096), then the cap's ENOSPC;
+//! - exports held: 1 up to the file's cap (`max_file_exports`, 4096 by
+//!   default), then the cap's ENOSPC;
 //! - imports held: 1 up to MAX / 10;
 //! - connections: up to CONNS pairs (each connect accepted by the same
 //!   file), with the connect time and the kernel memory per pair.
@@ -161,6 +162,20 @@ fn ratios(what: &str, first: &Figures, last: &Figures, n: usize) -> String {
     )
 }
 
+/// The exports a file may hold: the module parameter `max_file_exports`
+/// (0: the most, 2^20).
+fn export_cap() -> usize {
+    let v = std::fs::read_to_string("/sys/module/rrdma/parameters/max_file_exports")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(4096);
+    if v == 0 || v > 1 << 20 {
+        1 << 20
+    } else {
+        v.max(3)
+    }
+}
+
 fn sizes(max: usize) -> Vec<usize> {
     let mut v: Vec<usize> = [1, 10, 100, 1000, 10000, 100000]
         .into_iter()
@@ -264,10 +279,12 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
     });
     drop(regions);
 
-    // The file's cap is 4096 exports; the rig's own is one of them, and
-    // each size's figures export one more for a moment.
+    // The file's cap (module parameter max_file_exports); the rig's own
+    // export is one of them, and each size's figures export one more for
+    // a moment.
+    let cap = export_cap();
     let mut exports = Vec::new();
-    grow(t, &mut json, &rig, "exports", 4094, || {
+    grow(t, &mut json, &rig, "exports", cap - 2, || {
         exports.push(
             dev.export(&rig.target, Access::ReadOnly, None)
                 .map_err(|e| format!("export: {e}"))?,
@@ -282,7 +299,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
         let over = dev.export(&rig.target, Access::ReadOnly, None);
         ensure(
             over.as_ref().err().and_then(rrdma::errno) == Some(ENOSPC),
-            format!("export 4097: {:?}", over.map(|e| e.token())),
+            format!("export {}: {:?}", cap + 1, over.map(|e| e.token())),
         )
     })();
     t.check("scale: exports stop at the file's cap with ENOSPC", full);

@@ -15,8 +15,6 @@
 //! - a child that dropped root (uid 65534) and opened its own file sees
 //!   its own export and the disks, and nothing of root's files.
 
-use std::ffi::CString;
-
 use rrdma::abi::status::{Status, StatusConn, STATUS_CONNS};
 use rrdma::{Access, Rrdma, StatusReport};
 
@@ -148,53 +146,43 @@ fn unprivileged(dev: &Rrdma) -> Result<(), String> {
         .export(&region, Access::ReadOnly, None)
         .map_err(|e| format!("export: {e}"))?;
     let parent = std::process::id();
-    // The child opens /dev/rrdma as itself: for the test, anyone may.
-    let node = CString::new(rrdma::DEFAULT_PATH).expect("path");
-    // SAFETY: a plain C struct, for which all zero is valid.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a stat buffer.
-    if unsafe { libc::stat(node.as_ptr(), &mut st) } != 0 {
-        return Err(format!("stat: {}", std::io::Error::last_os_error()));
-    }
-    // SAFETY: a NUL-terminated path.
-    unsafe { libc::chmod(node.as_ptr(), 0o666) };
-    let res = crate::child::unprivileged(
-        1 << 20,
-        || Some(()),
-        |()| {
-            let Ok(own) = Rrdma::open() else { return 5 };
-            let Ok(r) = own.create_region(4096, 1) else {
-                return 6;
-            };
-            let Ok(_e) = own.export(&r, Access::ReadOnly, None) else {
-                return 7;
-            };
-            let Ok(rep) = own.status() else { return 1 };
-            let me = std::process::id();
-            if rep.connections.iter().any(|c| !c.disk)
-                || !rep.imports.iter().all(|i| i.pid == 0)
-                || rep.exports.iter().any(|e| e.pid == parent)
-            {
-                return 2;
-            }
-            if !rep.disks.iter().any(|d| d.name == "rrdmab0") {
-                return 3;
-            }
-            if !rep
-                .exports
-                .iter()
-                .any(|e| e.pid == me && e.uid == 65534 && e.nblocks == 1)
-            {
-                return 4;
-            }
-            0
-        },
-        "1: STATUS failed, 2: root's objects seen, 3: no disk, 4: its own export not seen, \
+    // The child opens /dev/rrdma as itself.
+    crate::child::open_to_all(|| {
+        crate::child::unprivileged(
+            1 << 20,
+            || Some(()),
+            |()| {
+                let Ok(own) = Rrdma::open() else { return 5 };
+                let Ok(r) = own.create_region(4096, 1) else {
+                    return 6;
+                };
+                let Ok(_e) = own.export(&r, Access::ReadOnly, None) else {
+                    return 7;
+                };
+                let Ok(rep) = own.status() else { return 1 };
+                let me = std::process::id();
+                if rep.connections.iter().any(|c| !c.disk)
+                    || !rep.imports.iter().all(|i| i.pid == 0)
+                    || rep.exports.iter().any(|e| e.pid == parent)
+                {
+                    return 2;
+                }
+                if !rep.disks.iter().any(|d| d.name == "rrdmab0") {
+                    return 3;
+                }
+                if !rep
+                    .exports
+                    .iter()
+                    .any(|e| e.pid == me && e.uid == 65534 && e.nblocks == 1)
+                {
+                    return 4;
+                }
+                0
+            },
+            "1: STATUS failed, 2: root's objects seen, 3: no disk, 4: its own export not seen, \
          5-7: open, region or export failed",
-    );
-    // SAFETY: a NUL-terminated path; the mode it had.
-    unsafe { libc::chmod(node.as_ptr(), st.st_mode & 0o7777) };
-    res
+        )
+    })
 }
 
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str) {

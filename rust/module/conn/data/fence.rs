@@ -203,7 +203,10 @@ impl Conn {
         };
         let k = fence.sinks;
         if k == NO_SINK {
-            return Ok(());
+            // `reserve_fence` takes a sink with the slot: its writes would
+            // wait for a fence that never comes. End the connection.
+            crate::ffi::internal_error!("a write fence without its sink\n");
+            return Err(crate::abi::errno::EIO);
         }
         let mut wrs = [
             ShimWr::sink_reg(None, k, 0, 1),
