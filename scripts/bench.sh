@@ -9,8 +9,8 @@
 # kernel on a veth pair); then the ratio tables, a JSON report and a PNG
 # plot (scripts/bench-report.py).  It runs on 7.3, which `make check`
 # builds; BENCH_KERNEL=6.12 runs it on the LTS kernel (built first if not
-# cached); BENCH_ROUNDS sets the rounds (default 3); BENCH_TOPOLOGIES and
-# BENCH_PROVIDERS choose a subset.
+# cached); BENCH_ROUNDS sets the rounds (default 3); BENCH_TOPOLOGIES,
+# BENCH_PROVIDERS and BENCH_TESTS (e.g. "read_lat rate") choose a subset.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -22,6 +22,9 @@ KVER=${BENCH_KERNEL:-7.3}
 ROUNDS=${BENCH_ROUNDS:-3}
 TOPOLOGIES=${BENCH_TOPOLOGIES:-pair pair-1cpu local}
 PROVIDERS=${BENCH_PROVIDERS:-siw rxe}
+TESTS=${BENCH_TESTS:-}
+tests_arg=
+[ -z "$TESTS" ] || tests_arg=" rrdma.tests=$(echo $TESTS | tr ' ' ,)"
 prepare_guests "$KVER"
 out=build/bench
 rm -rf "$out"
@@ -45,7 +48,7 @@ for topo in $TOPOLOGIES; do
 		python3 "$HERE/guest.py" --kdir "$kdir" --modules "$mods" --bindir build/bin \
 			--results "$out/results.txt" --logdir "$out" --label "bench $topo $prov" \
 			--test bench --arg "$prov" --guests $guests --smp $smp --timeout 3600 \
-			--memory 1024 --append "rrdma.rounds=$ROUNDS rrdma.topology=$topo" \
+			--memory 1024 --append "rrdma.rounds=$ROUNDS rrdma.topology=$topo$tests_arg" \
 			--allow-log "$PERFTEST_CRASH" \
 			>"$out/guest-$topo-$prov.log" 2>&1 || true
 		# The client's results: guest b's, or the one guest's.

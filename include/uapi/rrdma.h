@@ -338,7 +338,9 @@ struct rrdma_accept {
  * connects over TCP), EINTR, ENOSPC (the file holds max_file_conns
  * connections, default 4096, accepted ones included), EDQUOT (the user's
  * files hold max_user_conns, default 8192).  A listener whose file or
- * user is at its cap refuses the connect request.
+ * user is at its cap refuses the connect request: the connecting side
+ * gets ECONNREFUSED (on siw, whose rejects carry no private data, any
+ * refusal does).
  *
  * Keepalive (RRDMA_FEATURE_KEEPALIVE): when no answer to anything this
  * side sent has come back for @keepalive_ms, the kernel sends a ping; after

@@ -36,6 +36,8 @@ pub(crate) mod keepalive;
 pub(crate) mod limits;
 #[path = "../abi/src/ops.rs"]
 pub(crate) mod ops;
+#[path = "../abi/src/poll.rs"]
+pub(crate) mod poll;
 #[path = "../abi/src/reconnect.rs"]
 pub(crate) mod reconnect;
 #[path = "../abi/src/region.rs"]

@@ -121,17 +121,25 @@ impl Charges {
         self.user.as_ref().map(|u| &*u.tally)
     }
 
-    /// Charges one object of `kind` (`what`: the call, for the log):
-    /// `ENOSPC` beyond the file's cap, `EDQUOT` beyond the user's, with
-    /// a rate-limited line that names the module parameter.
-    pub(crate) fn take(&self, kind: Kind, what: &str) -> Result<(), Errno> {
+    /// Charges one object of `kind` (`what`: the call, for the log; `None`
+    /// when the caller's own line says why): `ENOSPC` beyond the file's
+    /// cap, `EDQUOT` beyond the user's, with a rate-limited line that names
+    /// the module parameter.
+    pub(crate) fn take(&self, kind: Kind, what: Option<&str>) -> Result<(), Errno> {
         let file_cap = ffi::cap(kind, false);
         let user_cap = ffi::cap(kind, true);
         charge(kind, &self.file, file_cap, self.user_tally(), user_cap).map_err(|r| {
+            let Some(what) = what else {
+                return r.errno();
+            };
             warn_user!(
-                "{}: the {} holds {} {} already, its cap ({}): errno {}\n",
+                "{}: the {} {} {} already, its cap ({}): errno {}\n",
                 what,
-                if r.user { "user's files" } else { "file" },
+                if r.user {
+                    "user's files hold"
+                } else {
+                    "file holds"
+                },
                 r.cap,
                 kind.noun(),
                 kind.param(r.user),
@@ -148,7 +156,7 @@ impl Charges {
 
     /// A charge of `kind`, given back when the returned token drops.
     pub(crate) fn token(self: &Arc<Self>, kind: Kind, what: &str) -> Result<Charge, Errno> {
-        self.take(kind, what)?;
+        self.take(kind, Some(what))?;
         Ok(Charge {
             charges: self.clone(),
             kind,

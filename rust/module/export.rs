@@ -63,7 +63,7 @@ impl Exports {
         writable: bool,
         conn: Option<u64>,
     ) -> Result<u64> {
-        self.charges.take(Kind::Export, "EXPORT")?;
+        self.charges.take(Kind::Export, Some("EXPORT"))?;
         let token = loop {
             let t = ffi::random_u64();
             if t != 0 && self.find(t).is_none() {

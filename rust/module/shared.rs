@@ -139,8 +139,8 @@ impl Shared {
     }
 
     /// Adds a connection to the registry, charged to the file and its
-    /// user (`what`: the call, for the log).
-    pub(crate) fn register(&self, conn: &Arc<Conn>, what: &str) -> Result<(), Errno> {
+    /// user (`what`: the call, for the log; `None`: the caller logs).
+    pub(crate) fn register(&self, conn: &Arc<Conn>, what: Option<&str>) -> Result<(), Errno> {
         self.charges.take(Kind::Conn, what)?;
         if self.conns.lock().push(conn.clone(), GFP_KERNEL).is_err() {
             self.charges.give(Kind::Conn);

@@ -118,6 +118,7 @@ def build_setup(runs, extra):
         a = by_round(runs, "read_lat", size, "rrdma")
         b = by_round(runs, "read_lat", size, "perftest")
         ip = by_round(runs, "read_lat", size, "rrdma-iopoll")
+        nopoll = by_round(runs, "read_lat", size, "rrdma-nopoll")
         if not a and not b:
             continue
         row = {"test": "read_lat", "size": size,
@@ -128,6 +129,9 @@ def build_setup(runs, extra):
             row[f"ratio_{key}"] = ratio_row(a, b, lambda r, k=key: lat(r, k))
             row[f"iopoll_{key}_usec"] = spread([lat(r, key) for r in ip.values()])
             row[f"iopoll_ratio_{key}"] = ratio_row(ip, b, lambda r, k=key: lat(r, k))
+            # Without polling (sync_poll=N), and the default over it.
+            row[f"nopoll_{key}_usec"] = spread([lat(r, key) for r in nopoll.values()])
+            row[f"polled_over_nopoll_{key}"] = ratio_row(a, nopoll, lambda r, k=key: lat(r, k))
         if udp.get(size):
             for tool in ("rrdma", "perftest"):
                 p50 = row[f"{tool}_p50_usec"]

@@ -92,6 +92,10 @@ def print_setup(report, S):
         for key, name in LAT_KEYS[1:]:
             print(f"{'':<9} {'':>8} {name:<5} {fmt(r[f'rrdma_{key}_usec']):>7} us "
                   f"perftest {fmt(r[f'perftest_{key}_usec']):>9} us  ratio {fmt_range(r[f'ratio_{key}'])}")
+        if r.get("nopoll_p50_usec"):
+            print(f"{'':<9} {'':>8} without polling (sync_poll=N): " + "; ".join(
+                f"{name} {fmt(r[f'nopoll_{key}_usec'])} us, default / it "
+                f"{fmt_range(r[f'polled_over_nopoll_{key}'])}" for key, name in LAT_KEYS))
         if r.get("iopoll_p50_usec"):
             print(f"{'':<9} {'':>8} IOPOLL io_uring: " + "; ".join(
                 f"{name} {fmt(r[f'iopoll_{key}_usec'])} us, ratio "

@@ -26,6 +26,8 @@ topo=$(sed -n 's/.*rrdma\.topology=\([a-z0-9-]*\).*/\1/p' /proc/cmdline)
 topo=${topo:-pair}
 ROUNDS=$(sed -n 's/.*rrdma\.rounds=\([0-9]*\).*/\1/p' /proc/cmdline)
 ROUNDS=${ROUNDS:-3}
+# rrdma.tests=a,b: only these tests of the schedule (all by default).
+TESTS=$(sed -n 's/.*rrdma\.tests=\([a-z_,]*\).*/\1/p' /proc/cmdline | tr , ' ')
 SIZES="4096 65536 1048576"
 DEPTH=16
 RATE_SIZES="512 4096"
@@ -43,6 +45,17 @@ FLOOR_ITERS=100
 # perftest then rrdma.  `rate` is WRITE's message rate, `write_q` WRITE's
 # bandwidth through QUEUES queue pairs.
 schedule() {
+	if [ -n "$TESTS" ]; then
+		full_schedule | while read -r line; do
+			set -- $line
+			case " $TESTS " in *" $2 "*) echo "$line" ;; esac
+		done
+	else
+		full_schedule
+	fi
+}
+
+full_schedule() {
 	r=1
 	while [ $r -le "$ROUNDS" ]; do
 		for s in $SIZES; do
@@ -309,6 +322,19 @@ client() { # DEV
 				fi
 			done
 			echo 0 >/sys/module/rrdma/parameters/queue_pairs
+		fi
+		# F: the READ latency without polling (sync_poll=N): what the
+		# default's adaptive polling (B) changes.
+		if [ "$test" = read_lat ]; then
+			echo N >/sys/module/rrdma/parameters/sync_poll
+			cpu_begin
+			if out=$($CLI rrdma bench $t $args --json 2>&1); then
+				emit "{\"kind\":\"run\",\"tool\":\"rrdma-nopoll\",$tag,\"result\":$out,$(cpu_json)}"
+			else
+				fails=$((fails + 1))
+				echo "rrdma bench (sync_poll=N) $test $size $depth: $out"
+			fi
+			echo Y >/sys/module/rrdma/parameters/sync_poll
 		fi
 		# D: the message rate and the READ latency through an IOPOLL
 		# ring (the waiting task polls the completion queue, as perftest

@@ -7,7 +7,9 @@
 //! files one effective uid opened, together). A new object is charged to
 //! both ([`charge`]): beyond the file's cap the call fails with `ENOSPC`,
 //! beyond the user's with `EDQUOT`, and nothing is charged. The charge is
-//! given back when the object leaves its file's tables.
+//! given back when the object ends: a connection when its teardown
+//! unregisters it, an export at `UNEXPORT` or release, a region when its
+//! pages are freed (after its handle and its last mapping are gone).
 //!
 //! The counts are atomics, taken without a lock: a charge adds one and
 //! takes it back if the count it found was already at the cap, so however
@@ -26,7 +28,7 @@ pub const CAP_MAX: u32 = 1 << 20;
 pub enum Kind {
     /// A connection (connected, accepted or still being accepted).
     Conn,
-    /// A region (created or registered), while a handle names it.
+    /// A region (created or registered), until its pages are freed.
     Region,
     /// An export, until it is unexported.
     Export,

@@ -29,6 +29,7 @@ pub mod ioctl;
 pub mod keepalive;
 pub mod limits;
 pub mod ops;
+pub mod poll;
 pub mod reconnect;
 pub mod region;
 pub mod ring;

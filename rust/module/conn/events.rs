@@ -121,9 +121,9 @@ impl Conn {
                 }
                 self.keepalive_start(&mut g);
                 self.reconnected(&mut g);
-                if self.active {
-                    self.open_lanes(&mut g);
-                }
+                // The first operation that could use a lane opens them
+                // (`lanes.rs`): an idle connection holds one queue pair.
+                g.lanes_deferred = self.active && g.lanes > 0;
             }
             Action::Teardown | Action::None | Action::Backoff | Action::Reconnect => {}
         }

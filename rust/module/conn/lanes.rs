@@ -4,8 +4,15 @@
 //!
 //! The connect request offers queue pairs (the `queue_pairs` module
 //! parameter: one per online CPU by default) and the accept grants at most
-//! that many (`wire::grant_qps`). Once its connection is established, the
-//! active side connects each granted lane with an rdma_cm id of its own,
+//! that many (`wire::grant_qps`). Lanes are opened when they are first
+//! wanted, not at establishment: an idle connection (a pool's client that
+//! has not moved a block yet) holds its own queue pair only, on both
+//! sides. The first operation the active side submits on the connection
+//! that may go on a lane (not one that must stay on the first queue pair,
+//! as a disk's) asks the lanes work to open them, and goes on the
+//! connection's own queue pair meanwhile; so do the passive side's
+//! operations until the active side opened them. The active side
+//! connects each granted lane with an rdma_cm id of its own,
 //! whose hello names the connection (its nonce) and the lane's index. The
 //! passive side finds the connection by that nonce and the peer's address
 //! (`Conn::join_lane`: a peer can join only its own connections) and
@@ -29,6 +36,7 @@
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
+use kernel::workqueue::{impl_has_work, WorkItem};
 
 use super::{data::Path, hello, Conn, ConnInner};
 use crate::abi::{
@@ -46,7 +54,38 @@ use crate::shared::Shared;
 /// an event of an id the teardown has taken.
 const GONE: usize = usize::MAX;
 
+impl_has_work! {
+    impl HasWork<Self, 4> for Conn { self.lanes_work }
+}
+
+/// Opens the lanes an operation asked for ([`Conn::path_for_ops`]).
+impl WorkItem<4> for Conn {
+    type Pointer = Arc<Conn>;
+
+    fn run(this: Arc<Conn>) {
+        Conn::scoped(this, |this| {
+            let mut g = this.inner.lock();
+            // Still established, and not opened since (a reconnect in
+            // between asks again with its own first operation).
+            if g.state.is_connected() && g.paths.len() == 1 && g.lanes > 0 {
+                this.open_lanes(&mut g);
+            }
+        });
+    }
+}
+
 impl Conn {
+    /// The path an operation submitted now takes (`ConnInner::pick_path`);
+    /// the first after an establishment with lanes granted asks for them.
+    pub(super) fn path_for_ops(self: &Arc<Self>, g: &mut ConnInner) -> usize {
+        if g.lanes_deferred {
+            g.lanes_deferred = false;
+            // Queued already: that run opens them.
+            let _ = ffi::wq().enqueue::<Arc<Conn>, 4>(self.clone());
+        }
+        g.pick_path()
+    }
+
     /// Which lane `h`'s id is, if it is not the connection's own id
     /// ([`GONE`] for a lane being torn down).
     pub(super) fn lane_of(&self, h: &InHandler) -> Option<usize> {

@@ -191,6 +191,9 @@ struct ConnInner {
     connecting: bool,
     /// A work request was flushed while connecting (`abi::conn::step_gated`).
     flushed_early: bool,
+    /// Established (active side) with lanes granted but not opened yet:
+    /// the first operation that could take one asks for them (`lanes.rs`).
+    lanes_deferred: bool,
 }
 
 impl ConnInner {
@@ -279,11 +282,17 @@ pub(crate) struct Conn {
     /// Runs [`Self::followups`].
     #[pin]
     followup_work: Work<Conn, 3>,
+    /// Opens the data lanes once an operation wants one (`lanes.rs`).
+    #[pin]
+    lanes_work: Work<Conn, 4>,
     /// When a data operation last ended well (jiffies; 0: not since the
     /// last keepalive tick), for keepalive (`keepalive.rs`).
     heard: AtomicU64,
     /// Operations that ended with an error (`status.rs`).
     failed: AtomicU64,
+    /// The moving mean of its synchronous operations' completion times, in
+    /// ns (0: none yet), which sets how long they poll (`data/wait.rs`).
+    sync_mean_ns: AtomicU64,
     /// Keepalive while established; backoff and attempt deadline while
     /// reconnecting.
     timer: crate::timer::Timer,
@@ -375,6 +384,7 @@ impl Conn {
                     reconnect,
                     connecting: false,
                     flushed_early: false,
+                    lanes_deferred: false,
                 }, "Conn::inner")),
                 cv <- new_condvar!("Conn::cv"),
                 teardown_work <- new_work!("Conn::teardown_work"),
@@ -383,8 +393,10 @@ impl Conn {
                 path_data,
                 followups: data::Followups::new(),
                 followup_work <- new_work!("Conn::followup_work"),
+                lanes_work <- new_work!("Conn::lanes_work"),
                 heard: AtomicU64::new(0),
                 failed: AtomicU64::new(0),
+                sync_mean_ns: AtomicU64::new(0),
                 timer,
             }),
             GFP_KERNEL,

@@ -70,7 +70,7 @@ impl Conn {
             Reconnect::new(*addr, reconnect),
         )
         .map_err(|_| ENOMEM)?;
-        shared.register(&this, "CONNECT")?;
+        shared.register(&this, Some("CONNECT"))?;
         ffi::trace::conn_new(this.serial, addr, true, shared.backs_disk());
         let started = CmId::create(&this, false).and_then(|id| {
             let mut g = this.inner.lock();
@@ -147,7 +147,8 @@ impl Conn {
         .map_err(|_| ENOMEM)?;
         // Registered before anything can tear it down, so that the
         // teardown always unregisters it.
-        shared.register(&this, "listener")?;
+        // The listener's line says why it refused.
+        shared.register(&this, None)?;
         ffi::trace::conn_new(this.serial, &h.peer(), false, false);
         // Kept on success (the handler returns 0), handed back to the CM by
         // the teardown on failure.

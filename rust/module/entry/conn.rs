@@ -10,7 +10,7 @@
 //! - process context, may sleep: [`rrdma_rust_conn_event`] (rdma_cm's
 //!   work queue, the id's handler mutex held), [`rrdma_rust_conn_timer`]
 //!   (the module's work queue), the receive CQ's [`rrdma_rust_ctrl_recv`],
-//!   [`rrdma_rust_qp_error`] and [`rrdma_rust_lane_recv`] (ib_comp_wq),
+//!   [`rrdma_rust_qp_error`] and [`rrdma_rust_lane_recv`] (ib_comp_unbound_wq),
 //!   and the send CQ's [`rrdma_rust_ctrl_sent`] and
 //!   [`rrdma_rust_quiet_done`] (its work item on the module's completion
 //!   work queue); those that can fail a connection check their context

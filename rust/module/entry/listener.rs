@@ -68,7 +68,7 @@ unsafe extern "C" fn rrdma_rust_listen_request(
                 wire::refusal_reason(e),
                 e.get()
             );
-            h.reject(&wire::reject(e));
+            h.reject(&wire::reject(wire::errno_for_peer(e)));
             1
         }
     }

@@ -70,11 +70,13 @@ pub(crate) fn blk_loss_timeout_ms() -> u32 {
     unsafe { rrdma_shim_blk_loss_timeout_ms() }
 }
 
-/// How long a synchronous operation busy-polls for its completion before
-/// it sleeps, in ns (module parameter `sync_poll_us`; 0: it does not).
-pub(crate) fn sync_poll_ns() -> u64 {
-    // SAFETY: no preconditions.
-    unsafe { rrdma_shim_sync_poll_ns() }
+/// How synchronous operations poll for their completion (module
+/// parameters `sync_poll` and `sync_poll_us`).
+pub(crate) fn sync_poll() -> crate::abi::poll::SyncPoll {
+    let (mut on, mut fixed_us) = (false, 0);
+    // SAFETY: two valid out-pointers.
+    unsafe { rrdma_shim_sync_poll_params(&mut on, &mut fixed_us) };
+    crate::abi::poll::mode(on, fixed_us)
 }
 
 /// The cap on objects of `kind` per file (`user` false) or per user
@@ -105,9 +107,8 @@ extern "C" {
     pub(crate) fn rrdma_shim_queue_pairs() -> u32;
     /// Whether the `fail_at` test hook fails accept step `point`.
     pub(crate) fn rrdma_shim_fail_at(point: u32) -> bool;
-    /// How long a synchronous operation polls (module parameter
-    /// `sync_poll_us`), in ns.
-    pub(crate) fn rrdma_shim_sync_poll_ns() -> u64;
+    /// The module parameters `sync_poll` and `sync_poll_us`.
+    pub(crate) fn rrdma_shim_sync_poll_params(on: *mut bool, fixed_us: *mut u32);
     /// The `blk_loss_timeout_ms` module parameter.
     pub(crate) fn rrdma_shim_blk_loss_timeout_ms() -> u32;
 }

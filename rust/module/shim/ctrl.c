@@ -2,7 +2,7 @@
 /*
  * rrdma C shim: a queue pair's control messages: its receive buffers, all
  * posted while the QP lives (its receive CQ is the RDMA core's,
- * IB_POLL_WORKQUEUE), and its send buffers.
+ * IB_POLL_UNBOUND_WORKQUEUE), and its send buffers.
  */
 #include <linux/dma-mapping.h>
 #include <linux/spinlock.h>
@@ -34,7 +34,8 @@ int rrdma_qp_post_recv_locked(struct rrdma_shim_qp *q, u32 i)
  * A control message arrived.  It is copied out and its buffer re-posted
  * before Rust sees it: an answer Rust sends then also tells the peer that
  * the buffer is free again (the wire protocol's flow control relies on it).
- * On ib_comp_wq (the receive CQ is IB_POLL_WORKQUEUE), process context;
+ * On ib_comp_unbound_wq (the receive CQ is IB_POLL_UNBOUND_WORKQUEUE),
+ * process context;
  * Rust is never called with @q->lock held (it takes sleeping locks).
  */
 static void recv_done(struct ib_wc *wc)

@@ -191,15 +191,21 @@ u32 rrdma_shim_blk_loss_timeout_ms(void)
 
 /* ---- completions and polling ---- */
 
+static bool sync_poll = true;
+module_param(sync_poll, bool, 0644);
+MODULE_PARM_DESC(sync_poll,
+		 "Synchronous operations poll their queue pair's completions before they sleep (default Y; N: never)");
+
 static uint sync_poll_us;
 module_param(sync_poll_us, uint, 0644);
 MODULE_PARM_DESC(sync_poll_us,
-		 "Microseconds a synchronous operation polls its queue pair's completions before it sleeps (0, default: no polling; at most 1000)");
+		 "Microseconds a synchronous operation polls before it sleeps (0, default: twice its connection's mean completion time, if that is at most 500 us; at most 1000)");
 
-/* How long a synchronous operation polls for its completion, in ns. */
-u64 rrdma_shim_sync_poll_ns(void)
+/* The two parameters above (rust/abi/src/poll.rs turns them into a mode). */
+void rrdma_shim_sync_poll_params(bool *on, u32 *fixed_us)
 {
-	return (u64)min_t(uint, READ_ONCE(sync_poll_us), 1000) * NSEC_PER_USEC;
+	*on = READ_ONCE(sync_poll);
+	*fixed_us = READ_ONCE(sync_poll_us);
 }
 
 static bool cq_softirq = true;

@@ -18,7 +18,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::process::Command;
 
-use rrdma::abi::errno::{EDQUOT, ENOSPC};
+use rrdma::abi::errno::{ECONNREFUSED, EDQUOT, ENOSPC};
 use rrdma::{Access, Rrdma};
 
 use crate::child::{open_to_all, unprivileged};
@@ -57,7 +57,7 @@ impl Drop for Saved {
 }
 
 /// Sets the caps: `file` and `user` per kind (connections, regions,
-/// exports); 0 is no cap.
+/// exports); 0 is the most (2^20), no cap in practice.
 fn set(file: [u32; 3], user: [u32; 3]) -> Result<(), String> {
     for (n, v) in NAMES.iter().zip(file.iter().chain(user.iter())) {
         fs::write(format!("{PARAMS}/{n}"), v.to_string()).map_err(|e| format!("{n}: {e}"))?;
@@ -119,20 +119,30 @@ fn regions() -> Result<(), String> {
         )
     };
     expect_errno(r, EDQUOT.get()).map_err(|e| format!("REGION_REGISTER at the cap: {e}"))?;
-    // Another user's file is not charged for root's five.
+    // Another user's files are not charged for root's five, and are for
+    // their own: 3 in one file and 2 in another, then EDQUOT.
     open_to_all(|| {
         unprivileged(
             1 << 20,
             || Some(()),
             |()| {
-                let Ok(own) = Rrdma::open() else { return 2 };
-                let made: io::Result<Vec<_>> = (0..3).map(|_| own.create_region(4096, 1)).collect();
-                match made {
-                    Ok(_) => 0,
-                    Err(_) => 1,
+                let (Ok(f1), Ok(f2)) = (Rrdma::open(), Rrdma::open()) else {
+                    return 2;
+                };
+                let mut held = Vec::new();
+                for f in [&f1, &f1, &f1, &f2, &f2] {
+                    match f.create_region(4096, 1) {
+                        Ok(r) => held.push(r),
+                        Err(_) => return 1,
+                    }
+                }
+                let sixth = f2.create_region(4096, 1);
+                match sixth {
+                    Err(e) if e.raw_os_error() == Some(EDQUOT.get()) => 0,
+                    _ => 3,
                 }
             },
-            "1: user 65534's own regions refused, 2: open failed",
+            "1: user 65534's own regions refused, 2: open failed, 3: its 6th region not EDQUOT",
         )
     })?;
     // Destroying one makes room in the file and for the user.
@@ -186,51 +196,69 @@ fn exports() -> Result<(), String> {
     Ok(())
 }
 
-/// Connections: the connecting file's cap and the user's, and a listener
-/// at its file's cap refusing the request.
+/// Connections: the connecting file's own cap (its third connect goes to
+/// a listener with room), a listener at its file's cap refusing the
+/// request (the peer gets `ECONNREFUSED`, not the cap's errno, which
+/// would name its own file's), and the user's cap.
 fn conns(me: &str) -> Result<(), String> {
-    let me: SocketAddr = format!("{me}:7491").parse().map_err(|e| format!("{e}"))?;
-    set([2, 0, 0], [0, 0, 0])?;
-    let l = Rrdma::open().map_err(|e| e.to_string())?;
-    let c = Rrdma::open().map_err(|e| e.to_string())?;
-    let listener = l.listen(me, 16).map_err(|e| format!("listen: {e}"))?;
-    let accept = || {
-        listener
-            .accept(Some(T))
-            .map_err(|e| format!("accept: {e}"))?
-            .ok_or_else(|| "accept: none".to_string())
+    let at = |port: u16| -> Result<SocketAddr, String> {
+        format!("{me}:{port}").parse().map_err(|e| format!("{e}"))
     };
-    let c1 = c.connect(me, T).map_err(|e| format!("connect 1: {e}"))?;
-    let a1 = accept()?;
-    let c2 = c.connect(me, T).map_err(|e| format!("connect 2: {e}"))?;
-    let a2 = accept()?;
-    expect_errno(c.connect(me, T), ENOSPC.get())
-        .map_err(|e| format!("the file's 3rd connection (cap 2): {e}"))?;
-    // The listener's file holds two: a third request is refused there.
-    let d = Rrdma::open().map_err(|e| e.to_string())?;
+    let (p1, p2) = (at(7491)?, at(7492)?);
+    set([2, 0, 0], [0, 0, 0])?;
+    let open = || Rrdma::open().map_err(|e| e.to_string());
+    let (l1, l2, c, d, e) = (open()?, open()?, open()?, open()?, open()?);
+    let (k1, k2) = (listen(&l1, p1)?, listen(&l2, p2)?);
+    let c1 = c.connect(p1, T).map_err(|e| format!("connect 1: {e}"))?;
+    let a1 = accept(&k1)?;
+    let c2 = c.connect(p2, T).map_err(|e| format!("connect 2: {e}"))?;
+    let a2 = accept(&k2)?;
     let mark = log_mark();
-    let refused = d.connect(me, T);
-    ensure(
-        refused.is_err(),
-        "a connect to a listener at its file's cap succeeded",
-    )?;
+    expect_errno(c.connect(p1, T), ENOSPC.get())
+        .map_err(|e| format!("the file's 3rd connection (cap 2; the listener has room): {e}"))?;
+    logged_since(mark, "CONNECT: the file holds 2 connections")?;
+    // Listener 1's file reaches its cap with d's; e's is refused there.
+    let d1 = d.connect(p1, T).map_err(|e| format!("connect d: {e}"))?;
+    let a3 = accept(&k1)?;
+    quiet_log();
+    let mark = log_mark();
+    expect_errno(e.connect(p1, T), ECONNREFUSED)
+        .map_err(|e| format!("a connect to a listener at its file's cap: {e}"))?;
     logged_since(mark, "max_file_conns")?;
-    // Everything closed and a cap of 1: d's file was given back the
-    // charge of its refused connection, or this connect fails.
-    drop((c1, a1, c2, a2));
+    // Everything closed and a cap of 1: e's file was given back the charge
+    // of its refused connection, or this connect fails.
+    drop((c1, a1, c2, a2, d1, a3));
     set([1, 0, 0], [0, 0, 0])?;
-    let d1 = d
-        .connect(me, T)
+    let e1 = e
+        .connect(p2, T)
         .map_err(|e| format!("after a refused connect and a close: {e}"))?;
-    let a3 = accept()?;
-    // The user's cap of 2: d1 and a3 hold it.
+    let a4 = accept(&k2)?;
+    // The user's cap of 2: e1 and a4 hold it; c's file has room of its own.
     set([0, 0, 0], [2, 0, 0])?;
+    quiet_log();
     let mark = log_mark();
-    expect_errno(c.connect(me, T), EDQUOT.get())
+    expect_errno(c.connect(p1, T), EDQUOT.get())
         .map_err(|e| format!("the user's 3rd connection (cap 2): {e}"))?;
-    logged_since(mark, "max_user_conns")?;
-    drop((d1, a3));
+    logged_since(mark, "CONNECT: the user's files hold 2 connections")?;
+    drop((e1, a4, k1, k2));
     Ok(())
+}
+
+fn listen(l: &Rrdma, p: SocketAddr) -> Result<rrdma::Listener<'_>, String> {
+    l.listen(p, 16).map_err(|e| format!("listen: {e}"))
+}
+
+fn accept<'a>(k: &rrdma::Listener<'a>) -> Result<rrdma::Connection<'a>, String> {
+    k.accept(Some(T))
+        .map_err(|e| format!("accept: {e}"))?
+        .ok_or_else(|| "accept: none".to_string())
+}
+
+/// Lets the module's log rate limit (10 lines in 5 s, shared by all its
+/// lines) start afresh, so that the line a check looks for is not the
+/// one it drops.
+fn quiet_log() {
+    std::thread::sleep(std::time::Duration::from_secs(5));
 }
 
 pub(crate) fn checks(t: &mut Tap, me: &str) {

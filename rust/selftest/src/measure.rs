@@ -10,6 +10,7 @@
 //!
 //! Each prints one JSON object on stdout.
 
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -46,6 +47,43 @@ fn meminfo_kib(key: &str) -> io::Result<u64> {
             rest.split_whitespace().next()?.parse().ok()
         })
         .ok_or_else(|| io::Error::other(format!("no {key} in /proc/meminfo")))
+}
+
+/// Bytes of `vmalloc` areas by the function that allocated them
+/// (`/proc/vmallocinfo`): where a provider keeps its queues.
+pub(crate) fn vmalloc_by_caller() -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    let text = std::fs::read_to_string("/proc/vmallocinfo").unwrap_or_default();
+    for l in text.lines() {
+        let mut w = l.split_whitespace().skip(1);
+        let (Some(size), Some(caller)) = (w.next(), w.next()) else {
+            continue;
+        };
+        let caller = caller.split('+').next().unwrap_or(caller);
+        *m.entry(caller.to_string()).or_insert(0) += size.parse::<u64>().unwrap_or(0);
+    }
+    m
+}
+
+/// The callers whose `vmalloc` bytes grew the most from `before` to
+/// `after`, at most `n`, in KiB per `per` objects: `caller KiB, ...`.
+pub(crate) fn vmalloc_growth(
+    before: &HashMap<String, u64>,
+    after: &HashMap<String, u64>,
+    per: usize,
+    n: usize,
+) -> String {
+    let mut v: Vec<(u64, &String)> = after
+        .iter()
+        .map(|(k, &b)| (b.saturating_sub(before.get(k).copied().unwrap_or(0)), k))
+        .filter(|(d, _)| *d > 0)
+        .collect();
+    v.sort_unstable_by(|a, b| b.cmp(a));
+    v.iter()
+        .take(n)
+        .map(|(d, k)| format!("{k} {:.0} KiB", *d as f64 / 1024.0 / per.max(1) as f64))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 pub(crate) fn kernel_kib() -> io::Result<u64> {

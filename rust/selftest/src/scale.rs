@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use rrdma::abi::status::{Status, STATUS_CONNS, STATUS_EXPORTS, STATUS_IMPORTS};
-use rrdma::abi::uapi::OP_WRITE;
+use rrdma::abi::uapi::{OP_READ, OP_WRITE};
 use rrdma::{Access, Connection, Region, RemoteRegion, Rrdma};
 
 use crate::{ensure, Tap};
@@ -323,6 +323,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
             return Ok(());
         }
         let before = crate::measure::kernel_kib().map_err(|e| e.to_string())?;
+        let vmalloc_before = crate::measure::vmalloc_by_caller();
         let mut times = Vec::new();
         let mut held: Vec<(Connection<'_>, Connection<'_>)> = Vec::new();
         for _ in 0..conns {
@@ -338,17 +339,40 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
             held.push((c, a));
         }
         let after = crate::measure::kernel_kib().map_err(|e| e.to_string())?;
+        // Where it goes: the providers keep their queues in vmalloc.
+        let vmalloc = crate::measure::vmalloc_growth(
+            &vmalloc_before,
+            &crate::measure::vmalloc_by_caller(),
+            conns,
+            4,
+        );
         let f = rig.figures()?;
         let per_pair = after.saturating_sub(before) as f64 / conns as f64;
+        // Then each pair's first operation: an import over it and a READ,
+        // which opens its data lanes (once they stand still).
+        let mut used = Vec::new();
+        for (c, _) in &held {
+            let r = c
+                .import(export.token(), T)
+                .map_err(|e| format!("import: {e}"))?;
+            dev.rw_sync(&r.op(OP_READ, &rig.local, 0, 0, 1, 0))
+                .map_err(|e| format!("first READ: {e}"))?;
+            used.push(r);
+        }
+        settle_lanes(dev);
+        let used_kib = crate::measure::kernel_kib().map_err(|e| e.to_string())?;
+        let per_used = used_kib.saturating_sub(before) as f64 / conns as f64;
+        drop(used);
         println!(
-            "# connections {conns} pairs: connect p50 {:.0} us, p99 {:.0} us, {per_pair:.0} KiB of kernel memory per idle pair; {}",
+            "# connections {conns} pairs: connect p50 {:.0} us, p99 {:.0} us, {per_pair:.0} KiB of kernel memory per idle pair, {per_used:.0} KiB after an import and a READ on each; {}",
             p(&mut times, 0.5),
             p(&mut times, 0.99),
             line("with them", conns, &f)
         );
+        println!("# idle pair's vmalloc by caller: {vmalloc}; the rest is slab");
         let _ = write!(
             json,
-            "\"connect_p50_us\": {:.0}, \"connect_p99_us\": {:.0}, \"kib_per_idle_pair\": {per_pair:.0}, ",
+            "\"connect_p50_us\": {:.0}, \"connect_p99_us\": {:.0}, \"kib_per_idle_pair\": {per_pair:.0}, \"kib_per_used_pair\": {per_used:.0}, ",
             p(&mut times, 0.5),
             p(&mut times, 0.99)
         );
@@ -360,6 +384,24 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
     );
     println!("# scale-json {{{}\"max\": {max}}}", json);
     drop((rig, accepted, listener, export));
+}
+
+/// Waits until the file's count of data lanes up stood still for 300 ms
+/// (10 s at most): the lanes the first operations asked for are up.
+fn settle_lanes(dev: &Rrdma) {
+    let start = Instant::now();
+    let mut last = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+    let mut still = Instant::now();
+    while start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+        if now != last {
+            last = now;
+            still = Instant::now();
+        } else if still.elapsed() >= Duration::from_millis(300) {
+            return;
+        }
+    }
 }
 
 /// After the scale file closed: STATUS (the caller is root: it sees every

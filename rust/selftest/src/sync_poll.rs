@@ -3,19 +3,21 @@
 //! Busy polling of synchronous operations, a check of `remote` (the
 //! importing guest; `sync-poll PEER_IP` runs it alone).
 //!
-//! With the module parameter `sync_poll_us` set, `RW_SYNC` polls its queue
-//! pair's send CQ for that long before it sleeps, and handles what it
-//! finds itself, its own completion and others' (no wake-up of the CQ's
-//! work item, none of the task); fdinfo `rrdma-work-sync-polled` counts
-//! them. Two checks:
+//! `RW_SYNC` polls its queue pair's send CQ before it sleeps, and handles
+//! what it finds itself, its own completion and others' (no wake-up of
+//! the CQ's work item, none of the task); fdinfo `rrdma-work-sync-polled`
+//! counts them. By default the window is twice the connection's mean
+//! completion time (none while that is over 500 us: the debug kernel);
+//! `sync_poll_us` fixes it, `sync_poll=N` turns polling off. Two checks:
 //!
 //! - rounds of one-block WRITEs, each read back at once, all through
-//!   `RW_SYNC`, with polling on and off alternated: every block comes back
-//!   intact, and with polling off the task handles no completion itself.
-//!   How many it handled with polling on, and each round's median READ
-//!   latency, are printed: figures (an operation's own completion is
-//!   polled only if it comes within the window, and these guests' round
-//!   trips are milliseconds, tens of them on the debug kernel);
+//!   `RW_SYNC`, with a fixed window, polling off and the adaptive window
+//!   alternated: every block comes back intact, and with polling off the
+//!   task handles no completion itself. How many it handled in each mode,
+//!   and each round's median READ latency, are printed: figures (an
+//!   operation's own completion is polled only if it comes within the
+//!   window, and these guests' round trips are near a millisecond, tens
+//!   of them on the debug kernel);
 //! - on a connection of one queue pair (one send CQ), `RW_SYNC` READs
 //!   while a second thread keeps `STREAM_DEPTH` READs in flight on the
 //!   same queue pair: completions then arrive all the time, so some land
@@ -34,6 +36,41 @@ use crate::remote::{addr, pattern, quiet, token, T};
 use crate::{ensure, Tap};
 
 const PARAM: &str = "sync_poll_us";
+/// Polling at all (Y: adaptive unless `sync_poll_us` fixes the window).
+const ON: &str = "sync_poll";
+
+/// A polling setting of the module.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// `sync_poll=N`.
+    Off,
+    /// `sync_poll_us` set.
+    Fixed(u32),
+    /// The default: a window from the connection's mean completion time.
+    Auto,
+}
+
+impl Mode {
+    fn apply(self) -> Result<(), String> {
+        let (on, us) = match self {
+            Mode::Off => ("N", 0),
+            Mode::Fixed(us) => ("Y", us),
+            Mode::Auto => ("Y", 0),
+        };
+        ModParam::write(ON, on)?;
+        ModParam::write(PARAM, &us.to_string())
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Mode::Off => write!(f, "sync_poll=N"),
+            Mode::Fixed(us) => write!(f, "sync_poll_us={us}"),
+            Mode::Auto => write!(f, "adaptive"),
+        }
+    }
+}
 /// The count of completions polling handled.
 const POLLED: &str = "rrdma-work-sync-polled";
 /// Operations (a WRITE and its READ) per round, and rounds per setting.
@@ -73,18 +110,18 @@ fn polled(dev: &Rrdma) -> Result<u64, String> {
         .ok_or_else(|| format!("fdinfo has no {POLLED}"))
 }
 
-/// One round with `sync_poll_us` at `us`: `OPS` blocks written and read
-/// back one at a time. Returns the median READ latency (us) and the
-/// completions the task's polling handled.
+/// One round with polling `mode`: `OPS` blocks written and read back one
+/// at a time. Returns the median READ latency (us) and the completions
+/// the task's polling handled.
 fn round(
     dev: &Rrdma,
     rw: &RemoteRegion<'_>,
     src: &mut Region<'_>,
     dst: &Region<'_>,
-    us: u32,
+    mode: Mode,
     seed: u64,
 ) -> Result<(f64, u64), String> {
-    ModParam::write(PARAM, &us.to_string())?;
+    mode.apply()?;
     pattern(src.as_mut_slice(), seed);
     let polled0 = polled(dev)?;
     let mut lat = Vec::with_capacity(OPS as usize);
@@ -99,13 +136,13 @@ fn round(
     let n = (OPS * u64::from(BLOCK)) as usize;
     ensure(
         src.as_slice()[..n] == dst.as_slice()[..n],
-        format!("a block read back differs (sync_poll_us {us})"),
+        format!("a block read back differs ({mode})"),
     )?;
     lat.sort_by(f64::total_cmp);
     Ok((lat[lat.len() / 2], polled(dev)? - polled0))
 }
 
-/// `RW_SYNC` READs with `sync_poll_us` at `us` while another thread
+/// `RW_SYNC` READs with polling `mode` while another thread
 /// keeps `STREAM_DEPTH` READs in flight on the same import (one queue
 /// pair): `count` of them, or (`until_polled`) from `count` on only until
 /// one completion was polled, at most `STREAM_SYNC_MAX`. Returns the
@@ -115,11 +152,11 @@ fn under_stream(
     dev: &Rrdma,
     rw: &RemoteRegion<'_>,
     local: &Region<'_>,
-    us: u32,
+    mode: Mode,
     count: u64,
     until_polled: bool,
 ) -> Result<(u64, u64, u64), String> {
-    ModParam::write(PARAM, &us.to_string())?;
+    mode.apply()?;
     let stop = AtomicBool::new(false);
     let polled0 = polled(dev)?;
     let start = Instant::now();
@@ -194,7 +231,7 @@ fn under_stream(
     let made = sync?;
     let done = stream?;
     println!(
-        "# sync polling under a stream, sync_poll_us={us}: {made} RW_SYNC READs in {} ms",
+        "# sync polling under a stream, {mode}: {made} RW_SYNC READs in {} ms",
         start.elapsed().as_millis()
     );
     Ok((polled(dev)? - polled0, made, done))
@@ -212,8 +249,10 @@ fn stream_checks(dev: &Rrdma, peer: &str) -> Result<(u64, u64, u64), String> {
     let local = dev
         .create_region(BLOCK, 9)
         .map_err(|e| format!("create_region: {e}"))?;
-    let (on, on_made, on_stream) = under_stream(dev, &rw, &local, POLL_US, STREAM_SYNC_MIN, true)?;
-    let (off, off_made, off_stream) = under_stream(dev, &rw, &local, 0, STREAM_SYNC_OFF, false)?;
+    let fixed = Mode::Fixed(POLL_US);
+    let (on, on_made, on_stream) = under_stream(dev, &rw, &local, fixed, STREAM_SYNC_MIN, true)?;
+    let (off, off_made, off_stream) =
+        under_stream(dev, &rw, &local, Mode::Off, STREAM_SYNC_OFF, false)?;
     println!(
         "# sync polling under a stream of {STREAM_DEPTH} READs in flight: {on} completions polled \
          in {on_made} RW_SYNC READs with sync_poll_us={POLL_US} ({on_stream} stream READs), \
@@ -226,9 +265,9 @@ fn stream_checks(dev: &Rrdma, peer: &str) -> Result<(u64, u64, u64), String> {
 }
 
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>) {
-    let saved = match ModParam::set(PARAM, "0") {
+    let saved = match ModParam::set(PARAM, "0").and_then(|p| Ok((p, ModParam::set(ON, "Y")?))) {
         Ok(p) => p,
-        Err(e) => return t.check("sync_poll_us can be set", Err(e)),
+        Err(e) => return t.check("sync_poll and sync_poll_us can be set", Err(e)),
     };
     let res = (|| -> Result<(), String> {
         let mut src = dev
@@ -237,29 +276,32 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         let dst = dev
             .create_region(BLOCK, OPS)
             .map_err(|e| format!("create_region: {e}"))?;
-        let (mut on, mut off) = ((Vec::new(), 0), (Vec::new(), 0));
+        // Fixed, off and adaptive alternated; each mode's READ p50 per
+        // round and completions polled.
+        let modes = [Mode::Fixed(POLL_US), Mode::Off, Mode::Auto];
+        let mut seen = [(Vec::new(), 0), (Vec::new(), 0), (Vec::new(), 0)];
         for r in 0..ROUNDS {
-            let (p50, n) = round(dev, rw, &mut src, &dst, POLL_US, 2 * r)?;
-            on.0.push(format!("{p50:.0}"));
-            on.1 += n;
-            let (p50, n) = round(dev, rw, &mut src, &dst, 0, 2 * r + 1)?;
-            off.0.push(format!("{p50:.0}"));
-            off.1 += n;
+            for (i, m) in modes.iter().enumerate() {
+                let (p50, n) = round(dev, rw, &mut src, &dst, *m, 3 * r + i as u64)?;
+                seen[i].0.push(format!("{p50:.0}"));
+                seen[i].1 += n;
+            }
         }
-        println!(
-            "# sync polling: READ p50 {} us with sync_poll_us={POLL_US} ({} completions polled), {} us without ({})",
-            on.0.join("/"),
-            on.1,
-            off.0.join("/"),
-            off.1
-        );
+        let line = modes
+            .iter()
+            .zip(&seen)
+            .map(|(m, (p, n))| format!("{} us {m} ({n} polled)", p.join("/")))
+            .collect::<Vec<_>>()
+            .join(", ");
+        println!("# sync polling: READ p50 {line}");
+        let off = &seen[1];
         ensure(
             off.1 == 0,
             format!("polling off: {} completions polled", off.1),
         )
     })();
     t.check(
-        "synchronous operations with busy polling on and off move the right bytes; with it off the task polls nothing",
+        "synchronous operations with a fixed polling window, none and the adaptive one move the right bytes; with none the task polls nothing",
         res,
     );
     let res = stream_checks(dev, peer).and_then(|(on, made, off)| {
@@ -268,7 +310,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
             format!("{on} completions polled with polling on (in {made} READs), {off} with it off"),
         )
     });
-    let restored = saved.restore();
+    let restored = saved.0.restore().and(saved.1.restore());
     t.check(
         "with busy polling on, a synchronous operation handles completions itself (a stream's, on its queue pair); off, none",
         res.and(restored),

@@ -4,7 +4,9 @@
 //! with, as it travels in the reject's private data, and the reason its
 //! log line gives.
 
-use super::super::errno::{Errno, EBUSY, ECONNREFUSED, ENOENT, EPROTO, EPROTONOSUPPORT};
+use super::super::errno::{
+    Errno, EBUSY, ECONNREFUSED, EDQUOT, ENOENT, ENOSPC, EPROTO, EPROTONOSUPPORT,
+};
 use super::{le32, put16, put32, MAGIC, VERSION};
 
 /// Bytes of an encoded reject.
@@ -28,6 +30,17 @@ pub fn decode_reject(b: &[u8]) -> Option<Errno> {
     Errno::new(le32(b, 8) as i32)
 }
 
+/// The errno a listener's refusal with `e` carries to the peer: a cap of
+/// this host's (`ENOSPC`, `EDQUOT`) is not the connecting file's, whose
+/// CONNECT would say so with the same errno: it gets `ECONNREFUSED`.
+pub fn errno_for_peer(e: Errno) -> Errno {
+    if e == ENOSPC || e == EDQUOT {
+        ECONNREFUSED
+    } else {
+        e
+    }
+}
+
 /// Why a listener refused a connect request with `e`, for its log line.
 pub fn refusal_reason(e: Errno) -> &'static str {
     if e == EPROTO {
@@ -40,6 +53,10 @@ pub fn refusal_reason(e: Errno) -> &'static str {
         "the listener is closing"
     } else if e == ENOENT {
         "no connection for the lane to join"
+    } else if e == ENOSPC {
+        "the listener's file holds max_file_conns connections"
+    } else if e == EDQUOT {
+        "the listener's user holds max_user_conns connections"
     } else {
         "the connection could not be set up"
     }
@@ -57,6 +74,16 @@ mod tests {
         assert_ne!(refusal_reason(EPROTONOSUPPORT), refusal_reason(EPROTO));
         assert_ne!(refusal_reason(ECONNREFUSED), refusal_reason(EIO));
         assert_ne!(refusal_reason(ENOENT), refusal_reason(EIO));
+        assert_ne!(refusal_reason(ENOSPC), refusal_reason(EIO));
+        assert_ne!(refusal_reason(EDQUOT), refusal_reason(ENOSPC));
+    }
+
+    #[test]
+    fn caps_reach_the_peer_as_refusals() {
+        assert_eq!(errno_for_peer(ENOSPC), ECONNREFUSED);
+        assert_eq!(errno_for_peer(EDQUOT), ECONNREFUSED);
+        assert_eq!(errno_for_peer(EBUSY), EBUSY);
+        assert_eq!(errno_for_peer(EPROTO), EPROTO);
     }
 
     #[test]

@@ -90,6 +90,7 @@ pub(super) fn run_queue(
 ) -> io::Result<QueueRun> {
     let set_up = open(dev, t).and_then(|(conn, remote)| {
         let (local, depth) = local_for(dev, &remote, a)?;
+        warm_up(dev, &remote, &local)?;
         Ok((conn, remote, local, depth))
     });
     match set_up {
@@ -108,10 +109,46 @@ pub(super) fn run_shared(
     a: &BenchArgs,
     gates: &Gates,
 ) -> io::Result<QueueRun> {
-    match local_for(dev, remote, a) {
+    match local_for(dev, remote, a).and_then(|(local, depth)| {
+        warm_up(dev, remote, &local)?;
+        Ok((local, depth))
+    }) {
         Ok((local, depth)) => gated(gates, || run_set_up(dev, a, remote, &local, depth)),
         Err(e) => gates.pass(Err(e)),
     }
+}
+
+/// Data lanes a connection of this host offers: the module parameter
+/// `queue_pairs` (0: one queue pair per online CPU), at most 16, less the
+/// connection's own queue pair.
+fn lanes_offered() -> u64 {
+    let param = std::fs::read_to_string("/sys/module/rrdma/parameters/queue_pairs")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    let qps = if param == 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
+    } else {
+        param
+    };
+    qps.clamp(1, 16) - 1
+}
+
+/// One READ of block 0 before the timed run. A connection opens its data
+/// lanes with its first operation: the run then measures them, and the
+/// exporter's work of setting them up comes before the run. Waits until
+/// the lanes this side offers are up in `dev`'s file (a peer that grants
+/// fewer: 2 s at most).
+fn warm_up(dev: &Rrdma, remote: &RemoteRegion<'_>, local: &Region<'_>) -> io::Result<()> {
+    dev.rw_sync(&remote.op(OP_READ, local, 0, 0, 1, 0))?;
+    let want = lanes_offered();
+    let start = Instant::now();
+    while dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0) < want
+        && start.elapsed() < std::time::Duration::from_secs(2)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    Ok(())
 }
 
 /// Runs `run` between the gates, set up already.

@@ -56,8 +56,8 @@ impl Conn {
             OpWork::Fence => return self.post_barrier(import, to),
         };
         let mut g = Some(self.inner.lock());
-        let p = match g.as_ref() {
-            Some(i) if !first => i.pick_path(),
+        let p = match g.as_deref_mut() {
+            Some(i) if !first => self.path_for_ops(i),
             _ => 0,
         };
         let mut pg = None;
@@ -80,7 +80,7 @@ impl Conn {
     ) -> (usize, Option<Errno>) {
         let mut g = Some(self.inner.lock());
         // The whole run goes on one queue pair: its writes share a fence.
-        let p = g.as_ref().map_or(0, |i| i.pick_path());
+        let p = g.as_deref_mut().map_or(0, |i| self.path_for_ops(i));
         // The fence's sink is reserved before the first write.
         if fence.is_some() {
             if let Err(e) = self.ready_sinks(&mut g, p) {

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Synchronous operations (`RW_SYNC`): one posted and waited for, with
-//! optional busy polling (`sync_poll_us`); and waits for send-queue room,
-//! with the log line of a caller that found none.
+//! Synchronous operations (`RW_SYNC`): one posted and waited for, polling
+//! for its completion first for as long as `abi::poll` says (adaptive by
+//! default); and waits for send-queue room, with the log line of a caller
+//! that found none.
 
 use super::*;
 
@@ -123,6 +124,7 @@ impl Conn {
                 (Posted::Full, _) => self.wait_room()?,
             }
         };
+        let posted = ffi::now_ns();
         self.busy_poll(p, &w);
         // Posted: a signal does not end the wait (a restart would post the
         // operation a second time while it is in flight, an EINTR leave
@@ -131,17 +133,29 @@ impl Conn {
         // fatal signal does too: nothing of the dying task will look.
         w.done.wait()?;
         let status = *w.status.lock();
+        if status == Some(0) {
+            // Its time feeds the mean that sets the next one's window.
+            let took = ffi::now_ns().saturating_sub(posted);
+            let _ = self
+                .sync_mean_ns
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
+                    Some(crate::abi::poll::mean_after(m, took))
+                });
+        }
         Ok(status.unwrap_or(0))
     }
 
-    /// Busy polling (module parameter `sync_poll_us`, 0 by default): polls
-    /// path `p`'s send CQ here until `w` has its status or the time is up,
-    /// so that a short synchronous operation's end wakes nobody (neither
-    /// the CQ's softirq nor this task). Completions of others that it
-    /// finds are handled here too. The queue pair's teardown waits for the
-    /// poll reference, which goes before this returns.
+    /// Busy polling: polls path `p`'s send CQ here until `w` has its status
+    /// or the window (`abi::poll::window_ns`: twice the connection's mean
+    /// completion time by default) is over, so that a short synchronous
+    /// operation's end wakes nobody (neither the CQ's softirq nor this
+    /// task). Completions of others that it finds are handled here too.
+    /// Between empty polls the CPU goes to whatever else can run on it
+    /// (`shim/poll.c`). The queue pair's teardown waits for the poll
+    /// reference, which goes before this returns.
     pub(super) fn busy_poll(&self, p: usize, w: &SyncWait) {
-        let ns = ffi::sync_poll_ns();
+        let mean = self.sync_mean_ns.load(Ordering::Relaxed);
+        let ns = crate::abi::poll::window_ns(ffi::sync_poll(), mean);
         if ns == 0 {
             return;
         }

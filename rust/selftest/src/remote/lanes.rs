@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0 OR MIT
 
-//! A connection's data lanes: they come up as the `queue_pairs` module
-//! parameter says, and operations from several CPUs go on them.
+//! A connection's data lanes: none before the connection's first
+//! operation (an idle connection holds one queue pair), then as many as
+//! the `queue_pairs` module parameter says, and operations from several
+//! CPUs go on them.
 
-use rrdma::Rrdma;
+use rrdma::abi::uapi::OP_READ;
+use rrdma::{RemoteRegion, Rrdma};
 
 use crate::param::ModParam;
 use crate::{ensure, Tap};
@@ -24,11 +27,25 @@ fn lanes_expected() -> u64 {
     qps.clamp(1, 16) - 1
 }
 
-/// The connection's data lanes come up (both guests load the module with
-/// the same `queue_pairs`, so the peer grants all that this side offers);
-/// returns how many are expected.
-pub(super) fn lanes_up_checks(dev: &Rrdma, t: &mut Tap) -> u64 {
+/// The connection's data lanes: none while no operation went on it; after
+/// one (a READ of `rw`), they come up (both guests load the module with
+/// the same `queue_pairs`, so the peer grants all that this side offers).
+/// Returns how many are expected.
+pub(super) fn lanes_up_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) -> u64 {
     let want = lanes_expected();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let idle = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+    t.check(
+        "no data lane before the connection's first operation",
+        ensure(idle == 0, format!("{idle} up")),
+    );
+    let first = dev
+        .create_region(4096, 1)
+        .and_then(|local| dev.rw_sync(&rw.op(OP_READ, &local, 0, 0, 1, 0)));
+    t.check(
+        "the connection's first operation (a READ on its own queue pair)",
+        first.map_err(|e| e.to_string()),
+    );
     let start = std::time::Instant::now();
     let mut up = 0;
     while start.elapsed() < std::time::Duration::from_secs(10) {

@@ -95,7 +95,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     );
     let (Ok(rw), Ok(ro)) = (rw, ro) else { return };
     println!("# rw import: max_op_blocks {}", rw.max_op_blocks());
-    let lanes = lanes_up_checks(dev, t);
+    let lanes = lanes_up_checks(dev, t, &rw);
     // A guest emulating a small NIC (module limit_* parameters) says what
     // its queues and page lists allow.
     if let Ok(want) = std::env::var("RRDMA_MAX_OP_BLOCKS") {

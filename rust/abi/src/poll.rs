@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! When a synchronous operation (`RW_SYNC`) polls for its completion, and
+//! for how long.
+//!
+//! Polling saves the two wake-ups of a completion that is waited for (the
+//! completion queue's softirq, then the task), which on a short round trip
+//! are a large part of it. It spends the CPU it spins on, so it pays only
+//! when the completion comes soon. By default the window adapts, as NVMe's
+//! hybrid polling does, to the connection's own completion times: each
+//! operation's time from post to completion feeds a moving mean
+//! ([`mean_after`]); an operation polls for twice that mean
+//! ([`window_ns`]), and not at all while the mean is long (more than
+//! [`AUTO_MEAN_MAX_NS`]: a slow peer, a debug kernel) or not yet known.
+//! An operation whose completion did not come in the window sleeps as
+//! before, and its longer time raises the mean. The module parameters
+//! override: `sync_poll=N` never polls, `sync_poll_us` fixes the window.
+
+/// How synchronous operations poll (module parameters).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SyncPoll {
+    /// Never (`sync_poll=N`).
+    Off,
+    /// For a fixed window, in ns (`sync_poll_us`).
+    Fixed(u64),
+    /// For twice the connection's mean completion time (the default).
+    Auto,
+}
+
+/// The longest mean completion time that is still polled for.
+pub const AUTO_MEAN_MAX_NS: u64 = 500_000;
+/// The shortest adaptive window: a clock read and one poll cost a few
+/// microseconds already.
+pub const AUTO_WINDOW_MIN_NS: u64 = 20_000;
+/// The longest window, fixed or adaptive (`sync_poll_us` at most 1000).
+pub const WINDOW_MAX_NS: u64 = 1_000_000;
+
+/// The mode the module parameters set: `on` is `sync_poll`, `fixed_us`
+/// is `sync_poll_us` (0: adaptive).
+pub const fn mode(on: bool, fixed_us: u32) -> SyncPoll {
+    if !on {
+        SyncPoll::Off
+    } else if fixed_us == 0 {
+        SyncPoll::Auto
+    } else {
+        let ns = fixed_us as u64 * 1000;
+        SyncPoll::Fixed(if ns > WINDOW_MAX_NS {
+            WINDOW_MAX_NS
+        } else {
+            ns
+        })
+    }
+}
+
+/// How long an operation polls, in ns (0: not at all), given `mode` and
+/// the connection's mean completion time `mean_ns` (0: none yet).
+pub const fn window_ns(mode: SyncPoll, mean_ns: u64) -> u64 {
+    match mode {
+        SyncPoll::Off => 0,
+        SyncPoll::Fixed(ns) => ns,
+        SyncPoll::Auto => {
+            if mean_ns == 0 || mean_ns > AUTO_MEAN_MAX_NS {
+                0
+            } else {
+                let w = mean_ns * 2;
+                if w < AUTO_WINDOW_MIN_NS {
+                    AUTO_WINDOW_MIN_NS
+                } else if w > WINDOW_MAX_NS {
+                    WINDOW_MAX_NS
+                } else {
+                    w
+                }
+            }
+        }
+    }
+}
+
+/// The mean after an operation that took `sample_ns`: an eighth of the way
+/// from `mean_ns` to it (the first sets it). Bounded, so that one stalled
+/// operation (seconds) does not keep polling off for long.
+pub const fn mean_after(mean_ns: u64, sample_ns: u64) -> u64 {
+    let s = if sample_ns > 8 * AUTO_MEAN_MAX_NS {
+        8 * AUTO_MEAN_MAX_NS
+    } else if sample_ns == 0 {
+        1
+    } else {
+        sample_ns
+    };
+    if mean_ns == 0 {
+        s
+    } else {
+        let m = mean_ns - mean_ns / 8 + s / 8;
+        if m == 0 {
+            1
+        } else {
+            m
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_from_params() {
+        assert_eq!(mode(false, 0), SyncPoll::Off);
+        assert_eq!(mode(false, 500), SyncPoll::Off);
+        assert_eq!(mode(true, 0), SyncPoll::Auto);
+        assert_eq!(mode(true, 50), SyncPoll::Fixed(50_000));
+        assert_eq!(mode(true, 5000), SyncPoll::Fixed(WINDOW_MAX_NS));
+    }
+
+    #[test]
+    fn windows() {
+        assert_eq!(window_ns(SyncPoll::Off, 100_000), 0);
+        assert_eq!(window_ns(SyncPoll::Fixed(7), 0), 7);
+        // Not known yet, or too long: no polling.
+        assert_eq!(window_ns(SyncPoll::Auto, 0), 0);
+        assert_eq!(window_ns(SyncPoll::Auto, AUTO_MEAN_MAX_NS + 1), 0);
+        // Twice the mean, within bounds.
+        assert_eq!(window_ns(SyncPoll::Auto, 150_000), 300_000);
+        assert_eq!(window_ns(SyncPoll::Auto, 1_000), AUTO_WINDOW_MIN_NS);
+        assert_eq!(window_ns(SyncPoll::Auto, AUTO_MEAN_MAX_NS), WINDOW_MAX_NS);
+    }
+
+    #[test]
+    fn the_mean_follows_and_recovers() {
+        let mut m = mean_after(0, 300_000);
+        assert_eq!(m, 300_000);
+        for _ in 0..100 {
+            m = mean_after(m, 100_000);
+        }
+        assert!((100_000..101_000).contains(&m), "{m}");
+        // One stall of seconds turns polling off, for a while only.
+        m = mean_after(m, 3_000_000_000);
+        assert_eq!(window_ns(SyncPoll::Auto, m), 0);
+        let mut ops = 0;
+        while window_ns(SyncPoll::Auto, m) == 0 {
+            m = mean_after(m, 100_000);
+            ops += 1;
+        }
+        assert!(ops < 20, "{ops} operations before polling again");
+        // Never 0 (which means unknown) once set.
+        assert_eq!(mean_after(0, 0), 1);
+        assert_eq!(mean_after(1, 0), 1);
+    }
+}
