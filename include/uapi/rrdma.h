@@ -763,7 +763,8 @@ struct rrdma_status {
  * @peer:	the peer's address
  * @state:	RRDMA_CONN_STATE_*
  * @flags:	RRDMA_STATUS_CONN_*
- * @lanes:	data lanes: queue pairs beyond the connection's own
+ * @lanes:	data lanes granted: queue pairs beyond the connection's own,
+ *		opened at its first operation
  * @reconnects:	reconnect attempts so far
  * @in_flight:	operations posted and not yet completed (on its imports,
  *		those given up with operations in flight included)

@@ -326,6 +326,7 @@ client() { # DEV
 		# F: the READ latency without polling (sync_poll=N): what the
 		# default's adaptive polling (B) changes.
 		if [ "$test" = read_lat ]; then
+			was=$(cat /sys/module/rrdma/parameters/sync_poll)
 			echo N >/sys/module/rrdma/parameters/sync_poll
 			cpu_begin
 			if out=$($CLI rrdma bench $t $args --json 2>&1); then
@@ -334,7 +335,7 @@ client() { # DEV
 				fails=$((fails + 1))
 				echo "rrdma bench (sync_poll=N) $test $size $depth: $out"
 			fi
-			echo Y >/sys/module/rrdma/parameters/sync_poll
+			echo "$was" >/sys/module/rrdma/parameters/sync_poll
 		fi
 		# D: the message rate and the READ latency through an IOPOLL
 		# ring (the waiting task polls the completion queue, as perftest

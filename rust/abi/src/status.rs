@@ -76,7 +76,8 @@ abi_struct! {
         state: u32 = 40,
         /// `STATUS_CONN_*`.
         flags: u32 = 44,
-        /// Data lanes: queue pairs beyond the connection's own.
+        /// Data lanes granted: queue pairs beyond the connection's own,
+        /// opened at its first operation.
         lanes: u32 = 48,
         /// Reconnect attempts so far.
         reconnects: u32 = 52,

@@ -213,6 +213,7 @@ fn conns(me: &str) -> Result<(), String> {
     let a1 = accept(&k1)?;
     let c2 = c.connect(p2, T).map_err(|e| format!("connect 2: {e}"))?;
     let a2 = accept(&k2)?;
+    quiet_log();
     let mark = log_mark();
     expect_errno(c.connect(p1, T), ENOSPC.get())
         .map_err(|e| format!("the file's 3rd connection (cap 2; the listener has room): {e}"))?;

@@ -151,7 +151,15 @@ fn cycle(peer: &str, tok: u64, n: u64, ph: &Mutex<Phase>) {
         let s = buf.as_slice();
         s[..4096] == s[4096..8192]
     };
-    let lanes = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+    // The WRITE asked for the lanes (a connection opens them on its first
+    // operation): they join within a few round trips, or not at all when
+    // their accepts fail.
+    let asked = std::time::Instant::now();
+    let mut lanes = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+    while lanes == 0 && asked.elapsed() < std::time::Duration::from_millis(500) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        lanes = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+    }
     if let Ok(mut p) = ph.lock() {
         if intact {
             p.verified += 1;

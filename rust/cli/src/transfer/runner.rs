@@ -119,19 +119,31 @@ pub(super) fn run_shared(
 }
 
 /// Data lanes a connection of this host offers: the module parameter
-/// `queue_pairs` (0: one queue pair per online CPU), at most 16, less the
-/// connection's own queue pair.
+/// `queue_pairs` (0: one queue pair per online CPU, as the kernel counts
+/// them), at most 16, less the connection's own queue pair.
 fn lanes_offered() -> u64 {
     let param = std::fs::read_to_string("/sys/module/rrdma/parameters/queue_pairs")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(0);
-    let qps = if param == 0 {
-        std::thread::available_parallelism().map_or(1, |n| n.get() as u64)
-    } else {
-        param
-    };
+    let qps = if param == 0 { online_cpus() } else { param };
     qps.clamp(1, 16) - 1
+}
+
+/// CPUs online (`/sys/devices/system/cpu/online`: ranges such as
+/// `0-3,5`), which the kernel's `num_online_cpus()` counts whatever this
+/// task's affinity; 1 if it cannot be read.
+fn online_cpus() -> u64 {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let n: u64 = text
+        .trim()
+        .split(',')
+        .filter_map(|r| match r.split_once('-') {
+            Some((a, b)) => Some(b.parse::<u64>().ok()? + 1 - a.parse::<u64>().ok()?),
+            None => r.parse::<u64>().ok().map(|_| 1),
+        })
+        .sum();
+    n.max(1)
 }
 
 /// One READ of block 0 before the timed run. A connection opens its data
