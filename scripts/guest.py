@@ -61,7 +61,8 @@ PROFILE_TOOLS = ["perf"]
 # tests (80 MiB with its libraries, which every other guest would carry
 # for nothing).
 TEST_TOOLS = {"profile": PROFILE_TOOLS, "blk": ["fio", "mkfs.ext4"], "blkbench": ["fio"],
-              "demo": ["mkfs.ext4"], "capi": PROFILE_TOOLS}
+              "demo": ["mkfs.ext4"], "capi": PROFILE_TOOLS,
+              "scale": ["cmtime"]}
 PROVIDERS = ["/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav34.so",
              "/usr/lib/x86_64-linux-gnu/libibverbs/libsiw-rdmav34.so"]
 PROVIDER_CONF = ["/etc/libibverbs.d/rxe.driver", "/etc/libibverbs.d/siw.driver"]

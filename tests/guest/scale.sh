@@ -17,6 +17,50 @@ IFS=,
 set -- $RRDMA_ARG
 IFS=$old_ifs
 prov=$1 max=${2:-1000} conns=${3:-20} exports=${4:-}
+
+# cmtime_beside PROV RRDMA_P50_US: rdma_cm's own connect time on the same
+# device and address, beside rrdma's: rdma-core's cmtime, one connection
+# per run (as rrdma's connects are timed one at a time), CMTIME_RUNS runs
+# against one server; each run's time is the sum of its steps up to the
+# connection's establishment (create id, resolve address, resolve route,
+# create QP, connect), as rrdma's CONNECT does them all.
+cmtime_beside() {
+	runs=${CMTIME_RUNS:-21}
+	cmtime -b 10.77.0.1 -p 7470 >/tmp/cmtime-server.log 2>&1 &
+	server=$!
+	sleep 1
+	: >/tmp/cmtime.us
+	i=0
+	while [ $i -lt "$runs" ]; do
+		cmtime -s 10.77.0.1 -p 7470 -c 1 >/tmp/cmtime.out 2>&1 || break
+		awk -F: '/^(create id|resolve addr|resolve route|create qp|connect) *:/ {
+			n = split($2, f, " "); us += f[n]; step[++steps] = f[n] }
+			END { if (steps == 5) printf "%.0f %.0f %.0f %.0f %.0f %.0f\n",
+				us, step[1], step[2], step[3], step[4], step[5] }' /tmp/cmtime.out >>/tmp/cmtime.us
+		i=$((i + 1))
+	done
+	kill $server 2>/dev/null
+	wait $server 2>/dev/null
+	got=$(grep -c . /tmp/cmtime.us)
+	if [ "$got" != "$runs" ]; then
+		fail "cmtime $1: $runs runs of rdma_cm's own connect" \
+			"$got timed: $(tail -n 3 /tmp/cmtime.out | tr '\n' ' ')"
+		return
+	fi
+	ok "cmtime $1: $runs runs of rdma_cm's own connect"
+	# The p50 of each column: the whole, then each step in its order.
+	p50s=
+	for col in 1 2 3 4 5 6; do
+		p50s="$p50s $(cut -d' ' -f$col /tmp/cmtime.us | sort -n | sed -n "$((runs / 2 + 1))p")"
+	done
+	set -- "$1" "$2" $p50s
+	max=$(sort -n /tmp/cmtime.us | tail -n 1 | cut -d' ' -f1)
+	ratio=$(awk -v a="${2:-0}" -v b="$3" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "?x" }')
+	echo "scale $1: # rdma_cm's own connect (cmtime, $runs runs of one connection): p50 $3 us" \
+		"(step p50s: create id $4, resolve address $5, route $6, create QP $7, connect $8), max $max us;" \
+		"rrdma's connect p50 ${2:-?} us is $ratio of it"
+}
+
 load_modules
 make_veth || fail "veth pair" "ip link failed"
 check "veth0 has 10.77.0.1" ip addr add 10.77.0.1/24 dev veth0
@@ -28,5 +72,6 @@ if [ -n "$exports" ]; then
 		echo $exports > /sys/module/rrdma/parameters/max_user_exports"
 fi
 tap "scale $prov" rrdma-selftest scale 10.77.0.1 "$max" "$conns"
+[ "$conns" -gt 0 ] && cmtime_beside "$prov" "$(sed -n 's/.*: connect p50 \([0-9]*\) us.*/\1/p' /tmp/tap.out)"
 check "rdma link del ${prov}0" rdma link del ${prov}0
 check "rmmod rrdma" rmmod rrdma
