@@ -902,13 +902,14 @@ struct rrdma_status_disk {
  * (RRDMA_FEATURE_URING_IOPOLL) the command completes by polling:
  * io_uring_enter(IORING_ENTER_GETEVENTS) polls the completion queue of the
  * queue pair its operation went to, and posts the CQEs it finds there
- * without a wake-up (a poll that finds nothing for the module parameter
- * iopoll_spin_us sleeps until the queue has something); it returns once
- * min_complete CQEs are ready, or earlier when the task should reschedule
- * (an IOPOLL ring ignores IORING_ENTER_EXT_ARG's timeout), so a caller
- * waits by asking again.  When the queues are full, io_uring issues the
- * command again from a worker thread, which waits for room (a signal ends
- * it with -EINTR).  Its completion does not go through read(2).
+ * without a wake-up (a poll that finds nothing for a while, see the module
+ * parameters iopoll_spin and iopoll_spin_us, sleeps until the queue has
+ * something); it returns once min_complete CQEs are ready, or earlier
+ * when the task should reschedule (an IOPOLL ring ignores
+ * IORING_ENTER_EXT_ARG's timeout), so a caller waits by asking again.
+ * When the queues are full, io_uring issues the command again from a
+ * worker thread, which waits for room (a signal ends it with -EINTR).
+ * Its completion does not go through read(2).
  */
 #define RRDMA_URING_CMD_OP	_IOW(RRDMA_IOCTL_MAGIC, 0x40, struct rrdma_op)
 

@@ -11,7 +11,8 @@
 //! - `file.rs`: `/dev/rrdma`'s `file_operations`;
 //! - `region.rs`: the `vm_operations` of a mapped region;
 //! - `listener.rs`: a listening cm_id's events;
-//! - `conn.rs`: a connection's cm_id events and queue pair completions.
+//! - `conn.rs`: a connection's cm_id events and queue pair completions;
+//! - `poll.rs`: the polling policy, for the shim's IOPOLL polls.
 
 use kernel::ffi::c_void;
 use kernel::sync::ArcBorrow;
@@ -23,6 +24,7 @@ mod conn;
 mod device;
 mod file;
 mod listener;
+mod poll;
 mod region;
 
 /// Borrows the module's context from the pointer the shim was registered

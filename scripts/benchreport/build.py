@@ -72,6 +72,7 @@ def build_setup(runs, extra):
             b = by_round(runs, "rate", size, "perftest", depth)
             u = by_round(runs, "rate", size, "rrdma-uring", depth)
             ip = by_round(runs, "rate", size, "rrdma-iopoll", depth)
+            ip_fixed = by_round(runs, "rate", size, "rrdma-iopoll-fixed", depth)
             sent = by_round(runs, "rate", size, "rrdma-sent", depth)
             sent_ip = by_round(runs, "rate", size, "rrdma-sent-iopoll", depth)
             if a or b:
@@ -85,6 +86,9 @@ def build_setup(runs, extra):
                                   "iopoll_kops": spread([kops(r) for r in ip.values()]),
                                   "iopoll_ratio": ratio_row(ip, b, kops),
                                   "iopoll_over_ioctl": ratio_row(ip, a, kops),
+                                  # The adaptive spin over a fixed 50 us.
+                                  "iopoll_fixed_kops": spread([kops(r) for r in ip_fixed.values()]),
+                                  "iopoll_over_fixed": ratio_row(ip, ip_fixed, kops),
                                   "sent_kops": spread([kops(r) for r in sent.values()]),
                                   "sent_ratio": ratio_row(sent, b, kops),
                                   "sent_over_placed": ratio_row(sent, a, kops),
@@ -118,6 +122,7 @@ def build_setup(runs, extra):
         a = by_round(runs, "read_lat", size, "rrdma")
         b = by_round(runs, "read_lat", size, "perftest")
         ip = by_round(runs, "read_lat", size, "rrdma-iopoll")
+        ip_fixed = by_round(runs, "read_lat", size, "rrdma-iopoll-fixed")
         nopoll = by_round(runs, "read_lat", size, "rrdma-nopoll")
         if not a and not b:
             continue
@@ -129,6 +134,8 @@ def build_setup(runs, extra):
             row[f"ratio_{key}"] = ratio_row(a, b, lambda r, k=key: lat(r, k))
             row[f"iopoll_{key}_usec"] = spread([lat(r, key) for r in ip.values()])
             row[f"iopoll_ratio_{key}"] = ratio_row(ip, b, lambda r, k=key: lat(r, k))
+            row[f"iopoll_fixed_{key}_usec"] = spread([lat(r, key) for r in ip_fixed.values()])
+            row[f"iopoll_over_fixed_{key}"] = ratio_row(ip, ip_fixed, lambda r, k=key: lat(r, k))
             # Without polling (sync_poll=N), and the default over it.
             row[f"nopoll_{key}_usec"] = spread([lat(r, key) for r in nopoll.values()])
             row[f"polled_over_nopoll_{key}"] = ratio_row(a, nopoll, lambda r, k=key: lat(r, k))

@@ -67,6 +67,14 @@ def print_setup(report, S):
                   f"{fmt(r.get('iopoll_kops'), digits=2):>13} "
                   f"{fmt_range(r.get('iopoll_ratio')):>20} "
                   f"{fmt_range(r.get('iopoll_over_ioctl')):>20}")
+    fixed = [r for r in S["rate"] if r.get("iopoll_fixed_kops")]
+    if fixed:
+        print("IOPOLL with its spin fixed at 50 us (the default until 2026-11-29): kop/s, "
+              "and the adaptive spin's rate over it, median [min..max]")
+        for r in fixed:
+            print(f"{'write':<9} {r['size']:>8} {r['depth']:>5} "
+                  f"{fmt(r['iopoll_fixed_kops'], digits=2):>12} "
+                  f"{fmt_range(r.get('iopoll_over_fixed')):>26}")
     if S.get("queues"):
         print(f"{'queues':<9} {'size':>8} {'q':>2} {'rrdma MB/s':>11} {'perftest MB/s':>14} "
               f"{'ratio median [min..max]':>26} {'rrdma /q1':>20} {'perftest /q1':>20}")
@@ -100,6 +108,10 @@ def print_setup(report, S):
             print(f"{'':<9} {'':>8} IOPOLL io_uring: " + "; ".join(
                 f"{name} {fmt(r[f'iopoll_{key}_usec'])} us, ratio "
                 f"{fmt_range(r[f'iopoll_ratio_{key}'])}" for key, name in LAT_KEYS))
+        if r.get("iopoll_fixed_p50_usec"):
+            print(f"{'':<9} {'':>8} IOPOLL, spin fixed at 50 us: " + "; ".join(
+                f"{name} {fmt(r[f'iopoll_fixed_{key}_usec'])} us, adaptive / it "
+                f"{fmt_range(r[f'iopoll_over_fixed_{key}'])}" for key, name in LAT_KEYS))
     if S["cpu"]:
         sides = S["cpu_sides"]
         what = ("the one guest's busy time (both sides)" if sides == ["guest"] else

@@ -195,6 +195,32 @@ cpu_json() {
 	fi
 }
 
+# run_tool TOOL WHAT ARG...: one run of `rrdma bench $t ARG...`, its
+# result emitted as TOOL's with the CPU time beside; a failure is counted
+# and shown with WHAT (how the run differs from the plain one).
+run_tool() {
+	rt_tool=$1 rt_what=$2
+	shift 2
+	cpu_begin
+	if out=$($CLI rrdma bench $t "$@" --json 2>&1); then
+		emit "{\"kind\":\"run\",\"tool\":\"$rt_tool\",$tag,\"result\":$out,$(cpu_json)}"
+	else
+		fails=$((fails + 1))
+		echo "rrdma bench $rt_what $test $size $depth: $out"
+	fi
+}
+
+# run_with PARAM VALUE TOOL ARG...: run_tool with the module parameter
+# PARAM set to VALUE, and set back as it was.
+run_with() {
+	rw_param=/sys/module/rrdma/parameters/$1 rw_what="($1=$2)" rw_value=$2 rw_tool=$3
+	shift 3
+	rw_was=$(cat "$rw_param")
+	echo "$rw_value" >"$rw_param"
+	run_tool "$rw_tool" "$rw_what" "$@"
+	echo "$rw_was" >"$rw_param"
+}
+
 # ICMP and UDP round trips of this topology (the floor under every RDMA
 # figure), once before the rounds.
 floor() {
@@ -273,37 +299,16 @@ client() { # DEV
 		esac
 		t=$tok4k
 		[ "$size" = 512 ] && t=$tok512
-		cpu_begin
-		if out=$($CLI rrdma bench $t $args --json 2>&1); then
-			emit "{\"kind\":\"run\",\"tool\":\"rrdma\",$tag,\"result\":$out,$(cpu_json)}"
-		else
-			fails=$((fails + 1))
-			echo "rrdma bench $test $size $depth: $out"
-		fi
+		run_tool rrdma "" $args
 		# E: writes that complete once sent (RRDMA_OP_F_SENT), as
 		# perftest's do, one fence at the end of the run (timed).
 		# The rate also through an IOPOLL ring, whose wait polls the
 		# completion queue as perftest's does.
 		case $test in
-		write_bw | rate)
-			cpu_begin
-			if out=$($CLI rrdma bench $t $args --sent --json 2>&1); then
-				emit "{\"kind\":\"run\",\"tool\":\"rrdma-sent\",$tag,\"result\":$out,$(cpu_json)}"
-			else
-				fails=$((fails + 1))
-				echo "rrdma bench --sent $test $size $depth: $out"
-			fi
-			;;
+		write_bw | rate) run_tool rrdma-sent --sent $args --sent ;;
 		esac
-		if [ "$test" = rate ]; then
-			cpu_begin
-			if out=$($CLI rrdma bench $t $args --sent --engine uring-iopoll --json 2>&1); then
-				emit "{\"kind\":\"run\",\"tool\":\"rrdma-sent-iopoll\",$tag,\"result\":$out,$(cpu_json)}"
-			else
-				fails=$((fails + 1))
-				echo "rrdma bench --sent --engine uring-iopoll $test $size $depth: $out"
-			fi
-		fi
+		[ "$test" = rate ] &&
+			run_tool rrdma-sent-iopoll "--sent --engine uring-iopoll" $args --sent --engine uring-iopoll
 		# C: two threads on one connection (io_uring), with its data
 		# lanes (a queue pair per CPU) and without (queue_pairs=1), in
 		# turn: what the lanes add.
@@ -312,54 +317,26 @@ client() { # DEV
 				echo $qp >/sys/module/rrdma/parameters/queue_pairs
 				tool=rrdma-lanes
 				[ $qp = 1 ] && tool=rrdma-1qp
-				cpu_begin
-				if out=$($CLI rrdma bench $t --op write --size $size --depth $depth \
-					--duration $SECS --engine uring --threads $queues --json 2>&1); then
-					emit "{\"kind\":\"run\",\"tool\":\"$tool\",$tag,\"result\":$out,$(cpu_json)}"
-				else
-					fails=$((fails + 1))
-					echo "rrdma bench --threads $queues (queue_pairs=$qp): $out"
-				fi
+				run_tool $tool "--threads $queues (queue_pairs=$qp)" --op write --size $size \
+					--depth $depth --duration $SECS --engine uring --threads $queues
 			done
 			echo 0 >/sys/module/rrdma/parameters/queue_pairs
 		fi
 		# F: the READ latency without polling (sync_poll=N): what the
 		# default's adaptive polling (B) changes.
-		if [ "$test" = read_lat ]; then
-			was=$(cat /sys/module/rrdma/parameters/sync_poll)
-			echo N >/sys/module/rrdma/parameters/sync_poll
-			cpu_begin
-			if out=$($CLI rrdma bench $t $args --json 2>&1); then
-				emit "{\"kind\":\"run\",\"tool\":\"rrdma-nopoll\",$tag,\"result\":$out,$(cpu_json)}"
-			else
-				fails=$((fails + 1))
-				echo "rrdma bench (sync_poll=N) $test $size $depth: $out"
-			fi
-			echo "$was" >/sys/module/rrdma/parameters/sync_poll
-		fi
+		[ "$test" = read_lat ] && run_with sync_poll N rrdma-nopoll $args
 		# D: the message rate and the READ latency through an IOPOLL
 		# ring (the waiting task polls the completion queue, as perftest
-		# does).
+		# does), with its adaptive spin (the default), then with the
+		# spin fixed at 50 us (the default until 2026-11-29).
 		case $test in
 		rate | read_lat)
-			cpu_begin
-			if out=$($CLI rrdma bench $t $args --engine uring-iopoll --json 2>&1); then
-				emit "{\"kind\":\"run\",\"tool\":\"rrdma-iopoll\",$tag,\"result\":$out,$(cpu_json)}"
-			else
-				fails=$((fails + 1))
-				echo "rrdma bench --engine uring-iopoll $test $size $depth: $out"
-			fi
+			run_tool rrdma-iopoll "--engine uring-iopoll" $args --engine uring-iopoll
+			run_with iopoll_spin_us 50 rrdma-iopoll-fixed $args --engine uring-iopoll
 			;;
 		esac
 		# C: the message rate again, through io_uring commands.
-		[ "$test" = rate ] || continue
-		cpu_begin
-		if out=$($CLI rrdma bench $t $args --engine uring --json 2>&1); then
-			emit "{\"kind\":\"run\",\"tool\":\"rrdma-uring\",$tag,\"result\":$out,$(cpu_json)}"
-		else
-			fails=$((fails + 1))
-			echo "rrdma bench --engine uring $test $size $depth: $out"
-		fi
+		[ "$test" = rate ] && run_tool rrdma-uring "--engine uring" $args --engine uring
 	done </tmp/schedule
 	emit "{\"kind\":\"perftest_failed_attempts\",\"provider\":\"$prov\",\"topology\":\"$topology\",\"value\":$retries}"
 	if [ "$topo" = local ]; then step_stop; else echo quit | nc "$PEER" 7490 >/dev/null; fi

@@ -15,6 +15,14 @@
 //! An operation whose completion did not come in the window sleeps as
 //! before, and its longer time raises the mean. The module parameters
 //! override: `sync_poll=N` never polls, `sync_poll_us` fixes the window.
+//!
+//! An IOPOLL ring's poll of a queue pair follows the same policy
+//! ([`iopoll_mode`]): a poll that finds nothing spins for twice the queue
+//! pair's mean wait, from its first empty poll to the next progress,
+//! before it sleeps until the completion queue has something
+//! (`shim/poll.c`); `iopoll_spin=N` sleeps at once and `iopoll_spin_us`
+//! fixes the spin, without the bound of a synchronous window (a poller
+//! with a core of its own may spin as classic IOPOLL does).
 
 /// How synchronous operations poll (module parameters).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +57,18 @@ pub const fn mode(on: bool, fixed_us: u32) -> SyncPoll {
         } else {
             ns
         })
+    }
+}
+
+/// The IOPOLL mode the module parameters set: `on` is `iopoll_spin`,
+/// `fixed_us` is `iopoll_spin_us` (0: adaptive, else not bounded).
+pub const fn iopoll_mode(on: bool, fixed_us: u32) -> SyncPoll {
+    if !on {
+        SyncPoll::Off
+    } else if fixed_us == 0 {
+        SyncPoll::Auto
+    } else {
+        SyncPoll::Fixed(fixed_us as u64 * 1000)
     }
 }
 
@@ -109,6 +129,10 @@ mod tests {
         assert_eq!(mode(true, 0), SyncPoll::Auto);
         assert_eq!(mode(true, 50), SyncPoll::Fixed(50_000));
         assert_eq!(mode(true, 5000), SyncPoll::Fixed(WINDOW_MAX_NS));
+        // IOPOLL's fixed spin has no bound.
+        assert_eq!(iopoll_mode(false, 0), SyncPoll::Off);
+        assert_eq!(iopoll_mode(true, 0), SyncPoll::Auto);
+        assert_eq!(iopoll_mode(true, 1_000_000), SyncPoll::Fixed(1_000_000_000));
     }
 
     #[test]

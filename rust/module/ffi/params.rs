@@ -79,6 +79,15 @@ pub(crate) fn sync_poll() -> crate::abi::poll::SyncPoll {
     crate::abi::poll::mode(on, fixed_us)
 }
 
+/// How an IOPOLL ring's poll spins before it sleeps (module parameters
+/// `iopoll_spin` and `iopoll_spin_us`).
+pub(crate) fn iopoll_spin() -> crate::abi::poll::SyncPoll {
+    let (mut on, mut fixed_us) = (false, 0);
+    // SAFETY: two valid out-pointers.
+    unsafe { rrdma_shim_iopoll_params(&mut on, &mut fixed_us) };
+    crate::abi::poll::iopoll_mode(on, fixed_us)
+}
+
 /// The cap on objects of `kind` per file (`user` false) or per user
 /// (module parameters `max_file_*`, `max_user_*`).
 pub(crate) fn cap(kind: crate::abi::caps::Kind, user: bool) -> u32 {
@@ -109,6 +118,8 @@ extern "C" {
     pub(crate) fn rrdma_shim_fail_at(point: u32) -> bool;
     /// The module parameters `sync_poll` and `sync_poll_us`.
     pub(crate) fn rrdma_shim_sync_poll_params(on: *mut bool, fixed_us: *mut u32);
+    /// The module parameters `iopoll_spin` and `iopoll_spin_us`.
+    pub(crate) fn rrdma_shim_iopoll_params(on: *mut bool, fixed_us: *mut u32);
     /// The `blk_loss_timeout_ms` module parameter.
     pub(crate) fn rrdma_shim_blk_loss_timeout_ms() -> u32;
 }

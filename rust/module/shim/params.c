@@ -213,10 +213,15 @@ module_param(cq_softirq, bool, 0644);
 MODULE_PARM_DESC(cq_softirq,
 		 "Poll queue pairs' send completions in softirq (default Y); N: on the rrdma_comp work queue, as before 2026-11-27 (for comparison)");
 
-static uint iopoll_spin_us = 50;
+static bool iopoll_spin = true;
+module_param(iopoll_spin, bool, 0644);
+MODULE_PARM_DESC(iopoll_spin,
+		 "An IOPOLL ring's poll spins a while when it finds nothing before it sleeps until the queue pair's next completion (default Y; N: sleeps at once)");
+
+static uint iopoll_spin_us;
 module_param(iopoll_spin_us, uint, 0644);
 MODULE_PARM_DESC(iopoll_spin_us,
-		 "Microseconds an IOPOLL ring's poll spins while it finds nothing before it sleeps until the queue pair's next completion (default 50; 0: sleeps at once)");
+		 "Microseconds an IOPOLL ring's poll spins while it finds nothing (0, default: twice the queue pair's mean wait for its next completion, if that is at most 500 us)");
 
 /* Whether a send CQ's event schedules its softirq poll (shim/cq.c). */
 bool rrdma_param_cq_softirq(void)
@@ -224,10 +229,11 @@ bool rrdma_param_cq_softirq(void)
 	return READ_ONCE(cq_softirq);
 }
 
-/* How long an IOPOLL poll spins before it sleeps (shim/poll.c). */
-u32 rrdma_param_iopoll_spin_us(void)
+/* The two parameters above (rust/abi/src/poll.rs turns them into a mode). */
+void rrdma_shim_iopoll_params(bool *on, u32 *fixed_us)
 {
-	return READ_ONCE(iopoll_spin_us);
+	*on = READ_ONCE(iopoll_spin);
+	*fixed_us = READ_ONCE(iopoll_spin_us);
 }
 
 /* ---- test hooks ---- */

@@ -13,6 +13,5 @@ struct rrdma_shim_device_limits;
 u16 rrdma_param_dev_mode(void);
 void rrdma_param_limits(struct rrdma_shim_device_limits *clamp);
 bool rrdma_param_cq_softirq(void);
-u32 rrdma_param_iopoll_spin_us(void);
 
 #endif /* RRDMA_SHIM_PARAMS_H */

@@ -8,7 +8,6 @@
 #include <linux/timekeeping.h>
 #include <linux/wait.h>
 
-#include "params.h"
 #include "qp_internal.h"
 
 /* The monotonic clock, in ns. */
@@ -73,6 +72,23 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
 	return qp_task_poll(q, NULL);
 }
 
+/*
+ * IOPOLL polls of @q made progress: the wait since their first empty poll,
+ * if any, feeds the mean that sets their spin.  Racy updates by pollers
+ * of two rings lose a sample at worst.
+ */
+static void iopoll_progress(struct rrdma_shim_qp *q)
+{
+	u64 idle = READ_ONCE(q->iopoll_idle_ns);
+
+	if (!idle)
+		return;
+	WRITE_ONCE(q->iopoll_mean_ns,
+		   rrdma_rust_poll_mean_after(READ_ONCE(q->iopoll_mean_ns),
+					      ktime_get_ns() - idle));
+	WRITE_ONCE(q->iopoll_idle_ns, 0);
+}
+
 /* Longest sleep of an IOPOLL poller: a wake-up it missed costs no more. */
 #define RRDMA_SHIM_IOPOLL_SLEEP_NS	NSEC_PER_MSEC
 
@@ -84,10 +100,14 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
  * oversubscribed host, need to make the completion come at all: two
  * guests of 2 vCPUs on 2 host cores ran 0.30-1.05x the ioctl path's rate
  * with a poll that spun until it found something.  So polls that have
- * found nothing for iopoll_spin_us sleep until the send CQ has something
+ * found nothing for a while sleep until the send CQ has something
  * (its event, or its work item's poll: rrdma_shim_qp_iopoll_wake()), task
  * work or a signal comes (io_uring runs it when this returns), or 1 ms
- * passed.  A poll that finds something starts the spin again.  @oneshot
+ * passed.  A poll that finds something starts the spin again.  The while
+ * (rrdma_rust_iopoll_window_ns(), rust/abi/src/poll.rs): by default twice
+ * the queue pair's mean wait from a first empty poll to the next progress,
+ * and no spin at all while that mean is unknown or above 500 us (a peer
+ * on contended vCPUs); iopoll_spin_us fixes it.  @oneshot
  * (BLK_POLL_ONESHOT): io_uring has completions already, or does not
  * wait: never sleep.
  */
@@ -102,7 +122,7 @@ int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring,
 	if (n || seen != READ_ONCE(q->iopoll_events)) {
 		/* Progress: this poll's, or the work item's since the last. */
 		WRITE_ONCE(q->iopoll_events, seen);
-		WRITE_ONCE(q->iopoll_idle_ns, 0);
+		iopoll_progress(q);
 		return n;
 	}
 	if (oneshot)
@@ -113,7 +133,7 @@ int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring,
 		WRITE_ONCE(q->iopoll_idle_ns, now);
 		idle = now;
 	}
-	spin = (u64)rrdma_param_iopoll_spin_us() * NSEC_PER_USEC;
+	spin = rrdma_rust_iopoll_window_ns(READ_ONCE(q->iopoll_mean_ns));
 	if (now - idle < spin)
 		return 0;
 	/* The lock of @ring is held: as io_uring's hybrid poll sleeps. */
@@ -122,7 +142,7 @@ int rrdma_shim_qp_iopoll(struct rrdma_shim_qp *q, const void *ring,
 					   ns_to_ktime(RRDMA_SHIM_IOPOLL_SLEEP_NS));
 	n = qp_task_poll_once(q, ring);
 	if (n)
-		WRITE_ONCE(q->iopoll_idle_ns, 0);
+		iopoll_progress(q);
 	return n;
 }
 

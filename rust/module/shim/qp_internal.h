@@ -162,7 +162,9 @@ struct rrdma_shim_ctrl_slot {
  *		rrdma_shim_qp_iopoll() (set and cleared under @poll_lock)
  * @iopoll_ring: see @iopoller
  * @iopoll_idle_ns: when IOPOLL polls of @scq started to find nothing (0: the
- *		last one found something); after iopoll_spin_us they sleep
+ *		last one found something); after their spin they sleep
+ * @iopoll_mean_ns: the mean time from that first empty poll to the next
+ *		progress (0: none yet), which sets the spin (iopoll_spin_us 0)
  * @iopoll_events: @cq_events when IOPOLL polls last saw it
  * @iopoll_wq:	IOPOLL pollers sleeping until @cq_events changes
  * @cq_events:	events of @scq and polls of @scq_work that found completions
@@ -216,6 +218,7 @@ struct rrdma_shim_qp {
 	struct task_struct *iopoller;
 	const void *iopoll_ring;
 	u64 iopoll_idle_ns;
+	u64 iopoll_mean_ns;
 	int iopoll_events;
 	wait_queue_head_t iopoll_wq;
 	atomic_t cq_events;

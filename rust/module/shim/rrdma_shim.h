@@ -57,6 +57,8 @@
  *    batch with a failed completion (which does) comes only on the CQ's
  *    work item, through rrdma_rust_ops_done;
  *  - rrdma_rust_conn_timer: rrdma's work queue, process context;
+ *  - rrdma_rust_iopoll_window_ns, _poll_mean_after: any context (pure
+ *    arithmetic and a read of module parameters);
  *  - rrdma_rust_conn_unplug: the submitting task, in io_uring's submission
  *    with its plug closing (process context), or with @from_schedule on
  *    its way to sleep, where Rust must not sleep nor take a sleeping lock.
@@ -344,6 +346,7 @@ bool rrdma_shim_qp_poll_tryget(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_ref(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_unref(struct rrdma_shim_qp *q);
 void rrdma_shim_sync_poll_params(bool *on, u32 *fixed_us);
+void rrdma_shim_iopoll_params(bool *on, u32 *fixed_us);
 u64 rrdma_shim_now_ns(void);
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len);
 int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
@@ -432,6 +435,8 @@ int rrdma_rust_listen_request(void *listener, struct rdma_cm_id *child,
 			      u8 peer_responder, void **conn);
 void rrdma_rust_qp_error(void *conn, u32 lane, int wc_status);
 void rrdma_rust_conn_timer(void *conn);
+u64 rrdma_rust_iopoll_window_ns(u64 mean_ns);
+u64 rrdma_rust_poll_mean_after(u64 mean_ns, u64 sample_ns);
 void rrdma_rust_ctrl_recv(void *conn, const void *msg, u32 len);
 void rrdma_rust_ctrl_sent(void *conn, int wc_status);
 void rrdma_rust_ops_done(void *conn, u32 lane, struct rrdma_shim_qp *q,

@@ -292,13 +292,20 @@ fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, ou
         Err(e) => return t.check("io_uring: an IOPOLL ring", Err(e.to_string())),
     };
     let back = expect_ok(dev.create_region(4096, 16)).expect("region");
-    // A poll that finds nothing for `iopoll_spin_us` sleeps until the CQ
-    // has something: 0 sleeps at once, 1 s spins as classic IOPOLL does.
-    // Both move the same blocks; the second also completes in place.
-    for (spin, seed, in_place) in [("0", 0x1bad, false), ("1000000", 0x2bad, true)] {
+    // A poll that finds nothing spins a while, then sleeps until the CQ
+    // has something: `iopoll_spin=N` sleeps at once, `iopoll_spin_us` 1 s
+    // spins as classic IOPOLL does, 0 (the default) spins for twice the
+    // queue pair's mean wait. All three move the same blocks; the second
+    // also completes in place.
+    let modes = [
+        ("iopoll_spin", "N", 0x1bad, false),
+        ("iopoll_spin_us", "1000000", 0x2bad, true),
+        ("iopoll_spin_us", "0", 0x3bad, false),
+    ];
+    for (param, value, seed, in_place) in modes {
         let polled0 = uring_polled(dev);
         let res = (|| {
-            let _spin = ModParam::set("iopoll_spin_us", spin)?;
+            let _spin = ModParam::set(param, value)?;
             pattern(out.as_mut_slice(), seed);
             let (writes, reads) = round_trip(rw, out, &back, 232, 3000);
             for (ops, base) in [(&writes, 3000), (&reads, 4000)] {
@@ -330,10 +337,10 @@ fn iopoll_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>, ou
             println!("# io_uring IOPOLL: the poll completed {polled} of {total} commands in place");
             ensure(polled > 0, format!("none of {total} completed in place"))
         })();
-        let what = if !in_place {
-            "io_uring IOPOLL, sleeping at once (iopoll_spin_us=0)"
+        let what = if in_place {
+            "io_uring IOPOLL, spinning, some completed in place".to_string()
         } else {
-            "io_uring IOPOLL, spinning, some completed in place"
+            format!("io_uring IOPOLL with {param}={value}")
         };
         t.check(
             &format!(
