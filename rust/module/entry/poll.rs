@@ -8,7 +8,7 @@
 /// (0: none yet); 0: it sleeps at once. Any context.
 #[no_mangle]
 extern "C" fn rrdma_rust_iopoll_window_ns(mean_ns: u64) -> u64 {
-    crate::abi::poll::window_ns(crate::ffi::iopoll_spin(), mean_ns)
+    crate::abi::poll::iopoll_window_ns(crate::ffi::iopoll_spin(), mean_ns)
 }
 
 /// The mean wait after one of `sample_ns` (`abi::poll::mean_after`). Any

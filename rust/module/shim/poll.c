@@ -105,9 +105,9 @@ static void iopoll_progress(struct rrdma_shim_qp *q)
  * work or a signal comes (io_uring runs it when this returns), or 1 ms
  * passed.  A poll that finds something starts the spin again.  The while
  * (rrdma_rust_iopoll_window_ns(), rust/abi/src/poll.rs): by default twice
- * the queue pair's mean wait from a first empty poll to the next progress,
- * and no spin at all while that mean is unknown or above 500 us (a peer
- * on contended vCPUs); iopoll_spin_us fixes it.  @oneshot
+ * the queue pair's mean wait from a first empty poll to the next progress
+ * while that mean is at most 500 us, and at least 50 us (the short gaps
+ * within a burst of completions); iopoll_spin_us fixes it.  @oneshot
  * (BLK_POLL_ONESHOT): io_uring has completions already, or does not
  * wait: never sleep.
  */
