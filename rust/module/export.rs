@@ -35,8 +35,10 @@ pub(crate) struct Export {
 }
 
 /// The exports of one file, by token: every lookup (a grant, UNEXPORT) is
-/// O(log n) in the number the file holds. Each entry holds one export
-/// charge of the file's (`max_file_exports`, `max_user_exports`).
+/// O(log n) in the number the file holds, and whether a region is
+/// exported O(1) (its count, `Region::is_exported`, kept here). Each entry
+/// holds one export charge of the file's (`max_file_exports`,
+/// `max_user_exports`) and one count of its region's.
 pub(crate) struct Exports {
     tree: RBTree<u64, Export>,
     /// Entries of `tree` (its length is not kept), each charged.
@@ -73,7 +75,7 @@ impl Exports {
         let generation = self.next_generation;
         let export = Export {
             token,
-            region,
+            region: region.clone(),
             writable,
             conn,
             generation,
@@ -87,6 +89,7 @@ impl Exports {
             return Err(ENOMEM);
         }
         self.count += 1;
+        region.count_export(true);
         self.next_generation = generation.wrapping_add(1).max(1);
         Ok(token)
     }
@@ -100,13 +103,15 @@ impl Exports {
     pub(crate) fn remove(&mut self, token: u64) -> Result<Export, Errno> {
         let e = self.tree.remove(&token).ok_or(ENOENT)?;
         self.count -= 1;
+        e.region.count_export(false);
         self.charges.give(Kind::Export);
         Ok(e)
     }
 
-    /// Whether `region` is exported (a region's destruction asks).
-    pub(crate) fn exports_region(&self, region: &Arc<Region>) -> bool {
-        self.tree.values().any(|e| Arc::ptr_eq(&e.region, region))
+    /// Whether `region` is exported (a region's destruction asks). The
+    /// caller holds the exports' lock, under which the count changes.
+    pub(crate) fn exports_region(&self, region: &Region) -> bool {
+        region.is_exported()
     }
 
     /// A copy of the exports (`RRDMA_IOCTL_STATUS`), to read after the
@@ -131,7 +136,8 @@ impl Exports {
     }
 
     fn discharge_all(&mut self) {
-        for _ in 0..self.count {
+        for e in self.tree.values() {
+            e.region.count_export(false);
             self.charges.give(Kind::Export);
         }
         self.count = 0;

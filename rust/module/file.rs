@@ -227,8 +227,12 @@ impl FileState {
             o.remove_region(req.handle)?
         };
         region.mark_destroyed();
-        for conn in self.shared.conns()?.iter() {
-            conn.forget_region(&region);
+        // Only a region some connection cached a registration of has any
+        // to forget: the others' destroy does not grow with connections.
+        if region.is_cached() {
+            for conn in self.shared.conns()?.iter() {
+                conn.forget_region(&region);
+            }
         }
         // The pages go when the last mapping of them (and the last
         // operation on them) does.

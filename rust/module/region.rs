@@ -19,7 +19,7 @@
 //! child holds nothing and faults with SIGBUS.
 
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use kernel::ffi::{c_int, c_ulong, c_void};
 use kernel::prelude::*;
@@ -123,6 +123,14 @@ pub(crate) struct Region {
     backing: Backing,
     npages: usize,
     destroyed: AtomicBool,
+    /// Exports of its file that name it: kept by `export::Exports`
+    /// under the file's exports lock, so that REGION_DESTROY's "is it
+    /// exported" is O(1), not a walk of every export.
+    exports: AtomicU32,
+    /// Registration cache entries of it, on every connection of its file
+    /// (a connection's path's `LocalReg`): REGION_DESTROY visits the
+    /// connections only if there are any.
+    cached: AtomicU32,
     _memlock: MemlockCharge,
     /// Its file's region charge (`None`: a disk's staging region).
     _charge: Option<Charge>,
@@ -174,6 +182,8 @@ impl Region {
                 },
                 npages,
                 destroyed: AtomicBool::new(false),
+                exports: AtomicU32::new(0),
+                cached: AtomicU32::new(0),
                 _memlock: memlock,
                 _charge: charge,
             },
@@ -199,6 +209,8 @@ impl Region {
                 backing: Backing::Pinned(pinned),
                 npages,
                 destroyed: AtomicBool::new(false),
+                exports: AtomicU32::new(0),
+                cached: AtomicU32::new(0),
                 _memlock: memlock,
                 _charge: Some(charge),
             },
@@ -214,12 +226,43 @@ impl Region {
     /// Marks the region's handle destroyed: connections drop their cached
     /// registrations of it once no operation uses them.
     pub(crate) fn mark_destroyed(&self) {
-        self.destroyed.store(true, Ordering::Release);
+        // SeqCst, as `is_destroyed` and the cache count: REGION_DESTROY
+        // marks, then reads the count; a cache entry counts itself, then
+        // its last operation reads the mark; one of them sees the other.
+        self.destroyed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether an export of its file names it.
+    pub(crate) fn is_exported(&self) -> bool {
+        self.exports.load(Ordering::Relaxed) != 0
+    }
+
+    /// One more export names it (`up`), or one fewer.
+    pub(crate) fn count_export(&self, up: bool) {
+        if up {
+            self.exports.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.exports.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether a connection's registration cache holds it.
+    pub(crate) fn is_cached(&self) -> bool {
+        self.cached.load(Ordering::SeqCst) != 0
+    }
+
+    /// One more cache entry holds it (`up`), or one fewer.
+    pub(crate) fn count_cached(&self, up: bool) {
+        if up {
+            self.cached.fetch_add(1, Ordering::SeqCst);
+        } else {
+            self.cached.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 
     /// Whether the region's handle was destroyed.
     pub(crate) fn is_destroyed(&self) -> bool {
-        self.destroyed.load(Ordering::Acquire)
+        self.destroyed.load(Ordering::SeqCst)
     }
 
     /// Number of pages.

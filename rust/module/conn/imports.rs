@@ -407,7 +407,7 @@ impl Conn {
             e.rkeys = rkeys;
             (
                 shift,
-                self.op_budget(0),
+                self.op_budget(&g, 0),
                 g.res.as_ref().is_some_and(|r| r.iwarp),
             )
         };

@@ -226,7 +226,7 @@ impl Conn {
     pub(super) fn backoff(self: &Arc<Self>, g: &mut ConnInner) {
         g.ctrl.reset();
         g.imports.stale_all();
-        let _ = self.reset_path(0, 0, 0, 0);
+        let _ = self.size_path0(g, 0, 0, 0);
         g.keepalive.stop();
         g.version = 0;
         let Some(r) = g.reconnect.as_mut() else {

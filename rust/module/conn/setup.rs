@@ -240,7 +240,7 @@ impl Conn {
         id.create_qp(&pd, &sizes)
             .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.peer = id.peer();
-        self.reset_path(0, q.ops, sizes.sinks, sizes.fence_sinks)?;
+        self.size_path0(g, q.ops, sizes.sinks, sizes.fence_sinks)?;
         g.res = Some(Resources {
             grants: grants::Grants::new(),
             pd,

@@ -140,12 +140,22 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 				sink = &q->sinks[s->sink];
 			}
 
-			if (s->slot < q->nops)
+			if (s->slot < q->nops) {
 				wr->wr_cqe = &q->ops[s->slot].cqe;
-			else if (s->slot == RRDMA_SHIM_COPIED_SLOT)
+			} else if (s->slot == RRDMA_SHIM_COPIED_SLOT) {
 				wr->wr_cqe = &rrdma_qp_copied_cqe;
-			else
+			} else if (s->slot == RRDMA_SHIM_NO_SLOT) {
 				wr->wr_cqe = &quiet_cqe;
+			} else {
+				/*
+				 * A slot this queue pair does not have: its
+				 * completion would be lost.  Rust sizes its
+				 * slots as the shim's (a bug if not).
+				 */
+				WARN_ON_ONCE(1);
+				ret = -EINVAL;
+				goto out;
+			}
 			if (s->signaled)
 				wr->send_flags = IB_SEND_SIGNALED;
 			switch (s->opcode) {

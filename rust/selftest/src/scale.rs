@@ -12,7 +12,8 @@
 //!   file), with the connect time and the kernel memory per pair.
 //!
 //! At each size: the p50 of a synchronous 4 KiB READ, the rate of 4 KiB
-//! WRITEs in batches of 32, and the p50 of EXPORT and IMPORT. Every call
+//! WRITEs in batches of 32, the p50 of EXPORT and IMPORT, and the p50 of
+//! REGION_DESTROY of a region never exported. Every call
 //! must succeed (the checks); the figures and their ratio to size 1 are
 //! `# ` lines and one JSON line (`# scale-json {...}`), measured, never
 //! asserted. Last, with the file closed, STATUS shows nothing of it left.
@@ -46,6 +47,9 @@ struct Figures {
     import_us: f64,
     /// IMPORT's p10 and p90 (µs): its spread.
     import_spread: (f64, f64),
+    /// REGION_DESTROY p50 (µs) of a region that was never exported,
+    /// with the file's exports all of another region.
+    destroy_us: f64,
 }
 
 /// What every measurement uses: the loopback connection, an import of a
@@ -98,12 +102,24 @@ impl Rig<'_> {
             drop(i);
             e.revoke().map_err(|e| format!("unexport: {e}"))?;
         }
+        let mut destroys = Vec::with_capacity(20);
+        for _ in 0..20 {
+            let r = self
+                .dev
+                .create_region(4096, 1)
+                .map_err(|e| format!("create a region: {e}"))?;
+            let t = Instant::now();
+            r.destroy()
+                .map_err(|(_, e)| format!("destroy a region: {e}"))?;
+            destroys.push(t.elapsed());
+        }
         Ok(Figures {
             read_us: p(&mut reads, 0.5),
             write_ops,
             export_us: p(&mut exports, 0.5),
             import_us: p(&mut imports, 0.5),
             import_spread: (p(&mut imports, 0.1), p(&mut imports, 0.9)),
+            destroy_us: p(&mut destroys, 0.5),
         })
     }
 
@@ -147,18 +163,25 @@ impl Rig<'_> {
 
 fn line(what: &str, n: usize, f: &Figures) -> String {
     format!(
-        "{what} {n}: read p50 {:.1} us, write {:.0} ops/s, export p50 {:.1} us, import p50 {:.1} us (p10 {:.0}, p90 {:.0})",
-        f.read_us, f.write_ops, f.export_us, f.import_us, f.import_spread.0, f.import_spread.1
+        "{what} {n}: read p50 {:.1} us, write {:.0} ops/s, export p50 {:.1} us, import p50 {:.1} us (p10 {:.0}, p90 {:.0}), destroy p50 {:.1} us",
+        f.read_us,
+        f.write_ops,
+        f.export_us,
+        f.import_us,
+        f.import_spread.0,
+        f.import_spread.1,
+        f.destroy_us
     )
 }
 
 fn ratios(what: &str, first: &Figures, last: &Figures, n: usize) -> String {
     format!(
-        "{what} {n} vs 1: read {:.2}x, write rate {:.2}x, export {:.2}x, import {:.2}x",
+        "{what} {n} vs 1: read {:.2}x, write rate {:.2}x, export {:.2}x, import {:.2}x, destroy {:.2}x",
         last.read_us / first.read_us,
         last.write_ops / first.write_ops,
         last.export_us / first.export_us,
-        last.import_us / first.import_us
+        last.import_us / first.import_us,
+        last.destroy_us / first.destroy_us
     )
 }
 
@@ -206,8 +229,8 @@ fn grow(
             println!("# {}", line(what, n, &f));
             let _ = write!(
                 json,
-                "\"{what}_{n}\": [{:.1}, {:.0}, {:.1}, {:.1}], ",
-                f.read_us, f.write_ops, f.export_us, f.import_us
+                "\"{what}_{n}\": [{:.1}, {:.0}, {:.1}, {:.1}, {:.1}], ",
+                f.read_us, f.write_ops, f.export_us, f.import_us, f.destroy_us
             );
             let f1 = *first.get_or_insert(f);
             if n == max {

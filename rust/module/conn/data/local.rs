@@ -24,6 +24,12 @@ pub(super) struct LocalReg {
     inflight: u32,
 }
 
+impl Drop for LocalReg {
+    fn drop(&mut self) {
+        self.region.count_cached(false);
+    }
+}
+
 /// One operation's use of a region's cached registrations: counted in its
 /// entry's `inflight` from [`LocalReg::lend`] until [`LocalRegs::settle`],
 /// which only the operation's completion calls (it is in the operation's
@@ -34,6 +40,7 @@ pub(super) struct Lease {
 
 impl LocalReg {
     pub(super) fn new(chunks: Chunks, region: Arc<Region>) -> Self {
+        region.count_cached(true);
         Self {
             chunks,
             region,

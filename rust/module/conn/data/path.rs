@@ -3,8 +3,9 @@
 //! A connection's paths: path 0 is its own queue pair, the others its data
 //! lanes. Each has its data state ([`PathData`]: slots, work-request
 //! scratch, registration cache) under a softirq-safe lock of its own; the
-//! path an operation takes; a path's reset for a new queue pair, its sinks'
-//! allocation at its first operation, and its teardown.
+//! path an operation takes; a path's reset for a new queue pair, its data
+//! state's (path 0) and its sinks' allocation at its first operation, and
+//! its teardown.
 
 use super::*;
 
@@ -21,6 +22,19 @@ pub(in crate::conn) struct Path {
     /// A lane's failure is its connection's: accepted (passive side) or
     /// established (active side).
     pub(in crate::conn) joined: bool,
+    /// Path 0's sizes while its data state waits for the path's first
+    /// operation ([`Conn::ready_path`]): an idle connection holds none of
+    /// it (about 50 KiB of slots and work-request scratch).
+    pending: Option<PathSizes>,
+}
+
+/// What a path's data state is sized for: its queue pair's operation
+/// entries, READ sinks and fence sinks ([`Slots::reset`]).
+#[derive(Clone, Copy)]
+struct PathSizes {
+    depth: u32,
+    sinks: u32,
+    fences: u32,
 }
 
 impl Path {
@@ -30,6 +44,7 @@ impl Path {
             lane: None,
             up: false,
             joined: false,
+            pending: None,
         }
     }
 }
@@ -69,14 +84,13 @@ impl PathData {
 pub(in crate::conn) type PathLock = BhLock<Option<KBox<PathData>>>;
 
 /// The locks of a connection's paths, one for each queue pair it may have
-/// ([`wire::QPS_MAX`]), path 0's with its data state.
+/// ([`wire::QPS_MAX`]), each without its data state yet.
 pub(in crate::conn) fn path_locks() -> Result<KVec<Pin<KBox<PathLock>>>> {
     let n = usize::from(wire::QPS_MAX);
     let mut v = KVec::with_capacity(n, GFP_KERNEL)?;
-    for p in 0..n {
-        let d = if p == 0 { Some(PathData::new()?) } else { None };
+    for _ in 0..n {
         v.push(
-            KBox::pin_init(new_bh_lock!(d, "Conn::paths"), GFP_KERNEL)?,
+            KBox::pin_init(new_bh_lock!(None, "Conn::paths"), GFP_KERNEL)?,
             GFP_KERNEL,
         )?;
     }
@@ -141,9 +155,51 @@ impl Conn {
         Ok(())
     }
 
+    /// Sizes path 0 for the connection's new queue pair (`depth` 0: it has
+    /// none now). A path with its data state is reset now; one without
+    /// gets it at its first operation ([`Self::ready_path`]), unless the
+    /// connection backs a disk, whose requests allocate nothing.
+    pub(in crate::conn) fn size_path0(
+        &self,
+        g: &mut crate::conn::ConnInner,
+        depth: u32,
+        sinks: u32,
+        fences: u32,
+    ) -> Result<(), Errno> {
+        let have = self.path(0).is_some_and(|l| l.lock().is_some());
+        let x = g.paths.get_mut(0).ok_or(ENOTCONN)?;
+        x.pending = None;
+        if have || depth == 0 || self.shared.backs_disk() {
+            return self.reset_path(0, depth, sinks, fences);
+        }
+        x.pending = Some(PathSizes {
+            depth,
+            sinks,
+            fences,
+        });
+        Ok(())
+    }
+
+    /// Gives path `p` its data state at its first operation, if it waits
+    /// for one ([`Self::size_path0`]). `ENOMEM` refuses that operation and
+    /// leaves the path waiting.
+    pub(super) fn ready_path(&self, g: &mut crate::conn::ConnInner, p: usize) -> Result<(), Errno> {
+        let Some(s) = g.paths.get(p).and_then(|x| x.pending) else {
+            return Ok(());
+        };
+        self.reset_path(p, s.depth, s.sinks, s.fences)?;
+        if let Some(x) = g.paths.get_mut(p) {
+            x.pending = None;
+        }
+        Ok(())
+    }
+
     /// The work requests one operation may take on path `p` (0 without a
-    /// queue pair).
-    pub(in crate::conn) fn op_budget(&self, p: usize) -> u32 {
+    /// queue pair), also before its data state exists.
+    pub(in crate::conn) fn op_budget(&self, g: &crate::conn::ConnInner, p: usize) -> u32 {
+        if let Some(s) = g.paths.get(p).and_then(|x| x.pending) {
+            return Slots::budget(s.depth, s.sinks);
+        }
         self.path(p)
             .and_then(|l| l.lock().as_ref().map(|d| d.slots.op_budget()))
             .unwrap_or(0)

@@ -60,6 +60,9 @@ impl Conn {
             Some(i) if !first => self.path_for_ops(i),
             _ => 0,
         };
+        if let Some(i) = g.as_deref_mut() {
+            self.ready_path(i, p)?;
+        }
         let mut pg = None;
         let posted = self.post_locked(&mut g, &mut pg, p, import, region, c, to, None)?;
         Ok((posted, p))
@@ -81,6 +84,9 @@ impl Conn {
         let mut g = Some(self.inner.lock());
         // The whole run goes on one queue pair: its writes share a fence.
         let p = g.as_deref_mut().map_or(0, |i| self.path_for_ops(i));
+        if let Some(Err(e)) = g.as_deref_mut().map(|i| self.ready_path(i, p)) {
+            return (0, Some(e));
+        }
         // The fence's sink is reserved before the first write.
         if fence.is_some() {
             if let Err(e) = self.ready_sinks(&mut g, p) {

@@ -256,10 +256,17 @@ impl Slots {
     /// budget): the operation entries, and on iWARP no more than two per
     /// READ sink (a READ segment takes two and a sink).
     pub(in crate::conn) fn op_budget(&self) -> u32 {
-        if self.sinks > 0 {
-            self.depth.min(2 * self.sinks)
+        Self::budget(self.depth, self.sinks)
+    }
+
+    /// [`Self::op_budget`] of a queue pair that [`Self::reset`] would give
+    /// `depth` entries and `sinks` READ sinks.
+    pub(super) fn budget(depth: u32, sinks: u32) -> u32 {
+        let (depth, sinks) = (depth.min(SLOTS_MAX), sinks.min(SINKS_MAX));
+        if sinks > 0 {
+            depth.min(2 * sinks)
         } else {
-            self.depth
+            depth
         }
     }
 
