@@ -229,9 +229,14 @@ impl FileState {
         region.mark_destroyed();
         // Only a region some connection cached a registration of has any
         // to forget: the others' destroy does not grow with connections.
+        // The handle is gone already: no error from here (an entry not
+        // forgotten for want of memory goes at its last operation's end,
+        // or with its connection).
         if region.is_cached() {
-            for conn in self.shared.conns()?.iter() {
-                conn.forget_region(&region);
+            if let Ok(conns) = self.shared.conns() {
+                for conn in conns.iter() {
+                    conn.forget_region(&region);
+                }
             }
         }
         // The pages go when the last mapping of them (and the last

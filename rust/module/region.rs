@@ -227,8 +227,8 @@ impl Region {
     /// registrations of it once no operation uses them.
     pub(crate) fn mark_destroyed(&self) {
         // SeqCst, as `is_destroyed` and the cache count: REGION_DESTROY
-        // marks, then reads the count; a cache entry counts itself, then
-        // its last operation reads the mark; one of them sees the other.
+        // marks, then reads the count; a cache entry's maker counts, then
+        // reads the mark (`CacheCount`); one of them sees the other.
         self.destroyed.store(true, Ordering::SeqCst);
     }
 

@@ -299,7 +299,7 @@ client() { # DEV
 		esac
 		t=$tok4k
 		[ "$size" = 512 ] && t=$tok512
-		run_tool rrdma "" $args
+		run_tool rrdma "(ioctl)" $args
 		# E: writes that complete once sent (RRDMA_OP_F_SENT), as
 		# perftest's do, one fence at the end of the run (timed).
 		# The rate also through an IOPOLL ring, whose wait polls the
@@ -328,11 +328,15 @@ client() { # DEV
 		# D: the message rate and the READ latency through an IOPOLL
 		# ring (the waiting task polls the completion queue, as perftest
 		# does), with its adaptive spin (the default), then with the
-		# spin fixed at 50 us (the default until 2026-11-29).
+		# spin fixed at 50 us (the default until 2026-11-29), the two in
+		# turns: first one, then the other.
 		case $test in
 		rate | read_lat)
+			[ $((round % 2)) = 1 ] &&
+				run_with iopoll_spin_us 50 rrdma-iopoll-fixed $args --engine uring-iopoll
 			run_tool rrdma-iopoll "--engine uring-iopoll" $args --engine uring-iopoll
-			run_with iopoll_spin_us 50 rrdma-iopoll-fixed $args --engine uring-iopoll
+			[ $((round % 2)) = 0 ] &&
+				run_with iopoll_spin_us 50 rrdma-iopoll-fixed $args --engine uring-iopoll
 			;;
 		esac
 		# C: the message rate again, through io_uring commands.

@@ -54,10 +54,10 @@ cmtime_beside() {
 		p50s="$p50s $(cut -d' ' -f$col /tmp/cmtime.us | sort -n | sed -n "$((runs / 2 + 1))p")"
 	done
 	set -- "$1" "$2" $p50s
-	max=$(sort -n /tmp/cmtime.us | tail -n 1 | cut -d' ' -f1)
+	cm_max=$(sort -n /tmp/cmtime.us | tail -n 1 | cut -d' ' -f1)
 	ratio=$(awk -v a="${2:-0}" -v b="$3" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "?x" }')
 	echo "scale $1: # rdma_cm's own connect (cmtime, $runs runs of one connection): p50 $3 us" \
-		"(step p50s: create id $4, resolve address $5, route $6, create QP $7, connect $8), max $max us;" \
+		"(step p50s: create id $4, resolve address $5, route $6, create QP $7, connect $8), max $cm_max us;" \
 		"rrdma's connect p50 ${2:-?} us is $ratio of it"
 }
 

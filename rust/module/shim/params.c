@@ -221,7 +221,7 @@ MODULE_PARM_DESC(iopoll_spin,
 static uint iopoll_spin_us;
 module_param(iopoll_spin_us, uint, 0644);
 MODULE_PARM_DESC(iopoll_spin_us,
-		 "Microseconds an IOPOLL ring's poll spins while it finds nothing (0, default: twice the queue pair's mean wait for its next completion if that is at most 500 us, and at least 50)");
+		 "Microseconds an IOPOLL ring's poll spins while it finds nothing (0, default: twice the queue pair's mean wait for its next completion, at least 50; 50 when that mean is unknown or above 500 us)");
 
 /* Whether a send CQ's event schedules its softirq poll (shim/cq.c). */
 bool rrdma_param_cq_softirq(void)

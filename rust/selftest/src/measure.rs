@@ -8,7 +8,8 @@
 //! - `udp-echo PORT` / `udp-ping PEER:PORT SIZE COUNT`: the round trip of
 //!   the guests' own network, the floor under every RDMA latency.
 //!
-//! Each prints one JSON object on stdout.
+//! Each prints one JSON object on stdout. The kernel memory, vmalloc by
+//! caller and rrdma's registrations are read for `scale` as well.
 
 use std::collections::HashMap;
 use std::io;
@@ -166,4 +167,17 @@ pub(crate) fn udp_ping(peer: &str, size: usize, count: usize) -> io::Result<()> 
         at(1.0)
     );
     Ok(())
+}
+
+/// Registrations (MRs) of rrdma's on this host (`rdma resource show mr`).
+pub(crate) fn rrdma_mrs() -> Result<usize, String> {
+    let out = std::process::Command::new("rdma")
+        .args(["resource", "show", "mr"])
+        .output()
+        .map_err(|e| format!("rdma: {e}"))?;
+    if !out.status.success() {
+        return Err("rdma resource show mr failed".into());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(text.lines().filter(|l| l.contains("comm [rrdma]")).count())
 }

@@ -199,6 +199,32 @@ fn export_cap() -> usize {
     }
 }
 
+/// A region READ into is in the connection's registration cache: its
+/// destroy drops them at once. On one CPU (one path), after a READ that
+/// allocated the path's sinks' registrations if it had none.
+fn destroy_forgets(rig: &Rig<'_>) -> Result<(), String> {
+    let read = |r: &Region<'_>| {
+        rig.remote
+            .read(r, 0, 0, 1)
+            .map_err(|e| format!("read: {e}"))
+    };
+    read(&rig.local)?;
+    let before = crate::measure::rrdma_mrs()?;
+    let r = rig
+        .dev
+        .create_region(4096, 64)
+        .map_err(|e| format!("region: {e}"))?;
+    read(&r)?;
+    let used = crate::measure::rrdma_mrs()?;
+    ensure(used > before, format!("{before} MRs, {used} after a READ"))?;
+    r.destroy().map_err(|(_, e)| format!("destroy: {e}"))?;
+    let after = crate::measure::rrdma_mrs()?;
+    ensure(
+        after == before,
+        format!("{before} MRs, {used} after a READ into a new region, {after} after its destroy"),
+    )
+}
+
 fn sizes(max: usize) -> Vec<usize> {
     let mut v: Vec<usize> = [1, 10, 100, 1000, 10000, 100000]
         .into_iter()
@@ -327,6 +353,12 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
     })();
     t.check("scale: exports stop at the file's cap with ENOSPC", full);
     drop(exports);
+    let all = crate::affinity::cpus();
+    let res = crate::affinity::pin(all[0]).and_then(|()| destroy_forgets(&rig));
+    t.check(
+        "scale: REGION_DESTROY of a region READ into drops its registrations at once",
+        res.and(crate::affinity::pin_to(&all)),
+    );
 
     let mut imports = Vec::new();
     grow(t, &mut json, &rig, "imports", (max / 10).max(10), || {

@@ -49,15 +49,16 @@ impl Conn {
         // A region destroyed since the caller looked it up takes no more
         // operations: a cache entry made now could outlive the destroy's
         // prune (`Conn::forget_region`, which takes this lock after the
-        // region is marked).
+        // region is marked, if it found an entry counted: an entry made
+        // below was counted before this check, `CacheCount`).
         if region.is_destroyed() {
             return Err(ENOENT);
         }
         let rk = key(region);
         // The cache entry a first touch allocated outside the locks.
-        if let Some((reservation, chunks)) = prep.node.take() {
+        if let Some((reservation, chunks, count)) = prep.node.take() {
             if local.tree.get(&rk).is_none() {
-                let entry = LocalReg::new(chunks, region.clone());
+                let entry = LocalReg::new(chunks, region.clone(), count);
                 local.tree.insert(reservation.into_node(rk, entry));
             }
         }

@@ -22,11 +22,28 @@ pub(super) struct LocalReg {
     pub(super) region: Arc<Region>,
     /// Operations that hold a [`Lease`] on it.
     inflight: u32,
+    _count: CacheCount,
 }
 
-impl Drop for LocalReg {
+/// One count of a region's registration-cache entries
+/// (`Region::count_cached`), taken outside the locks before the entry is
+/// made ([`Prep::new`]) and held by the entry. Its maker counts, then
+/// reads the region's destroyed mark under the path's lock
+/// (`Conn::try_post`); REGION_DESTROY marks, then reads the count (both
+/// SeqCst): either the maker sees the mark and makes no entry, or the
+/// destroy sees the count and prunes under the path's lock.
+pub(super) struct CacheCount(Arc<Region>);
+
+impl CacheCount {
+    pub(super) fn new(region: &Arc<Region>) -> Self {
+        region.count_cached(true);
+        Self(region.clone())
+    }
+}
+
+impl Drop for CacheCount {
     fn drop(&mut self) {
-        self.region.count_cached(false);
+        self.0.count_cached(false);
     }
 }
 
@@ -39,12 +56,12 @@ pub(super) struct Lease {
 }
 
 impl LocalReg {
-    pub(super) fn new(chunks: Chunks, region: Arc<Region>) -> Self {
-        region.count_cached(true);
+    pub(super) fn new(chunks: Chunks, region: Arc<Region>, count: CacheCount) -> Self {
         Self {
             chunks,
             region,
             inflight: 0,
+            _count: count,
         }
     }
 

@@ -181,9 +181,14 @@ impl Conn {
     }
 
     /// Gives path `p` its data state at its first operation, if it waits
-    /// for one ([`Self::size_path0`]). `ENOMEM` refuses that operation and
-    /// leaves the path waiting.
+    /// for one ([`Self::size_path0`]) and the connection takes operations
+    /// (else the operation is refused with its state's errno, and nothing
+    /// is allocated). `ENOMEM` refuses that operation and leaves the path
+    /// waiting.
     pub(super) fn ready_path(&self, g: &mut crate::conn::ConnInner, p: usize) -> Result<(), Errno> {
+        if !g.state.is_connected() {
+            return Ok(());
+        }
         let Some(s) = g.paths.get(p).and_then(|x| x.pending) else {
             return Ok(());
         };

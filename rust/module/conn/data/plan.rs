@@ -116,7 +116,7 @@ impl Plan {
 pub(super) struct Prep {
     pub(super) pd: Option<Arc<crate::verbs::Pd>>,
     pub(super) mrs: KVec<Fresh>,
-    pub(super) node: Option<(RBTreeNodeReservation<usize, LocalReg>, Chunks)>,
+    pub(super) node: Option<(RBTreeNodeReservation<usize, LocalReg>, Chunks, CacheCount)>,
 }
 
 impl Prep {
@@ -143,6 +143,7 @@ impl Prep {
             Some((
                 RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| ENOMEM)?,
                 Chunks::new(region.geometry().bytes(), plan.lshift).map_err(|_| ENOMEM)?,
+                CacheCount::new(region),
             ))
         };
         Ok(Self {
