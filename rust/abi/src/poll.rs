@@ -50,22 +50,15 @@ pub const WINDOW_MAX_NS: u64 = 1_000_000;
 /// The mode the module parameters set: `on` is `sync_poll`, `fixed_us`
 /// is `sync_poll_us` (0: adaptive).
 pub const fn mode(on: bool, fixed_us: u32) -> SyncPoll {
-    if !on {
-        SyncPoll::Off
-    } else if fixed_us == 0 {
-        SyncPoll::Auto
-    } else {
-        let ns = fixed_us as u64 * 1000;
-        SyncPoll::Fixed(if ns > WINDOW_MAX_NS {
-            WINDOW_MAX_NS
-        } else {
-            ns
-        })
+    match iopoll_mode(on, fixed_us) {
+        SyncPoll::Fixed(ns) if ns > WINDOW_MAX_NS => SyncPoll::Fixed(WINDOW_MAX_NS),
+        m => m,
     }
 }
 
 /// The IOPOLL mode the module parameters set: `on` is `iopoll_spin`,
-/// `fixed_us` is `iopoll_spin_us` (0: adaptive, else not bounded).
+/// `fixed_us` is `iopoll_spin_us` (0: adaptive, else not bounded, unlike
+/// [`mode`]'s).
 pub const fn iopoll_mode(on: bool, fixed_us: u32) -> SyncPoll {
     if !on {
         SyncPoll::Off
