@@ -21,7 +21,7 @@ cd "$REPO"
 
 rustfmt_check() {
 	(cd rust && cargo fmt --all --check)
-	rustfmt --check --edition 2021 --config-path rust/rustfmt.toml rust/module/*.rs rust/module/conn/*.rs rust/module/conn/data/*.rs rust/module/blk/*.rs rust/module/file/*.rs rust/module/entry/*.rs rust/module/compat/*.rs rust/module/ffi/*.rs
+	rustfmt --check --edition 2021 --config-path rust/rustfmt.toml rust/module/*.rs rust/module/conn/*.rs rust/module/conn/data/*.rs rust/module/conn/ctrl/*.rs rust/module/blk/*.rs rust/module/file/*.rs rust/module/entry/*.rs rust/module/compat/*.rs rust/module/ffi/*.rs
 }
 
 clippy_check() {

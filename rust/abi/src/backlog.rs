@@ -21,15 +21,16 @@
 //! the protocol: [`Backlog::owe`] refuses it with `EPROTO`. Our revokes
 //! wait here too (at most [`REVOKE_MAX`], our own slots bound them): an
 //! exporter that cannot tell the importer its access is gone would have to
-//! end the connection. Our import requests do not wait: their callers get
-//! `EAGAIN` and may try again.
+//! end the connection. So do our import requests (at most [`REQ_MAX`],
+//! bound by our request slots): a connection has only a few send buffers
+//! (`limits::CTRL_SEND`), and an IMPORT should not fail for lack of one.
 
 use super::errno::{Errno, EAGAIN, EPROTO};
 use super::wire::{Ctrl, PING_MAX, REQ_MAX, REVOKE_MAX};
 
-/// Messages that may wait at once: the peer's bounds plus our own ping
-/// and revokes.
-pub const BACKLOG_MAX: usize = REQ_MAX + REVOKE_MAX + PING_MAX + PING_MAX + REVOKE_MAX;
+/// Messages that may wait at once: the peer's bounds plus our own ping,
+/// revokes and import requests.
+pub const BACKLOG_MAX: usize = 2 * REQ_MAX + REVOKE_MAX + PING_MAX + PING_MAX + REVOKE_MAX;
 
 /// The kinds of message that may wait, each with its bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,24 +45,26 @@ pub enum Kind {
     Ping,
     /// One of our revokes.
     Revoke,
+    /// One of our import requests.
+    ImportReq,
 }
 
 impl Kind {
-    /// The kind of `m`; `None` for an import request (those never wait).
-    pub fn of(m: &Ctrl) -> Option<Kind> {
+    /// The kind of `m`.
+    pub fn of(m: &Ctrl) -> Kind {
         match m {
-            Ctrl::ImportResp { .. } => Some(Kind::ImportResp),
-            Ctrl::RevokeAck { .. } => Some(Kind::RevokeAck),
-            Ctrl::Pong { .. } => Some(Kind::Pong),
-            Ctrl::Ping { .. } => Some(Kind::Ping),
-            Ctrl::Revoke { .. } => Some(Kind::Revoke),
-            Ctrl::ImportReq { .. } => None,
+            Ctrl::ImportResp { .. } => Kind::ImportResp,
+            Ctrl::RevokeAck { .. } => Kind::RevokeAck,
+            Ctrl::Pong { .. } => Kind::Pong,
+            Ctrl::Ping { .. } => Kind::Ping,
+            Ctrl::Revoke { .. } => Kind::Revoke,
+            Ctrl::ImportReq { .. } => Kind::ImportReq,
         }
     }
 
     fn bound(self) -> usize {
         match self {
-            Kind::ImportResp => REQ_MAX,
+            Kind::ImportResp | Kind::ImportReq => REQ_MAX,
             Kind::RevokeAck | Kind::Revoke => REVOKE_MAX,
             Kind::Pong | Kind::Ping => PING_MAX,
         }
@@ -113,15 +116,30 @@ impl Backlog {
         *self = Self::new();
     }
 
-    /// Queues a message of `kind` behind what already waits and returns
-    /// the slot the caller stores it in; `EPROTO` if that is more than the
-    /// protocol lets the peer cause.
-    pub fn owe(&mut self, kind: Kind) -> Result<usize, Errno> {
+    /// Whether [`Backlog::owe`] would accept a message of `kind`: `EPROTO`
+    /// if as many of its kind wait as the protocol allows.
+    pub fn room(&self, kind: Kind) -> Result<(), Errno> {
         let waiting = self.kinds.iter().filter(|k| **k == Some(kind)).count();
         if waiting >= kind.bound() || self.len >= BACKLOG_MAX {
             return Err(EPROTO);
         }
-        let slot = (self.head + self.len) % BACKLOG_MAX;
+        Ok(())
+    }
+
+    /// The slot the next message [`Backlog::owe`] accepts goes to (its
+    /// caller may prepare the slot's buffer first, once [`Backlog::room`]
+    /// said that it will accept it: the slot may be the oldest message's
+    /// while the backlog is full).
+    pub fn next_slot(&self) -> usize {
+        (self.head + self.len) % BACKLOG_MAX
+    }
+
+    /// Queues a message of `kind` behind what already waits and returns
+    /// the slot the caller stores it in; `EPROTO` if that is more than the
+    /// protocol lets the peer cause.
+    pub fn owe(&mut self, kind: Kind) -> Result<usize, Errno> {
+        self.room(kind)?;
+        let slot = self.next_slot();
         self.kinds[slot] = Some(kind);
         self.len += 1;
         Ok(slot)
@@ -170,7 +188,12 @@ mod tests {
         }
 
         fn owe(&mut self, m: Ctrl) -> Result<(), Errno> {
-            let slot = self.b.owe(Kind::of(&m).ok_or(EPROTO)?)?;
+            let next = self.b.next_slot();
+            let room = self.b.room(Kind::of(&m));
+            let slot = self.b.owe(Kind::of(&m));
+            assert_eq!(room.is_ok(), slot.is_ok());
+            let slot = slot?;
+            assert_eq!(slot, next);
             self.msgs[slot] = Some(m);
             Ok(())
         }
@@ -223,7 +246,19 @@ mod tests {
             s.owe(revoke(i + 1)).unwrap();
         }
         assert_eq!(s.owe(revoke(9)), Err(EPROTO));
+        for i in 0..REQ_MAX as u64 {
+            s.owe(req(i + 1)).unwrap();
+        }
+        assert_eq!(s.owe(req(99)), Err(EPROTO));
         assert_eq!(s.b.len(), BACKLOG_MAX);
+    }
+
+    fn req(req_id: u64) -> Ctrl {
+        Ctrl::ImportReq {
+            req_id,
+            token: 2,
+            first_chunk: 0,
+        }
     }
 
     fn revoke(req_id: u64) -> Ctrl {
@@ -235,14 +270,10 @@ mod tests {
     }
 
     #[test]
-    fn import_requests_never_wait() {
-        let req = Ctrl::ImportReq {
-            req_id: 1,
-            token: 2,
-            first_chunk: 0,
-        };
-        assert_eq!(Kind::of(&req), None);
-        assert_eq!(Kind::of(&revoke(1)), Some(Kind::Revoke));
+    fn import_requests_wait_apart_from_answers() {
+        assert_eq!(Kind::of(&req(1)), Kind::ImportReq);
+        assert_eq!(Kind::of(&resp(1)), Kind::ImportResp);
+        assert_eq!(Kind::of(&revoke(1)), Kind::Revoke);
     }
 
     #[test]
@@ -267,11 +298,12 @@ mod tests {
 
     /// Message `k` of a random sequence: one of the kinds that may wait.
     fn answer(k: u8, id: u64) -> Ctrl {
-        match k % 5 {
+        match k % 6 {
             0 => resp(id),
             1 => Ctrl::RevokeAck { req_id: id },
             2 => pong(id),
             3 => revoke(id),
+            4 => req(id),
             _ => Ctrl::Ping { seq: id },
         }
     }
@@ -294,7 +326,7 @@ mod tests {
                     let m = answer(k, id);
                     let kind = Kind::of(&m);
                     let waiting = model.iter().filter(|w| Kind::of(w) == kind).count();
-                    let fits = waiting < kind.unwrap().bound();
+                    let fits = waiting < kind.bound();
                     prop_assert_eq!(s.owe(m).is_ok(), fits);
                     if fits {
                         model.push_back(m);

@@ -24,19 +24,18 @@
 //! `EAGAIN`) and restores each with the keys of a grant of the same shape,
 //! or revokes it.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-
 use kernel::prelude::*;
 use kernel::rbtree::{RBTree, RBTreeNodeReservation};
 use kernel::sync::Arc;
 
+pub(super) use super::uses::Uses;
 use super::{ctrl, deadline, Conn};
 use crate::abi::Result;
 use crate::abi::{
     blocks::Geometry,
+    conn::Event,
     errno::{Errno, E2BIG, EAGAIN, EINVAL, EKEYREVOKED, ENOENT, ENOMEM, ENOTCONN, EPROTO},
     ops,
-    sent::SentLedger,
     wire::Grant,
 };
 
@@ -69,76 +68,6 @@ impl Shape {
 pub(super) struct Fetched {
     head: Grant,
     rkeys: KVVec<u32>,
-}
-
-/// What an import's entry shares with its operations and its handle,
-/// without the connection's lock: the operations in flight, counted where
-/// they are posted (under the connection's lock) and where they end (under
-/// their path's lock only), with a flag ([`Uses::WAITED`]) that asks the
-/// operation that ends the last one to say so ([`Uses::done`]); and
-/// whether the import is revoked, set under the connection's lock and read
-/// by a submitter's check of its operation without it (`Import::view`;
-/// posting checks again under the lock).
-///
-/// And the ledger of its writes that complete once sent
-/// ([`SentLedger`]).
-pub(super) struct Uses {
-    n: AtomicU32,
-    revoked: AtomicBool,
-    pub(super) sent: SentLedger,
-}
-
-impl Uses {
-    /// Set while something waits for the count to reach zero.
-    const WAITED: u32 = 1 << 31;
-
-    fn new() -> Result<Arc<Self>> {
-        Ok(Arc::new(
-            Self {
-                n: AtomicU32::new(0),
-                revoked: AtomicBool::new(false),
-                sent: SentLedger::new(),
-            },
-            GFP_KERNEL,
-        )?)
-    }
-
-    /// An operation was posted.
-    pub(super) fn started(&self) {
-        self.n.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// An operation ended: whether it was the last and something waits
-    /// for that (the caller then asks the follow-up work to look).
-    pub(super) fn done(&self) -> bool {
-        self.n.fetch_sub(1, Ordering::AcqRel) == Self::WAITED | 1
-    }
-
-    /// Operations in flight; asks the operation that ends the last one to
-    /// say so (see [`Self::done`]): only a caller that waits for zero
-    /// looks.
-    fn waited_count(&self) -> u32 {
-        self.n.fetch_or(Self::WAITED, Ordering::AcqRel) & !Self::WAITED
-    }
-
-    /// Nothing waits any more (the follow-up work looks again).
-    fn unwait(&self) {
-        self.n.fetch_and(!Self::WAITED, Ordering::AcqRel);
-    }
-
-    /// The import is revoked: no operation starts on it any more.
-    fn revoke(&self) {
-        self.revoked.store(true, Ordering::Release);
-    }
-
-    fn is_revoked(&self) -> bool {
-        self.revoked.load(Ordering::Acquire)
-    }
-
-    /// Operations on the import in flight.
-    fn in_flight(&self) -> u32 {
-        self.n.load(Ordering::Relaxed) & !Self::WAITED
-    }
 }
 
 /// What `RRDMA_IOCTL_STATUS` shows of an import (`status.rs`).
@@ -481,7 +410,7 @@ impl Conn {
     }
 
     /// Import `entry` is gone (unimported, or its import failed).
-    fn forget_import(&self, entry: u64) {
+    fn forget_import(self: &Arc<Self>, entry: u64) {
         let mut g = self.inner.lock();
         match g.imports.tree.get_mut(&entry) {
             // The operation that ends the last asks the follow-up work to
@@ -492,6 +421,14 @@ impl Conn {
             }
             None => {}
         }
-        ctrl::send_due_acks(&mut g, &self.shared.ctrl);
+        let unsent = ctrl::send_due_acks(&mut g, &self.shared.ctrl);
+        drop(g);
+        if let Some(e) = unsent {
+            self.fail(
+                Event::QpFatal,
+                "no memory for a revoke's acknowledgement",
+                e,
+            );
+        }
     }
 }

@@ -22,7 +22,7 @@ use kernel::sync::Arc;
 use super::{ctrl, Conn, ConnInner};
 use crate::abi::{
     conn::Event,
-    errno::ETIMEDOUT,
+    errno::{ENOMEM, ETIMEDOUT},
     keepalive::{self, Clock, Settings, Tick},
     wire::{Ctrl, KEEPALIVE_VERSION},
 };
@@ -161,10 +161,18 @@ impl Conn {
             Tick::Ping { seq, next } => {
                 // Bounded by the wire protocol (one ping outstanding), so
                 // the backlog has room if no buffer is free: a failure
-                // means the connection is ending, and an unanswered ping
-                // ends it anyway.
-                if ctrl::answer(&mut g, &self.shared.ctrl, Ctrl::Ping { seq }).is_ok() {
-                    self.shared.keepalive.pings.fetch_add(1, Ordering::Relaxed);
+                // means the connection is ending (an unanswered ping ends
+                // it anyway), or that no buffer was left for the ping to
+                // wait in.
+                match ctrl::answer(&mut g, &self.shared.ctrl, Ctrl::Ping { seq }) {
+                    Ok(()) => {
+                        self.shared.keepalive.pings.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) if e == ENOMEM => {
+                        drop(g);
+                        return self.fail(Event::QpFatal, "no memory for a ping to wait in", e);
+                    }
+                    Err(_) => {}
                 }
                 self.timer.arm(self, next, false);
             }

@@ -10,10 +10,12 @@
 //! - `events.rs`: the rdma_cm events of the connection's own id;
 //! - `teardown.rs`: how a connection ends (failures, close, the teardown);
 //! - `setup.rs`: connect, a listener's connect request, the resources;
-//! - `ctrl.rs`: the control channel (request slots, sending, dispatch);
+//! - `ctrl/`: the control channel (request slots, sending, dispatch; its
+//!   state in `ctrl/channel.rs`);
 //! - `grants.rs`: the exporter side (registrations granted to the peer,
 //!   revocation);
-//! - `imports.rs`: the importer side (imports, revocations received);
+//! - `imports.rs`: the importer side (imports, revocations received), and
+//!   `uses.rs`, what an import shares with its operations without the lock;
 //! - `data/`: block operations (posting, operation slots, fences,
 //!   completions), one data path per queue pair, one concern a file;
 //! - `lanes.rs`: data lanes (their handshake, events and failures);
@@ -102,6 +104,7 @@ mod reconnect;
 mod setup;
 mod status;
 mod teardown;
+mod uses;
 
 pub(crate) use ctrl::CtrlCounts;
 pub(crate) use data::{OpWork, Posted, ReportTo, Waiter};
@@ -358,8 +361,8 @@ impl Conn {
         let mut paths = KVec::with_capacity(usize::from(wire::QPS_MAX), GFP_KERNEL)?;
         paths.push(data::Path::new(), GFP_KERNEL)?;
         let path_data = data::path_locks()?;
-        let buffers = ctrl::Channel::buffers()?;
         let timer = crate::timer::Timer::new()?;
+        let ctrl = ctrl::Channel::new(shared.backs_disk())?;
         Arc::pin_init(
             pin_init!(Self {
                 shared,
@@ -377,7 +380,7 @@ impl Conn {
                     device: None,
                     peer: ShimAddr::default(),
                     listener: None,
-                    ctrl: ctrl::Channel::new(buffers),
+                    ctrl,
                     imports: imports::Table::new(),
                     paths,
                     keepalive: keepalive::Keepalive::new(keepalive),

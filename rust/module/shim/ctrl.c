@@ -14,7 +14,7 @@
 int rrdma_qp_post_recv_locked(struct rrdma_shim_qp *q, u32 i)
 {
 	struct ib_sge sge = {
-		.addr = q->dma + (u64)i * q->msg_len,
+		.addr = q->rdma + (u64)i * q->msg_len,
 		.length = q->msg_len,
 		.lkey = q->pd->local_dma_lkey,
 	};
@@ -61,10 +61,10 @@ static void recv_done(struct ib_wc *wc)
 		rrdma_rust_lane_recv(q->owner, q->lane);
 		return;
 	}
-	ib_dma_sync_single_for_cpu(dev, q->dma + off, q->msg_len,
+	ib_dma_sync_single_for_cpu(dev, q->rdma + off, q->msg_len,
 				   DMA_BIDIRECTIONAL);
-	memcpy(msg, q->bufs + off, len);
-	ib_dma_sync_single_for_device(dev, q->dma + off, q->msg_len,
+	memcpy(msg, q->rbufs + off, len);
+	ib_dma_sync_single_for_device(dev, q->rdma + off, q->msg_len,
 				      DMA_BIDIRECTIONAL);
 	spin_lock_irqsave(&q->lock, flags);
 	ret = rrdma_qp_post_recv_locked(q, s->index);
@@ -125,11 +125,10 @@ int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len)
 		return q->draining ? -ENOTCONN : -EAGAIN;
 	}
 	__set_bit(i, q->send_busy);
-	off = (u64)(q->nrecv + i) * q->msg_len;
-	memcpy(q->bufs + off, msg, len);
-	ib_dma_sync_single_for_device(dev, q->dma + off, len,
-				      DMA_BIDIRECTIONAL);
-	sge.addr = q->dma + off;
+	off = (u64)i * q->msg_len;
+	memcpy(q->sbufs + off, msg, len);
+	ib_dma_sync_single_for_device(dev, q->sdma + off, len, DMA_TO_DEVICE);
+	sge.addr = q->sdma + off;
 	sge.length = len;
 	sge.lkey = q->pd->local_dma_lkey;
 	wr.wr_cqe = &q->slots[q->nrecv + i].cqe;

@@ -16,6 +16,18 @@ u32 rrdma_shim_this_cpu(void)
 	return raw_smp_processor_id();
 }
 
+/* Unmaps the control buffers (both mapped). */
+static void rrdma_qp_unmap_bufs(struct rrdma_shim_qp *q)
+{
+	struct ib_device *dev = q->id->device;
+
+	if (q->nsend)
+		ib_dma_unmap_single(dev, q->sdma, (size_t)q->nsend * q->msg_len,
+				    DMA_TO_DEVICE);
+	ib_dma_unmap_single(dev, q->rdma, (size_t)q->nrecv * q->msg_len,
+			    DMA_BIDIRECTIONAL);
+}
+
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
@@ -33,10 +45,12 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	if (!q)
 		return -ENOMEM;
 	q->send_busy = bitmap_zalloc(nsend, GFP_KERNEL);
-	q->bufs = kzalloc((size_t)n * msg_len, GFP_KERNEL);
+	q->rbufs = kzalloc((size_t)nrecv * msg_len, GFP_KERNEL);
+	q->sbufs = nsend ? kzalloc((size_t)nsend * msg_len, GFP_KERNEL) : NULL;
 	q->fence = kzalloc(RRDMA_SHIM_FENCE_LEN, GFP_KERNEL);
 	q->ops = kcalloc(nops, sizeof(*q->ops), GFP_KERNEL);
-	if (!q->send_busy || !q->bufs || !q->fence || !q->ops) {
+	if (!q->send_busy || !q->rbufs || (nsend && !q->sbufs) || !q->fence ||
+	    !q->ops) {
 		ret = -ENOMEM;
 		goto free;
 	}
@@ -70,11 +84,20 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	q->data_sinks = data_sinks;
 	q->sink_pages = sink_pages;
 	mutex_init(&q->sinks_lock);
-	q->dma = ib_dma_map_single(dev, q->bufs, (size_t)n * msg_len,
-				   DMA_BIDIRECTIONAL);
-	if (ib_dma_mapping_error(dev, q->dma)) {
+	q->rdma = ib_dma_map_single(dev, q->rbufs, (size_t)nrecv * msg_len,
+				    DMA_BIDIRECTIONAL);
+	if (ib_dma_mapping_error(dev, q->rdma)) {
 		ret = -ENOMEM;
 		goto free;
+	}
+	if (nsend) {
+		q->sdma = ib_dma_map_single(dev, q->sbufs,
+					    (size_t)nsend * msg_len,
+					    DMA_TO_DEVICE);
+		if (ib_dma_mapping_error(dev, q->sdma)) {
+			ret = -ENOMEM;
+			goto unmap_recv;
+		}
 	}
 	q->fence_dma = ib_dma_map_single(dev, q->fence, RRDMA_SHIM_FENCE_LEN,
 					 DMA_FROM_DEVICE);
@@ -140,13 +163,17 @@ unmap_fence:
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
 unmap:
-	ib_dma_unmap_single(dev, q->dma, (size_t)n * msg_len,
+	rrdma_qp_unmap_bufs(q);
+	goto free;
+unmap_recv:
+	ib_dma_unmap_single(dev, q->rdma, (size_t)nrecv * msg_len,
 			    DMA_BIDIRECTIONAL);
 free:
 	rrdma_qp_free_sinks(q);
 	kfree(q->ops);
 	kfree(q->fence);
-	kfree(q->bufs);
+	kfree(q->sbufs);
+	kfree(q->rbufs);
 	bitmap_free(q->send_busy);
 	kfree(q);
 	return ret;
@@ -204,12 +231,11 @@ u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	mutex_destroy(&q->sinks_lock);
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
-	ib_dma_unmap_single(dev, q->dma,
-			    (size_t)(q->nrecv + q->nsend) * q->msg_len,
-			    DMA_BIDIRECTIONAL);
+	rrdma_qp_unmap_bufs(q);
 	kfree(q->ops);
 	kfree(q->fence);
-	kfree(q->bufs);
+	kfree(q->sbufs);
+	kfree(q->rbufs);
 	bitmap_free(q->send_busy);
 	rrdma_shim_qp_unref(q);
 	return sinks;

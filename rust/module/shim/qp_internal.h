@@ -118,10 +118,13 @@ struct rrdma_shim_ctrl_slot {
  * @nsend:	control send buffers
  * @send_busy:	bitmap of control send buffers in flight
  * @msg_len:	bytes per control buffer
- * @bufs:	(@nrecv + @nsend) * @msg_len bytes, DMA-mapped at @dma
+ * @rbufs:	@nrecv * @msg_len bytes of receive buffers, DMA-mapped at @rdma
+ * @sbufs:	@nsend * @msg_len bytes of send buffers (NULL if none), mapped
+ *		at @sdma: apart from @rbufs because kmalloc above 8 KiB rounds
+ *		up to a power of two (30 and 8 buffers together took 32 KiB,
+ *		apart 16 and 4)
  * @fence:	scratch sink of write fences (SINK_REG without an MR), mapped at
- *		@fence_dma; apart from @bufs so that those stay a power of two
- *		(kmalloc rounds a size up to one: 64 buffers plus one took 64 KiB)
+ *		@fence_dma; apart from the buffers for the same reason
  * @nops:	operation slots
  * @ops:	completion contexts of the operation slots
  * @nsinks:	READ sinks allocated (iWARP only; Rust tells which are free),
@@ -194,8 +197,10 @@ struct rrdma_shim_qp {
 	u32 nsend;
 	unsigned long *send_busy;
 	u32 msg_len;
-	void *bufs;
-	u64 dma;
+	void *rbufs;
+	u64 rdma;
+	void *sbufs;
+	u64 sdma;
 	void *fence;
 	u64 fence_dma;
 	u32 nops;

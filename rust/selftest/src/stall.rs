@@ -14,12 +14,13 @@
 //! the importer sends after it completes only after the READ does (the
 //! connection has no data lanes here, `queue_pairs=1`: on a lane the READ
 //! would hold nothing of the control messages' queue pair). The
-//! importer imports until an import fails with `EAGAIN` (its 32 send
-//! buffers are all held), while both sides go on pinging each other every
-//! 100 ms and answering at once. The answers must wait for buffers (the
-//! fdinfo count `rrdma-ctrl-backlogged` shows they did) and the connection
-//! must live: the READ then completes with the right data, and the
-//! connection keeps working.
+//! importer imports until an import has to wait (its 8 send buffers are
+//! all held), while both sides go on pinging each other every 100 ms and
+//! answering at once. That import's request, and the answers, must wait
+//! for buffers (the fdinfo count `rrdma-ctrl-backlogged` shows they did)
+//! and go out once the READ completes: the import succeeds then, not with
+//! `EAGAIN`; the READ completes with the right data, and the connection
+//! keeps working.
 //!
 //! Then the exporter's side: this guest drops the RoCE acknowledgements it
 //! sends, so every control message the exporter sends completes only once
@@ -89,18 +90,25 @@ impl Drop for DropAcks {
     }
 }
 
-/// Imports `tok` until an import fails for lack of a send buffer
-/// (`EAGAIN`); how many succeeded.
+/// Imports `tok` until an import waits (a second or more) for a send
+/// buffer: its request waits in the backlog until the stalled READ frees
+/// one. That import must succeed. How many were answered at once.
 fn take_send_buffers(conn: &rrdma::Connection<'_>, tok: u64) -> Result<usize, String> {
     let mut held = Vec::new();
     for _ in 0..64 {
-        match conn.import(tok, T) {
-            Ok(r) => held.push(r),
-            Err(e) if rrdma::errno(&e) == Some(libc::EAGAIN) => return Ok(held.len()),
-            Err(e) => return Err(format!("import {}: {e}", held.len() + 1)),
+        let t0 = Instant::now();
+        let r = conn
+            .import(tok, T)
+            .map_err(|e| format!("import {}: {e}", held.len() + 1))?;
+        if t0.elapsed() >= Duration::from_secs(1) {
+            return Ok(held.len());
         }
+        held.push(r);
     }
-    Err(format!("{} imports and still a send buffer", held.len()))
+    Err(format!(
+        "{} imports and none waited for a send buffer",
+        held.len()
+    ))
 }
 
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, prov: &str) {
@@ -196,11 +204,16 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
         // pongs would take over seconds, whatever the timer's pace.
         sleep(Duration::from_millis(300));
         let imports = take_send_buffers(&conn, tok);
-        // The READ is what holds the buffers: it must still wait.
+        // The READ is what held the buffers: the import that waited got
+        // its answer only once the responses flowed again.
         let imports = imports.and_then(|n| {
             ensure(
-                !reader.is_finished(),
-                format!("the READ had returned when {n} imports took the send buffers"),
+                start.elapsed() >= DROP,
+                format!(
+                    "the import after {n} others returned {} ms into a {} ms stall",
+                    start.elapsed().as_millis(),
+                    DROP.as_millis()
+                ),
             )
             .map(|()| n)
         });
@@ -212,7 +225,7 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
     });
     let took = start.elapsed();
     t.check(
-        "stall: imports during the stall run out of send buffers (EAGAIN) while the READ waits",
+        "stall: an import that finds every send buffer held waits for the READ, then succeeds (no EAGAIN)",
         imports.map(|n| println!("# stall: {n} imports took the send buffers")),
     );
     let backlogged = dev
@@ -257,7 +270,7 @@ fn held_send_queue(dev: &Rrdma, t: &mut Tap, peer: &str) -> Result<(), String> {
 /// when a later acknowledgement shows its response lost, then only when
 /// its retransmit timer (2.1 s) fires. A stock rxe pushes that timer back
 /// with every acknowledgement that arrives, so the pings and pongs on the
-/// same queue pair kept it from firing until all 32 control send buffers
+/// same queue pair kept it from firing until all control send buffers
 /// were held behind the READ (about 16 s at two messages a second).
 fn lost_retry(dev: &Rrdma, peer: &str) -> Result<Duration, String> {
     agent_cmd(peer, &format!("keepalive 1000 {MISSES}"))?;

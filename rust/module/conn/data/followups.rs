@@ -113,14 +113,22 @@ impl Conn {
         }
         if due & (Followups::SETTLE | Followups::ROOM) != 0 {
             let mut g = self.inner.lock();
+            let mut unsent = None;
             if due & Followups::SETTLE != 0 {
                 g.imports.settle();
-                ctrl::send_due_acks(&mut g, &self.shared.ctrl);
+                unsent = ctrl::send_due_acks(&mut g, &self.shared.ctrl);
             }
             // A task that waits for room checked it under this lock: it is
             // waiting on the condition variable by now.
             drop(g);
             self.cv.notify_all();
+            if let Some(e) = unsent {
+                self.fail(
+                    Event::QpFatal,
+                    "no memory for a revoke's acknowledgement",
+                    e,
+                );
+            }
         }
     }
 }
