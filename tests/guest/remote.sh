@@ -25,14 +25,15 @@ has() { case $opts in *",$1,"*) return 0 ;; esac; return 1; }
 if has small; then
 	RRDMA_LIMITS="limit_qp_wr=48 limit_cqe=64 limit_send_sge=1 limit_recv_sge=1"
 	RRDMA_LIMITS="$RRDMA_LIMITS limit_sge_rd=1 limit_fast_reg_pages=4 limit_mr=1024"
-	# 17 operation entries and 16 KiB chunks: an operation of 16 blocks
-	# of 4 KiB needs at most 15 work requests, one of 17 blocks 18.  On
-	# iWARP (siw) each READ segment also registers its sink: 8 blocks
-	# need at most 16, 9 blocks 19.
+	# 30 operation entries (48 less 8 control sends and 10 export
+	# registrations) and 16 KiB chunks: an operation of 36 blocks of
+	# 4 KiB needs at most 30 work requests, one of 37 blocks 33.  On
+	# iWARP (siw) each READ segment also registers its sink: 20 blocks
+	# need at most 28, 21 blocks 33.
 	if [ "$prov" = siw ]; then
-		export RRDMA_MAX_OP_BLOCKS=8
+		export RRDMA_MAX_OP_BLOCKS=20
 	else
-		export RRDMA_MAX_OP_BLOCKS=16
+		export RRDMA_MAX_OP_BLOCKS=36
 	fi
 fi
 if has stress; then

@@ -6,27 +6,41 @@
 //! NIC may not (`max_qp_wr`, `max_cqe`, `max_send_sge`, `max_sge_rd`,
 //! `max_fast_reg_page_list_len`, `max_mr`). A connection's queue pair is
 //! sized here from the device's limits, clamped by the module's `limit_*`
-//! parameters so that a guest can emulate a small NIC: the control
-//! messages get what the wire protocol needs, export registrations a
-//! quarter of the rest, operations the remainder, and a device too small
-//! for that is refused with `ENOSPC` rather than failing later.
+//! parameters so that a guest can emulate a small NIC: within
+//! [`SEND_MAX`] send-queue entries, the control messages get
+//! [`CTRL_SEND`], export registrations a quarter of the rest, operations
+//! the remainder; a data lane's operations get all of its send queue. A
+//! device too small for that is refused with `ENOSPC` rather than failing
+//! later.
 
 use super::errno::{Errno, ENOSPC};
-use super::wire::CTRL_RECV_MIN;
 
-/// Most operation slots (send-queue entries for operations) of a queue pair.
-pub const OPS_MAX: u32 = 256;
+/// Most send-queue entries of a queue pair.
+///
+/// Queue sizes here are 2^k - 1 or just below, because providers round
+/// them up: siw to a power of two, rxe to a power of two above the size
+/// plus one (its ring keeps one slot empty). A send queue of `SEND_MAX`
+/// entries and its completion queue of one more then take 256 entries
+/// each. A connection's own queue pair used to have 416 (and a lane 256):
+/// 512 entries each, 96 KiB more per queue pair on rxe.
+pub const SEND_MAX: u32 = 254;
+/// Most operation slots (send-queue entries for operations) of a queue
+/// pair: a data lane's whole send queue.
+pub const OPS_MAX: u32 = SEND_MAX;
 /// Fewest operation slots worth connecting with: an operation of one block
 /// that crosses a chunk boundary on both sides needs up to 10 work requests.
 pub const OPS_MIN: u32 = 16;
 /// Most export registrations in flight on one connection.
 pub const GRANT_REGS_MAX: u32 = 128;
-/// Control receive buffers a connection posts (and advertises).
-pub const CTRL_RECV: u32 = 32;
-/// Control send buffers when the send queue has room for all of
-/// [`OPS_MAX`] and [`GRANT_REGS_MAX`] as well; else [`CTRL_RECV_MIN`], the
-/// most the wire protocol can have in flight.
-pub const CTRL_SEND_MAX: u32 = 32;
+/// Control receive buffers a connection posts (and advertises): the
+/// receive queue and its completion queue (one more) are then 2^k - 1 and
+/// below (see [`OPS_MAX`]).
+pub const CTRL_RECV: u32 = 30;
+/// Control send buffers. A message that finds every one held waits in the
+/// channel's backlog (`backlog`) for a send completion, so a few suffice:
+/// with 8 of them the buffers of a connection's own queue pair take 4 KiB
+/// apart from the receive buffers' 16 (one allocation of both took 32).
+pub const CTRL_SEND: u32 = 8;
 
 /// What rrdma needs to know of a device's limits (each the device's own,
 /// or the module's clamp if lower). Laid out as the C shim's `struct
@@ -77,12 +91,15 @@ impl DeviceLimits {
     }
 }
 
-/// The queues of one connection's queue pair.
+/// The queues of one connection's queue pair, and of its data lanes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueSizes {
     /// Operation slots: send-queue entries for operations (with their
     /// registrations and fences).
     pub ops: u32,
+    /// Operation slots of a data lane, whose send queue carries nothing
+    /// else: at least `ops`.
+    pub lane_ops: u32,
     /// Send-queue entries for export registrations.
     pub grant_regs: u32,
     /// Control send buffers (each a send-queue entry).
@@ -118,7 +135,8 @@ pub enum TooSmall {
     /// buffers the wire protocol needs.
     Recv,
     /// The send queue cannot hold the control sends and [`OPS_MIN`]
-    /// operation slots.
+    /// operation slots (not with today's constants: a device refused for
+    /// that is refused for its receive queue first).
     Send,
 }
 
@@ -138,12 +156,8 @@ pub fn queue_sizes(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
         return Err(TooSmall::Recv);
     }
     let send = l.max_qp_wr.min(l.max_cqe - 1);
-    let ctrl_send = if send >= CTRL_SEND_MAX + GRANT_REGS_MAX + OPS_MAX {
-        CTRL_SEND_MAX
-    } else {
-        u32::from(CTRL_RECV_MIN)
-    };
-    let rest = send.saturating_sub(ctrl_send);
+    let ctrl_send = CTRL_SEND;
+    let rest = send.min(SEND_MAX).saturating_sub(ctrl_send);
     let grant_regs = (rest / 4).clamp(1, GRANT_REGS_MAX);
     let ops = rest.saturating_sub(grant_regs).min(OPS_MAX);
     if ops < OPS_MIN {
@@ -151,6 +165,7 @@ pub fn queue_sizes(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
     }
     Ok(QueueSizes {
         ops,
+        lane_ops: send.min(OPS_MAX),
         grant_regs,
         ctrl_send,
         recv: CTRL_RECV,
@@ -160,6 +175,7 @@ pub fn queue_sizes(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::CTRL_RECV_MIN;
 
     #[test]
     fn an_unlimited_device_gets_the_full_queues() {
@@ -167,13 +183,37 @@ mod tests {
         assert_eq!(
             q,
             QueueSizes {
-                ops: OPS_MAX,
-                grant_regs: GRANT_REGS_MAX,
-                ctrl_send: CTRL_SEND_MAX,
+                ops: 185,
+                lane_ops: OPS_MAX,
+                grant_regs: 61,
+                ctrl_send: CTRL_SEND,
                 recv: CTRL_RECV
             }
         );
-        assert_eq!(q.send_wrs(), 416);
+        assert_eq!(q.send_wrs(), SEND_MAX);
+    }
+
+    /// Sizes that providers round up to a power of two (siw), or to one
+    /// above the size plus one (rxe), stay within 256 entries.
+    #[test]
+    fn a_lane_and_the_receive_queue_fit_256_entries() {
+        let q = queue_sizes(&DeviceLimits::UNLIMITED).unwrap();
+        let (lane_sq, lane_cq) = (q.lane_ops, q.lane_ops + 1);
+        for n in [
+            q.send_wrs(),
+            q.send_cqe(),
+            lane_sq,
+            lane_cq,
+            q.recv,
+            q.recv_cqe(),
+        ] {
+            assert!(
+                (n + 1).is_power_of_two() || (n + 2).is_power_of_two(),
+                "{n}"
+            );
+            assert!((n + 1).next_power_of_two() <= 256, "{n}");
+        }
+        assert!(q.recv >= u32::from(CTRL_RECV_MIN));
     }
 
     #[test]
@@ -184,9 +224,10 @@ mod tests {
             ..DeviceLimits::UNLIMITED
         };
         let q = queue_sizes(&l).unwrap();
-        assert_eq!(q.ctrl_send, u32::from(CTRL_RECV_MIN));
-        assert_eq!(q.grant_regs, 5);
-        assert_eq!(q.ops, 17);
+        assert_eq!(q.ctrl_send, CTRL_SEND);
+        assert_eq!(q.grant_regs, 10);
+        assert_eq!(q.ops, 30);
+        assert_eq!(q.lane_ops, 48);
         assert!(q.send_wrs() <= 48 && q.send_cqe() <= 64);
     }
 
@@ -208,11 +249,14 @@ mod tests {
             ..base
         };
         assert_eq!(queue_sizes(&cq), Err(TooSmall::Recv));
-        let send = DeviceLimits {
-            max_qp_wr: 32,
+        // The receive side's bound is the higher: a device that holds the
+        // receive buffers has room for the sends and `OPS_MIN` as well.
+        let least = DeviceLimits {
+            max_qp_wr: CTRL_RECV,
+            max_cqe: CTRL_RECV + 1,
             ..base
         };
-        assert_eq!(queue_sizes(&send), Err(TooSmall::Send));
+        assert!(queue_sizes(&least).is_ok_and(|q| q.ops >= OPS_MIN));
         assert_eq!(TooSmall::Send.errno(), ENOSPC);
     }
 

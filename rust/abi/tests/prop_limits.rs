@@ -4,7 +4,9 @@
 //! rrdma asks for fits them, or the device is refused.
 
 use proptest::prelude::*;
-use rrdma_abi::limits::{queue_sizes, DeviceLimits, OPS_MAX, OPS_MIN};
+use rrdma_abi::limits::{
+    queue_sizes, DeviceLimits, CTRL_RECV, CTRL_SEND, OPS_MAX, OPS_MIN, SEND_MAX,
+};
 use rrdma_abi::wire::CTRL_RECV_MIN;
 
 fn small_or_large() -> impl Strategy<Value = u32> {
@@ -35,8 +37,11 @@ proptest! {
                 prop_assert!(q.send_wrs() <= qp_wr && q.recv <= qp_wr);
                 prop_assert!(q.send_cqe() <= cqe && q.recv_cqe() <= cqe);
                 prop_assert!((OPS_MIN..=OPS_MAX).contains(&q.ops));
+                prop_assert!(q.send_wrs() <= SEND_MAX);
+                prop_assert!((q.ops..=OPS_MAX).contains(&q.lane_ops));
+                prop_assert!(q.lane_ops <= qp_wr && q.lane_ops < cqe);
                 prop_assert!(q.grant_regs >= 1);
-                prop_assert!(q.ctrl_send >= u32::from(CTRL_RECV_MIN));
+                prop_assert!(q.ctrl_send == CTRL_SEND);
                 prop_assert!(q.recv >= u32::from(CTRL_RECV_MIN));
             }
             // Refused only when no sizing could fit (the bound is
@@ -44,7 +49,7 @@ proptest! {
             Err(_) => prop_assert!(
                 sge == 0
                     || qp_wr.min(cqe.saturating_sub(1))
-                        < u32::from(CTRL_RECV_MIN) + OPS_MIN + OPS_MIN / 4 + 1
+                        < (CTRL_SEND + OPS_MIN + OPS_MIN / 4 + 1).max(CTRL_RECV)
             ),
         }
     }

@@ -218,6 +218,15 @@ impl Conn {
             );
             why.errno()
         })?;
+        // A READ takes two send-queue entries on iWARP (its sink's
+        // registration and itself): never more in flight than half the
+        // operation entries, and at most `SINKS_MAX`. A fence takes two
+        // entries as well, and maps one page.
+        let sinks = |ops: u32| match iwarp {
+            true => ((ops / 2).min(data::SINKS_MAX), ops / 2),
+            false => (0, 0),
+        };
+        let (data_sinks, fence_sinks) = sinks(q.ops);
         let sizes = QpSizes {
             lane: 0,
             send: q.ops + q.grant_regs,
@@ -225,18 +234,11 @@ impl Conn {
             recv: q.recv,
             ctrl_send: q.ctrl_send,
             msg_len: CTRL_LEN as u32,
-            // A READ takes two send-queue entries on iWARP (its sink's
-            // registration and itself): never more in flight than half
-            // the operation entries, and at most `SINKS_MAX`.
-            sinks: if iwarp {
-                (q.ops / 2).min(data::SINKS_MAX)
-            } else {
-                0
-            },
-            // A fence takes two entries as well, and maps one page.
-            fence_sinks: if iwarp { q.ops / 2 } else { 0 },
+            sinks: data_sinks,
+            fence_sinks,
             sink_pages: 1 << (chunk_shift - ffi::page_size().trailing_zeros()),
         };
+        let (lane_sinks, lane_fence_sinks) = sinks(q.lane_ops);
         id.create_qp(&pd, &sizes)
             .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.peer = id.peer();
@@ -251,9 +253,12 @@ impl Conn {
             // provider flushes it when the queue pair fails (a peer's bad
             // key), which nothing else would tell (`lanes.rs`).
             lane_sizes: QpSizes {
-                send: q.ops,
+                send: q.lane_ops,
+                ops: q.lane_ops,
                 recv: 1,
                 ctrl_send: 0,
+                sinks: lane_sinks,
+                fence_sinks: lane_fence_sinks,
                 ..sizes
             },
             iwarp,

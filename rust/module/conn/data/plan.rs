@@ -14,7 +14,7 @@ pub(super) struct Plan {
     /// Local chunks touched.
     pub(super) nchunks: usize,
     /// Bit `i`: chunk `first + i` has no registration yet.
-    pub(super) missing: [u64; CHUNKS_MAX / 64],
+    pub(super) missing: [u64; CHUNKS_MAX.div_ceil(64)],
     pub(super) nmissing: u64,
     pub(super) have_reg: bool,
     /// Work requests the operation needs.
@@ -57,7 +57,7 @@ impl Plan {
         if nchunks > CHUNKS_MAX {
             return Err(E2BIG);
         }
-        let mut missing = [0u64; CHUNKS_MAX / 64];
+        let mut missing = [0u64; CHUNKS_MAX.div_ceil(64)];
         let mut nmissing = 0;
         for i in 0..nchunks {
             let c = (first + i as u64) as usize;
