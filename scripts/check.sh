@@ -149,7 +149,8 @@ for k in $KERNELS; do
 		g "$k" "$VARIANT" --label "$k capi $prov" --test capi --arg "$prov" --guests 2 --timeout 400
 	done
 	# The short form of `make scale`: one file's tables grown (regions to
-	# 1000, exports to the cap, 16 connection pairs), the release runs to its end.
+	# 1000, exports to the cap, 16 connection pairs, a fan-out to 8
+	# exporters), the release runs to its end.
 	g "$k" "$VARIANT" --label "$k scale siw" --test scale --arg "siw,1000,16" --timeout 600 \
 		--memory 1024
 	[ -n "$dkms_built" ] && g "$k" dkms --label "$k remote siw (DKMS-built module)" --test remote \

@@ -5,7 +5,8 @@
 # (tests/guest/scale.sh), on siw and rxe, 7.3: regions to SCALE_MAX
 # (default 10000), exports to SCALE_EXPORTS (default 100000, the file's and
 # the user's export caps raised to it), imports to SCALE_MAX/10 and
-# SCALE_CONNS connection pairs (default 100). Prints each size's figures,
+# SCALE_CONNS connection pairs (default 100), and one initiator's imports
+# spread over SCALE_FANOUT exporters (default 16). Prints each size's figures,
 # the ratios to size 1 and one JSON line per provider; fails if a call
 # failed or the file's release did not finish. `make check` runs a short form.
 set -euo pipefail
@@ -19,6 +20,7 @@ KVER=${SCALE_KERNEL:-7.3}
 MAX=${SCALE_MAX:-10000}
 CONNS=${SCALE_CONNS:-100}
 EXPORTS=${SCALE_EXPORTS:-100000}
+FANOUT=${SCALE_FANOUT:-16}
 prepare_guests "$KVER"
 out=build/scale
 rm -rf "$out"
@@ -28,11 +30,11 @@ for prov in siw rxe; do
 	log "scale on $prov: $MAX regions, $EXPORTS exports, $CONNS connection pairs, kernel $KVER"
 	python3 "$HERE/guest.py" --kdir "$kdir" --modules "$mods" --bindir build/bin \
 		--results "$out/results.txt" --logdir "$out" --label "scale $prov" \
-		--test scale --arg "$prov,$MAX,$CONNS,$EXPORTS" --timeout $((600 + CONNS * 5)) \
+		--test scale --arg "$prov,$MAX,$CONNS,$EXPORTS,$FANOUT" --timeout $((600 + CONNS * 5)) \
 		--memory 2048 >"$out/guest-$prov.log" 2>&1 || true
 done
 for f in "$out"/scale_*/console-a.log; do
-	[ -f "$f" ] && grep -h '^scale [a-z]*: # ' "$f" | sed 's/^/  /'
+	[ -f "$f" ] && grep -hE '^(scale|fanout) [a-z]*: # ' "$f" | sed 's/^/  /'
 done
 echo "$(grep -c '^PASS' "$out/results.txt" || true) passed"
 ! grep -q '^FAIL' "$out/results.txt" || die "scale failed; see $out/"

@@ -10,13 +10,15 @@
 # (rust/selftest/src/caps.rs).
 . ./lib.sh
 
-# "PROV[,MAX[,CONNS[,EXPORTS]]]" (defaults 1000, 20 and the module's
-# export caps).
+# Last, the fan-out: one initiator's imports spread over FANOUT exporters
+# (rust/selftest/src/fanout.rs).
+# "PROV[,MAX[,CONNS[,EXPORTS[,FANOUT]]]]" (defaults 1000, 20, the module's
+# export caps and 8; an empty EXPORTS keeps the caps).
 old_ifs=$IFS
 IFS=,
 set -- $RRDMA_ARG
 IFS=$old_ifs
-prov=$1 max=${2:-1000} conns=${3:-20} exports=${4:-}
+prov=$1 max=${2:-1000} conns=${3:-20} exports=${4:-} fanout=${5:-8}
 
 # cmtime_beside PROV RRDMA_P50_US: rdma_cm's own connect time on the same
 # device and address, beside rrdma's: rdma-core's cmtime, one connection
@@ -61,6 +63,45 @@ cmtime_beside() {
 		"rrdma's connect p50 ${2:-?} us is $ratio of it"
 }
 
+# perftest's 4 KiB WRITE message rate (Mpps) through QPS queue pairs of
+# DEPTH each, client and server on this guest's own address: what the
+# provider itself does when the same work is spread over more queue pairs.
+pt_rate() { # PROV QPS DEPTH
+	args="-R -d ${1}0 -F -s 4096 -D 2 -t $3 -q $2 -p 18600"
+	timeout 30 ib_write_bw $args >/tmp/pt-server.out 2>&1 &
+	server=$!
+	i=0
+	until rdma res show cm_id 2>/dev/null | grep LISTEN | grep -q ':18600' || [ $i -ge 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	# rdma_cm lists the id before siw's TCP listener is up.
+	sleep 0.5
+	timeout 30 ib_write_bw $args 10.77.0.1 >/tmp/pt-client.out 2>&1
+	wait $server
+	awk '$1 == 4096 && NF == 5 { r = $5 } END { if (r != "") print r }' /tmp/pt-client.out
+}
+
+# Beside rrdma's fan-out: perftest's rate with 32 WRITEs in flight on one
+# queue pair, and on 8 with 4 each (as the fan-out's 8 connections), in
+# alternated order; the ratio says whether a drop is the provider's.
+pt_fanout() { # PROV
+	one= eight=
+	for round in 1 2; do
+		one="$one $(pt_rate "$1" 1 32)"
+		eight="$eight $(pt_rate "$1" 8 4)"
+	done
+	set -- "$1" $one $eight
+	if [ $# -ne 5 ]; then
+		fail "fanout $1: perftest beside it" "ib_write_bw gave no rate: $(tail -n 2 /tmp/pt-client.out | tr '\n' ' ')"
+		return
+	fi
+	ok "fanout $1: perftest beside it"
+	awk -v p="$1" -v a="$2" -v b="$3" -v c="$4" -v d="$5" 'BEGIN {
+		printf "fanout %s: # perftest beside it (ib_write_bw 4 KiB, 32 in flight, busy-polled, 2 alternated rounds): 1 queue pair %.0f ops/s, 8 with 4 each %.0f ops/s: %.2fx\n",
+			p, (a + b) * 5e5, (c + d) * 5e5, (c + d) / (a + b) }'
+}
+
 load_modules
 make_veth || fail "veth pair" "ip link failed"
 check "veth0 has 10.77.0.1" ip addr add 10.77.0.1/24 dev veth0
@@ -73,5 +114,7 @@ if [ -n "$exports" ]; then
 fi
 tap "scale $prov" rrdma-selftest scale 10.77.0.1 "$max" "$conns"
 [ "$conns" -gt 0 ] && cmtime_beside "$prov" "$(sed -n 's/.*: connect p50 \([0-9]*\) us.*/\1/p' /tmp/tap.out)"
+tap "fanout $prov" rrdma-selftest fanout 10.77.0.1 "$fanout"
+pt_fanout "$prov"
 check "rdma link del ${prov}0" rdma link del ${prov}0
 check "rmmod rrdma" rmmod rrdma

@@ -46,7 +46,10 @@
 //!   `touch-pages MIB` (every page written and checked) and `pin-memory
 //!   MIB` (locked until killed): tests/guest/blk.sh's swap workloads
 //!   (`blk.rs`);
-//! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`).
+//! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`);
+//! - `scale SELF_IP MAX CONNS` and `fanout SELF_IP PEERS`: how cost grows
+//!   with what one file holds, and with the exporters one initiator uses
+//!   (`scale.rs`, `fanout.rs`; tests/guest/scale.sh).
 
 use std::io;
 use std::process::ExitCode;
@@ -59,6 +62,7 @@ mod blk;
 mod caps;
 mod child;
 mod devices;
+mod fanout;
 mod faults;
 mod flood;
 mod fuzz;
@@ -293,6 +297,19 @@ fn main() -> ExitCode {
             }
             _ => {
                 eprintln!("usage: rrdma-selftest attack PEER_IP SELF_IP PROVIDER [quick]");
+                return ExitCode::from(2);
+            }
+        },
+        "fanout" => match rest {
+            [me, peers] => match peers.parse() {
+                Ok(peers) if peers >= 1 => fanout::checks(&dev, &mut t, me, peers),
+                _ => {
+                    eprintln!("usage: rrdma-selftest fanout SELF_IP PEERS");
+                    return ExitCode::from(2);
+                }
+            },
+            _ => {
+                eprintln!("usage: rrdma-selftest fanout SELF_IP PEERS");
                 return ExitCode::from(2);
             }
         },

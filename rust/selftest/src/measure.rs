@@ -66,9 +66,25 @@ pub(crate) fn vmalloc_by_caller() -> HashMap<String, u64> {
     m
 }
 
-/// The callers whose `vmalloc` bytes grew the most from `before` to
-/// `after`, at most `n`, in KiB per `per` objects: `caller KiB, ...`.
-pub(crate) fn vmalloc_growth(
+/// Bytes of slab pages by cache (`/proc/slabinfo`: slabs times pages per
+/// slab; root only). kmalloc above 8 KiB bypasses the caches: it counts in
+/// `Slab` of `/proc/meminfo` but in no cache here.
+pub(crate) fn slab_by_cache() -> HashMap<String, u64> {
+    let mut m = HashMap::new();
+    let text = std::fs::read_to_string("/proc/slabinfo").unwrap_or_default();
+    for l in text.lines().skip(2) {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        let num = |i: usize| w.get(i).and_then(|v| v.parse::<u64>().ok());
+        if let (Some(name), Some(pages), Some(slabs)) = (w.first(), num(5), num(14)) {
+            m.insert(name.to_string(), slabs * pages * 4096);
+        }
+    }
+    m
+}
+
+/// The keys whose bytes grew the most from `before` to `after`, at most
+/// `n`, in KiB per `per` objects: `key KiB, ...`.
+pub(crate) fn growth(
     before: &HashMap<String, u64>,
     after: &HashMap<String, u64>,
     per: usize,
@@ -82,9 +98,63 @@ pub(crate) fn vmalloc_growth(
     v.sort_unstable_by(|a, b| b.cmp(a));
     v.iter()
         .take(n)
-        .map(|(d, k)| format!("{k} {:.0} KiB", *d as f64 / 1024.0 / per.max(1) as f64))
+        .map(|(d, k)| format!("{k} {:.1} KiB", *d as f64 / 1024.0 / per.max(1) as f64))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// Where the kernel's memory is at one moment: `Slab` and `VmallocUsed`,
+/// vmalloc by caller and slab by cache.
+pub(crate) struct Profile {
+    slab_kib: u64,
+    vmalloc_kib: u64,
+    vmalloc: HashMap<String, u64>,
+    slabs: HashMap<String, u64>,
+}
+
+impl Profile {
+    /// The profile now, after deferred frees settled.
+    pub(crate) fn take() -> io::Result<Self> {
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(Self {
+            slab_kib: meminfo_kib("Slab")?,
+            vmalloc_kib: meminfo_kib("VmallocUsed")?,
+            vmalloc: vmalloc_by_caller(),
+            slabs: slab_by_cache(),
+        })
+    }
+
+    /// KiB of `Slab` and `VmallocUsed` together.
+    pub(crate) fn kib(&self) -> u64 {
+        self.slab_kib + self.vmalloc_kib
+    }
+
+    /// The growth from `self` to `later` per `per` objects, by part: slab
+    /// and vmalloc (VmallocUsed has no guard pages; vmallocinfo's callers
+    /// include one page each), the caches that grew most, and kmalloc
+    /// above 8 KiB (slab outside every cache).
+    pub(crate) fn growth(&self, later: &Self, per: usize) -> String {
+        let per_f = per.max(1) as f64;
+        let kib = |a: u64, b: u64| b.saturating_sub(a) as f64 / per_f;
+        let caches = |m: &HashMap<String, u64>| m.values().sum::<u64>() / 1024;
+        let in_caches = kib(caches(&self.slabs), caches(&later.slabs));
+        let slab = kib(self.slab_kib, later.slab_kib);
+        // A kernel without CONFIG_SLUB_DEBUG has no /proc/slabinfo.
+        let by_cache = if later.slabs.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (caches {}; kmalloc above 8 KiB {:.1} KiB)",
+                growth(&self.slabs, &later.slabs, per, 6),
+                slab - in_caches
+            )
+        };
+        format!(
+            "slab {slab:.1} KiB{by_cache}, vmalloc {:.1} KiB ({})",
+            kib(self.vmalloc_kib, later.vmalloc_kib),
+            growth(&self.vmalloc, &later.vmalloc, per, 4)
+        )
+    }
 }
 
 pub(crate) fn kernel_kib() -> io::Result<u64> {

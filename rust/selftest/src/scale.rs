@@ -26,12 +26,13 @@ use rrdma::abi::status::{Status, STATUS_CONNS, STATUS_EXPORTS, STATUS_IMPORTS};
 use rrdma::abi::uapi::{OP_READ, OP_WRITE};
 use rrdma::{Access, Connection, Region, RemoteRegion, Rrdma};
 
+use crate::measure::Profile;
 use crate::{ensure, Tap};
 
-const T: Duration = Duration::from_secs(10);
+pub(crate) const T: Duration = Duration::from_secs(10);
 const ENOSPC: i32 = 28;
 
-fn p(samples: &mut [Duration], q: f64) -> f64 {
+pub(crate) fn p(samples: &mut [Duration], q: f64) -> f64 {
     samples.sort();
     let i = ((samples.len() - 1) as f64 * q).round() as usize;
     samples[i].as_secs_f64() * 1e6
@@ -125,40 +126,47 @@ impl Rig<'_> {
 
     /// Submits `ops` and waits for their completions: how many ended well.
     fn run(&self, ops: &[rrdma::abi::uapi::Op]) -> Result<u64, String> {
-        let mut done = 0;
-        let mut posted = 0;
-        while posted < ops.len() {
-            posted += self
-                .dev
-                .submit(&ops[posted..])
-                .map_err(|e| format!("submit: {e}"))?;
-            let mut c = [rrdma::abi::uapi::Completion::zeroed(); 32];
-            let n = self
-                .dev
-                .completions(&mut c, Some(T))
-                .map_err(|e| format!("completions: {e}"))?;
-            ensure(n > 0, "no completion in 10 s")?;
-            for x in &c[..n] {
-                ensure(x.status == 0, format!("completion status {}", x.status))?;
-                ensure(
-                    x.user_data < 32,
-                    format!("a stray completion {}", x.user_data),
-                )?;
-            }
-            done += n;
-        }
-        while done < ops.len() {
-            let mut c = [rrdma::abi::uapi::Completion::zeroed(); 32];
-            let n = self
-                .dev
-                .completions(&mut c, Some(T))
-                .map_err(|e| format!("completions: {e}"))?;
-            ensure(n > 0, "no completion in 10 s")?;
-            ensure(c[..n].iter().all(|x| x.status == 0), "a write failed")?;
-            done += n;
-        }
-        Ok(done as u64)
+        run_ops(self.dev, ops).map(|(done, _)| done)
     }
+}
+
+/// Submits `ops` (each with `user_data` below 32) on `dev` and waits for
+/// their completions: how many ended well, and in how many waits for
+/// completions (each a poll(2) and a read(2)).
+pub(crate) fn run_ops(dev: &Rrdma, ops: &[rrdma::abi::uapi::Op]) -> Result<(u64, u64), String> {
+    let mut waits = 0;
+    let mut done = 0;
+    let mut posted = 0;
+    while posted < ops.len() {
+        posted += dev
+            .submit(&ops[posted..])
+            .map_err(|e| format!("submit: {e}"))?;
+        let mut c = [rrdma::abi::uapi::Completion::zeroed(); 32];
+        waits += 1;
+        let n = dev
+            .completions(&mut c, Some(T))
+            .map_err(|e| format!("completions: {e}"))?;
+        ensure(n > 0, "no completion in 10 s")?;
+        for x in &c[..n] {
+            ensure(x.status == 0, format!("completion status {}", x.status))?;
+            ensure(
+                x.user_data < 32,
+                format!("a stray completion {}", x.user_data),
+            )?;
+        }
+        done += n;
+    }
+    while done < ops.len() {
+        let mut c = [rrdma::abi::uapi::Completion::zeroed(); 32];
+        waits += 1;
+        let n = dev
+            .completions(&mut c, Some(T))
+            .map_err(|e| format!("completions: {e}"))?;
+        ensure(n > 0, "no completion in 10 s")?;
+        ensure(c[..n].iter().all(|x| x.status == 0), "a write failed")?;
+        done += n;
+    }
+    Ok((done as u64, waits))
 }
 
 fn line(what: &str, n: usize, f: &Figures) -> String {
@@ -377,8 +385,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
         if conns == 0 {
             return Ok(());
         }
-        let before = crate::measure::kernel_kib().map_err(|e| e.to_string())?;
-        let vmalloc_before = crate::measure::vmalloc_by_caller();
+        let before = Profile::take().map_err(|e| e.to_string())?;
         let mut times = Vec::new();
         let mut held: Vec<(Connection<'_>, Connection<'_>)> = Vec::new();
         for _ in 0..conns {
@@ -393,16 +400,11 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
                 .ok_or("accept: none")?;
             held.push((c, a));
         }
-        let after = crate::measure::kernel_kib().map_err(|e| e.to_string())?;
+        let after = Profile::take().map_err(|e| e.to_string())?;
         // Where it goes: the providers keep their queues in vmalloc.
-        let vmalloc = crate::measure::vmalloc_growth(
-            &vmalloc_before,
-            &crate::measure::vmalloc_by_caller(),
-            conns,
-            4,
-        );
+        let parts = before.growth(&after, conns);
         let f = rig.figures()?;
-        let per_pair = after.saturating_sub(before) as f64 / conns as f64;
+        let per_pair = after.kib().saturating_sub(before.kib()) as f64 / conns as f64;
         // Then each pair's first operation: an import over it and a READ,
         // which opens its data lanes (once they stand still).
         let mut used = Vec::new();
@@ -415,8 +417,9 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
             used.push(r);
         }
         settle_lanes(dev);
-        let used_kib = crate::measure::kernel_kib().map_err(|e| e.to_string())?;
-        let per_used = used_kib.saturating_sub(before) as f64 / conns as f64;
+        let used_kib = Profile::take().map_err(|e| e.to_string())?;
+        let per_used = used_kib.kib().saturating_sub(before.kib()) as f64 / conns as f64;
+        let used_parts = after.growth(&used_kib, conns);
         drop(used);
         println!(
             "# connections {conns} pairs: connect p50 {:.0} us, p99 {:.0} us, {per_pair:.0} KiB of kernel memory per idle pair, {per_used:.0} KiB after an import and a READ on each; {}",
@@ -424,7 +427,8 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
             p(&mut times, 0.99),
             line("with them", conns, &f)
         );
-        println!("# idle pair's vmalloc by caller: {vmalloc}; the rest is slab");
+        println!("# an idle pair's memory: {parts}");
+        println!("# a pair's first import and READ add: {used_parts}");
         let _ = write!(
             json,
             "\"connect_p50_us\": {:.0}, \"connect_p99_us\": {:.0}, \"kib_per_idle_pair\": {per_pair:.0}, \"kib_per_used_pair\": {per_used:.0}, ",
@@ -443,7 +447,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
 
 /// Waits until the file's count of data lanes up stood still for 300 ms
 /// (10 s at most): the lanes the first operations asked for are up.
-fn settle_lanes(dev: &Rrdma) {
+pub(crate) fn settle_lanes(dev: &Rrdma) {
     let start = Instant::now();
     let mut last = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
     let mut still = Instant::now();
