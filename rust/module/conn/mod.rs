@@ -362,8 +362,7 @@ impl Conn {
         paths.push(data::Path::new(), GFP_KERNEL)?;
         let path_data = data::path_locks()?;
         let timer = crate::timer::Timer::new()?;
-        let ctrl = ctrl::Channel::new(shared.backs_disk())?;
-        Arc::pin_init(
+        let this = Arc::pin_init(
             pin_init!(Self {
                 shared,
                 serial: SERIAL.fetch_add(1, Ordering::Relaxed),
@@ -380,7 +379,7 @@ impl Conn {
                     device: None,
                     peer: ShimAddr::default(),
                     listener: None,
-                    ctrl,
+                    ctrl: ctrl::Channel::new(),
                     imports: imports::Table::new(),
                     paths,
                     keepalive: keepalive::Keepalive::new(keepalive),
@@ -403,8 +402,11 @@ impl Conn {
                 timer,
             }),
             GFP_KERNEL,
-        )
-        .map_err(Into::into)
+        )?;
+        if this.shared.backs_disk() {
+            this.keep_ctrl_buffers()?;
+        }
+        Ok(this)
     }
 
     /// The state gate: feeds `ev` to the state machine, the only place a

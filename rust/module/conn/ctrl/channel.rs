@@ -64,6 +64,13 @@ pub(super) struct DueAck {
 /// The request slots of a channel, from [`Channel::req_slots`].
 pub(super) type ReqSlots = KVec<Option<ReqSlot>>;
 
+/// A channel's request slots and a buffer for every message that may wait,
+/// allocated at once ([`Channel::kept`]).
+pub(super) struct Kept {
+    reqs: ReqSlots,
+    bodies: [Option<KBox<[u8; CTRL_LEN]>>; BACKLOG_MAX],
+}
+
 /// The control channel's state (under `Conn::inner`).
 pub(in crate::conn) struct Channel {
     next_id: u64,
@@ -84,25 +91,39 @@ pub(in crate::conn) struct Channel {
 }
 
 impl Channel {
-    /// A channel with nothing in flight. It allocates nothing until used,
-    /// unless `eager`: then all it may need now, kept for its life.
-    pub(in crate::conn) fn new(eager: bool) -> Result<Self, Errno> {
-        let mut ch = Self {
+    /// A channel with nothing in flight; it allocates nothing until used
+    /// (built in place: a connection's state is built on the stack).
+    pub(in crate::conn) fn new() -> Self {
+        Self {
             next_id: 1,
             reqs: KVec::new(),
             revokes: [None; REVOKE_MAX],
             acks: [None; REVOKE_MAX],
             backlog: Backlog::new(),
             bodies: core::array::from_fn(|_| None),
-            keep: eager,
-        };
-        if eager {
-            ch.reqs = Self::req_slots()?;
-            for b in &mut ch.bodies {
-                *b = Some(body()?);
-            }
+            keep: false,
         }
-        Ok(ch)
+    }
+
+    /// All a channel may need, for [`Channel::keep`].
+    pub(super) fn kept() -> Result<Kept, Errno> {
+        let mut bodies: [Option<KBox<[u8; CTRL_LEN]>>; BACKLOG_MAX] =
+            core::array::from_fn(|_| None);
+        for b in &mut bodies {
+            *b = Some(body()?);
+        }
+        Ok(Kept {
+            reqs: Self::req_slots()?,
+            bodies,
+        })
+    }
+
+    /// Takes `k` and keeps it for the channel's life (nothing is in
+    /// flight yet).
+    pub(super) fn keep(&mut self, k: Kept) {
+        self.reqs = k.reqs;
+        self.bodies = k.bodies;
+        self.keep = true;
     }
 
     /// [`REQ_MAX`] free request slots, for [`Channel::give_reqs`]

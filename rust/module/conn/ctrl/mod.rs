@@ -43,6 +43,17 @@ pub(crate) use channel::CtrlCounts;
 pub(super) use channel::{answer, revoke_answered, send_due_acks, Channel};
 
 impl Conn {
+    /// A disk's connection: its control channel's request slots and
+    /// message buffers, allocated now and kept, so that its receive path,
+    /// which swap may wait for, allocates nothing. Apart from
+    /// [`Conn::new`], whose stack holds the connection's state.
+    #[inline(never)]
+    pub(super) fn keep_ctrl_buffers(&self) -> Result<(), Errno> {
+        let kept = Channel::kept()?;
+        self.inner.lock().ctrl.keep(kept);
+        Ok(())
+    }
+
     /// Sends an import request for `token` from chunk `first` and waits for
     /// the answer, first for a free request slot if all are taken, within
     /// `left`.
