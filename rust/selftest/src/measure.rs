@@ -130,24 +130,18 @@ impl Profile {
     }
 
     /// The growth from `self` to `later` per `per` objects, by part: slab
-    /// and vmalloc (VmallocUsed has no guard pages; vmallocinfo's callers
-    /// include one page each), the caches that grew most, and kmalloc
-    /// above 8 KiB (slab outside every cache).
+    /// (and the caches that grew most) and vmalloc (VmallocUsed has no
+    /// guard pages; vmallocinfo's callers include one page each). The
+    /// caches' sum is not set against `Slab`: the kernel's counters of the
+    /// latter are per CPU and lag.
     pub(crate) fn growth(&self, later: &Self, per: usize) -> String {
-        let per_f = per.max(1) as f64;
-        let kib = |a: u64, b: u64| b.saturating_sub(a) as f64 / per_f;
-        let caches = |m: &HashMap<String, u64>| m.values().sum::<u64>() / 1024;
-        let in_caches = kib(caches(&self.slabs), caches(&later.slabs));
+        let kib = |a: u64, b: u64| b.saturating_sub(a) as f64 / per.max(1) as f64;
         let slab = kib(self.slab_kib, later.slab_kib);
         // A kernel without CONFIG_SLUB_DEBUG has no /proc/slabinfo.
         let by_cache = if later.slabs.is_empty() {
             String::new()
         } else {
-            format!(
-                " (caches {}; kmalloc above 8 KiB {:.1} KiB)",
-                growth(&self.slabs, &later.slabs, per, 6),
-                slab - in_caches
-            )
+            format!(" (caches {})", growth(&self.slabs, &later.slabs, per, 6))
         };
         format!(
             "slab {slab:.1} KiB{by_cache}, vmalloc {:.1} KiB ({})",
