@@ -34,7 +34,7 @@ pub const OPS_MIN: u32 = 16;
 pub const GRANT_REGS_MAX: u32 = 128;
 /// Control receive buffers a connection posts (and advertises): the
 /// receive queue and its completion queue (one more) are then 2^k - 1 and
-/// below (see [`OPS_MAX`]).
+/// below (see [`SEND_MAX`]).
 pub const CTRL_RECV: u32 = 30;
 /// Control send buffers. A message that finds every one held waits in the
 /// channel's backlog (`backlog`) for a send completion, so a few suffice:
