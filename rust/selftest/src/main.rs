@@ -300,14 +300,8 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        "fanout" => match rest {
-            [me, peers] => match peers.parse() {
-                Ok(peers) if peers >= 1 => fanout::checks(&dev, &mut t, me, peers),
-                _ => {
-                    eprintln!("usage: rrdma-selftest fanout SELF_IP PEERS");
-                    return ExitCode::from(2);
-                }
-            },
+        "fanout" => match (rest, rest.get(1).map(|p| p.parse::<usize>())) {
+            ([me, _], Some(Ok(peers))) if peers >= 1 => fanout::checks(&dev, &mut t, me, peers),
             _ => {
                 eprintln!("usage: rrdma-selftest fanout SELF_IP PEERS");
                 return ExitCode::from(2);
