@@ -43,7 +43,7 @@ void rrdma_qp_op_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct rrdma_shim_op_slot *s =
 		container_of(wc->wr_cqe, struct rrdma_shim_op_slot, cqe);
-	struct rrdma_shim_qp *q = s->q;
+	struct rrdma_shim_qp *q = rrdma_op_slot_qp(s);
 
 	if (WARN_ON_ONCE(q->ndone >= RRDMA_SHIM_POLL_BATCH))
 		return;

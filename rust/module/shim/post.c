@@ -141,7 +141,7 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 			}
 
 			if (s->slot < q->nops) {
-				wr->wr_cqe = &q->ops[s->slot].cqe;
+				wr->wr_cqe = &q->ops->slot[s->slot].cqe;
 			} else if (s->slot == RRDMA_SHIM_COPIED_SLOT) {
 				wr->wr_cqe = &rrdma_qp_copied_cqe;
 			} else if (s->slot == RRDMA_SHIM_NO_SLOT) {

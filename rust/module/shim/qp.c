@@ -48,7 +48,9 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	q->rbufs = kzalloc((size_t)nrecv * msg_len, GFP_KERNEL);
 	q->sbufs = nsend ? kzalloc((size_t)nsend * msg_len, GFP_KERNEL) : NULL;
 	q->fence = kzalloc(RRDMA_SHIM_FENCE_LEN, GFP_KERNEL);
-	q->ops = kcalloc(nops, sizeof(*q->ops), GFP_KERNEL);
+	/* Rust's OPS_MAX (254) slots stay within one 4 KiB allocation. */
+	BUILD_BUG_ON(RRDMA_SHIM_OPS_4K < 254);
+	q->ops = kzalloc(struct_size(q->ops, slot, nops), GFP_KERNEL);
 	if (!q->send_busy || !q->rbufs || (nsend && !q->sbufs) || !q->fence ||
 	    !q->ops) {
 		ret = -ENOMEM;
@@ -75,10 +77,10 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 		q->slots[i].cqe.done = i < nrecv ? rrdma_qp_recv_done : rrdma_qp_send_done;
 	}
 	q->nops = nops;
+	q->ops->q = q;
 	for (i = 0; i < nops; i++) {
-		q->ops[i].q = q;
-		q->ops[i].index = i;
-		q->ops[i].cqe.done = rrdma_qp_op_done;
+		q->ops->slot[i].index = i;
+		q->ops->slot[i].cqe.done = rrdma_qp_op_done;
 	}
 	q->sinks_max = nsinks;
 	q->data_sinks = data_sinks;

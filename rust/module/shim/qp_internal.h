@@ -70,9 +70,30 @@
  */
 struct rrdma_shim_op_slot {
 	struct ib_cqe cqe;
-	struct rrdma_shim_qp *q;
 	u32 index;
 };
+
+/*
+ * A QP's operation slots, behind the one pointer they share: a slot finds
+ * its QP through slot[0] (rrdma_op_slot_qp()), which keeps a slot at 16
+ * bytes, so that up to RRDMA_SHIM_OPS_4K slots fit one 4 KiB allocation
+ * (the own QP's 185 and a lane's 254).
+ */
+struct rrdma_shim_op_table {
+	struct rrdma_shim_qp *q;
+	struct rrdma_shim_op_slot slot[];
+};
+
+#define RRDMA_SHIM_OPS_4K \
+	((4096 - sizeof(struct rrdma_shim_op_table)) / \
+	 sizeof(struct rrdma_shim_op_slot))
+
+static inline struct rrdma_shim_qp *
+rrdma_op_slot_qp(struct rrdma_shim_op_slot *s)
+{
+	return container_of(s - s->index, struct rrdma_shim_op_table,
+			    slot[0])->q;
+}
 
 /*
  * A READ sink of an iWARP QP: an MR registered for one READ at a time
@@ -204,7 +225,7 @@ struct rrdma_shim_qp {
 	void *fence;
 	u64 fence_dma;
 	u32 nops;
-	struct rrdma_shim_op_slot *ops;
+	struct rrdma_shim_op_table *ops;
 	u32 nsinks;
 	struct rrdma_shim_sink *sinks;
 	struct scatterlist *sink_sg;
