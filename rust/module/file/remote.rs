@@ -27,7 +27,7 @@ use crate::abi::{
         CONNECT_RECONNECT, OP_FENCE, OP_SIZE_VER0, SUBMIT_MAX,
     },
 };
-use crate::conn::{Conn, Import, OpWork, Posted, ReportTo, Retry, Waiter};
+use crate::conn::{Conn, Import, OpWork, Posted, ReportTo, Retry, RunFence, Waiter};
 
 /// An operation resolved: its import, and unless it is a fence its local
 /// region and checked extent.
@@ -305,12 +305,21 @@ impl FileState {
                 }
             }
         }
-        let reserved = self.shared.ring.lock().reserve(resolved.len());
         // Each run of block operations on one connection goes under one
-        // acquisition of its lock, and on iWARP the run's writes that
-        // complete once placed (two or more) share one fence. A fence is a
-        // run of its own: it follows the writes before it, their batch's
-        // fence included.
+        // acquisition of its lock. On iWARP the writes that complete once
+        // placed share one fence per connection: a run's two or more
+        // (`RunFence::Batch`) when the SUBMIT is on one connection, else
+        // all of the SUBMIT's on that connection, whose groups' fences go
+        // once every run is posted (`RunFence::Group`, `Conn::post_groups`
+        // on each connection in `grouped`). A
+        // fence is a run of its own: it follows the writes before it,
+        // their batch's or group's fence included.
+        let several = resolved
+            .iter()
+            .any(|r| !Arc::ptr_eq(&r.0.conn, &resolved[0].0.conn));
+        let mut grouped: KVec<Arc<Conn>> =
+            KVec::with_capacity(if several { resolved.len() } else { 0 }, GFP_KERNEL)?;
+        let reserved = self.shared.ring.lock().reserve(resolved.len());
         let report = |op: &Op| ReportTo {
             user_data: op.user_data,
             opcode: op.opcode,
@@ -320,7 +329,7 @@ impl FileState {
         let mut err = None;
         let mut rest = &resolved[..reserved.min(resolved.len())];
         while let Some((imp, blocks, op)) = rest.first() {
-            let Some((region, _)) = blocks else {
+            if blocks.is_none() {
                 match imp.conn.post_op(imp, OpWork::Fence, &mut report(op)) {
                     Ok((Posted::Yes, _)) => posted += 1,
                     Ok((Posted::Full, _)) => break,
@@ -331,7 +340,7 @@ impl FileState {
                 }
                 rest = &rest[1..];
                 continue;
-            };
+            }
             let len = rest
                 .iter()
                 .take_while(|r| Arc::ptr_eq(&r.0.conn, &imp.conn) && r.1.is_some())
@@ -341,13 +350,29 @@ impl FileState {
                 .iter()
                 .filter(|r| matches!(&r.1, Some((_, c)) if c.dir == Dir::Write && !c.sent))
                 .count();
+            let fence = match placed_writes {
+                0 => RunFence::Alone,
+                // Each connection once (a scan of the SUBMIT's own
+                // connections), in room reserved above.
+                _ if several => {
+                    if grouped.iter().any(|c| Arc::ptr_eq(c, &imp.conn))
+                        || grouped.push(imp.conn.clone(), GFP_ATOMIC).is_ok()
+                    {
+                        RunFence::Group
+                    } else {
+                        RunFence::Alone
+                    }
+                }
+                1 => RunFence::Alone,
+                _ => RunFence::Batch,
+            };
             let (n, e) = imp.conn.post_ops(
                 run.iter().filter_map(|(imp, blocks, op)| {
                     blocks
                         .as_ref()
                         .map(|(region, c)| (&**imp, region, c, report(op)))
                 }),
-                (placed_writes >= 2).then_some(region),
+                fence,
             );
             posted += n;
             if n < len {
@@ -356,6 +381,10 @@ impl FileState {
             }
             rest = tail;
         }
+        for conn in &grouped {
+            conn.post_groups();
+        }
+        drop(grouped);
         let inflight = {
             let mut ring = self.shared.ring.lock();
             ring.unreserve(reserved - posted);

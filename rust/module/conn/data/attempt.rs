@@ -22,20 +22,22 @@ impl Conn {
         c: &Checked,
         to: &mut ReportTo,
         batch: Option<&mut FenceGroup>,
+        group: bool,
         prep: &mut Prep,
     ) -> Result<Attempt, Errno> {
         // A write outside a batch joins the open group while a fence is in
-        // flight (`Slots::open`), and so does an iWARP write of an io_uring
-        // submission under a plug, whose end posts the group's fence.
-        // Decided under the path's lock: a fence completion that posts the
-        // open group takes it too.
+        // flight (`Slots::open`), and so does an iWARP write of a `SUBMIT`
+        // run that says so (`group`) or of an io_uring submission under a
+        // plug, whose ends post the group's fence. Decided under the
+        // path's lock: a fence completion that posts the open group takes
+        // it too.
         let join = batch.is_none()
             && !c.sent
             && (d.slots.fences_posted > 0
-                || (to.waiter.as_ref().is_some_and(Waiter::is_uring)
-                    && c.dir == Dir::Write
+                || (c.dir == Dir::Write
                     && inner.res.as_ref().is_some_and(|r| r.iwarp)
-                    && self.plugged()));
+                    && (group
+                        || (to.waiter.as_ref().is_some_and(Waiter::is_uring) && self.plugged()))));
         if !inner.state.is_connected() {
             return Err(inner.errno());
         }

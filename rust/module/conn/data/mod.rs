@@ -15,7 +15,8 @@
 //! at depth, about one fence per round trip), and so do the writes of an
 //! io_uring submission of several commands, whose plug's end posts the
 //! fence when none is in flight (`Conn::plugged`, `Conn::unplugged`: one
-//! fence per submission). Only the last work request is
+//! fence per submission), and of a `SUBMIT` on several connections, whose
+//! end posts each connection's (`RunFence::Group`). Only the last work request is
 //! signaled, and it carries the operation's slot; a write of a batch is
 //! not signaled at all (its fence's completion completes it, one
 //! completion for the batch) but carries its slot for an error's. The
@@ -126,6 +127,7 @@ use plan::*;
 use slots::*;
 use wait::*;
 
+pub(crate) use fence::RunFence;
 pub(in crate::conn) use followups::Followups;
 pub(in crate::conn) use path::{path_locks, Path, PathLock};
 pub(crate) use post::{OpWork, Posted};

@@ -64,22 +64,21 @@ impl Conn {
             self.ready_path(i, p)?;
         }
         let mut pg = None;
-        let posted = self.post_locked(&mut g, &mut pg, p, import, region, c, to, None)?;
+        let posted = self.post_locked(&mut g, &mut pg, p, import, region, c, to, None, false)?;
         Ok((posted, p))
     }
 
     /// Posts the operations `ops` gives, all on this connection and one
     /// path, under one acquisition of its lock and one of the path's
     /// (released only around the allocations of an operation that is the
-    /// first to touch a chunk); on iWARP, with
-    /// `fence` (the region of a batch of two writes or more), its writes
-    /// share one fence (`FenceGroup`). Stops at the first operation that
+    /// first to touch a chunk); on iWARP, its writes are fenced as `fence`
+    /// says ([`RunFence`]). Stops at the first operation that
     /// finds no room or is refused; returns how many were posted, and the
     /// refusal's errno.
     pub(crate) fn post_ops<'a>(
         self: &Arc<Self>,
         ops: impl Iterator<Item = (&'a Import, &'a Arc<Region>, &'a Checked, ReportTo)>,
-        fence: Option<&Arc<Region>>,
+        fence: RunFence,
     ) -> (usize, Option<Errno>) {
         let mut g = Some(self.inner.lock());
         // The whole run goes on one queue pair: its writes share a fence.
@@ -88,7 +87,7 @@ impl Conn {
             return (0, Some(e));
         }
         // The fence's sink is reserved before the first write.
-        if fence.is_some() {
+        if fence != RunFence::Alone {
             if let Err(e) = self.ready_sinks(&mut g, p) {
                 return (0, Some(self.refused(&mut g, e)));
             }
@@ -98,7 +97,7 @@ impl Conn {
         };
         let mut pg: Option<PathGuard<'_>> = None;
         let mut batch = match (fence, g.as_ref()) {
-            (Some(_), Some(inner)) => pg
+            (RunFence::Batch, Some(inner)) => pg
                 .insert(lock.lock())
                 .as_deref_mut()
                 .and_then(|d| self.batch_begin(inner, d)),
@@ -116,6 +115,7 @@ impl Conn {
                 c,
                 &mut to,
                 batch.as_mut(),
+                fence == RunFence::Group,
             );
             match r {
                 Ok(Posted::Yes) => posted += 1,
@@ -158,7 +158,9 @@ impl Conn {
     /// Posts one operation on path `p` with the connection's lock held in
     /// `g` and the path's in `pg` (each taken if released, in that order),
     /// releasing both to allocate what a first-touched chunk needs and to
-    /// free what is left of that allocation.
+    /// free what is left of that allocation. `group`: an iWARP write that
+    /// completes once placed joins the path's open group (its caller
+    /// posts the group's fence, [`RunFence::Group`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn post_locked<'g>(
         self: &'g Arc<Self>,
@@ -170,6 +172,7 @@ impl Conn {
         c: &Checked,
         to: &mut ReportTo,
         mut batch: Option<&mut FenceGroup>,
+        group: bool,
     ) -> Result<Posted, Errno> {
         let lock = self.path(p).ok_or(ENOTCONN)?;
         let mut prep = Prep::default();
@@ -187,6 +190,7 @@ impl Conn {
                     c,
                     to,
                     batch.as_deref_mut(),
+                    group,
                     &mut prep,
                 ),
                 None => Err(ENOTCONN),

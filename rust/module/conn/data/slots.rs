@@ -166,7 +166,9 @@ pub(in crate::conn) struct Slots {
     pub(super) sink_next: KVec<u32>,
     /// Write fences posted and not yet completed (iWARP).
     pub(super) fences_posted: u32,
-    /// Writes waiting for the next fence completion to post their fence.
+    /// Writes waiting for their fence: posted by the next fence
+    /// completion, or by the end of their `SUBMIT` or io_uring plug when
+    /// no fence is in flight (`Conn::post_deferred`).
     pub(super) open: Option<FenceGroup>,
     /// Writes posted on the queue pair, counted from 1.
     pub(super) wseq: u64,
