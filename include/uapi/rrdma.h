@@ -518,8 +518,8 @@ struct rrdma_import {
  *   any later operation of any peer sees them.  On iWARP (siw, irdma,
  *   cxgb4), whose RDMA WRITE completion says only that the data left, the
  *   module reads one byte after it (a fence) and completes the write with
- *   that read; writes of one SUBMIT, or posted while a fence is in flight,
- *   share one.
+ *   that read; writes of one SUBMIT on one connection (on each queue pair
+ *   it used), or posted while a fence is in flight, share one.
  * - with RRDMA_OP_F_SENT, once sent: its local blocks may be reused, but
  *   its bytes may still be on their way, and an operation that reads them
  *   may see older bytes until a fence on the import completes.  On
@@ -604,7 +604,10 @@ struct rrdma_submit {
  *
  * read(2) returns whole records only (EINVAL for a smaller buffer), blocks
  * interruptibly unless O_NONBLOCK (EAGAIN), and poll(2) reports POLLIN while
- * completions are pending.
+ * completions are pending.  With the module parameter read_gather=Y (off
+ * by default), a read(2) that found records while more operations are in
+ * flight may wait for more first, O_NONBLOCK or not: never more than 1 ms,
+ * and not beyond half of what was pending.
  */
 struct rrdma_completion {
 	__u64 user_data;

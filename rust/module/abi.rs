@@ -24,6 +24,8 @@ pub(crate) mod caps;
 pub(crate) mod conn;
 #[path = "../abi/src/errno.rs"]
 pub(crate) mod errno;
+#[path = "../abi/src/gather.rs"]
+pub(crate) mod gather;
 #[path = "../abi/src/handle.rs"]
 pub(crate) mod handle;
 #[path = "../abi/src/info.rs"]

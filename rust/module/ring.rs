@@ -7,7 +7,7 @@
 use kernel::prelude::*;
 
 use crate::abi::Result;
-use crate::abi::{ring::RingIndex, uapi::Completion};
+use crate::abi::{gather::Arrivals, ring::RingIndex, uapi::Completion};
 
 /// Completions one file can have outstanding (in flight or unread).
 pub(crate) const RING_CAPACITY: usize = 1024;
@@ -19,6 +19,8 @@ pub(crate) const READ_BATCH: usize = 16;
 pub(crate) struct Ring {
     index: RingIndex,
     entries: KVVec<Completion>,
+    /// The gaps between trips of completions, for read(2)'s gathering.
+    arrivals: Arrivals,
 }
 
 impl Ring {
@@ -31,6 +33,7 @@ impl Ring {
         Ok(Self {
             index: RingIndex::new(RING_CAPACITY),
             entries,
+            arrivals: Arrivals::new(),
         })
     }
 
@@ -54,6 +57,18 @@ impl Ring {
                 c.user_data
             ),
         }
+    }
+
+    /// A trip of completions was pushed at `now_ns` (`abi::gather`).
+    pub(crate) fn arrived(&mut self, now_ns: u64) {
+        let in_flight = self.in_flight() > 0;
+        self.arrivals.note(now_ns, in_flight);
+    }
+
+    /// The mean gap between trips while operations are in flight, in ns
+    /// (0: not known yet).
+    pub(crate) fn mean_gap_ns(&self) -> u64 {
+        self.arrivals.mean_ns()
     }
 
     /// Completions ready to read.

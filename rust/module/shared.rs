@@ -115,6 +115,14 @@ impl Shared {
         self.waitq.is_none()
     }
 
+    /// Wakes readers for completions already pushed into the ring (a
+    /// fence's writes, under their path's lock): one trip of arrivals
+    /// for read(2)'s gathering (`abi::gather`).
+    pub(crate) fn pushed(&self) {
+        self.ring.lock().arrived(crate::ffi::now_ns());
+        self.wake_readers();
+    }
+
     /// Queues completions (their slots were reserved) with one trip
     /// through the ring's lock, and wakes readers once.
     pub(crate) fn complete(&self, cs: impl IntoIterator<Item = Completion>) {
@@ -124,6 +132,9 @@ impl Shared {
             for c in cs {
                 ring.push(c);
                 n += 1;
+            }
+            if n > 0 {
+                ring.arrived(crate::ffi::now_ns());
             }
         }
         if n > 0 {

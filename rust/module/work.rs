@@ -48,6 +48,9 @@ pub(crate) struct FabricWork {
     /// (`rrdma-work-sync-polled`: only grows; module parameter
     /// `sync_poll_us`).
     sync_polled: AtomicU64,
+    /// Completion records read(2) gathered after its first look
+    /// (`rrdma-work-read-gathered`: only grows, `abi::gather`).
+    read_gathered: AtomicU64,
     /// io_uring commands whose IOPOLL poller found their completion
     /// (`rrdma-work-uring-polled`: only grows).
     uring_polled: AtomicU64,
@@ -76,6 +79,7 @@ impl FabricWork {
             lanes_up: AtomicU64::new(0),
             lane_ops: AtomicU64::new(0),
             sync_polled: AtomicU64::new(0),
+            read_gathered: AtomicU64::new(0),
             uring_polled: AtomicU64::new(0),
             uring_in_flight: AtomicU64::new(0),
             sink_allocs: AtomicU64::new(0),
@@ -96,6 +100,11 @@ impl FabricWork {
     /// Counts `n` completions handled by busy polling.
     pub(crate) fn sync_polled(&self, n: u32) {
         self.sync_polled.fetch_add(u64::from(n), Ordering::Relaxed);
+    }
+
+    /// Counts records a read(2) gathered after its first look.
+    pub(crate) fn read_gathered(&self, n: usize) {
+        self.read_gathered.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// Counts an io_uring command completed by its IOPOLL poller.
@@ -155,7 +164,7 @@ impl FabricWork {
     }
 
     /// The fdinfo lines: each key NUL-terminated, with its count.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 13] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 14] {
         [
             (
                 b"rrdma-work-cm-events\0",
@@ -180,6 +189,10 @@ impl FabricWork {
             (
                 b"rrdma-work-sync-polled\0",
                 self.sync_polled.load(Ordering::Relaxed),
+            ),
+            (
+                b"rrdma-work-read-gathered\0",
+                self.read_gathered.load(Ordering::Relaxed),
             ),
             (
                 b"rrdma-work-uring-polled\0",

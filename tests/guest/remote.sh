@@ -165,7 +165,7 @@ else
 		echo "# exporter work, $op bench: $(sed -n 's/.*\("iterations":[0-9]*\).*\("exporter_work":{[^}]*}\).*/\1 \2/p' $f)"
 		grep -q '"iterations"' $f || sed 's/^/# /' $f
 		check "the exporter's module does nothing during a 1 s $op bench" sh -c \
-			"grep -q '\"exporter_work\":{\"cm-events\":0,\"completions\":0,\"ctrl-recv\":0,\"softirq\":0,\"sync-polled\":0,\"uring-polled\":0}' $f &&
+			"grep -q '\"exporter_work\":{\"cm-events\":0,\"completions\":0,\"ctrl-recv\":0,\"read-gathered\":0,\"softirq\":0,\"sync-polled\":0,\"uring-polled\":0}' $f &&
 			grep -q '\"iterations\":[1-9]' $f"
 	done
 	check "the exporter's work counts move on control messages" sh -c \

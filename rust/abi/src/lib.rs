@@ -23,6 +23,7 @@ pub mod blocks;
 pub mod caps;
 pub mod conn;
 pub mod errno;
+pub mod gather;
 pub mod handle;
 pub mod info;
 pub mod ioctl;

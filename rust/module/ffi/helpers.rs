@@ -43,6 +43,14 @@ pub(crate) fn now_ns() -> u64 {
     unsafe { rrdma_shim_now_ns() }
 }
 
+/// Gives the CPU to whatever else can run on it (a task that waits by
+/// looking again and again; process context, no lock held).
+pub(crate) fn yield_cpu() {
+    // SAFETY: no preconditions beyond the context above, which
+    // `might_sleep()` in the shim checks on debug kernels.
+    unsafe { rrdma_shim_yield() }
+}
+
 /// Whether a softirq runs the caller (a send CQ's poll).
 pub(crate) fn in_softirq() -> bool {
     // SAFETY: no preconditions.
@@ -160,4 +168,6 @@ extern "C" {
     pub(crate) fn rrdma_shim_reserves_restore(flags: u32);
     /// The monotonic clock, in ns.
     pub(crate) fn rrdma_shim_now_ns() -> u64;
+    /// `yield()`, after `might_sleep()`.
+    pub(crate) fn rrdma_shim_yield();
 }

@@ -79,6 +79,15 @@ pub(crate) fn sync_poll() -> crate::abi::poll::SyncPoll {
     crate::abi::poll::mode(on, fixed_us)
 }
 
+/// How read(2) waits for more completions (module parameters
+/// `read_gather` and `read_gather_us`, with a synchronous window's bound).
+pub(crate) fn read_gather() -> crate::abi::poll::SyncPoll {
+    let (mut on, mut fixed_us) = (false, 0);
+    // SAFETY: two valid out-pointers.
+    unsafe { rrdma_shim_read_gather_params(&mut on, &mut fixed_us) };
+    crate::abi::poll::mode(on, fixed_us)
+}
+
 /// How an IOPOLL ring's poll spins before it sleeps (module parameters
 /// `iopoll_spin` and `iopoll_spin_us`).
 pub(crate) fn iopoll_spin() -> crate::abi::poll::SyncPoll {
@@ -118,6 +127,8 @@ extern "C" {
     pub(crate) fn rrdma_shim_fail_at(point: u32) -> bool;
     /// The module parameters `sync_poll` and `sync_poll_us`.
     pub(crate) fn rrdma_shim_sync_poll_params(on: *mut bool, fixed_us: *mut u32);
+    /// The module parameters `read_gather` and `read_gather_us`.
+    pub(crate) fn rrdma_shim_read_gather_params(on: *mut bool, fixed_us: *mut u32);
     /// The module parameters `iopoll_spin` and `iopoll_spin_us`.
     pub(crate) fn rrdma_shim_iopoll_params(on: *mut bool, fixed_us: *mut u32);
     /// The `blk_loss_timeout_ms` module parameter.

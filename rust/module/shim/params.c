@@ -236,6 +236,23 @@ void rrdma_shim_iopoll_params(bool *on, u32 *fixed_us)
 	*fixed_us = READ_ONCE(iopoll_spin_us);
 }
 
+static bool read_gather;
+module_param(read_gather, bool, 0644);
+MODULE_PARM_DESC(read_gather,
+		 "A read(2) that found completions while more operations are in flight waits a while for more, spinning (default N: returns at once; Y pays only with CPUs to spare)");
+
+static uint read_gather_us;
+module_param(read_gather_us, uint, 0644);
+MODULE_PARM_DESC(read_gather_us,
+		 "Microseconds read(2) waits for the next completion (0, default: twice the file's mean gap between completions, if that is at most 500 us; at most 1000)");
+
+/* The two parameters above (rust/abi/src/gather.rs). */
+void rrdma_shim_read_gather_params(bool *on, u32 *fixed_us)
+{
+	*on = READ_ONCE(read_gather);
+	*fixed_us = READ_ONCE(read_gather_us);
+}
+
 /* ---- test hooks ---- */
 
 static uint fail_at;

@@ -17,6 +17,18 @@ u64 rrdma_shim_now_ns(void)
 }
 
 /*
+ * The CPU to whatever else can run on it, for a task that waits by looking
+ * again and again (read(2)'s gathering, rust/abi/src/gather.rs): as in
+ * qp_task_poll() below, a soft provider's thread may need this CPU to
+ * complete what the task waits for.
+ */
+void rrdma_shim_yield(void)
+{
+	might_sleep();
+	yield();
+}
+
+/*
  * One poll of the send CQ by a task, its completions handled here as the
  * softirq poll would (the CQ stays armed: an event that comes anyway finds
  * nothing).  @ring: the IOPOLL ring the task polls for (rrdma_shim_qp_

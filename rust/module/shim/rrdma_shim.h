@@ -346,8 +346,10 @@ bool rrdma_shim_qp_poll_tryget(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_ref(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_unref(struct rrdma_shim_qp *q);
 void rrdma_shim_sync_poll_params(bool *on, u32 *fixed_us);
+void rrdma_shim_read_gather_params(bool *on, u32 *fixed_us);
 void rrdma_shim_iopoll_params(bool *on, u32 *fixed_us);
 u64 rrdma_shim_now_ns(void);
+void rrdma_shim_yield(void);
 int rrdma_shim_ctrl_send(struct rrdma_shim_qp *q, const void *msg, u32 len);
 int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 		    u32 n, u32 *posted);

@@ -120,7 +120,7 @@ impl Conn {
         if n > 0 {
             self.shared.complete(recs[..n].iter().copied());
         } else if queued {
-            self.shared.wake_readers();
+            self.shared.pushed();
         }
         if self.followups.room_waiters.load(Ordering::SeqCst) > 0 {
             due.flags |= Followups::ROOM;
