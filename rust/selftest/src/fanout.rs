@@ -13,17 +13,28 @@
 //! its ratio to one exporter, as `# ` lines (measured, never asserted),
 //! with the waits for completions (poll and read) a batch took: each
 //! connection's completions come on queues of their own, and each may
-//! wake the waiter. The checks: every call succeeds,
-//! and every write lands in the exporter it was meant for: exporter `k`
-//! gets only the initiator's block `k`, filled with byte `k + 1`, so its
-//! region (read through its own mapping) holds no other byte.
+//! wake the waiter. The writes run twice, completing once placed (the
+//! default: on iWARP a fence per connection) and once sent
+//! (`RRDMA_OP_F_SENT`, as perftest's), each with read(2)'s gathering
+//! (`read_gather`, `abi::gather`) and without, in turn, alternated
+//! between rounds, and the ratios are printed too. The checks:
+//! every call succeeds, every operation completes exactly once, a
+//! SUBMIT's writes take at most one placement fence per connection
+//! (iWARP; a fence per connection's run would be two or more), and
+//! every write lands in the exporter it was meant for: exporter `k` gets
+//! only the initiator's block `k`, filled with byte `k + 1`, so its
+//! region (read through its own mapping) holds no other byte. Last, with
+//! a fixed gathering window (`read_gather_us=1000`), reads must gather
+//! records of the largest fan-out, 2 exporters or more (fdinfo
+//! `rrdma-work-read-gathered` grows), each still delivered once.
 
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use rrdma::abi::uapi::OP_WRITE;
+use rrdma::abi::uapi::{OP_F_SENT, OP_WRITE};
 use rrdma::{Access, Connection, Export, Listener, Region, RemoteRegion, Rrdma};
 
+use crate::param::ModParam;
 use crate::scale::{p, run_ops, T};
 use crate::{ensure, Tap};
 
@@ -55,12 +66,16 @@ fn exporter<'a>(file: &'a Rrdma, addr: SocketAddr) -> Result<Exporter<'a>, Strin
 }
 
 /// One size's figures.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Default)]
 struct Figures {
     /// WRITEs per second.
     rate: f64,
     /// Waits for completions (poll and read) per batch of 32.
     waits: f64,
+    /// Placement fences per batch of 32 (iWARP: a READ per connection).
+    fences: f64,
+    /// The guest's CPUs' busy share while the WRITEs ran (0 to 1).
+    busy: f64,
     /// READ p50 (µs).
     read_us: f64,
 }
@@ -72,8 +87,11 @@ fn figures(
     local: &Region<'_>,
     imports: &[RemoteRegion<'_>],
     exporters: &[Exporter<'_>],
+    sent: bool,
 ) -> Result<Figures, String> {
     let k = imports.len();
+    let fences = || dev.fdinfo_value("rrdma-write-fences").unwrap_or(0);
+    let (fences0, cpu0) = (fences(), cpu());
     let t = Instant::now();
     let mut writes = 0u64;
     let mut waits = 0u64;
@@ -81,7 +99,11 @@ fn figures(
         let ops: Vec<_> = (0..32u64)
             .map(|i| {
                 let to = i as usize % k;
-                imports[to].op(OP_WRITE, local, to as u64, (i + round) % BLOCKS, 1, i)
+                let mut op = imports[to].op(OP_WRITE, local, to as u64, (i + round) % BLOCKS, 1, i);
+                if sent {
+                    op.flags = OP_F_SENT;
+                }
+                op
             })
             .collect();
         let (done, w) = run_ops(dev, &ops)?;
@@ -89,9 +111,21 @@ fn figures(
         waits += w;
     }
     let rate = writes as f64 / t.elapsed().as_secs_f64();
+    let (fences1, cpu1) = (fences(), cpu());
+    // iWARP: a SUBMIT's placed writes share one fence per connection.
+    ensure(
+        fences1.saturating_sub(fences0) <= 20 * k as u64,
+        format!(
+            "{} write fences for 20 SUBMITs of 32 writes over {k} connections: more than one per connection",
+            fences1.saturating_sub(fences0)
+        ),
+    )?;
+    let busy =
+        cpu1.0.saturating_sub(cpu0.0) as f64 / (cpu1.1.saturating_sub(cpu0.1) as f64).max(1.0);
     let scratch = local.nblocks() - 1;
+    // READs once per size and round: with the placed writes.
     let mut reads = Vec::with_capacity(200);
-    for i in 0..200u64 {
+    for i in 0..if sent { 0 } else { 200u64 } {
         let t = Instant::now();
         imports[i as usize % k]
             .read(local, scratch, i % BLOCKS, 1)
@@ -109,8 +143,31 @@ fn figures(
     Ok(Figures {
         rate,
         waits: waits as f64 / 20.0,
-        read_us: p(&mut reads, 0.5),
+        fences: fences1.saturating_sub(fences0) as f64 / 20.0,
+        busy,
+        read_us: if reads.is_empty() {
+            0.0
+        } else {
+            p(&mut reads, 0.5)
+        },
     })
+}
+
+/// The guest's CPU time so far, busy and all, in ticks (`/proc/stat`).
+fn cpu() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    let all: u64 = ticks.iter().take(8).sum();
+    (all.saturating_sub(idle), all)
 }
 
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize) {
@@ -152,35 +209,80 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize) {
         while sizes[sizes.len() - 1] < peers {
             sizes.push((sizes[sizes.len() - 1] * 2).min(peers));
         }
-        // Rounds over every size in turn; each size's median is reported.
-        let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); sizes.len()];
-        for _ in 0..ROUNDS {
+        // Rounds over every size in turn: writes completing once placed,
+        // then once sent, each with read(2)'s gathering and without (in
+        // alternating order); each median is reported. Run `v`: sent
+        // `v / 2`, gathering `v % 2 == 0`.
+        let gather = ModParam::set("read_gather", "Y")?;
+        let mut runs: Vec<[Vec<Figures>; 4]> = vec![Default::default(); sizes.len()];
+        for round in 0..ROUNDS {
             for (i, &k) in sizes.iter().enumerate() {
-                runs[i].push(figures(dev, &local, &imports[..k], &exporters)?);
+                let g = round % 2;
+                for v in [g, 1 - g, 2 + g, 3 - g] {
+                    ModParam::write("read_gather", if v % 2 == 0 { "Y" } else { "N" })?;
+                    let f = figures(dev, &local, &imports[..k], &exporters, v >= 2)?;
+                    runs[i][v].push(f);
+                }
             }
         }
+        gather.restore()?;
         let median = |v: &[Figures], f: fn(&Figures) -> f64| {
             let mut x: Vec<f64> = v.iter().map(f).collect();
             x.sort_by(f64::total_cmp);
             x[x.len() / 2]
         };
-        let (rate1, read1) = (
-            median(&runs[0], |r| r.rate),
-            median(&runs[0], |r| r.read_us),
+        let (rate1, read1, sent1) = (
+            median(&runs[0][0], |r| r.rate),
+            median(&runs[0][0], |r| r.read_us),
+            median(&runs[0][2], |r| r.rate),
         );
-        for (k, r) in sizes.iter().zip(&runs) {
-            let (rate, read) = (median(r, |r| r.rate), median(r, |r| r.read_us));
+        for (k, [on, off, sent_on, sent_off]) in sizes.iter().zip(&runs) {
+            let (rate, read) = (median(on, |r| r.rate), median(on, |r| r.read_us));
+            let rate_off = median(off, |r| r.rate);
             println!(
-                "# fanout {k} exporters: write {rate:.0} ops/s ({:.2}x of 1; {:.1} waits for completions per batch of 32), read p50 {read:.1} us ({:.2}x of 1); medians of {ROUNDS} alternated rounds",
+                "# fanout {k} exporters: write {rate:.0} ops/s ({:.2}x of 1; {:.1} waits for completions per batch of 32), read p50 {read:.1} us ({:.2}x of 1); {:.1} fences per batch, CPUs {:.0}% busy; without gathering: write {rate_off:.0} ops/s, {:.1} waits, CPUs {:.0}% busy (gathering {:.2}x); medians of {ROUNDS} alternated rounds",
                 rate / rate1,
-                median(r, |r| r.waits),
-                read / read1
+                median(on, |r| r.waits),
+                read / read1,
+                median(on, |r| r.fences),
+                100.0 * median(on, |r| r.busy),
+                median(off, |r| r.waits),
+                100.0 * median(off, |r| r.busy),
+                rate / rate_off
+            );
+            let (rate, rate_off) = (median(sent_on, |r| r.rate), median(sent_off, |r| r.rate));
+            println!(
+                "# fanout {k} exporters, writes completing once sent: {rate:.0} ops/s ({:.2}x of 1; {:.1} waits per batch), CPUs {:.0}% busy; without gathering: {rate_off:.0} ops/s, {:.1} waits, CPUs {:.0}% busy (gathering {:.2}x)",
+                rate / sent1,
+                median(sent_on, |r| r.waits),
+                100.0 * median(sent_on, |r| r.busy),
+                median(sent_off, |r| r.waits),
+                100.0 * median(sent_off, |r| r.busy),
+                rate / rate_off
             );
         }
-        Ok(())
+        // With a fixed window every read that finds records while more
+        // are in flight waits for more: some must come from a later look.
+        let on = ModParam::set("read_gather", "Y")?;
+        let fixed = ModParam::set("read_gather_us", "1000")?;
+        let gathered = || dev.fdinfo_value("rrdma-work-read-gathered").unwrap_or(0);
+        let before = gathered();
+        let f = figures(dev, &local, &imports, &exporters, false)?;
+        let records = gathered().saturating_sub(before);
+        fixed.restore()?;
+        on.restore()?;
+        println!(
+            "# fanout {peers} exporters, read_gather_us=1000: {records} records gathered, {:.1} waits per batch of 32",
+            f.waits
+        );
+        // One exporter's writes may all come in one trip (siw's batch).
+        ensure(
+            records > 0 || peers < 2,
+            format!("read(2) gathered no record over {peers} exporters with read_gather_us=1000"),
+        )
     })();
     t.check(
-        &format!("fanout: WRITEs and READs spread over 1 to {peers} exporters succeed, each write in its own exporter"),
+        &format!("fanout: WRITEs and READs spread over 1 to {peers} exporters succeed, each once and each write in its own exporter; read(2) gathers"),
         res,
     );
 }

@@ -130,12 +130,13 @@ impl Rig<'_> {
     }
 }
 
-/// Submits `ops` (each with `user_data` below 32) on `dev` and waits for
-/// their completions, submitting what is left before each wait: how many
-/// ended well, and in how many waits for completions (each a poll(2) and
-/// a read(2)).
+/// Submits `ops` (operation `i` with `user_data` `i`) on `dev` and waits
+/// for their completions, submitting what is left before each wait: how
+/// many ended well (each exactly once), and in how many waits for
+/// completions (each a poll(2) and a read(2)).
 pub(crate) fn run_ops(dev: &Rrdma, ops: &[rrdma::abi::uapi::Op]) -> Result<(u64, u64), String> {
     let (mut posted, mut done, mut waits) = (0, 0, 0);
+    let mut seen = vec![false; ops.len()];
     while done < ops.len() {
         if posted < ops.len() {
             posted += dev
@@ -150,10 +151,10 @@ pub(crate) fn run_ops(dev: &Rrdma, ops: &[rrdma::abi::uapi::Op]) -> Result<(u64,
         ensure(n > 0, "no completion in 10 s")?;
         for x in &c[..n] {
             ensure(x.status == 0, format!("completion status {}", x.status))?;
-            ensure(
-                x.user_data < 32,
-                format!("a stray completion {}", x.user_data),
-            )?;
+            let i = x.user_data as usize;
+            ensure(i < ops.len(), format!("a stray completion {i}"))?;
+            ensure(!seen[i], format!("operation {i} completed twice"))?;
+            seen[i] = true;
         }
         done += n;
     }
