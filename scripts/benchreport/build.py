@@ -75,6 +75,8 @@ def build_setup(runs, extra):
             ip_fixed = by_round(runs, "rate", size, "rrdma-iopoll-fixed", depth)
             sent = by_round(runs, "rate", size, "rrdma-sent", depth)
             sent_ip = by_round(runs, "rate", size, "rrdma-sent-iopoll", depth)
+            gather = by_round(runs, "rate", size, "rrdma-gather", depth)
+            sent_gather = by_round(runs, "rate", size, "rrdma-sent-gather", depth)
             if a or b:
                 P["rate"].append({"test": "rate", "size": size, "depth": depth,
                                   "rrdma_kops": spread([kops(r) for r in a.values()]),
@@ -94,7 +96,10 @@ def build_setup(runs, extra):
                                   "sent_over_placed": ratio_row(sent, a, kops),
                                   "sent_writes_per_fence": spread(writes_per_fence(sent)),
                                   "sent_iopoll_kops": spread([kops(r) for r in sent_ip.values()]),
-                                  "sent_iopoll_ratio": ratio_row(sent_ip, b, kops)})
+                                  "sent_iopoll_ratio": ratio_row(sent_ip, b, kops),
+                                  # read(2)'s gathering (read_gather=Y) over none.
+                                  "gather_over_none": ratio_row(gather, a, kops),
+                                  "sent_gather_over_none": ratio_row(sent_gather, sent, kops)})
     P["queues"] = []
     for size in QUEUE_SIZES:
         one = {t: by_round(runs, "write_q", size, t, BW_DEPTH) for t in ("rrdma", "perftest")}

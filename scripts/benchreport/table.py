@@ -75,6 +75,14 @@ def print_setup(report, S):
             print(f"{'write':<9} {r['size']:>8} {r['depth']:>5} "
                   f"{fmt(r['iopoll_fixed_kops'], digits=2):>12} "
                   f"{fmt_range(r.get('iopoll_over_fixed')):>26}")
+    gather = [r for r in S["rate"] if r.get("gather_over_none") or r.get("sent_gather_over_none")]
+    if gather:
+        print("read(2)'s gathering (read_gather=Y) over none (the default): the ioctl path's rate, "
+              "placed and sent writes, median [min..max]")
+        for r in gather:
+            print(f"{'write':<9} {r['size']:>8} {r['depth']:>5} "
+                  f"{fmt_range(r.get('gather_over_none')):>26} "
+                  f"{fmt_range(r.get('sent_gather_over_none')):>26}")
     if S.get("queues"):
         print(f"{'queues':<9} {'size':>8} {'q':>2} {'rrdma MB/s':>11} {'perftest MB/s':>14} "
               f"{'ratio median [min..max]':>26} {'rrdma /q1':>20} {'perftest /q1':>20}")

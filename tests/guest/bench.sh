@@ -309,6 +309,12 @@ client() { # DEV
 		esac
 		[ "$test" = rate ] &&
 			run_tool rrdma-sent-iopoll "--sent --engine uring-iopoll" $args --sent --engine uring-iopoll
+		# G: the rate with read(2)'s gathering (read_gather=Y, off by
+		# default), placed and sent: what it changes against B and E.
+		if [ "$test" = rate ]; then
+			run_with read_gather Y rrdma-gather $args
+			run_with read_gather Y rrdma-sent-gather $args --sent
+		fi
 		# C: two threads on one connection (io_uring), with its data
 		# lanes (a queue pair per CPU) and without (queue_pairs=1), in
 		# turn: what the lanes add.
