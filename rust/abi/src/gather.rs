@@ -34,9 +34,10 @@
 //! It is off by default because it spins: on one guest with a vCPU to
 //! spare it made siw's writes that complete once sent 1.20-1.26x faster
 //! at every fan-out (they complete one by one: 30 waits per batch of 32
-//! became 6), and changed nothing much elsewhere (0.95-1.16x); between
-//! two guests whose vCPUs share the host's cores, streams at depth 16
-//! lost 20-26% (`make bench`, 2026-11-29).
+//! became 6; 1.04-1.11x between two guests), and changed nothing much
+//! elsewhere (0.92-1.16x); between two guests whose vCPUs share the
+//! host's cores, other streams at depth 16 lost up to 26% (rxe; siw's
+//! placed writes 18%; `make bench`, 2026-11-29).
 
 use super::poll::{mean_after, window_ns as poll_window_ns, SyncPoll};
 
