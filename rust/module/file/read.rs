@@ -77,11 +77,16 @@ impl FileState {
     /// window, or the gathering's bound passed. No lock is held while it
     /// waits.
     fn gather(&self, writer: &mut UserSliceWriter, max: usize, done: &mut usize) -> Option<Error> {
+        let mode = ffi::read_gather();
+        // Off (the default): not even a look at the ring.
+        if mode == crate::abi::poll::SyncPoll::Off {
+            return None;
+        }
         let (mean, in_flight) = {
             let r = self.shared.ring.lock();
             (r.mean_gap_ns(), r.in_flight())
         };
-        let window = gather::window_ns(ffi::read_gather(), mean);
+        let window = gather::window_ns(mode, mean);
         if window == 0 || gather::target(*done, in_flight, max) <= *done {
             return None;
         }

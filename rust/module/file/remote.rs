@@ -310,7 +310,7 @@ impl FileState {
         // placed share one fence per connection: a run's two or more
         // (`RunFence::Batch`) when the SUBMIT is on one connection, else
         // all of the SUBMIT's on that connection, whose groups' fences go
-        // once every run is posted (`RunFence::Group`, `Conn::post_groups`
+        // once every run is posted (`RunFence::Group`, `Conn::post_deferred`
         // on each connection in `grouped`). A
         // fence is a run of its own: it follows the writes before it,
         // their batch's or group's fence included.
@@ -382,7 +382,7 @@ impl FileState {
             rest = tail;
         }
         for conn in &grouped {
-            conn.post_groups();
+            conn.post_deferred();
         }
         drop(grouped);
         let inflight = {

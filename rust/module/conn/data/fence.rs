@@ -20,7 +20,7 @@ pub(crate) enum RunFence {
     /// The run's writes share one fence, after its last (`batch_end`).
     Batch,
     /// The run's writes join their queue pair's open group, whose fence
-    /// the caller has posted ([`Conn::post_groups`]) once every run of its
+    /// the caller has posted ([`Conn::post_deferred`]) once every run of its
     /// `SUBMIT` on this connection is: a `SUBMIT` whose operations
     /// alternate between connections has one fence per connection (per
     /// queue pair its runs used), not one per run. (With a fence per run,
@@ -183,17 +183,12 @@ impl Conn {
         }
     }
 
-    /// The end of a `SUBMIT` that posted runs of writes on this connection
-    /// with [`RunFence::Group`]: their groups' fences are posted (or left
-    /// to the fence in flight). Called once the `SUBMIT`'s last operation
-    /// on the connection is posted, and after a refusal too.
-    pub(crate) fn post_groups(self: &Arc<Self>) {
-        self.post_deferred();
-    }
-
     /// Posts each path's open group's fence unless a fence in flight on
-    /// that path will (its completion posts it, group commit).
-    pub(super) fn post_deferred(self: &Arc<Self>) {
+    /// that path will (its completion posts it, group commit). Also the end
+    /// of a `SUBMIT` that posted runs of writes on this connection with
+    /// [`RunFence::Group`]: called once its last operation on the
+    /// connection is posted, and after a refusal too.
+    pub(crate) fn post_deferred(self: &Arc<Self>) {
         let r = {
             let g = self.inner.lock();
             // Only iWARP writes join open groups; while disconnected, the
