@@ -129,6 +129,7 @@ def build_setup(runs, extra):
         ip = by_round(runs, "read_lat", size, "rrdma-iopoll")
         ip_fixed = by_round(runs, "read_lat", size, "rrdma-iopoll-fixed")
         nopoll = by_round(runs, "read_lat", size, "rrdma-nopoll")
+        fixed = by_round(runs, "read_lat", size, "rrdma-poll-fixed")
         if not a and not b:
             continue
         row = {"test": "read_lat", "size": size,
@@ -144,6 +145,14 @@ def build_setup(runs, extra):
             # Without polling (sync_poll=N), and the default over it.
             row[f"nopoll_{key}_usec"] = spread([lat(r, key) for r in nopoll.values()])
             row[f"polled_over_nopoll_{key}"] = ratio_row(a, nopoll, lambda r, k=key: lat(r, k))
+            # With a fixed 1 ms window (sync_poll_us=1000), and the default over it.
+            row[f"poll_fixed_{key}_usec"] = spread([lat(r, key) for r in fixed.values()])
+            row[f"polled_over_fixed_{key}"] = ratio_row(a, fixed, lambda r, k=key: lat(r, k))
+        # Operations whose completion the synchronous poll handled, per run.
+        for tool, rs in (("rrdma", a), ("poll_fixed", fixed)):
+            row[f"{tool}_sync_polled"] = spread(
+                [r["result"][0]["sync_polled"] / max(r["result"][0]["iterations"], 1)
+                 for r in rs.values() if "sync_polled" in r["result"][0]])
         if udp.get(size):
             for tool in ("rrdma", "perftest"):
                 p50 = row[f"{tool}_p50_usec"]

@@ -112,6 +112,14 @@ def print_setup(report, S):
             print(f"{'':<9} {'':>8} without polling (sync_poll=N): " + "; ".join(
                 f"{name} {fmt(r[f'nopoll_{key}_usec'])} us, default / it "
                 f"{fmt_range(r[f'polled_over_nopoll_{key}'])}" for key, name in LAT_KEYS))
+        if r.get("poll_fixed_p50_usec"):
+            print(f"{'':<9} {'':>8} polling 1 ms (sync_poll_us=1000): " + "; ".join(
+                f"{name} {fmt(r[f'poll_fixed_{key}_usec'])} us, default / it "
+                f"{fmt_range(r[f'polled_over_fixed_{key}'])}" for key, name in LAT_KEYS))
+        if r.get("rrdma_sync_polled") or r.get("poll_fixed_sync_polled"):
+            print(f"{'':<9} {'':>8} completions handled by the poll, per READ: default "
+                  f"{fmt_range(r.get('rrdma_sync_polled'))}, 1 ms "
+                  f"{fmt_range(r.get('poll_fixed_sync_polled'))}")
         if r.get("iopoll_p50_usec"):
             print(f"{'':<9} {'':>8} IOPOLL io_uring: " + "; ".join(
                 f"{name} {fmt(r[f'iopoll_{key}_usec'])} us, ratio "

@@ -331,6 +331,10 @@ client() { # DEV
 		# F: the READ latency without polling (sync_poll=N): what the
 		# default's adaptive polling (B) changes.
 		[ "$test" = read_lat ] && run_with sync_poll N rrdma-nopoll $args
+		# H: the READ latency with a fixed 1 ms window (sync_poll_us=1000,
+		# the longest): how close the adaptive window (B) comes to
+		# polling every operation to its end.
+		[ "$test" = read_lat ] && run_with sync_poll_us 1000 rrdma-poll-fixed $args
 		# D: the message rate and the READ latency through an IOPOLL
 		# ring (the waiting task polls the completion queue, as perftest
 		# does), with its adaptive spin (the default), then with the

@@ -85,6 +85,10 @@ pub struct BenchResult {
     /// operations' completions over in one, so operations per callback
     /// is the completion batch.
     pub completion_callbacks: u64,
+    /// Completions that synchronous operations' busy polls handled (fdinfo
+    /// `rrdma-work-sync-polled`): with `--latency` on the ioctl path, how
+    /// many of the operations ended without a wake-up.
+    pub sync_polled: u64,
     /// How much the exporter's module counts grew during the timed run
     /// (by key, without `rrdma-work-`), when the token named its control
     /// endpoint. One-sided operations cost it nothing: expected all 0 but
@@ -185,8 +189,7 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         total.peak_mbps += r.peak_mbps;
         total.samples.extend(r.samples);
         total.secs = total.secs.max(r.secs);
-        total.counts.0 += r.counts.0;
-        total.counts.1 += r.counts.1;
+        total.counts.add(r.counts);
         total.depth = r.depth;
         total.fences += r.fences;
     }
@@ -213,10 +216,11 @@ pub fn bench(device: &Path, dev: &Rrdma, t: &Target, a: &BenchArgs) -> io::Resul
         bw_avg_mbps: avg,
         msg_rate_mpps: completed as f64 / secs.max(1e-9) / 1e6,
         latency_usec: latency(&mut total.samples),
-        write_fences: total.counts.0,
+        write_fences: total.counts.write_fences,
         sent: a.sent && a.write,
         fences: total.fences,
-        completion_callbacks: total.counts.1,
+        completion_callbacks: total.counts.completion_callbacks,
+        sync_polled: total.counts.sync_polled,
         exporter_work,
     })
 }
@@ -259,6 +263,12 @@ pub fn print_bench(r: &BenchResult) {
             " completion callbacks during the run: {} ({:.1} operations per callback)",
             r.completion_callbacks,
             r.iterations as f64 / r.completion_callbacks as f64
+        );
+    }
+    if r.sync_polled > 0 {
+        println!(
+            " completions handled by synchronous polls: {} of {}",
+            r.sync_polled, r.iterations
         );
     }
     if let Some(w) = &r.exporter_work {

@@ -25,9 +25,8 @@ pub(super) struct QueueRun {
     pub(super) peak_mbps: f64,
     pub(super) samples: Vec<f64>,
     pub(super) depth: u64,
-    /// Its file's write fences and completion callbacks during the run
-    /// ([`file_counts`]).
-    pub(super) counts: (u64, u64),
+    /// Its file's work counts during the run ([`file_counts`]).
+    pub(super) counts: FileCounts,
     /// Fences it asked for (`--sent`).
     pub(super) fences: u64,
 }
@@ -35,18 +34,46 @@ pub(super) struct QueueRun {
 /// The user_data of a fence `bench` asks for (a slot's is below `depth`).
 const FENCE: u64 = u64::MAX;
 
-/// A file's iWARP write fences and completion callbacks so far (fdinfo).
-pub(super) fn file_counts(dev: &Rrdma) -> (u64, u64) {
-    (
-        dev.fdinfo_value("rrdma-write-fences").unwrap_or(0),
-        dev.fdinfo_value("rrdma-work-completions").unwrap_or(0),
-    )
+/// What a file's module did during a run (fdinfo counts, or their growth).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct FileCounts {
+    /// iWARP write fences posted.
+    pub(super) write_fences: u64,
+    /// Completion callbacks (one per poll of a send CQ that found some).
+    pub(super) completion_callbacks: u64,
+    /// Completions that a synchronous operation's busy poll handled.
+    pub(super) sync_polled: u64,
+}
+
+impl FileCounts {
+    /// Each count grown by `o`'s.
+    pub(super) fn add(&mut self, o: FileCounts) {
+        self.write_fences += o.write_fences;
+        self.completion_callbacks += o.completion_callbacks;
+        self.sync_polled += o.sync_polled;
+    }
+}
+
+/// A file's [`FileCounts`] so far (fdinfo).
+pub(super) fn file_counts(dev: &Rrdma) -> FileCounts {
+    let v = |k| dev.fdinfo_value(k).unwrap_or(0);
+    FileCounts {
+        write_fences: v("rrdma-write-fences"),
+        completion_callbacks: v("rrdma-work-completions"),
+        sync_polled: v("rrdma-work-sync-polled"),
+    }
 }
 
 /// How much a file's [`file_counts`] grew since `then`.
-pub(super) fn file_counts_since(dev: &Rrdma, then: (u64, u64)) -> (u64, u64) {
+pub(super) fn file_counts_since(dev: &Rrdma, then: FileCounts) -> FileCounts {
     let now = file_counts(dev);
-    (now.0.saturating_sub(then.0), now.1.saturating_sub(then.1))
+    FileCounts {
+        write_fences: now.write_fences.saturating_sub(then.write_fences),
+        completion_callbacks: now
+            .completion_callbacks
+            .saturating_sub(then.completion_callbacks),
+        sync_polled: now.sync_polled.saturating_sub(then.sync_polled),
+    }
 }
 
 /// Where the threads of `bench` wait for each other: every queue set up
