@@ -86,18 +86,24 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
 
 /*
  * IOPOLL polls of @q made progress: the wait since their first empty poll,
- * if any, feeds the mean that sets their spin.  Racy updates by pollers
- * of two rings lose a sample at worst.
+ * if any, feeds the mean that sets their spin.  The wait ends at the first
+ * progress: this poll's, or the completion queue's own (its event, its
+ * poll) if that came earlier, not at this poller's wake-up, whose latency
+ * would count the cost of sleeping against spinning.  Racy updates by
+ * pollers of two rings lose a sample at worst.
  */
 static void iopoll_progress(struct rrdma_shim_qp *q)
 {
 	u64 idle = READ_ONCE(q->iopoll_idle_ns);
+	u64 end = ktime_get_ns(), event = READ_ONCE(q->cq_event_ns);
 
 	if (!idle)
 		return;
+	if (event > idle && event < end)
+		end = event;
 	WRITE_ONCE(q->iopoll_mean_ns,
 		   rrdma_rust_poll_mean_after(READ_ONCE(q->iopoll_mean_ns),
-					      ktime_get_ns() - idle));
+					      end - idle));
 	WRITE_ONCE(q->iopoll_idle_ns, 0);
 }
 
@@ -118,7 +124,7 @@ static void iopoll_progress(struct rrdma_shim_qp *q)
  * passed.  A poll that finds something starts the spin again.  The while
  * (rrdma_rust_iopoll_window_ns(), rust/abi/src/poll.rs): by default twice
  * the queue pair's mean wait from a first empty poll to the next progress
- * while that mean is at most 500 us, and at least 50 us (the short gaps
+ * (iopoll_progress()) while that mean is at most 500 us, and at least 50 us (the short gaps
  * within a burst of completions); iopoll_spin_us fixes it.  @oneshot
  * (BLK_POLL_ONESHOT): io_uring has completions already, or does not
  * wait: never sleep.

@@ -15,6 +15,10 @@ pub(crate) struct SyncWait {
     /// writes) by the completion, alone by the waiter.
     #[pin]
     pub(super) status: BhLock<Option<i32>>,
+    /// When `status` was set (`ffi::now_ns`): where the completion was
+    /// handled, before any wake-up, so a sleeping waiter's wake-up latency
+    /// stays out of the mean that sets the polling window.
+    done_ns: AtomicU64,
     /// Done once `status` is set; its wait is killable.
     done: ffi::SyncDone,
 }
@@ -25,6 +29,7 @@ impl SyncWait {
         Arc::pin_init(
             pin_init!(Self {
                 status <- new_bh_lock!(None, "SyncWait::status"),
+                done_ns: AtomicU64::new(0),
                 done,
             }),
             GFP_KERNEL,
@@ -33,6 +38,9 @@ impl SyncWait {
     }
 
     pub(super) fn set(&self, status: i32) {
+        // Before the status: the waiter reads it after it sees the status
+        // under the same lock.
+        self.done_ns.store(ffi::now_ns(), Ordering::Relaxed);
         *self.status.lock() = Some(status);
         self.done.done();
     }
@@ -118,13 +126,18 @@ impl Conn {
             opcode,
             waiter: Some(Waiter::Sync(w.clone())),
         };
+        // Before the post: its completion may be handled (and timed) on
+        // another CPU before `post_op` returns.
+        let mut posted = ffi::now_ns();
         let p = loop {
             match self.post_op(import, work, &mut to)? {
                 (Posted::Yes, p) => break p,
-                (Posted::Full, _) => self.wait_room()?,
+                (Posted::Full, _) => {
+                    self.wait_room()?;
+                    posted = ffi::now_ns();
+                }
             }
         };
-        let posted = ffi::now_ns();
         self.busy_poll(p, &w);
         // Posted: a signal does not end the wait (a restart would post the
         // operation a second time while it is in flight, an EINTR leave
@@ -134,8 +147,12 @@ impl Conn {
         w.done.wait()?;
         let status = *w.status.lock();
         if status == Some(0) {
-            // Its time feeds the mean that sets the next one's window.
-            let took = ffi::now_ns().saturating_sub(posted);
+            // Its time to completion feeds the mean that sets the next
+            // one's window. Not the time to this task's wake-up: that
+            // would make an operation that slept look slower than its
+            // transport, and a mean that the wake-ups pushed past
+            // `abi::poll::AUTO_MEAN_MAX_NS` would keep polling off for good.
+            let took = w.done_ns.load(Ordering::Relaxed).saturating_sub(posted);
             let _ = self
                 .sync_mean_ns
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |m| {
