@@ -86,11 +86,12 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
 
 /*
  * IOPOLL polls of @q made progress: the wait since their first empty poll,
- * if any, feeds the mean that sets their spin.  The wait ends at the first
- * progress: this poll's, or the completion queue's own (its event, its
- * poll) if that came earlier, not at this poller's wake-up, whose latency
- * would count the cost of sleeping against spinning.  Racy updates by
- * pollers of two rings lose a sample at worst.
+ * if any, feeds the mean that sets their spin.  The wait ends at this
+ * poll, or at the completion queue's own progress (the last of its events
+ * and polls before this one) if that came after the first empty poll, not
+ * at this poller's wake-up, whose latency would count the cost of sleeping
+ * against spinning.  Racy updates by pollers of two rings lose a sample at
+ * worst.
  */
 static void iopoll_progress(struct rrdma_shim_qp *q)
 {
@@ -124,8 +125,9 @@ static void iopoll_progress(struct rrdma_shim_qp *q)
  * passed.  A poll that finds something starts the spin again.  The while
  * (rrdma_rust_iopoll_window_ns(), rust/abi/src/poll.rs): by default twice
  * the queue pair's mean wait from a first empty poll to the next progress
- * (iopoll_progress()) while that mean is at most 500 us, and at least 50 us (the short gaps
- * within a burst of completions); iopoll_spin_us fixes it.  @oneshot
+ * (iopoll_progress()) while that mean is at most 500 us, and at least
+ * 50 us (the short gaps within a burst of completions); iopoll_spin_us
+ * fixes it.  @oneshot
  * (BLK_POLL_ONESHOT): io_uring has completions already, or does not
  * wait: never sleep.
  */

@@ -86,8 +86,9 @@ pub struct BenchResult {
     /// is the completion batch.
     pub completion_callbacks: u64,
     /// Completions that synchronous operations' busy polls handled (fdinfo
-    /// `rrdma-work-sync-polled`): with `--latency` on the ioctl path, how
-    /// many of the operations ended without a wake-up.
+    /// `rrdma-work-sync-polled`, theirs and others' on the same queue
+    /// pair): with `--latency` on the ioctl path, the operations that ended
+    /// without a wake-up.
     pub sync_polled: u64,
     /// How much the exporter's module counts grew during the timed run
     /// (by key, without `rrdma-work-`), when the token named its control
