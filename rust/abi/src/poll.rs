@@ -123,8 +123,16 @@ pub const fn window_ns(mode: SyncPoll, mean_ns: u64) -> u64 {
 /// after such a run.
 pub const fn mean_after(mean_ns: u64, sample_ns: u64) -> u64 {
     let mut s = if sample_ns == 0 { 1 } else { sample_ns };
-    if mean_ns != 0 && s > mean_ns.saturating_mul(2) {
-        s = mean_ns.saturating_mul(2);
+    // At least 16 ns: an eighth of twice a mean of a few ns is 0, which
+    // would keep such a mean (a first gap of a clock that did not move)
+    // where it is for good.
+    let cap = if mean_ns < 8 {
+        16
+    } else {
+        mean_ns.saturating_mul(2)
+    };
+    if mean_ns != 0 && s > cap {
+        s = cap;
     }
     if s > 8 * AUTO_MEAN_MAX_NS {
         s = 8 * AUTO_MEAN_MAX_NS;
@@ -208,10 +216,12 @@ mod tests {
             slow += 1;
         }
         assert!(slow < 20, "{slow} slow operations before polling stops");
-        // ... and after a long one, fast ones turn it on again soon.
+        // ... and after a long one, from the bound, fast ones turn it on
+        // again soon.
         for _ in 0..1000 {
-            m = mean_after(m, 2_000_000);
+            m = mean_after(m, 10_000_000);
         }
+        assert_eq!(m, 8 * AUTO_MEAN_MAX_NS);
         assert!(m <= 8 * AUTO_MEAN_MAX_NS, "{m}");
         let mut ops = 0;
         while window_ns(SyncPoll::Auto, m) == 0 {
@@ -232,9 +242,20 @@ mod tests {
             for &s in &samples {
                 let n = mean_after(m, s);
                 assert!(n >= 1);
-                assert!(n <= m + m / 8 + 1, "{m} then {s}: {n}");
+                assert!(n <= m + m / 8 + 2, "{m} then {s}: {n}");
                 assert!(n + m / 8 + 1 >= m, "{m} then {s}: {n}");
             }
+        }
+    }
+
+    #[test]
+    fn a_mean_of_a_few_ns_still_moves() {
+        for first in 0..4 {
+            let mut m = mean_after(0, first);
+            for _ in 0..200 {
+                m = mean_after(m, 1_000_000_000);
+            }
+            assert_eq!(window_ns(SyncPoll::Auto, m), 0, "from {first}: {m}");
         }
     }
 

@@ -139,7 +139,14 @@ int rrdma_scq_poll_atomic(struct rrdma_shim_qp *q)
  */
 void rrdma_shim_qp_iopoll_wake(struct rrdma_shim_qp *q)
 {
-	WRITE_ONCE(q->cq_event_ns, ktime_get_ns());
+	u64 idle = READ_ONCE(q->iopoll_idle_ns);
+
+	/*
+	 * The first progress since an IOPOLL poller found nothing ends its
+	 * wait (iopoll_progress()); no clock read without such a poller.
+	 */
+	if (idle && READ_ONCE(q->cq_event_ns) <= idle)
+		WRITE_ONCE(q->cq_event_ns, ktime_get_ns());
 	atomic_inc(&q->cq_events);
 	/* Orders the increment before the check, as the sleeper's mb does. */
 	if (wq_has_sleeper(&q->iopoll_wq))

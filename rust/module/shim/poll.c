@@ -87,19 +87,21 @@ int rrdma_shim_qp_poll(struct rrdma_shim_qp *q)
 /*
  * IOPOLL polls of @q made progress: the wait since their first empty poll,
  * if any, feeds the mean that sets their spin.  The wait ends at this
- * poll, or at the completion queue's own progress (the last of its events
- * and polls before this one) if that came after the first empty poll, not
- * at this poller's wake-up, whose latency would count the cost of sleeping
- * against spinning.  Racy updates by pollers of two rings lose a sample at
- * worst.
+ * poll, or at the completion queue's own first progress after the first
+ * empty poll (its event or poll: rrdma_shim_qp_iopoll_wake()) if that came
+ * earlier, not at this poller's wake-up, whose latency would count the
+ * cost of sleeping against spinning.  Racy updates by pollers of two
+ * rings lose a sample at worst.
  */
 static void iopoll_progress(struct rrdma_shim_qp *q)
 {
 	u64 idle = READ_ONCE(q->iopoll_idle_ns);
-	u64 end = ktime_get_ns(), event = READ_ONCE(q->cq_event_ns);
+	u64 end, event;
 
 	if (!idle)
 		return;
+	end = ktime_get_ns();
+	event = READ_ONCE(q->cq_event_ns);
 	if (event > idle && event < end)
 		end = event;
 	WRITE_ONCE(q->iopoll_mean_ns,

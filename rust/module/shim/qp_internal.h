@@ -189,10 +189,11 @@ struct rrdma_shim_ctrl_slot {
  *		last one found something); after their spin they sleep
  * @iopoll_mean_ns: the mean time from that first empty poll to the next
  *		progress (0: none yet), which sets the spin (iopoll_spin_us 0)
+ * @cq_event_ns: when @cq_events first grew after @iopoll_idle_ns was set
+ *		(ktime_get_ns(); only while it is set)
  * @iopoll_events: @cq_events when IOPOLL polls last saw it
  * @iopoll_wq:	IOPOLL pollers sleeping until @cq_events changes
  * @cq_events:	events of @scq and polls of @scq_work that found completions
- * @cq_event_ns: when @cq_events last grew (ktime_get_ns())
  * @refs:	the QP's own reference, dropped by rrdma_shim_qp_destroy(), and
  *		one per IOPOLL io_uring command that may poll it (shim/uring.c):
  *		the last frees this struct, after an RCU grace period, since an
@@ -246,10 +247,10 @@ struct rrdma_shim_qp {
 	const void *iopoll_ring;
 	u64 iopoll_idle_ns;
 	u64 iopoll_mean_ns;
+	u64 cq_event_ns;
 	int iopoll_events;
 	wait_queue_head_t iopoll_wq;
 	atomic_t cq_events;
-	u64 cq_event_ns;
 	refcount_t refs;
 	struct rcu_head rcu;
 	struct ib_wc wc[RRDMA_SHIM_POLL_BATCH];
