@@ -111,6 +111,13 @@ pub const fn window_ns(mode: SyncPoll, mean_ns: u64) -> u64 {
     }
 }
 
+/// The most a connection's first sample counts for: just over
+/// [`AUTO_MEAN_MAX_NS`]. A slow first operation (one that registers the
+/// chunks it touches, or meets a cold peer) keeps the next from polling,
+/// and one fast one turns polling on; unbounded, a first operation of 4 ms
+/// kept it off for about 18.
+pub const FIRST_SAMPLE_MAX_NS: u64 = AUTO_MEAN_MAX_NS + 1;
+
 /// The mean after an operation that took `sample_ns`: an eighth of the way
 /// from `mean_ns` to it (the first sets it), a sample counting for at most
 /// twice the mean. Completion times have a heavy tail (rxe under TCG: a p50
@@ -120,7 +127,8 @@ pub const fn window_ns(mode: SyncPoll, mean_ns: u64) -> u64 {
 /// moves it by an eighth, while a run of slow ones still raises it by an
 /// eighth each (a slower peer turns polling off after a few). At most
 /// eight times [`AUTO_MEAN_MAX_NS`], so that polling comes back soon
-/// after such a run.
+/// after such a run. The first sample, which sets the mean, counts for at
+/// most [`FIRST_SAMPLE_MAX_NS`].
 pub const fn mean_after(mean_ns: u64, sample_ns: u64) -> u64 {
     let mut s = if sample_ns == 0 { 1 } else { sample_ns };
     // At least 16 ns: an eighth of twice a mean of a few ns is 0, which
@@ -138,7 +146,11 @@ pub const fn mean_after(mean_ns: u64, sample_ns: u64) -> u64 {
         s = 8 * AUTO_MEAN_MAX_NS;
     }
     if mean_ns == 0 {
-        s
+        if s > FIRST_SAMPLE_MAX_NS {
+            FIRST_SAMPLE_MAX_NS
+        } else {
+            s
+        }
     } else {
         let m = mean_ns - mean_ns / 8 + s / 8;
         if m == 0 {
@@ -222,7 +234,6 @@ mod tests {
             m = mean_after(m, 10_000_000);
         }
         assert_eq!(m, 8 * AUTO_MEAN_MAX_NS);
-        assert!(m <= 8 * AUTO_MEAN_MAX_NS, "{m}");
         let mut ops = 0;
         while window_ns(SyncPoll::Auto, m) == 0 {
             m = mean_after(m, 100_000);
@@ -232,6 +243,21 @@ mod tests {
         // Never 0 (which means unknown) once set.
         assert_eq!(mean_after(0, 0), 1);
         assert_eq!(mean_after(1, 0), 1);
+    }
+
+    #[test]
+    fn a_slow_first_operation_keeps_one_from_polling() {
+        for first in [AUTO_MEAN_MAX_NS + 1, 4_000_000, u64::MAX] {
+            let m = mean_after(0, first);
+            assert_eq!(window_ns(SyncPoll::Auto, m), 0, "after {first}");
+            let m = mean_after(m, 300_000);
+            assert_ne!(window_ns(SyncPoll::Auto, m), 0, "{first} then 0.3 ms");
+        }
+        // A slower peer's second operation keeps polling off.
+        let m = mean_after(mean_after(0, 1_000_000), 1_000_000);
+        assert_eq!(window_ns(SyncPoll::Auto, m), 0);
+        // A fast first one is taken as it is.
+        assert_eq!(mean_after(0, AUTO_MEAN_MAX_NS), AUTO_MEAN_MAX_NS);
     }
 
     #[test]

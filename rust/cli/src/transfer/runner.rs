@@ -56,7 +56,9 @@ impl FileCounts {
 
 /// A file's [`FileCounts`] so far (fdinfo).
 pub(super) fn file_counts(dev: &Rrdma) -> FileCounts {
-    let v = |k| dev.fdinfo_value(k).unwrap_or(0);
+    // One read of /proc for the three keys; a key that is absent counts 0.
+    let info = dev.fdinfo().unwrap_or_default();
+    let v = |key: &str| info.iter().find(|(k, _)| k == key).map_or(0, |(_, n)| *n);
     FileCounts {
         write_fences: v("rrdma-write-fences"),
         completion_callbacks: v("rrdma-work-completions"),
