@@ -31,6 +31,9 @@
 #                                  debug 6.12 (FUZZ_SECONDS)
 #   make profile                   perf profiles of the initiator's CPU in
 #                                  rrdma bench (ioctl and io_uring), 7.3
+#   make profile-lat               where a 4 KiB READ's CPU time goes, rrdma
+#                                  beside ib_read_lat, one guest, siw and
+#                                  rxe (BENCH_* as for bench)
 #   make lint                      checkpatch, rustfmt, clippy
 #   make install                   rrdma.ko (of `make KDIR=...`, or MODULE=)
 #                                  into /lib/modules/KVER/updates, the udev
@@ -59,7 +62,7 @@ KERNELS ?=
 VARIANT ?= base
 export KERNELS VARIANT
 
-.PHONY: install install-lib uninstall uninstall-lib dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress scale flood faults fuzz profile lint userspace kernels
+.PHONY: install install-lib uninstall uninstall-lib dkms modules-dkms all modules clean check check-full demo bench blkbench floor connstress scale flood faults fuzz profile profile-lat lint userspace kernels
 
 all: modules
 
@@ -208,6 +211,11 @@ fuzz:
 
 profile:
 	@scripts/profile.sh
+
+profile-lat:
+	@BENCH_PROFILE=1 BENCH_TOPOLOGIES="$${BENCH_TOPOLOGIES:-local}" \
+		BENCH_TESTS="$${BENCH_TESTS:-read_lat}" BENCH_ROUNDS="$${BENCH_ROUNDS:-2}" \
+		scripts/bench.sh
 
 lint:
 	@scripts/lint.sh

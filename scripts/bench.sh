@@ -11,6 +11,10 @@
 # builds; BENCH_KERNEL=6.12 runs it on the LTS kernel (built first if not
 # cached); BENCH_ROUNDS sets the rounds (default 3); BENCH_TOPOLOGIES,
 # BENCH_PROVIDERS and BENCH_TESTS (e.g. "read_lat rate") choose a subset.
+# BENCH_PROFILE=1 (`make profile-lat`) records each READ-latency run of
+# either tool with perf (BENCH_LAT_ITERS READs each, default 10000) and
+# prints where each READ's CPU time goes (scripts/bench-profile.py), in
+# build/profile-lat.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -25,8 +29,15 @@ PROVIDERS=${BENCH_PROVIDERS:-siw rxe}
 TESTS=${BENCH_TESTS:-}
 tests_arg=
 [ -z "$TESTS" ] || tests_arg=" rrdma.tests=$(echo $TESTS | tr ' ' ,)"
-prepare_guests "$KVER"
 out=build/bench
+tools=
+if [ "${BENCH_PROFILE:-0}" = 1 ]; then
+	command -v perf >/dev/null || die "perf missing: run scripts/setup.sh (linux-perf)"
+	tests_arg="$tests_arg rrdma.profile=1 rrdma.lat_iters=${BENCH_LAT_ITERS:-10000}"
+	tools="--tool perf"
+	out=build/profile-lat
+fi
+prepare_guests "$KVER"
 rm -rf "$out"
 mkdir -p "$out"
 : >"$out/results.txt"
@@ -49,7 +60,7 @@ for topo in $TOPOLOGIES; do
 			--results "$out/results.txt" --logdir "$out" --label "bench $topo $prov" \
 			--test bench --arg "$prov" --guests $guests --smp $smp --timeout 3600 \
 			--memory 1024 --append "rrdma.rounds=$ROUNDS rrdma.topology=$topo$tests_arg" \
-			--allow-log "$PERFTEST_CRASH" \
+			--allow-log "$PERFTEST_CRASH" $tools \
 			>"$out/guest-$topo-$prov.log" 2>&1 || true
 		# The client's results: guest b's, or the one guest's.
 		role=b
@@ -66,6 +77,7 @@ py=python3
 # and fail the run.
 "$py" "$HERE/bench-report.py" --kernel "$KVER" --rounds "$ROUNDS" --out "$out" \
 	$logs
+[ -z "$tools" ] || "$py" "$HERE/bench-profile.py" $logs | tee "$out/profile.txt"
 if grep -q '^FAIL' "$out/results.txt"; then
 	grep '^FAIL' "$out/results.txt"
 	die "bench runs failed; see $out/"

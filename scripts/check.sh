@@ -102,6 +102,11 @@ step "lint: cargo clippy" "$HERE/lint.sh" clippy
 step "lint: include/rrdma.h is what rust/capi gives (cbindgen)" "$HERE/capi-header.sh" --check
 step "lint: Documentation/rrdma.rst parses" "$HERE/lint.sh" docs
 step "lint: no source file over 500 lines" "$HERE/lint.sh" sizes
+# `make profile-lat`'s report from a recorded sample: per-READ figures,
+# the cut-off, the idle loop and perf left out.
+step "report: bench-profile.py reads a recorded profile" sh -c \
+	"python3 '$HERE/bench-profile.py' '$HERE/testdata/profile-sample.log' |
+	diff -u '$HERE/testdata/profile-sample.txt' -"
 
 # g KERNEL VARIANT --label LABEL ARGS...: one guest.py run on the kernel whose
 # build directory is in $kdir.  A harness that dies without recording

@@ -104,7 +104,7 @@ def build_initramfs(args, work):
             sys.exit(f"guest.py: {tool} missing on the host: run scripts/setup.sh")
         copy_into(root, path, "/usr/bin/" + tool)
         libs.update(ldd_libs(path))
-    for tool in TEST_TOOLS.get(args.test, []):
+    for tool in TEST_TOOLS.get(args.test, []) + args.tools:
         path = shutil.which(tool) or shutil.which(tool, path="/usr/sbin:/sbin")
         if not path:
             sys.exit(f"guest.py: {tool} missing on the host: run scripts/setup.sh")
@@ -439,6 +439,8 @@ def main():
     ap.add_argument("--smp", type=int, default=2, help="vCPUs per guest")
     ap.add_argument("--allow-log", help="regex of kernel log reports that do not fail the run "
                     "(bench: perftest's own crashes, which the kernel logs)")
+    ap.add_argument("--tool", dest="tools", action="append", default=[],
+                    help="one more host tool for the guest (perf for `make profile-lat`)")
     ap.add_argument("--label", required=True)
     ap.add_argument("--results", required=True)
     ap.add_argument("--logdir", help="keep console and result logs here")

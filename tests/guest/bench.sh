@@ -20,6 +20,7 @@
 # schedule and writes one `RRDMA-BENCH {json}` line per measurement to the
 # results port, which scripts/bench-report.py reads.
 . ./lib.sh
+. ./benchprof.sh
 
 prov=$RRDMA_ARG
 topo=$(sed -n 's/.*rrdma\.topology=\([a-z0-9-]*\).*/\1/p' /proc/cmdline)
@@ -29,6 +30,8 @@ ROUNDS=${ROUNDS:-3}
 # rrdma.tests=a,b: only these tests of the schedule (all by default).
 TESTS=$(sed -n 's/.*rrdma\.tests=\([a-z_,]*\).*/\1/p' /proc/cmdline | tr , ' ')
 SIZES="4096 65536 1048576"
+# `make profile-lat` profiles the 4 KiB READ only.
+[ "$PROFILE" = 1 ] && SIZES=4096
 DEPTH=16
 RATE_SIZES="512 4096"
 RATE_DEPTHS="1 16 128"
@@ -38,7 +41,9 @@ RATE_DEPTHS="1 16 128"
 QUEUE_SIZES="4096 65536"
 QUEUES="1 2"
 SECS=2
-LAT_ITERS=300
+# rrdma.lat_iters=N: READ-latency iterations (`make profile-lat` takes more).
+LAT_ITERS=$(sed -n 's/.*rrdma\.lat_iters=\([0-9]*\).*/\1/p' /proc/cmdline)
+LAT_ITERS=${LAT_ITERS:-300}
 FLOOR_ITERS=100
 
 # The schedule: "ROUND TEST SIZE DEPTH [QUEUES]" lines, each run by
@@ -201,10 +206,13 @@ cpu_json() {
 run_tool() {
 	rt_tool=$1 rt_what=$2
 	shift 2
+	prof_start
 	cpu_begin
 	if out=$($CLI rrdma bench $t "$@" --json 2>&1); then
 		emit "{\"kind\":\"run\",\"tool\":\"$rt_tool\",$tag,\"result\":$out,$(cpu_json)}"
+		prof_stop "$rt_tool"
 	else
+		prof_kill
 		fails=$((fails + 1))
 		echo "rrdma bench $rt_what $test $size $depth: $out"
 	fi
@@ -260,6 +268,7 @@ client() { # DEV
 		while :; do
 			out="perftest server did not start"
 			if step_ask "$round" "$test" "$size" "$depth" "$queues"; then
+				prof_start
 				cpu_begin
 				out=$(timeout 120 $CLI $(perftest_args "$1" "$test" "$size" "$depth" "$queues") "$PEER" 2>&1) &&
 					break
@@ -273,9 +282,11 @@ client() { # DEV
 		cpu=$(cpu_json)
 		line=$(echo "$out" | awk -v s="$size" '$1 == s { print; exit }')
 		if [ -z "$line" ]; then
+			prof_kill
 			fails=$((fails + 1))
 			echo "perftest $test $size $depth: no result: $(echo "$out" | tail -n 3)"
 		else
+			prof_stop perftest
 			set -- "$1" $line
 			if [ "$test" = read_lat ]; then
 				# #bytes #iter t_min t_max t_typical t_avg t_stdev 99% 99.9%
