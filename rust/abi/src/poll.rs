@@ -111,11 +111,14 @@ pub const fn window_ns(mode: SyncPoll, mean_ns: u64) -> u64 {
     }
 }
 
-/// The most a connection's first sample counts for: just over
-/// [`AUTO_MEAN_MAX_NS`]. A slow first operation (one that registers the
-/// chunks it touches, or meets a cold peer) keeps the next from polling,
-/// and one fast one turns polling on; unbounded, a first operation of 4 ms
-/// kept it off for about 18.
+/// The most a mean's first sample counts for: just over
+/// [`AUTO_MEAN_MAX_NS`]. A slow first synchronous operation (one that
+/// registers the chunks it touches, or meets a cold peer) keeps the next
+/// from polling, and one fast one turns polling on; unbounded, a first
+/// operation of 4 ms kept it off for about 18. The other users of
+/// [`mean_after`] (an IOPOLL queue pair's wait, read(2)'s gathering) get
+/// the same quick start: their window or spin follows the first short
+/// waits at once instead of sitting at its floor.
 pub const FIRST_SAMPLE_MAX_NS: u64 = AUTO_MEAN_MAX_NS + 1;
 
 /// The mean after an operation that took `sample_ns`: an eighth of the way
@@ -190,6 +193,12 @@ mod tests {
         );
         // Twice the mean above it.
         assert_eq!(iopoll_window_ns(auto, 200_000), 400_000);
+        // After a slow first wait, the floor; after one short one, twice
+        // the mean it gives.
+        let m = mean_after(0, 4_000_000);
+        assert_eq!(iopoll_window_ns(auto, m), IOPOLL_SPIN_MIN_NS);
+        let m = mean_after(m, 100_000);
+        assert_eq!(iopoll_window_ns(auto, m), 2 * m);
         // Off and fixed as they say.
         assert_eq!(iopoll_window_ns(iopoll_mode(false, 0), 200_000), 0);
         assert_eq!(iopoll_window_ns(iopoll_mode(true, 7), 200_000), 7_000);

@@ -19,9 +19,10 @@ u64 rrdma_shim_now_ns(void)
 
 /*
  * The CPU to whatever else can run on it, for a task that waits by looking
- * again and again (read(2)'s gathering, rust/abi/src/gather.rs): as in
- * qp_task_poll() below, a soft provider's thread may need this CPU to
- * complete what the task waits for.
+ * again and again (read(2)'s gathering, rust/abi/src/gather.rs): a soft
+ * provider's thread may need this CPU to complete what the task waits for
+ * (see qp_task_poll() below, which yields only if another task is queued
+ * here).
  */
 void rrdma_shim_yield(void)
 {
@@ -69,12 +70,18 @@ static int qp_task_poll(struct rrdma_shim_qp *q, const void *ring)
 	 * the scheduler at every empty poll: `make profile-lat` found the
 	 * scheduler's code the largest part of a polled READ's CPU time
 	 * (more than half of the poll loop's, under TCG), so then the poll
-	 * only offers a reschedule.
+	 * only relaxes and offers a reschedule.  (single_task_running()
+	 * counts tasks that EEVDF keeps queued while they sleep: a yield
+	 * that finds nothing to run costs what it did before.)
 	 */
-	if (!n && !single_task_running())
-		yield();
-	else
-		cond_resched();
+	if (!n) {
+		if (!single_task_running()) {
+			yield();
+			return 0;
+		}
+		cpu_relax();
+	}
+	cond_resched();
 	return n;
 }
 

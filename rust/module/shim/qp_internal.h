@@ -23,7 +23,8 @@
  * and _sinks_alloc() sleep: Rust calls them in process context, _drain()
  * and _destroy() with no rrdma lock held (rrdma_shim_assert_unlocked()
  * checks it), _sinks_alloc() with none either.  A busy or IOPOLL poll
- * (poll.c) runs in its task, yields between empty polls, and an IOPOLL
+ * (poll.c) runs in its task, yields after an empty poll if another task
+ * is queued on its CPU, and an IOPOLL
  * one may sleep.  The calling context of each rrdma_rust_*() callback is
  * in rrdma_shim.h.
  *
