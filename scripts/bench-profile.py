@@ -18,7 +18,9 @@ usage: bench-profile.py [--top N] RESULTS-LOG...
 
 import argparse
 import json
+import os
 import re
+import statistics
 import sys
 from collections import defaultdict
 
@@ -70,6 +72,9 @@ class Run:
 def parse(paths):
     runs = defaultdict(Run)  # (provider, topology, tool) -> Run
     for path in paths:
+        # A guest that failed early left no log (bench.sh lists its FAIL).
+        if not os.path.exists(path):
+            continue
         with open(path, errors="replace") as f:
             for line in f:
                 if line.startswith("RRDMA-BENCH "):
@@ -100,7 +105,12 @@ def parse(paths):
                         run.total += n
                     mark = max(i for i, t in enumerate(tok) if t in MARKS)
                     comm = " ".join(tok[2:mark - 1])
-                    run.self_rows[(comm, tok[mark - 1], " ".join(tok[mark + 1:]))] += int(tok[1])
+                    dso = tok[mark - 1]
+                    if tok[mark] == "[.]" and dso.startswith("["):
+                        # A user-space sample whose object perf did not
+                        # know ([unknown]).
+                        dso = "user " + dso
+                    run.self_rows[(comm, dso, " ".join(tok[mark + 1:]))] += int(tok[1])
                 elif kind == "children":
                     sym = " ".join(tok[4:])
                     if PATHS.match(sym):
@@ -165,7 +175,7 @@ def main():
     ap.add_argument("logs", nargs="+")
     args = ap.parse_args()
     runs = parse(args.logs)
-    if not runs:
+    if not any(run.rounds for run in runs.values()):
         sys.exit("bench-profile.py: no RRDMA-PROF lines (run with rrdma.profile=1)")
     order = ["perftest", "rrdma-poll-fixed", "rrdma", "rrdma-nopoll", "rrdma-iopoll",
              "rrdma-iopoll-fixed"]
@@ -175,9 +185,9 @@ def main():
         print(f"\n== {prov} ({topo}): 4 KiB READ, depth 1 ==")
         for name, run in mine.items():
             busy = busy_total(run)
-            p50 = sorted(run.p50s)[len(run.p50s) // 2] if run.p50s else 0
+            p50 = statistics.median(run.p50s) if run.p50s else 0
             print(f"{name:20} {len(run.rounds)} runs, {run.iters} READs, {run.total} samples: "
-                  f"{per_op(busy, run):7.1f} us of CPU per READ, p50 {p50:.0f} us (under perf), "
+                  f"{per_op(busy, run):7.1f} us of CPU per READ, median p50 {p50:.0f} us (under perf), "
                   f"{run.packets / max(run.iters, 1):.2f} frames per READ")
         by = {}
         for name, run in mine.items():

@@ -4,7 +4,7 @@
 
 The initramfs carries busybox, the kernel's modules, rrdma's modules and
 static binaries, the test scripts, and the `rdma` tool, perftest, rping and
-(for `make profile` only) perf with their shared libraries and the rxe/siw
+(for `make profile` and `--tool perf` only) perf with their shared libraries and the rxe/siw
 verbs providers.  Two guests are
 linked by a QEMU socket netdev (virtio-net) over one TCP connection on
 127.0.0.1 that this script opens and hands to both QEMUs, with Nagle's
@@ -54,8 +54,9 @@ REPO = Path(__file__).resolve().parent.parent
 # Userspace RDMA tools copied into the guest with their libraries.
 HOST_TOOLS = ["ip", "tc", "rdma", "ib_write_bw", "ib_read_bw", "ib_read_lat", "ib_write_lat",
               "ib_send_lat", "rping", "ibv_devices", "ibv_devinfo"]
-# Only for `make profile` (--test profile): perf, about 25 MiB with its
-# libraries, which every other guest would carry for nothing.
+# Only for `make profile` (--test profile) and `make profile-lat` (--tool
+# perf): perf, about 25 MiB with its libraries, which every other guest
+# would carry for nothing.
 PROFILE_TOOLS = ["perf"]
 # Tools of one test only, with their libraries: fio for the block device's
 # tests (80 MiB with its libraries, which every other guest would carry

@@ -5,11 +5,12 @@
 # cpu-clock` (a timer, the only sampling event a TCG guest has, one
 # sample per millisecond of a CPU's time), and perf's reports of it go to
 # the results port as `RRDMA-PROF TOOL ROUND PROVIDER TOPOLOGY ITERS KIND
-# LINE` lines: KIND `self` (samples by task, object and symbol) and
+# LINE` lines: KIND `self` (samples by task, object and symbol),
 # `children` (by symbol, with what it calls) and `packets` (the frames
-# every network interface of the guest sent during the run).  scripts/bench-profile.py
-# turns them into CPU microseconds per operation by symbol, rrdma's runs
-# beside perftest's.  Without rrdma.profile=1 both functions do nothing.
+# every network interface of the guest sent during the run).
+# scripts/bench-profile.py turns them into CPU microseconds per READ,
+# rrdma's runs beside perftest's.  Without rrdma.profile=1 the functions
+# below do nothing.
 
 PROFILE=$(sed -n 's/.*rrdma\.profile=\([01]\).*/\1/p' /proc/cmdline)
 prof_pid=
