@@ -157,7 +157,7 @@ for k in $KERNELS; do
 	# 1000, exports to the cap, 16 connection pairs, a fan-out to 8
 	# exporters), the release runs to its end.
 	g "$k" "$VARIANT" --label "$k scale siw" --test scale --arg "siw,1000,16" --timeout 600 \
-		--memory 1024
+		--memory 1024 --allow-log "$PERFTEST_CRASH"
 	[ -n "$dkms_built" ] && g "$k" dkms --label "$k remote siw (DKMS-built module)" --test remote \
 		--arg siw --guests 2 --timeout 600
 	# The short form of `make faults`: each fault once, on one provider
@@ -204,7 +204,7 @@ for k in $DEBUG_KERNELS; do
 	done
 	# The same under KASAN and kmemleak, smaller.
 	g "$k" debug --label "$k debug scale rxe" --test scale --arg "rxe,200,8" --timeout 900 \
-		--memory 1024
+		--memory 1024 --allow-log "$PERFTEST_CRASH"
 	# The short form of `make flood`: one 40 s round on rxe, where a lane
 	# accept's failure once wedged the exporter (issue 43).
 	g "$k" debug --label "$k debug flood rxe" --test attack --arg "rxe,flood,40" --guests 2 \
