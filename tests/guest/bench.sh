@@ -134,20 +134,7 @@ emit() { echo "RRDMA-BENCH $*" >&9; }
 # first).  The client then retries with a fresh server (step_ask): a
 # server that outlived its client must not meet the next step's client.
 pt_listening() {
-	i=0
-	until rdma res show cm_id 2>/dev/null | grep LISTEN | grep -q ':18515' ||
-		[ $i -ge 150 ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
-	# rdma_cm marks the id LISTEN before the device listens (siw: a TCP
-	# listener, port 18515 = 0x4853 in state 0A).
-	while [ "$prov" = siw ] && ! grep -q ':4853 00000000:0000 0A' /proc/net/tcp &&
-		[ $i -lt 150 ]; do
-		sleep 0.2
-		i=$((i + 1))
-	done
-	sleep 0.2
+	wait_cm_listen 18515 "$prov"
 }
 
 # Ends the perftest server of an earlier step or attempt, if any.

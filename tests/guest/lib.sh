@@ -136,6 +136,26 @@ wait_exit() {
 	wait "$1"
 }
 
+# wait_cm_listen PORT PROV: waits (at most ~30 s) until an rdma_cm id
+# listens on PORT and, on siw, the device too: rdma_cm marks the id LISTEN
+# before siw's TCP listener (the port in hex, state 0A) is up, and a
+# client that connects in between is refused.
+wait_cm_listen() {
+	i=0
+	until rdma res show cm_id 2>/dev/null | grep LISTEN | grep -q ":$1" ||
+		[ $i -ge 150 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	hex=$(printf '%04X' "$1")
+	while [ "$2" = siw ] && ! grep -q ":$hex 00000000:0000 0A" /proc/net/tcp &&
+		[ $i -lt 150 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	sleep 0.2
+}
+
 # Waits until the peer answers ping (at most ~30 s).
 wait_peer() {
 	i=0

@@ -74,14 +74,7 @@ pt_rate() { # PROV QPS DEPTH
 	for pt_try in 1 2 3; do
 		timeout 30 ib_write_bw $args >/tmp/pt-server.out 2>&1 &
 		server=$!
-		i=0
-		until rdma res show cm_id 2>/dev/null | grep LISTEN | grep -q ':18600' ||
-			[ $i -ge 100 ]; do
-			sleep 0.1
-			i=$((i + 1))
-		done
-		# rdma_cm lists the id before siw's TCP listener is up.
-		sleep 0.5
+		wait_cm_listen 18600 "$1"
 		timeout 30 ib_write_bw $args 10.77.0.1 >/tmp/pt-client.out 2>&1
 		rate=$(awk '$1 == 4096 && NF == 5 { r = $5 } END { if (r != "") print r }' \
 			/tmp/pt-client.out)
