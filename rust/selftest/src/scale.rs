@@ -126,22 +126,33 @@ impl Rig<'_> {
 
     /// Submits `ops` and waits for their completions: how many ended well.
     fn run(&self, ops: &[rrdma::abi::uapi::Op]) -> Result<u64, String> {
-        run_ops(self.dev, ops).map(|(done, _)| done)
+        run_ops(self.dev, ops).map(|r| r.done)
     }
 }
 
+/// What [`run_ops`] took.
+pub(crate) struct Ran {
+    /// Operations that ended well (each exactly once).
+    pub(crate) done: u64,
+    /// Waits for completions (each a poll(2) and a read(2)).
+    pub(crate) waits: u64,
+    /// `SUBMIT` calls that posted something (more than one when the queues
+    /// were full).
+    pub(crate) submits: u64,
+}
+
 /// Submits `ops` (operation `i` with `user_data` `i`) on `dev` and waits
-/// for their completions, submitting what is left before each wait: how
-/// many ended well (each exactly once), and in how many waits for
-/// completions (each a poll(2) and a read(2)).
-pub(crate) fn run_ops(dev: &Rrdma, ops: &[rrdma::abi::uapi::Op]) -> Result<(u64, u64), String> {
-    let (mut posted, mut done, mut waits) = (0, 0, 0);
+/// for their completions, submitting what is left before each wait.
+pub(crate) fn run_ops(dev: &Rrdma, ops: &[rrdma::abi::uapi::Op]) -> Result<Ran, String> {
+    let (mut posted, mut done, mut waits, mut submits) = (0, 0, 0, 0);
     let mut seen = vec![false; ops.len()];
     while done < ops.len() {
         if posted < ops.len() {
-            posted += dev
+            let n = dev
                 .submit(&ops[posted..])
                 .map_err(|e| format!("submit: {e}"))?;
+            submits += u64::from(n > 0);
+            posted += n;
         }
         let mut c = [rrdma::abi::uapi::Completion::zeroed(); 32];
         waits += 1;
@@ -158,7 +169,11 @@ pub(crate) fn run_ops(dev: &Rrdma, ops: &[rrdma::abi::uapi::Op]) -> Result<(u64,
         }
         done += n;
     }
-    Ok((done as u64, waits))
+    Ok(Ran {
+        done: done as u64,
+        waits,
+        submits,
+    })
 }
 
 fn line(what: &str, n: usize, f: &Figures) -> String {
