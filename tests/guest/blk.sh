@@ -31,8 +31,9 @@
 #    and import, the exporter's export imported from here; uid 65534 sees
 #    the disks only;
 #  - `rrdma-selftest blk`: bad, foreign (no CAP_SYS_ADMIN), stale (the
-#    import given back) and racing (unmap under I/O) arguments, and the
-#    connection ended under the disk.
+#    import given back) and racing (unmap under I/O) arguments, the
+#    connection ended under the disk, and a read right after a write from
+#    the CPU whose lane reads take.
 . ./lib.sh
 . ./blk_swap.sh   # swap_round_trip, swap_under_pressure
 

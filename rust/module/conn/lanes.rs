@@ -9,7 +9,7 @@
 //! has not moved a block yet) holds its own queue pair only, on both
 //! sides. The first operation the active side submits on the connection
 //! that may go on a lane (not one that must stay on the first queue pair,
-//! as a disk's) asks the lanes work to open them, and goes on the
+//! as a disk's write) asks the lanes work to open them, and goes on the
 //! connection's own queue pair meanwhile; so do the passive side's
 //! operations until the active side opened them. The active side
 //! connects each granted lane with an rdma_cm id of its own,

@@ -10,7 +10,9 @@
 //! - the caller's connection ended (DISCONNECT) under the disk: the disk
 //!   has its own, and keeps working;
 //! - BLK_UNMAP (forced) racing a thread reading the disk: the unmap
-//!   returns, the reader ends with errors or end of disk, no hang.
+//!   returns, the reader ends with errors or end of disk, no hang;
+//! - a read right after a write finds its bytes, from a CPU whose lane the
+//!   disk's reads take (its writes go on the first queue pair).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 use rrdma::abi::blkdev::{BlkMap, BlkUnmap, BLK_MAP_RO, BLK_UNMAP_FORCE};
 use rrdma::{PageBuf, RemoteRegion, Rrdma};
 
+use crate::measure::rc_qps;
 use crate::remote::{addr, fnv, pattern, token, T};
 use crate::{ensure, expect_errno, expect_ok, Tap};
 
@@ -200,6 +203,67 @@ fn unmap_races_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
     )
 }
 
+/// Bytes a write of [`read_after_write`] moves: on siw it completes once
+/// handed to TCP, long before its last bytes are placed.
+const RAW_WRITE: usize = 128 << 10;
+/// Write-then-read rounds of [`read_after_write`].
+const RAW_ROUNDS: u64 = 300;
+
+/// A read right after a write through the disk finds the write's bytes,
+/// from `cpu` (the last of `cpus`, this thread's, which it gets back),
+/// whose lane the disk's reads take when no write is unplaced
+/// (writes go on the connection's first queue pair): [`RAW_WRITE`] bytes
+/// written, then their last block read at once, [`RAW_ROUNDS`] times.
+/// Reads must first have opened the disk's lanes (RC queue pairs here
+/// beyond its connection's own), or the check proves nothing.
+fn read_after_write(dev: &Rrdma, peer: &str, cpus: &[usize], cpu: usize) -> Result<(), String> {
+    let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
+    let conn = expect_ok(dev.connect(addr(peer, 7471), T))?;
+    let import = expect_ok(conn.import(tok, T))?;
+    let qps = rc_qps()?;
+    let index = expect_ok(dev.blk_map(&import, false))?;
+    let res = (|| {
+        let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
+        crate::affinity::pin(cpu)?;
+        let mut r = PageBuf::new(BLOCK).map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        // The disk's connection's own queue pair, and at least a lane
+        // (the block layer's own reads at BLK_MAP may have opened them).
+        while rc_qps()? < qps + 2 {
+            ensure(
+                t0.elapsed() < Duration::from_secs(10),
+                "the disk's reads opened no lane in 10 s",
+            )?;
+            f.read_exact_at(r.as_mut_slice(), 0)
+                .map_err(|e| format!("read: {e}"))?;
+        }
+        // Until the lane is established, reads go on the first queue pair.
+        let t1 = Instant::now();
+        while t1.elapsed() < Duration::from_millis(300) {
+            f.read_exact_at(r.as_mut_slice(), 0)
+                .map_err(|e| format!("read: {e}"))?;
+        }
+        let mut w = PageBuf::new(RAW_WRITE).map_err(|e| e.to_string())?;
+        let last = RAW_WRITE - BLOCK;
+        for i in 0..RAW_ROUNDS {
+            let at = (i % 8) * RAW_WRITE as u64;
+            pattern(w.as_mut_slice(), 0x5a5a_0000 + i);
+            f.write_all_at(w.as_mut_slice(), at)
+                .map_err(|e| format!("write {i}: {e}"))?;
+            f.read_exact_at(r.as_mut_slice(), at + last as u64)
+                .map_err(|e| format!("read {i}: {e}"))?;
+            ensure(
+                r.as_mut_slice() == &w.as_mut_slice()[last..],
+                format!("round {i}: the read found older bytes than the write's"),
+            )?;
+        }
+        Ok(())
+    })();
+    let unpinned = crate::affinity::pin_to(cpus);
+    expect_ok(dev.blk_unmap(index, false))?;
+    res.and(unpinned)
+}
+
 /// `touch-pages MIB`: writes every page of MIB MiB of anonymous memory
 /// with its own pattern (its index and a seed), then checks every page.
 /// Under a memory cap smaller than MIB the pages go to swap and come back.
@@ -315,4 +379,15 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
         "blk: forced unmap under a reading thread",
         unmap_races_io(dev, peer),
     );
+    let cpus = crate::affinity::cpus();
+    match cpus.last() {
+        Some(&cpu) if cpu > 0 => t.check(
+            "blk: a read right after a write finds its bytes, from a CPU whose lane reads take",
+            read_after_write(dev, peer, &cpus, cpu),
+        ),
+        _ => t.skip(
+            "blk: a read right after a write finds its bytes, from a CPU whose lane reads take",
+            "one CPU: no lane",
+        ),
+    }
 }

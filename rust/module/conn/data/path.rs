@@ -131,6 +131,14 @@ impl Conn {
         self.path_data.get(p).map(|l| &**l)
     }
 
+    /// Whether the first queue pair holds writes not known to be placed
+    /// ([`Slots::unplaced`]; on RoCE and InfiniBand a write's completion
+    /// places it, on iWARP a later READ or fence on its queue pair).
+    pub(super) fn first_unplaced(&self) -> bool {
+        self.path(0)
+            .is_some_and(|l| l.lock().as_deref().is_some_and(|d| d.slots.unplaced()))
+    }
+
     /// Gives path `p` a new queue pair's `depth` operation entries,
     /// `sinks` READ sinks and `fences` fence sinks (none: 0), allocating
     /// its data state at its first queue pair (under the connection's

@@ -14,6 +14,22 @@ pub(crate) enum Posted {
     Full,
 }
 
+/// Which queue pair of its connection an operation goes on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// The submitting CPU's lane once it is up, else the connection's own
+    /// queue pair ([`Conn::post_op`]).
+    Any,
+    /// The connection's first queue pair, whatever the CPU: operations
+    /// posted so stay in order with each other (a write of rrdma-blk).
+    First,
+    /// As `Any`, unless the first queue pair holds writes not known to be
+    /// placed, then on it: a read finds the bytes of every `First` write
+    /// that completed before it (once sent, on iWARP), and reads spread
+    /// over the lanes otherwise (a read of rrdma-blk).
+    AfterFirst,
+}
+
 /// What an operation on an import does.
 #[derive(Clone, Copy)]
 pub(crate) enum OpWork<'a> {
@@ -37,27 +53,27 @@ impl Conn {
         work: OpWork<'_>,
         to: &mut ReportTo,
     ) -> Result<(Posted, usize), Errno> {
-        self.post_op_on(import, work, to, false)
+        self.post_op_on(import, work, to, Route::Any)
     }
 
-    /// As [`Conn::post_op`]; with `first`, on the connection's first
-    /// queue pair whatever the CPU: operations posted so stay in order
-    /// with each other (a read after a write that completed once sent
-    /// finds its bytes; rrdma-blk's requests).
+    /// As [`Conn::post_op`], on the queue pair `route` says.
     pub(crate) fn post_op_on(
         self: &Arc<Self>,
         import: &Import,
         work: OpWork<'_>,
         to: &mut ReportTo,
-        first: bool,
+        route: Route,
     ) -> Result<(Posted, usize), Errno> {
         let (region, c) = match work {
             OpWork::Blocks(region, c) => (region, c),
             OpWork::Fence => return self.post_barrier(import, to),
         };
         let mut g = Some(self.inner.lock());
-        let p = match g.as_deref_mut() {
-            Some(i) if !first => self.path_for_ops(i),
+        let p = match (g.as_deref_mut(), route) {
+            (Some(i), Route::Any) => self.path_for_ops(i),
+            // Under the connection's lock, which every posting holds: no
+            // write goes on the first queue pair until this read is posted.
+            (Some(i), Route::AfterFirst) if !self.first_unplaced() => self.path_for_ops(i),
             _ => 0,
         };
         if let Some(i) = g.as_deref_mut() {
