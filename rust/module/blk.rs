@@ -6,11 +6,9 @@
 //! The block layer side is the shim's (`shim/blk.c`); here a disk's
 //! requests become operations on its import, through its staging region:
 //! a request's bytes go through the slot of its tag (one copy on this
-//! host), and its operation is posted as any other: a write on the
-//! import's connection's first queue pair, a read on the CPU's lane unless
-//! a write there may not be placed yet (`Route`). A write completes once
-//! sent (the disk's volatile write cache), a FUA write once placed, a
-//! flush is a fence.
+//! host), and its operation is posted as any other, on the import's
+//! connection's first queue pair: a write completes once sent (the disk's
+//! volatile write cache), a FUA write once placed, a flush is a fence.
 //! The exporter does no work per I/O.
 //!
 //! A disk is no file's: it has a connection and an import of its own
@@ -24,9 +22,9 @@ use kernel::sync::Arc;
 
 use crate::abi::blkdev::{DiskPlan, IoKind};
 use crate::abi::conn::Link;
-use crate::abi::errno::{EAGAIN, EINVAL, EIO, EROFS};
+use crate::abi::errno::{EAGAIN, EINVAL, EIO, ENOMEM, EROFS};
 use crate::abi::{ops, Result};
-use crate::conn::{Import, OpWork, Posted, ReportTo, Route, Waiter};
+use crate::conn::{Import, OpWork, Posted, ReportTo, Waiter};
 use crate::ffi::{self, warn_user, BlkIo, BlkRequest, BlkStatus};
 use crate::region::Region;
 
@@ -90,11 +88,8 @@ impl DiskIo {
     /// passed ([`Self::wait_or_fail`]), another errno when it cannot be
     /// done.
     ///
-    /// Writes, FUA writes and flushes go on the connection's first queue
-    /// pair; a read goes on the submitting CPU's lane unless that queue
-    /// pair holds writes not known to be placed, then after them on it
-    /// (`Route::AfterFirst`): a read finds the bytes of every write that
-    /// completed before it, even once sent.
+    /// Every operation goes on the connection's first queue pair: a read
+    /// after a write that completed once sent then finds its bytes.
     pub(crate) fn queue(&self, rq: BlkRequest, io: &BlkIo) -> Result {
         let kind = match io.op {
             ffi::BLK_READ => IoKind::Read,
@@ -118,6 +113,8 @@ impl DiskIo {
             // The connection reconnects (or its import waits to be
             // restored).
             Err(e) if e == EAGAIN => self.wait_or_fail(),
+            // No memory for a registration now: the block layer retries.
+            Err(e) if e == ENOMEM => Err(e),
             Err(e) => {
                 let what = match kind {
                     IoKind::Read => "read",
@@ -191,12 +188,8 @@ impl DiskIo {
             opcode: op.opcode,
             waiter: Some(Waiter::Blk(rq)),
         };
-        let route = match kind {
-            IoKind::Read => Route::AfterFirst,
-            _ => Route::First,
-        };
         let conn = &self.import.conn;
-        Ok(conn.post_op_on(&self.import, work, &mut to, route)?.0)
+        Ok(conn.post_op_on(&self.import, work, &mut to, true)?.0)
     }
 }
 

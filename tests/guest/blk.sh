@@ -32,8 +32,8 @@
 #    the disks only;
 #  - `rrdma-selftest blk`: bad, foreign (no CAP_SYS_ADMIN), stale (the
 #    import given back) and racing (unmap under I/O) arguments, the
-#    connection ended under the disk, and a read right after a write from
-#    the CPU whose lane reads take.
+#    connection ended under the disk, and a read right after a write on
+#    another CPU.
 . ./lib.sh
 . ./blk_swap.sh   # swap_round_trip, swap_under_pressure
 

@@ -9,7 +9,7 @@
 //! has not moved a block yet) holds its own queue pair only, on both
 //! sides. The first operation the active side submits on the connection
 //! that may go on a lane (not one that must stay on the first queue pair,
-//! as a disk's write) asks the lanes work to open them, and goes on the
+//! as a disk's) asks the lanes work to open them, and goes on the
 //! connection's own queue pair meanwhile; so do the passive side's
 //! operations until the active side opened them. The active side
 //! connects each granted lane with an rdma_cm id of its own,
@@ -75,15 +75,16 @@ impl WorkItem<4> for Conn {
 }
 
 impl Conn {
-    /// The path an operation submitted now takes (`ConnInner::pick_path`);
-    /// the first after an establishment with lanes granted asks for them.
-    pub(super) fn path_for_ops(self: &Arc<Self>, g: &mut ConnInner) -> usize {
+    /// The path an operation submitted now on `cpu` takes
+    /// (`ConnInner::pick_path`); the first after an establishment with
+    /// lanes granted asks for them.
+    pub(super) fn path_for_ops(self: &Arc<Self>, g: &mut ConnInner, cpu: u32) -> usize {
         if g.lanes_deferred {
             g.lanes_deferred = false;
             // Queued already: that run opens them.
             let _ = ffi::wq().enqueue::<Arc<Conn>, 4>(self.clone());
         }
-        g.pick_path()
+        g.pick_path(cpu)
     }
 
     /// Which lane `h`'s id is, if it is not the connection's own id

@@ -327,6 +327,8 @@ impl FileState {
         };
         let mut posted = 0;
         let mut err = None;
+        // Every run on the CPU's path the SUBMIT started on (`post_ops`).
+        let cpu = crate::ffi::this_cpu();
         let mut rest = &resolved[..reserved.min(resolved.len())];
         while let Some((imp, blocks, op)) = rest.first() {
             if blocks.is_none() {
@@ -373,6 +375,7 @@ impl FileState {
                         .map(|(region, c)| (&**imp, region, c, report(op)))
                 }),
                 fence,
+                cpu,
             );
             posted += n;
             if n < len {

@@ -98,14 +98,14 @@ pub(in crate::conn) fn path_locks() -> Result<KVec<Pin<KBox<PathLock>>>> {
 }
 
 impl crate::conn::ConnInner {
-    /// The path an operation submitted now takes: the submitting CPU's,
-    /// if that lane is up, else the connection's own queue pair.
-    pub(in crate::conn) fn pick_path(&self) -> usize {
+    /// The path an operation submitted on `cpu` takes: that CPU's, if
+    /// that lane is up, else the connection's own queue pair.
+    pub(in crate::conn) fn pick_path(&self, cpu: u32) -> usize {
         let n = self.paths.len();
         if n <= 1 {
             return 0;
         }
-        let p = ffi::this_cpu() as usize % n;
+        let p = cpu as usize % n;
         if self.paths.get(p).is_some_and(|x| x.up) {
             p
         } else {
@@ -129,14 +129,6 @@ impl Conn {
     /// Path `p`'s lock (`None` past [`wire::QPS_MAX`]).
     pub(super) fn path(&self, p: usize) -> Option<&PathLock> {
         self.path_data.get(p).map(|l| &**l)
-    }
-
-    /// Whether the first queue pair holds writes not known to be placed
-    /// ([`Slots::unplaced`]; on RoCE and InfiniBand a write's completion
-    /// places it, on iWARP a later READ or fence on its queue pair).
-    pub(super) fn first_unplaced(&self) -> bool {
-        self.path(0)
-            .is_some_and(|l| l.lock().as_deref().is_some_and(|d| d.slots.unplaced()))
     }
 
     /// Gives path `p` a new queue pair's `depth` operation entries,

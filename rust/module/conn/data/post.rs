@@ -14,22 +14,6 @@ pub(crate) enum Posted {
     Full,
 }
 
-/// Which queue pair of its connection an operation goes on.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    /// The submitting CPU's lane once it is up, else the connection's own
-    /// queue pair ([`Conn::post_op`]).
-    Any,
-    /// The connection's first queue pair, whatever the CPU: operations
-    /// posted so stay in order with each other (a write of rrdma-blk).
-    First,
-    /// As `Any`, unless the first queue pair holds writes not known to be
-    /// placed, then on it: a read finds the bytes of every `First` write
-    /// that completed before it (once sent, on iWARP), and reads spread
-    /// over the lanes otherwise (a read of rrdma-blk).
-    AfterFirst,
-}
-
 /// What an operation on an import does.
 #[derive(Clone, Copy)]
 pub(crate) enum OpWork<'a> {
@@ -53,27 +37,27 @@ impl Conn {
         work: OpWork<'_>,
         to: &mut ReportTo,
     ) -> Result<(Posted, usize), Errno> {
-        self.post_op_on(import, work, to, Route::Any)
+        self.post_op_on(import, work, to, false)
     }
 
-    /// As [`Conn::post_op`], on the queue pair `route` says.
+    /// As [`Conn::post_op`]; with `first`, on the connection's first
+    /// queue pair whatever the CPU: operations posted so stay in order
+    /// with each other (a read after a write that completed once sent
+    /// finds its bytes; rrdma-blk's requests).
     pub(crate) fn post_op_on(
         self: &Arc<Self>,
         import: &Import,
         work: OpWork<'_>,
         to: &mut ReportTo,
-        route: Route,
+        first: bool,
     ) -> Result<(Posted, usize), Errno> {
         let (region, c) = match work {
             OpWork::Blocks(region, c) => (region, c),
             OpWork::Fence => return self.post_barrier(import, to),
         };
         let mut g = Some(self.inner.lock());
-        let p = match (g.as_deref_mut(), route) {
-            (Some(i), Route::Any) => self.path_for_ops(i),
-            // Under the connection's lock, which every posting holds: no
-            // write goes on the first queue pair until this read is posted.
-            (Some(i), Route::AfterFirst) if !self.first_unplaced() => self.path_for_ops(i),
+        let p = match g.as_deref_mut() {
+            Some(i) if !first => self.path_for_ops(i, ffi::this_cpu()),
             _ => 0,
         };
         if let Some(i) = g.as_deref_mut() {
@@ -88,17 +72,21 @@ impl Conn {
     /// path, under one acquisition of its lock and one of the path's
     /// (released only around the allocations of an operation that is the
     /// first to touch a chunk); on iWARP, its writes are fenced as `fence`
-    /// says ([`RunFence`]). Stops at the first operation that
+    /// says ([`RunFence`]). The run goes on `cpu`'s path: the CPU its
+    /// `SUBMIT` started on, so that the task's moving to another CPU
+    /// between runs does not give a connection's runs two queue pairs (and
+    /// their group two fences). Stops at the first operation that
     /// finds no room or is refused; returns how many were posted, and the
     /// refusal's errno.
     pub(crate) fn post_ops<'a>(
         self: &Arc<Self>,
         ops: impl Iterator<Item = (&'a Import, &'a Arc<Region>, &'a Checked, ReportTo)>,
         fence: RunFence,
+        cpu: u32,
     ) -> (usize, Option<Errno>) {
         let mut g = Some(self.inner.lock());
         // The whole run goes on one queue pair: its writes share a fence.
-        let p = g.as_deref_mut().map_or(0, |i| self.path_for_ops(i));
+        let p = g.as_deref_mut().map_or(0, |i| self.path_for_ops(i, cpu));
         if let Some(Err(e)) = g.as_deref_mut().map(|i| self.ready_path(i, p)) {
             return (0, Some(e));
         }
