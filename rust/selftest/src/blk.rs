@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rrdma::abi::blkdev::{BlkMap, BlkUnmap, BLK_MAP_RO, BLK_UNMAP_FORCE};
-use rrdma::{PageBuf, RemoteRegion, Rrdma};
+use rrdma::{Connection, PageBuf, RemoteRegion, Rrdma};
 
 use crate::remote::{addr, fnv, pattern, token, T};
 use crate::{ensure, expect_errno, expect_ok, Tap};
@@ -118,43 +118,48 @@ fn disk_round_trip(f: &File, b: u64, seed: u64) -> io::Result<u64> {
     Ok(fnv(w.as_mut_slice()))
 }
 
-/// UNIMPORT of the import the disk was mapped from: the disk has its own;
-/// a write through the disk is what a second import reads.
-fn stale_import(dev: &Rrdma, peer: &str) -> Result<(), String> {
+/// Connects to `peer`, imports its rw export (`tok`) and maps it; runs
+/// `f` with the connection, the import, `tok` and the disk's index, then
+/// unmaps the disk: `f`'s outcome, unless the unmap failed.
+fn with_disk<'a>(
+    dev: &'a Rrdma,
+    peer: &str,
+    f: impl FnOnce(Connection<'a>, RemoteRegion<'a>, u64, u32) -> Result<(), String>,
+) -> Result<(), String> {
     let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
     let conn = expect_ok(dev.connect(addr(peer, 7471), T))?;
     let import = expect_ok(conn.import(tok, T))?;
     let index = expect_ok(dev.blk_map(&import, false))?;
-    drop(import);
-    let res = (|| {
+    let res = f(conn, import, tok, index);
+    expect_ok(dev.blk_unmap(index, false))?;
+    res
+}
+
+/// UNIMPORT of the import the disk was mapped from: the disk has its own;
+/// a write through the disk is what a second import reads.
+fn stale_import(dev: &Rrdma, peer: &str) -> Result<(), String> {
+    with_disk(dev, peer, |conn, import, tok, index| {
+        drop(import);
         let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
         let sum = disk_round_trip(&f, 5, 0xb1b1).map_err(|e| format!("disk I/O: {e}"))?;
         let other = expect_ok(conn.import(tok, T))?;
         let local = expect_ok(dev.create_region(BLOCK as u32, 1))?;
         expect_ok(other.read(&local, 0, 5, 1))?;
         ensure(fnv(local.as_slice()) == sum, "the exporter's block differs")
-    })();
-    expect_ok(dev.blk_unmap(index, false))?;
-    res
+    })
 }
 
 /// DISCONNECT of the caller's connection under the disk: the disk's
 /// connection is its own, and its I/O goes on.
 fn caller_gone(dev: &Rrdma, peer: &str) -> Result<(), String> {
-    let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
-    let conn = expect_ok(dev.connect(addr(peer, 7471), T))?;
-    let import = expect_ok(conn.import(tok, T))?;
-    let index = expect_ok(dev.blk_map(&import, false))?;
-    let res = (|| {
+    with_disk(dev, peer, |conn, import, _, index| {
         let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
         disk_round_trip(&f, 7, 7).map_err(|e| format!("I/O before: {e}"))?;
         drop(import);
         expect_ok(conn.disconnect())?;
         disk_round_trip(&f, 8, 8).map_err(|e| format!("I/O after DISCONNECT: {e}"))?;
         Ok(())
-    })();
-    expect_ok(dev.blk_unmap(index, false))?;
-    res
+    })
 }
 
 /// A forced unmap while a thread reads the disk.
@@ -217,11 +222,7 @@ const RAW_ROUNDS: u64 = 300;
 /// its connection's first queue pair; posted on their CPU's lane, siw's
 /// reads found older bytes at once.
 fn read_after_write(dev: &Rrdma, peer: &str, cpus: &[usize], cpu: usize) -> Result<(), String> {
-    let tok = token(peer, "rw").map_err(|e| format!("token: {e}"))?;
-    let conn = expect_ok(dev.connect(addr(peer, 7471), T))?;
-    let import = expect_ok(conn.import(tok, T))?;
-    let index = expect_ok(dev.blk_map(&import, false))?;
-    let res = (|| {
+    let res = with_disk(dev, peer, |_, _, _, index| {
         let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
         let mut r = PageBuf::new(BLOCK).map_err(|e| e.to_string())?;
         let mut w = PageBuf::new(RAW_WRITE).map_err(|e| e.to_string())?;
@@ -246,10 +247,8 @@ fn read_after_write(dev: &Rrdma, peer: &str, cpus: &[usize], cpu: usize) -> Resu
             )?;
         }
         Ok(())
-    })();
-    let unpinned = crate::affinity::pin_to(cpus);
-    expect_ok(dev.blk_unmap(index, false))?;
-    res.and(unpinned)
+    });
+    res.and(crate::affinity::pin_to(cpus))
 }
 
 /// `touch-pages MIB`: writes every page of MIB MiB of anonymous memory
