@@ -9,8 +9,11 @@
 
 #[path = "ops/check.rs"]
 mod check;
+#[path = "ops/dma.rs"]
+mod dma;
 
 pub use check::*;
+pub use dma::*;
 
 /// One work request's piece of an operation: it stays inside one
 /// registration chunk on each side.

@@ -6,7 +6,8 @@
 
 use proptest::prelude::*;
 use rrdma_abi::ops::{
-    max_op_blocks, max_wrs, op_sinks, op_wrs, segment_count, segments, Checked, Dir,
+    dma_bytes, dma_piece_count, dma_pieces, max_op_blocks, max_wrs, op_sinks, op_wrs,
+    segment_count, segments, Checked, Dir, DmaSeg,
 };
 
 proptest! {
@@ -42,6 +43,44 @@ proptest! {
         let ro = if aligned { (ro & !fine) | (lo & fine) } else { ro };
         let c = Checked { dir: Dir::Write, local_off: lo, remote_off: ro, len, sent: false };
         prop_assert_eq!(segment_count(&c, ls, rs), segments(&c, ls, rs).count() as u64);
+    }
+}
+
+proptest! {
+    /// A request's DMA segments become pieces that tile each segment in
+    /// order, follow each other remotely, never cross a remote chunk, and
+    /// are as many as `dma_piece_count` says.
+    #[test]
+    fn dma_pieces_tile_the_segments_within_remote_chunks(
+        lens in proptest::collection::vec(0u32..(1 << 18), 0..40),
+        ro in 0u64..(1 << 40), rs in 9u32..=24,
+    ) {
+        let segs: Vec<DmaSeg> = lens
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| DmaSeg { addr: (i as u64) << 32, len })
+            .collect();
+        let mut r = ro;
+        let mut per_seg = vec![0u64; segs.len()];
+        let mut n = 0u64;
+        for p in dma_pieces(&segs, ro, rs) {
+            prop_assert!(p.len > 0);
+            prop_assert_eq!(p.remote_off, r);
+            let end = p.remote_off + u64::from(p.len);
+            prop_assert_eq!(p.remote_off >> rs, (end - 1) >> rs);
+            let i = (p.addr >> 32) as usize;
+            // In order: within its segment, right after what came before.
+            prop_assert_eq!(p.addr & 0xffff_ffff, per_seg[i]);
+            prop_assert!(per_seg[i + 1..].iter().all(|&b| b == 0));
+            per_seg[i] += u64::from(p.len);
+            r = end;
+            n += 1;
+        }
+        for (s, got) in segs.iter().zip(per_seg.iter()) {
+            prop_assert_eq!(u64::from(s.len), *got);
+        }
+        prop_assert_eq!(r - ro, dma_bytes(&segs).unwrap());
+        prop_assert_eq!(dma_piece_count(&segs, ro, rs), n);
     }
 }
 
