@@ -4,9 +4,13 @@
 //! (`RRDMA_IOCTL_BLK_MAP`).
 //!
 //! The block layer side is the shim's (`shim/blk.c`); here a disk's
-//! requests become operations on its import, through its staging region:
-//! a request's bytes go through the slot of its tag (one copy on this
-//! host), and its operation is posted as any other, on the import's
+//! requests become operations on its import. A request's bytes move
+//! straight between its own pages and the peer (zero copy: its pages are
+//! mapped for the queue pair's device and named with the local DMA key,
+//! `OpWork::Request`) where the queue pair allows it; on iWARP a READ's
+//! sink must be registered with remote write access, so a read's bytes
+//! go through the slot of its tag in the disk's staging region (one copy
+//! on this host). Its operation is posted as any other, on the import's
 //! connection's first queue pair: a write completes once sent (the disk's
 //! volatile write cache), a FUA write once placed, a flush is a fence.
 //! The exporter does no work per I/O.
@@ -22,7 +26,7 @@ use kernel::sync::Arc;
 
 use crate::abi::blkdev::{DiskPlan, IoKind};
 use crate::abi::conn::Link;
-use crate::abi::errno::{EAGAIN, EINVAL, EIO, ENOMEM, EROFS};
+use crate::abi::errno::{EAGAIN, EINVAL, EIO, ENOMEM, EROFS, EXDEV};
 use crate::abi::{ops, Result};
 use crate::conn::{Import, OpWork, Posted, ReportTo, Waiter};
 use crate::ffi::{self, warn_user, BlkIo, BlkRequest, BlkStatus};
@@ -53,6 +57,18 @@ pub(crate) struct DiskIo {
     /// The connection's reconnect count then: a later outage (the
     /// connection came back while the disk was idle) starts a new clock.
     down_epoch: AtomicU64,
+    /// The connection's reconnect count when a read found it unable to
+    /// take zero copy (iWARP), plus one (0: none did): until it
+    /// reconnects, reads are staged without asking.
+    staged_reads: AtomicU64,
+}
+
+/// How the queue call went.
+pub(crate) enum Queued {
+    /// Posted: its completion ends it.
+    Posted,
+    /// Not posted: to queue again with its bytes in its staging slot.
+    Stage,
 }
 
 // SAFETY: `_pages` holds pointers to pages `staging` owns, only read (by
@@ -80,17 +96,19 @@ impl DiskIo {
             fences: AtomicU64::new(0),
             down_since: AtomicU64::new(0),
             down_epoch: AtomicU64::new(0),
+            staged_reads: AtomicU64::new(0),
         }
     }
 
     /// Posts one request (the shim's queue call): `EAGAIN` when the
     /// connection has no room now, or is down and the loss timeout has not
     /// passed ([`Self::wait_or_fail`]), another errno when it cannot be
-    /// done.
+    /// done; [`Queued::Stage`] for a request offered with zero copy that
+    /// its queue pair cannot take so.
     ///
     /// Every operation goes on the connection's first queue pair: a read
     /// after a write that completed once sent then finds its bytes.
-    pub(crate) fn queue(&self, rq: BlkRequest, io: &BlkIo) -> Result {
+    pub(crate) fn queue(&self, rq: BlkRequest, io: &BlkIo) -> Result<Queued> {
         let kind = match io.op {
             ffi::BLK_READ => IoKind::Read,
             ffi::BLK_WRITE => IoKind::Write,
@@ -98,7 +116,13 @@ impl DiskIo {
             ffi::BLK_FLUSH => IoKind::Flush,
             _ => return Err(EINVAL),
         };
-        let posted = self.post(kind, rq, io);
+        let epoch = self.import.conn.reconnects() + 1;
+        let zero_copy = io.zero_copy != 0
+            && !(kind == IoKind::Read && self.staged_reads.load(Ordering::Relaxed) == epoch);
+        if io.zero_copy != 0 && !zero_copy {
+            return Ok(Queued::Stage);
+        }
+        let posted = self.post(kind, rq, io, zero_copy);
         match posted {
             Ok(Posted::Yes) => {
                 if kind == IoKind::Flush {
@@ -107,12 +131,18 @@ impl DiskIo {
                 if self.down_since.load(Ordering::Relaxed) != 0 {
                     self.down_since.store(0, Ordering::Relaxed);
                 }
-                Ok(())
+                Ok(Queued::Posted)
+            }
+            Err(e) if e == EXDEV && zero_copy => {
+                if kind == IoKind::Read {
+                    self.staged_reads.store(epoch, Ordering::Relaxed);
+                }
+                Ok(Queued::Stage)
             }
             Ok(Posted::Full) => Err(EAGAIN),
             // The connection reconnects (or its import waits to be
             // restored).
-            Err(e) if e == EAGAIN => self.wait_or_fail(),
+            Err(e) if e == EAGAIN => self.wait_or_fail().map(|()| Queued::Posted),
             // No memory for a registration now: the block layer retries.
             Err(e) if e == ENOMEM => Err(e),
             Err(e) => {
@@ -164,8 +194,9 @@ impl DiskIo {
         Err(EIO)
     }
 
-    /// Checks and posts request `rq` of kind `kind`.
-    fn post(&self, kind: IoKind, rq: BlkRequest, io: &BlkIo) -> Result<Posted> {
+    /// Checks and posts request `rq` of kind `kind`, from or to its own
+    /// pages if `zero_copy`, else through its staging slot.
+    fn post(&self, kind: IoKind, rq: BlkRequest, io: &BlkIo, zero_copy: bool) -> Result<Posted> {
         // The block layer only warns about a write to a read-only disk.
         if self.plan.read_only && matches!(kind, IoKind::Write | IoKind::WriteFua) {
             return Err(EROFS);
@@ -180,6 +211,7 @@ impl DiskIo {
             _ => Some(ops::check_op(&op, self.staging.geometry(), &view)?),
         };
         let work = match checked.as_ref() {
+            Some(c) if zero_copy => OpWork::Request(&self.staging, c),
             Some(c) => OpWork::Blocks(&self.staging, c),
             None => OpWork::Fence,
         };
@@ -225,7 +257,8 @@ unsafe extern "C" fn rrdma_rust_blk_queue(
     // when `queue` returns `Ok`, which returns 0.
     let rq = unsafe { BlkRequest::new(rq) };
     match disk.queue(rq, io) {
-        Ok(()) => 0,
+        Ok(Queued::Posted) => 0,
+        Ok(Queued::Stage) => ffi::BLK_STAGE,
         Err(e) => e.to_errno(),
     }
 }

@@ -128,6 +128,10 @@ errnos! {
     EINTR = 4;
     /// I/O error.
     EIO = 5;
+    /// Kernel-internal, never seen by userspace ("cross-device"): a disk
+    /// request's queue pair cannot reach its own pages; its bytes are
+    /// staged instead (rrdma-blk's zero copy).
+    EXDEV = 18;
     /// Transport endpoint is not connected.
     ENOTCONN = 107;
     /// Operation canceled: flushed by a disconnect or close.

@@ -13,6 +13,8 @@ mod check;
 mod dma;
 
 pub use check::*;
+// Only rrdma.ko of the crates that compile these files uses them.
+#[allow(unused_imports)]
 pub use dma::*;
 
 /// One work request's piece of an operation: it stays inside one

@@ -8,6 +8,7 @@ use core::ptr::NonNull;
 use kernel::ffi::{c_int, c_uint, c_void};
 
 use super::layout::{c, u32_of};
+use crate::abi::ops::DmaSeg;
 use crate::abi::Result;
 
 /// `struct rrdma_shim_blk_shape`: a disk's shape.
@@ -27,8 +28,16 @@ pub(crate) struct BlkIo {
     pub(crate) len: u32,
     pub(crate) tag: u32,
     pub(crate) op: u32,
-    pub(crate) pad: u32,
+    /// Non-zero: its bytes are in its own pages, to be mapped for the
+    /// queue pair it is posted on ([`BlkRequest::dma_map`]); zero: in its
+    /// staging slot.
+    pub(crate) zero_copy: u32,
 }
+
+/// `RRDMA_SHIM_BLK_STAGE`: the queue call's answer to a request offered
+/// with zero copy that its queue pair cannot take so: stage its bytes and
+/// queue it again.
+pub(crate) const BLK_STAGE: i32 = super::layout::i32_of(c::RRDMA_SHIM_BLK_STAGE);
 
 /// `struct rrdma_shim_blk_status`: what a disk's sysfs files show.
 #[repr(C)]
@@ -79,6 +88,13 @@ extern "C" {
     fn rrdma_shim_blk_destroy(b: *mut ShimBlk);
     fn rrdma_shim_blk_openers(b: *mut ShimBlk) -> c_uint;
     fn rrdma_shim_blk_end(rq: *mut Request, status: c_int);
+    fn rrdma_shim_blk_dma_map(
+        rq: *mut Request,
+        q: *mut super::ShimQp,
+        segs: *mut *const DmaSeg,
+        nsegs: *mut u32,
+        lkey: *mut u32,
+    ) -> c_int;
     fn rrdma_shim_capable_sys_admin() -> bool;
     fn rrdma_shim_module_get();
     fn rrdma_shim_module_put();
@@ -182,11 +198,47 @@ impl BlkRequest {
         Self(rq)
     }
 
+    /// Its segments mapped for `qp`'s device (once per device: the
+    /// mapping stays until the request ends), with the local DMA key of
+    /// `qp`'s domain: `ENOMEM` if the device cannot map them now, `EINVAL`
+    /// for a request not offered with zero copy. Any context.
+    pub(crate) fn dma_map(&mut self, qp: &crate::verbs::Qp) -> Result<DmaMap<'_>> {
+        let (mut segs, mut n, mut lkey) = (core::ptr::null(), 0u32, 0u32);
+        // SAFETY: the request is started and not ended (`new`'s contract),
+        // and the queue pair is live (`&Qp`); the out pointers are valid.
+        let ret = unsafe {
+            rrdma_shim_blk_dma_map(self.0.as_ptr(), qp.raw(), &mut segs, &mut n, &mut lkey)
+        };
+        crate::abi::to_result(ret)?;
+        if segs.is_null() {
+            return Err(crate::abi::errno::EINVAL);
+        }
+        // SAFETY: the shim gave `n` segments in the request's own data,
+        // which stay as they are until it ends or is mapped again, and
+        // `self` is borrowed mutably (so neither) for the slice's life.
+        let segs = unsafe { core::slice::from_raw_parts(segs, n as usize) };
+        Ok(DmaMap { segs, lkey })
+    }
+
     /// Ends it with `status` (0, or a negative errno: an I/O error); a
-    /// read's bytes are copied from its staging slot first. Any context.
+    /// staged read's bytes are copied from its staging slot first, and a
+    /// request's DMA mapping goes. Any context.
     pub(crate) fn end(self, status: i32) {
         // SAFETY: by `new`'s contract, the request is started and not yet
         // ended; `self` is consumed.
         unsafe { rrdma_shim_blk_end(self.0.as_ptr(), status) };
     }
+}
+
+/// A request's segments mapped for a queue pair's device
+/// ([`BlkRequest::dma_map`]).
+///
+/// # Invariants
+///
+/// The segments stay mapped, and `lkey` (the domain's local DMA key)
+/// valid for them, until the request ends: a work request that names
+/// them keeps the request from ending (it holds it) until it completes.
+pub(crate) struct DmaMap<'a> {
+    pub(crate) segs: &'a [DmaSeg],
+    pub(crate) lkey: u32,
 }

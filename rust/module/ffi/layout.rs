@@ -132,7 +132,12 @@ same_layout!(BlkIo, blk_io__SIZE, {
     len: blk_io__len,
     tag: blk_io__tag,
     op: blk_io__op,
-    pad: blk_io__pad,
+    zero_copy: blk_io__zero_copy,
+});
+
+same_layout!(crate::abi::ops::DmaSeg, dma_seg__SIZE, {
+    addr: dma_seg__addr,
+    len: dma_seg__len,
 });
 
 const _: () = assert!(blkdev::BlkMap::SIZE as i64 == c::blk_map__SIZE);
@@ -234,4 +239,5 @@ same_errno!(
     EADDRINUSE,
     EADDRNOTAVAIL,
     EROFS,
+    EXDEV,
 );

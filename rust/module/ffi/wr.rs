@@ -39,8 +39,9 @@ pub(crate) const ACCESS_REMOTE_WRITE: u32 = u32_of(c::RRDMA_SHIM_ACCESS_REMOTE_W
 ///
 /// # Invariants
 ///
-/// A local registration it names (`lkey`, `mr`) was [`Lent`]: it stays
-/// registered until the request, posted, completes. Neither `Clone` nor
+/// A local registration it names (`lkey`, `mr`) was [`Lent`], or is a
+/// request's DMA mapping ([`super::DmaMap`]): it stays registered (mapped)
+/// until the request, posted, completes. Neither `Clone` nor
 /// settable outside `ffi` (whose `layout.rs` only reads offsets), and
 /// posted at most once ([`spend`]). Which operation slot a request
 /// completes (`slot`, `signaled`) is the slots' bookkeeping, not this
@@ -148,6 +149,21 @@ impl ShimWr {
         Self {
             lkey: chunk.lkey(),
             ..Self::remote(WR_WRITE, local_addr, len, remote_addr, rkey)
+        }
+    }
+
+    /// An unsignaled RDMA READ into (`read`) or WRITE from `piece` of a
+    /// request's DMA segments `map`, at `piece.remote_off` under `rkey`.
+    pub(crate) fn dma(
+        read: bool,
+        piece: &crate::abi::ops::DmaPiece,
+        map: &super::DmaMap<'_>,
+        rkey: u32,
+    ) -> Self {
+        let opcode = if read { WR_READ } else { WR_WRITE };
+        Self {
+            lkey: map.lkey,
+            ..Self::remote(opcode, piece.addr, piece.len, piece.remote_off, rkey)
         }
     }
 

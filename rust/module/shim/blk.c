@@ -9,20 +9,28 @@
  * four calls and one callback:
  *  - rrdma_shim_blk_create() builds and adds the disk; @owner is what
  *    rrdma_rust_blk_queue() gets back; @pages the staging region's pages,
- *    QUEUE_DEPTH slots of @io_bytes each (a request's bytes go through the
- *    slot of its tag: one copy on the initiator, none on the exporter);
+ *    QUEUE_DEPTH slots of @io_bytes each;
  *  - rrdma_rust_blk_queue() (Rust) posts one request: 0 once posted (its
  *    completion calls rrdma_shim_blk_end()), -EAGAIN when the connection
- *    has no room now (blk-mq retries), another -errno to fail it;
+ *    has no room now (blk-mq retries), another -errno to fail it.  A read
+ *    or write is first offered with zero copy: its bytes move between its
+ *    own pages and the peer, which rrdma_shim_blk_dma_map() maps for the
+ *    device of the queue pair it is posted on (with the local DMA key),
+ *    inside the posting; RRDMA_SHIM_BLK_STAGE says that queue pair cannot
+ *    reach them (an iWARP READ's sink must be registered for remote
+ *    write), and its bytes then go through the slot of its tag: one copy
+ *    on the initiator, none on the exporter either way;
  *  - rrdma_shim_blk_end() ends a request with a status; any context,
- *    softirq included.  A read or write that failed with its connection
+ *    softirq included.  Its DMA mapping, if any, goes first.  A read or
+ *    write that failed with its connection
  *    (ECONNRESET, ECONNABORTED, ETIMEDOUT) goes back to the queue, to be
  *    posted again once the connection is back (or to fail then, if it is
  *    gone): its own bytes go again.  A flush never does: the writes it
  *    should have placed may be lost, which only its failure can say.
  *    Otherwise the request completes through blk_mq_complete_request(),
- *    whose callback copies a read's bytes from its slot and ends it, in
- *    the block layer's softirq when it can (not under rrdma's locks);
+ *    whose callback copies a staged read's bytes from its slot and ends
+ *    it, in the block layer's softirq when it can (not under rrdma's locks);
+ *  - rrdma_shim_blk_dma_map(): see above;
  *  - rrdma_shim_blk_openers(), rrdma_shim_blk_destroy(), which first marks
  *    the disk dying: its requests then fail rather than wait.
  * The queue is BLK_MQ_F_BLOCKING: posting takes the connection's mutex.
@@ -39,16 +47,26 @@
 #include <linux/sched/mm.h>
 
 #include "rrdma_shim.h"
+#include "qp_internal.h"
 
 /*
  * A request's staging slot, set when it is queued: byte @base on; its
- * kind; its status once its operation has ended.
+ * kind; its status once its operation has ended; whether its bytes went
+ * through the slot (@staged).  Zero copy: its segments (@sg, @nsg of them
+ * as blk_rq_map_sg() made them) and, once mapped for @dma_dev (NULL: not
+ * mapped), their @ndma DMA segments @dma.
  */
 struct rrdma_blk_pdu {
 	struct page **pages;
 	size_t base;
 	u32 op;
 	int status;
+	bool staged;
+	struct ib_device *dma_dev;
+	int nsg;
+	int ndma;
+	struct scatterlist sg[RRDMA_SHIM_BLK_SEGS];
+	struct rrdma_shim_dma_seg dma[RRDMA_SHIM_BLK_SEGS];
 };
 
 struct rrdma_blk {
@@ -97,6 +115,60 @@ static void rrdma_blk_copy(struct request *rq, bool to_rq)
 	}
 }
 
+static enum dma_data_direction rrdma_blk_dma_dir(struct request *rq)
+{
+	return rq_data_dir(rq) == WRITE ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
+}
+
+/* Unmaps the request's segments if they are mapped; any context. */
+static void rrdma_blk_dma_unmap(struct request *rq)
+{
+	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
+
+	if (!pdu->dma_dev)
+		return;
+	ib_dma_unmap_sg(pdu->dma_dev, pdu->sg, pdu->nsg, rrdma_blk_dma_dir(rq));
+	pdu->dma_dev = NULL;
+}
+
+/*
+ * Maps @rq's segments for @q's device, once per device (a request posted
+ * again on the same one keeps its mapping until it ends), and gives them
+ * with the local DMA key of @q's domain: what its work requests name.
+ * Called by Rust inside the posting, under a path's lock (BH off); the
+ * request is started and offered with zero copy.  -ENOMEM when the
+ * device cannot map it now (the block layer retries).
+ */
+int rrdma_shim_blk_dma_map(struct request *rq, struct rrdma_shim_qp *q,
+			   const struct rrdma_shim_dma_seg **segs, u32 *nsegs,
+			   u32 *lkey)
+{
+	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
+	struct ib_device *dev = q->pd->device;
+	struct scatterlist *sg;
+	int i, n;
+
+	if (pdu->staged || !pdu->nsg)
+		return -EINVAL;
+	if (pdu->dma_dev != dev) {
+		rrdma_blk_dma_unmap(rq);
+		n = ib_dma_map_sg(dev, pdu->sg, pdu->nsg, rrdma_blk_dma_dir(rq));
+		if (!n)
+			return -ENOMEM;
+		for_each_sg(pdu->sg, sg, n, i) {
+			pdu->dma[i].addr = sg_dma_address(sg);
+			pdu->dma[i].len = sg_dma_len(sg);
+			pdu->dma[i].pad = 0;
+		}
+		pdu->ndma = n;
+		pdu->dma_dev = dev;
+	}
+	*segs = pdu->dma;
+	*nsegs = pdu->ndma;
+	*lkey = q->pd->local_dma_lkey;
+	return 0;
+}
+
 static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
 				       const struct blk_mq_queue_data *bd)
 {
@@ -131,12 +203,33 @@ static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
 	pdu->pages = b->pages;
 	pdu->base = (size_t)rq->tag * b->io_bytes;
 	pdu->op = io.op;
+	pdu->staged = false;
+	pdu->dma_dev = NULL;
+	pdu->nsg = 0;
 	blk_mq_start_request(rq);
-	if (io.op == RRDMA_SHIM_BLK_WRITE || io.op == RRDMA_SHIM_BLK_WRITE_FUA)
-		rrdma_blk_copy(rq, false);
+	if (io.len) {
+		sg_init_table(pdu->sg, RRDMA_SHIM_BLK_SEGS);
+#ifdef RRDMA_COMPAT_K6_12
+		pdu->nsg = blk_rq_map_sg(rq->q, rq, pdu->sg);
+#else
+		pdu->nsg = blk_rq_map_sg(rq, pdu->sg);
+#endif
+		io.zero_copy = pdu->nsg > 0;
+	}
 	noio = memalloc_noio_save();
 	ret = rrdma_rust_blk_queue(b->owner, rq, &io);
+	if (ret == RRDMA_SHIM_BLK_STAGE && io.zero_copy) {
+		rrdma_blk_dma_unmap(rq);
+		pdu->staged = true;
+		if (io.op != RRDMA_SHIM_BLK_READ)
+			rrdma_blk_copy(rq, false);
+		io.zero_copy = 0;
+		ret = rrdma_rust_blk_queue(b->owner, rq, &io);
+	}
 	memalloc_noio_restore(noio);
+	/* Not kept (a kept request may have ended already: untouched). */
+	if (ret)
+		rrdma_blk_dma_unmap(rq);
 	if (ret == -EAGAIN || ret == -ENOMEM)
 		return BLK_STS_RESOURCE;
 	if (ret)
@@ -149,7 +242,7 @@ static void rrdma_blk_complete(struct request *rq)
 {
 	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
 
-	if (!pdu->status && pdu->op == RRDMA_SHIM_BLK_READ)
+	if (!pdu->status && pdu->op == RRDMA_SHIM_BLK_READ && pdu->staged)
 		rrdma_blk_copy(rq, true);
 	blk_mq_end_request(rq, pdu->status ? BLK_STS_IOERR : BLK_STS_OK);
 }
@@ -180,6 +273,8 @@ void rrdma_shim_blk_end(struct request *rq, int status)
 	bool conn_failed = status == -ECONNRESET || status == -ECONNABORTED ||
 			   status == -ETIMEDOUT;
 
+	/* Its operation has ended: no device reaches its pages any more. */
+	rrdma_blk_dma_unmap(rq);
 	if (conn_failed && pdu->op != RRDMA_SHIM_BLK_FLUSH &&
 	    !READ_ONCE(b->dying)) {
 		blk_mq_requeue_request(rq, true);
@@ -203,6 +298,7 @@ struct rrdma_blk *rrdma_shim_blk_create(void *owner, u32 index,
 		.logical_block_size = shape->block_size,
 		.physical_block_size = shape->block_size,
 		.max_hw_sectors = shape->io_bytes >> SECTOR_SHIFT,
+		.max_segments = RRDMA_SHIM_BLK_SEGS,
 	};
 	struct rrdma_blk *b;
 	int ret;

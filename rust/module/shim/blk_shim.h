@@ -30,6 +30,24 @@ struct rrdma_shim_blk_io {
 	__u32 len;	/* bytes (0: a flush) */
 	__u32 tag;	/* its staging slot */
 	__u32 op;	/* RRDMA_SHIM_BLK_* */
+	__u32 zero_copy; /* its bytes are in its pages, not its slot */
+};
+
+/*
+ * rrdma_rust_blk_queue()'s answer to a request offered with zero_copy:
+ * its queue pair cannot reach the request's pages (an iWARP READ, whose
+ * sink must be registered for remote write; more work requests than an
+ * operation may take): stage its bytes in its slot and queue it again.
+ */
+#define RRDMA_SHIM_BLK_STAGE		1
+
+/* Most segments of a request (the queue's max_segments). */
+#define RRDMA_SHIM_BLK_SEGS		64
+
+/* One DMA segment of a request (rrdma_shim_blk_dma_map()). */
+struct rrdma_shim_dma_seg {
+	__u64 addr;
+	__u32 len;
 	__u32 pad;
 };
 
@@ -41,6 +59,10 @@ struct rrdma_blk *rrdma_shim_blk_create(void *owner, u32 index,
 void rrdma_shim_blk_destroy(struct rrdma_blk *b);
 unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b);
 void rrdma_shim_blk_end(struct request *rq, int status);
+struct rrdma_shim_qp;
+int rrdma_shim_blk_dma_map(struct request *rq, struct rrdma_shim_qp *q,
+			   const struct rrdma_shim_dma_seg **segs, u32 *nsegs,
+			   u32 *lkey);
 bool rrdma_shim_capable_sys_admin(void);
 
 /* blk_sysfs.c: a disk's /sys/block/rrdmabN/rrdma/ files. */

@@ -103,7 +103,10 @@ static_assert(offsetof(struct rrdma_shim_blk_io, pos) == 0);
 static_assert(offsetof(struct rrdma_shim_blk_io, len) == 8);
 static_assert(offsetof(struct rrdma_shim_blk_io, tag) == 12);
 static_assert(offsetof(struct rrdma_shim_blk_io, op) == 16);
-static_assert(offsetof(struct rrdma_shim_blk_io, pad) == 20);
+static_assert(offsetof(struct rrdma_shim_blk_io, zero_copy) == 20);
+static_assert(sizeof(struct rrdma_shim_dma_seg) == 16);
+static_assert(offsetof(struct rrdma_shim_dma_seg, addr) == 0);
+static_assert(offsetof(struct rrdma_shim_dma_seg, len) == 8);
 
 static_assert(sizeof(struct rrdma_blk_map) == 16);
 static_assert(offsetof(struct rrdma_blk_map, import) == 0);
@@ -167,7 +170,11 @@ int main(void)
 	DEFINE(RRDMA_SHIM_BLK_WRITE, RRDMA_SHIM_BLK_WRITE);
 	DEFINE(RRDMA_SHIM_BLK_WRITE_FUA, RRDMA_SHIM_BLK_WRITE_FUA);
 	DEFINE(RRDMA_SHIM_BLK_FLUSH, RRDMA_SHIM_BLK_FLUSH);
-	OFFSET(blk_io__pad, rrdma_shim_blk_io, pad);
+	OFFSET(blk_io__zero_copy, rrdma_shim_blk_io, zero_copy);
+	DEFINE(RRDMA_SHIM_BLK_STAGE, RRDMA_SHIM_BLK_STAGE);
+	DEFINE(dma_seg__SIZE, sizeof(struct rrdma_shim_dma_seg));
+	OFFSET(dma_seg__addr, rrdma_shim_dma_seg, addr);
+	OFFSET(dma_seg__len, rrdma_shim_dma_seg, len);
 
 	DEFINE(blk_status__SIZE, sizeof(struct rrdma_shim_blk_status));
 	OFFSET(blk_status__peer, rrdma_shim_blk_status, peer);

@@ -6,7 +6,10 @@
 //! segment and one remote chunk, so that it names one local address
 //! range and one remote key.
 
-/// One local DMA segment: its device address and length.
+/// One local DMA segment: its device address and length (the layout of
+/// the module shim's `struct rrdma_shim_dma_seg`, which the module reads
+/// as these).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DmaSeg {
     pub addr: u64,

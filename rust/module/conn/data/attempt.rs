@@ -20,6 +20,7 @@ impl Conn {
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
+        dma: bool,
         to: &mut ReportTo,
         batch: Option<&mut FenceGroup>,
         group: bool,
@@ -67,7 +68,19 @@ impl Conn {
         // The region's one lookup in the cache.
         let reg = local.tree.get_mut(&rk);
         let batched = batch.is_some() || join;
-        let plan = Plan::new(inner, o, reg.as_deref(), import, c, batched)?;
+        // A disk request's own pages, mapped for this queue pair's device
+        // (kept mapped until the request ends), or `EXDEV`: to stage.
+        let map = match dma {
+            true => Some(map_request(inner, p, c, to)?),
+            false => None,
+        };
+        let segs = map.as_ref().map(|m| m.segs);
+        let plan = match Plan::new(inner, o, reg.as_deref(), import, c, batched, segs) {
+            // More work requests than an operation may take: staged, it
+            // takes fewer.
+            Err(e) if e == E2BIG && dma => return Err(EXDEV),
+            r => r?,
+        };
         let (paths, id, res) = (&inner.paths, &inner.id, &inner.res);
         let Some(Path { lane, .. }) = paths.get(p) else {
             return Err(ENOTCONN);
@@ -116,6 +129,7 @@ impl Conn {
             reg,
             c,
             target: &target,
+            dma: map.as_ref(),
         };
         let built = step.build(o, wrs, &mut prep.mrs, lease.as_ref());
         let (nsinks, fence) = match built {
@@ -217,6 +231,18 @@ impl Conn {
         op.lease = lease.take();
         o.ops[slot as usize] = Some(op);
         let (posted, r) = qp.post(wrs);
+        if posted < n && posted > 0 && dma {
+            // Some of them reach the request's pages: it stays in its
+            // slot until the teardown completes it.
+            finish_attempt(reg, prep, wrs, None, posted);
+            o.sq_free -= posted;
+            if c.dir == Dir::Write {
+                o.wseq += 1;
+            }
+            return Ok(Attempt::FailedKept(
+                r.err().unwrap_or(crate::abi::errno::EIO),
+            ));
+        }
         if posted < n {
             // The signaled request was not posted: no completion will come
             // for the slot. What was posted fails with the queue pair.
@@ -292,6 +318,34 @@ fn finish_attempt(
     }
 }
 
+/// Maps the pages of the disk request `to` reports to for path `p`'s
+/// queue pair: `EXDEV` (to stage) for an iWARP READ, whose sink must be
+/// registered with remote write access.
+fn map_request<'t>(
+    inner: &crate::conn::ConnInner,
+    p: usize,
+    c: &Checked,
+    to: &'t mut ReportTo,
+) -> Result<ffi::DmaMap<'t>, Errno> {
+    let res = inner.res.as_ref().ok_or(ENOTCONN)?;
+    if res.iwarp && c.dir == Dir::Read {
+        return Err(EXDEV);
+    }
+    let lane = &inner.paths.get(p).ok_or(ENOTCONN)?.lane;
+    let qp = path_qp(p, &inner.id, lane).ok_or(ENOTCONN)?;
+    let rq = to.waiter.as_mut().and_then(Waiter::blk_mut).ok_or(EINVAL)?;
+    let map = rq.dma_map(qp)?;
+    if ops::dma_bytes(map.segs) != Some(c.len) {
+        ffi::internal_error!(
+            "a disk request of {} bytes mapped to {} segments of another size\n",
+            c.len,
+            map.segs.len()
+        );
+        return Err(EIO);
+    }
+    Ok(map)
+}
+
 /// What building an operation's work requests reads.
 struct Step<'a> {
     plan: &'a Plan,
@@ -299,6 +353,8 @@ struct Step<'a> {
     reg: &'a LocalReg,
     c: &'a Checked,
     target: &'a Usable<'a>,
+    /// A disk request's pages (the local side: no registration).
+    dma: Option<&'a ffi::DmaMap<'a>>,
 }
 
 impl Step<'_> {
@@ -329,7 +385,18 @@ impl Step<'_> {
                 .and_then(|i| o.sinks_free.get(i).copied())
         };
         let mut nsinks = 0;
-        for s in ops::segments(c, plan.lshift, self.import.chunk_shift) {
+        if let Some(m) = self.dma {
+            // The plan counted them (and no READ sinks: not on iWARP).
+            for piece in ops::dma_pieces(m.segs, c.remote_off, self.import.chunk_shift) {
+                let rc = ops::chunk_of(piece.remote_off, self.import.chunk_shift) as usize;
+                let rkey = self.target.rkey(rc).ok_or(Err(ENOTCONN))?;
+                let w = ShimWr::dma(c.dir == Dir::Read, &piece, m, rkey);
+                let _ = wrs.push(w, GFP_KERNEL);
+            }
+        }
+        for s in
+            ops::segments(c, plan.lshift, self.import.chunk_shift).filter(|_| self.dma.is_none())
+        {
             let lc = ops::chunk_of(s.local_off, plan.lshift) as usize;
             let Some(chunk) = reg.lent(lease, lc) else {
                 return again;

@@ -99,7 +99,7 @@ use kernel::workqueue::{impl_has_work, WorkItem};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, E2BIG, EAGAIN, ECONNRESET, ENOENT, ENOMEM, ENOTCONN},
+    errno::{Errno, E2BIG, EAGAIN, ECONNRESET, EINVAL, EIO, ENOENT, ENOMEM, ENOTCONN, EXDEV},
     limits,
     ops::{self, Checked, Dir},
     uapi::Completion,

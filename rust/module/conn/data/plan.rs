@@ -40,7 +40,8 @@ impl Plan {
     /// Plans what an operation on `import` needs, on a connection (under
     /// its lock) that is connected and whose import may take it (the
     /// caller checked both), with its path's data state `path` (under the
-    /// path's lock).
+    /// path's lock). `dma`: its local side is these DMA segments (a disk
+    /// request's pages), which need no registration.
     pub(super) fn new(
         g: &crate::conn::ConnInner,
         slots: &Slots,
@@ -48,12 +49,16 @@ impl Plan {
         import: &Import,
         c: &Checked,
         batched: bool,
+        dma: Option<&[ops::DmaSeg]>,
     ) -> Result<Plan, Errno> {
         let res = g.res.as_ref().ok_or(ENOTCONN)?;
         let lshift = res.chunk_shift;
         let first = c.local_off >> lshift;
         let last = (c.local_off + c.len - 1) >> lshift;
-        let nchunks = (last - first + 1) as usize;
+        let nchunks = match dma {
+            Some(_) => 0,
+            None => (last - first + 1) as usize,
+        };
         if nchunks > CHUNKS_MAX {
             return Err(E2BIG);
         }
@@ -66,7 +71,10 @@ impl Plan {
                 nmissing += 1;
             }
         }
-        let nseg = ops::segment_count(c, lshift, import.chunk_shift);
+        let nseg = match dma {
+            Some(segs) => ops::dma_piece_count(segs, c.remote_off, import.chunk_shift),
+            None => ops::segment_count(c, lshift, import.chunk_shift),
+        };
         // A write of a batch leaves its fence to the batch's (2 requests);
         // one that completes once sent has none.
         let write = c.dir == Dir::Write && res.iwarp;
@@ -184,4 +192,10 @@ pub(super) enum Attempt {
     /// (outside the lock), and the operation, never posted whole, is
     /// dropped after it.
     Failed(Errno, Option<OpCtx>),
+    /// As `Failed`, for an operation on a request's own pages of which
+    /// some work requests were posted: it stays in its slot, which the
+    /// connection's teardown completes once the queue pair is destroyed
+    /// (the request must not end while a device may still reach its
+    /// pages).
+    FailedKept(Errno),
 }

@@ -21,6 +21,14 @@ pub(crate) enum OpWork<'a> {
     Blocks(&'a Arc<Region>, &'a Checked),
     /// A fence on the import (`RRDMA_OP_FENCE`, `barrier.rs`).
     Fence,
+    /// An rrdma-blk request's blocks, from or to its own pages (those of
+    /// the `Waiter::Blk` it reports to), mapped for the queue pair's
+    /// device with the local DMA key; the region (its disk's staging) holds
+    /// the cache entry the operation leases, and none of its chunks is
+    /// registered for it. `EXDEV` where the queue pair cannot take it so
+    /// (an iWARP READ, whose sink must allow remote write; more work
+    /// requests than an operation may take): the caller stages its bytes.
+    Request(&'a Arc<Region>, &'a Checked),
 }
 
 impl Conn {
@@ -51,8 +59,9 @@ impl Conn {
         to: &mut ReportTo,
         first: bool,
     ) -> Result<(Posted, usize), Errno> {
-        let (region, c) = match work {
-            OpWork::Blocks(region, c) => (region, c),
+        let (region, c, dma) = match work {
+            OpWork::Blocks(region, c) => (region, c, false),
+            OpWork::Request(region, c) => (region, c, true),
             OpWork::Fence => return self.post_barrier(import, to),
         };
         let mut g = Some(self.inner.lock());
@@ -64,7 +73,8 @@ impl Conn {
             self.ready_path(i, p)?;
         }
         let mut pg = None;
-        let posted = self.post_locked(&mut g, &mut pg, p, import, region, c, to, None, false)?;
+        let posted =
+            self.post_locked(&mut g, &mut pg, p, import, region, c, dma, to, None, false)?;
         Ok((posted, p))
     }
 
@@ -117,6 +127,7 @@ impl Conn {
                 import,
                 region,
                 c,
+                false,
                 &mut to,
                 batch.as_mut(),
                 fence == RunFence::Group,
@@ -164,7 +175,8 @@ impl Conn {
     /// releasing both to allocate what a first-touched chunk needs and to
     /// free what is left of that allocation. `group`: an iWARP write that
     /// completes once placed joins the path's open group (its caller
-    /// posts the group's fence, [`RunFence::Group`]).
+    /// posts the group's fence, [`RunFence::Group`]). `dma`: the local
+    /// side is the request `to` reports to ([`OpWork::Request`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn post_locked<'g>(
         self: &'g Arc<Self>,
@@ -174,6 +186,7 @@ impl Conn {
         import: &Import,
         region: &Arc<Region>,
         c: &Checked,
+        dma: bool,
         to: &mut ReportTo,
         mut batch: Option<&mut FenceGroup>,
         group: bool,
@@ -192,6 +205,7 @@ impl Conn {
                     import,
                     region,
                     c,
+                    dma,
                     to,
                     batch.as_deref_mut(),
                     group,
@@ -202,7 +216,10 @@ impl Conn {
             if prep.pd.is_some()
                 || matches!(
                     r,
-                    Ok(Attempt::Prepare(..) | Attempt::Failed(..) | Attempt::Sinks)
+                    Ok(Attempt::Prepare(..)
+                        | Attempt::Failed(..)
+                        | Attempt::FailedKept(..)
+                        | Attempt::Sinks)
                 )
             {
                 // Registrations and sinks are allocated and freed, and a
@@ -218,6 +235,11 @@ impl Conn {
                 }
                 Attempt::Again => prep = Prep::default(),
                 Attempt::Sinks => self.ready_sinks(g, p).map_err(|e| self.refused(g, e))?,
+                Attempt::FailedKept(e) => {
+                    // Its slot keeps it: the teardown completes it.
+                    self.fail(Event::QpFatal, "cannot post an operation", e);
+                    return Ok(Posted::Yes);
+                }
                 Attempt::Failed(e, mut op) => {
                     // Refused: who waits for it is the caller's again (an
                     // io_uring command's CQE comes from the error return).

@@ -110,6 +110,14 @@ impl Waiter {
         }
     }
 
+    /// The block request, if it is one.
+    pub(super) fn blk_mut(&mut self) -> Option<&mut ffi::BlkRequest> {
+        match self {
+            Waiter::Blk(r) => Some(r),
+            _ => None,
+        }
+    }
+
     /// Whether it is an io_uring command.
     pub(super) fn is_uring(&self) -> bool {
         matches!(self, Waiter::Uring(_))
