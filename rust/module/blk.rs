@@ -51,6 +51,10 @@ pub(crate) struct DiskIo {
     _pages: KVVec<*mut c_void>,
     /// Flushes posted as fences (sysfs `fences`: only grows).
     fences: AtomicU64,
+    /// Reads and writes posted from or to their own pages, and through
+    /// their staging slot (sysfs `zero_copy`, `staged`: only grow).
+    zero_copy: AtomicU64,
+    staged: AtomicU64,
     /// When a request first found the connection down, in jiffies (0: it
     /// is up): the start of the loss timeout.
     down_since: AtomicU64,
@@ -94,6 +98,8 @@ impl DiskIo {
             staging,
             _pages: pages,
             fences: AtomicU64::new(0),
+            zero_copy: AtomicU64::new(0),
+            staged: AtomicU64::new(0),
             down_since: AtomicU64::new(0),
             down_epoch: AtomicU64::new(0),
             staged_reads: AtomicU64::new(0),
@@ -125,9 +131,12 @@ impl DiskIo {
         let posted = self.post(kind, rq, io, zero_copy);
         match posted {
             Ok(Posted::Yes) => {
-                if kind == IoKind::Flush {
-                    self.fences.fetch_add(1, Ordering::Relaxed);
-                }
+                let count = match kind {
+                    IoKind::Flush => &self.fences,
+                    _ if zero_copy => &self.zero_copy,
+                    _ => &self.staged,
+                };
+                count.fetch_add(1, Ordering::Relaxed);
                 if self.down_since.load(Ordering::Relaxed) != 0 {
                     self.down_since.store(0, Ordering::Relaxed);
                 }
@@ -289,6 +298,8 @@ unsafe extern "C" fn rrdma_rust_blk_status(owner: *mut c_void, out: *mut BlkStat
     let conn = &disk.import.conn;
     out.peer = conn.peer();
     out.fences = disk.fences.load(Ordering::Relaxed);
+    out.zero_copy = disk.zero_copy.load(Ordering::Relaxed);
+    out.staged = disk.staged.load(Ordering::Relaxed);
     out.state = match conn.link() {
         Link::Up => ffi::BLK_UP,
         Link::Reconnecting => ffi::BLK_RECONNECTING,

@@ -15,7 +15,9 @@
 #    reconnects: every page back, no OOM kill, no hang;
 #  - direct and buffered I/O round trips are bit-exact, and what a flush
 #    acknowledged is in the exporter's memory (read back through a
-#    separate import, not the disk); the flushes were fences;
+#    separate import, not the disk); the flushes were fences; reads and
+#    writes moved with zero copy (on siw, reads through their staging
+#    slot), as sysfs counts them;
 #  - a read-only export, or `map --ro`, gives a read-only disk;
 #  - BLK_UNMAP refuses an open disk (EBUSY) unless forced;
 #  - the disk outlives the map command, on a connection of its own (sysfs
@@ -96,10 +98,22 @@ flushes_are_fences() {
 	[ "$n" -gt 0 ]
 }
 
+# The disk's reads and writes moved straight from and to their own pages
+# (zero copy) where the queue pair allows it: everywhere on RoCE; on
+# iWARP reads go through their staging slot (their sinks must allow
+# remote write), writes do not.  sysfs counts both kinds.
+zero_copy_counted() {
+	z=$(cat /sys/block/rrdmab0/rrdma/zero_copy)
+	st=$(cat /sys/block/rrdmab0/rrdma/staged)
+	echo "# zero_copy $z, staged $st"
+	[ "$z" -gt 0 ] || return 1
+	if [ "$prov" = rxe ]; then [ "$st" = 0 ]; else [ "$st" -gt 0 ]; fi
+}
+
 # sysfs shows the disk, whose map command (and its connection) ended.
 sysfs_shows_disk() {
 	d=/sys/block/rrdmab0/rrdma
-	for f in peer state reconnects fences; do echo "$f: $(cat $d/$f)"; done
+	for f in peer state reconnects fences zero_copy staged; do echo "$f: $(cat $d/$f)"; done
 	[ "$(cat $d/peer)" = "$RRDMA_PEER:7471" ] && [ "$(cat $d/state)" = connected ] &&
 		[ "$(cat $d/reconnects)" = 0 ]
 }
@@ -357,6 +371,8 @@ else
 		resources_named
 	check "blk $prov: fio, 4 jobs at depth 32, crc32c verified over the whole disk" fio_verify
 	grep -E "IOPS=" /tmp/fio.out | sed 's/^ */fio: /'
+	check "blk $prov: reads and writes moved with zero copy where the queue pair allows it (sysfs zero_copy, staged)" \
+		zero_copy_counted
 	if [ "$prov" = rxe ]; then
 		check "blk $prov: $dev gone for 2 s under fio with verification: it goes on, every block checked" \
 			link_cut_under_fio

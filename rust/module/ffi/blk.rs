@@ -45,6 +45,8 @@ pub(crate) struct BlkStatus {
     pub(crate) peer: super::ShimAddr,
     pub(crate) fences: u64,
     pub(crate) reconnects: u64,
+    pub(crate) zero_copy: u64,
+    pub(crate) staged: u64,
     pub(crate) state: u32,
     pub(crate) pad: u32,
 }

@@ -123,6 +123,8 @@ same_layout!(BlkStatus, blk_status__SIZE, {
     peer: blk_status__peer,
     fences: blk_status__fences,
     reconnects: blk_status__reconnects,
+    zero_copy: blk_status__zero_copy,
+    staged: blk_status__staged,
     state: blk_status__state,
     pad: blk_status__pad,
 });

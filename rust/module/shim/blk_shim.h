@@ -73,6 +73,8 @@ struct rrdma_shim_blk_status {
 	struct rrdma_shim_addr peer;
 	__u64 fences;
 	__u64 reconnects;
+	__u64 zero_copy;
+	__u64 staged;
 	__u32 state;	/* RRDMA_SHIM_BLK_UP, _RECONNECTING, _DOWN */
 	__u32 pad;
 };

@@ -8,6 +8,10 @@
  *  state       its connection: connected, reconnecting or down
  *  reconnects  times its connection came back (only grows)
  *  fences      flushes posted as fences on its import (only grows)
+ *  zero_copy   reads and writes posted from or to their own pages (only
+ *              grows; a request posted again counts again)
+ *  staged      reads and writes posted through their staging slot, which
+ *              their queue pair needed (an iWARP read; only grows)
  *  reset       (write-only) any write ends the connection as a peer's
  *              disconnect would: it reconnects, I/O waits meanwhile
  *
@@ -74,6 +78,24 @@ static ssize_t fences_show(struct device *dev, struct device_attribute *attr,
 	return sysfs_emit(buf, "%llu\n", s.fences);
 }
 
+static ssize_t zero_copy_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	struct rrdma_shim_blk_status s;
+
+	rrdma_blk_status_of(dev, &s);
+	return sysfs_emit(buf, "%llu\n", s.zero_copy);
+}
+
+static ssize_t staged_show(struct device *dev, struct device_attribute *attr,
+			   char *buf)
+{
+	struct rrdma_shim_blk_status s;
+
+	rrdma_blk_status_of(dev, &s);
+	return sysfs_emit(buf, "%llu\n", s.staged);
+}
+
 static ssize_t reset_store(struct device *dev, struct device_attribute *attr,
 			   const char *buf, size_t count)
 {
@@ -85,6 +107,8 @@ static DEVICE_ATTR_RO(peer);
 static DEVICE_ATTR_RO(state);
 static DEVICE_ATTR_RO(reconnects);
 static DEVICE_ATTR_RO(fences);
+static DEVICE_ATTR_RO(zero_copy);
+static DEVICE_ATTR_RO(staged);
 static DEVICE_ATTR_WO(reset);
 
 static struct attribute *rrdma_blk_attrs[] = {
@@ -92,6 +116,8 @@ static struct attribute *rrdma_blk_attrs[] = {
 	&dev_attr_state.attr,
 	&dev_attr_reconnects.attr,
 	&dev_attr_fences.attr,
+	&dev_attr_zero_copy.attr,
+	&dev_attr_staged.attr,
 	&dev_attr_reset.attr,
 	NULL,
 };

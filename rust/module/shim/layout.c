@@ -180,6 +180,8 @@ int main(void)
 	OFFSET(blk_status__peer, rrdma_shim_blk_status, peer);
 	OFFSET(blk_status__fences, rrdma_shim_blk_status, fences);
 	OFFSET(blk_status__reconnects, rrdma_shim_blk_status, reconnects);
+	OFFSET(blk_status__zero_copy, rrdma_shim_blk_status, zero_copy);
+	OFFSET(blk_status__staged, rrdma_shim_blk_status, staged);
 	OFFSET(blk_status__state, rrdma_shim_blk_status, state);
 	OFFSET(blk_status__pad, rrdma_shim_blk_status, pad);
 	DEFINE(RRDMA_SHIM_BLK_UP, RRDMA_SHIM_BLK_UP);
