@@ -5,12 +5,13 @@
 //!
 //! The block layer side is the shim's (`shim/blk.c`); here a disk's
 //! requests become operations on its import. A request's bytes move
-//! straight between its own pages and the peer (zero copy: its pages are
-//! mapped for the queue pair's device and named with the local DMA key,
-//! `OpWork::Request`) where the queue pair allows it; on iWARP a READ's
-//! sink must be registered with remote write access, so a read's bytes
-//! go through the slot of its tag in the disk's staging region (one copy
-//! on this host). Its operation is posted as any other, on the import's
+//! straight between its own pages and the peer (zero copy,
+//! `OpWork::Request`): its pages are mapped for the queue pair's device
+//! and named with the local DMA key, or, as an iWARP READ's sink (which
+//! must allow remote write), registered for that READ. A request the
+//! queue pair cannot take so (a sink cannot map pages with a gap between
+//! them) goes through the slot of its tag in the disk's staging region
+//! (one copy on this host). Its operation is posted as any other, on the import's
 //! connection's first queue pair: a write completes once sent (the disk's
 //! volatile write cache), a FUA write once placed, a flush is a fence.
 //! The exporter does no work per I/O.
@@ -61,10 +62,6 @@ pub(crate) struct DiskIo {
     /// The connection's reconnect count then: a later outage (the
     /// connection came back while the disk was idle) starts a new clock.
     down_epoch: AtomicU64,
-    /// The connection's reconnect count when a read found it unable to
-    /// take zero copy (iWARP), plus one (0: none did): until it
-    /// reconnects, reads are staged without asking.
-    staged_reads: AtomicU64,
 }
 
 /// How the queue call went.
@@ -102,7 +99,6 @@ impl DiskIo {
             staged: AtomicU64::new(0),
             down_since: AtomicU64::new(0),
             down_epoch: AtomicU64::new(0),
-            staged_reads: AtomicU64::new(0),
         }
     }
 
@@ -122,12 +118,7 @@ impl DiskIo {
             ffi::BLK_FLUSH => IoKind::Flush,
             _ => return Err(EINVAL),
         };
-        let epoch = self.import.conn.reconnects() + 1;
-        let zero_copy = io.zero_copy != 0
-            && !(kind == IoKind::Read && self.staged_reads.load(Ordering::Relaxed) == epoch);
-        if io.zero_copy != 0 && !zero_copy {
-            return Ok(Queued::Stage);
-        }
+        let zero_copy = io.zero_copy != 0;
         let posted = self.post(kind, rq, io, zero_copy);
         match posted {
             Ok(Posted::Yes) => {
@@ -142,12 +133,7 @@ impl DiskIo {
                 }
                 Ok(Queued::Posted)
             }
-            Err(e) if e == EXDEV && zero_copy => {
-                if kind == IoKind::Read {
-                    self.staged_reads.store(epoch, Ordering::Relaxed);
-                }
-                Ok(Queued::Stage)
-            }
+            Err(e) if e == EXDEV && zero_copy => Ok(Queued::Stage),
             Ok(Posted::Full) => Err(EAGAIN),
             // The connection reconnects (or its import waits to be
             // restored).

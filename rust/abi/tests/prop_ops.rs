@@ -6,8 +6,8 @@
 
 use proptest::prelude::*;
 use rrdma_abi::ops::{
-    dma_bytes, dma_piece_count, dma_pieces, max_op_blocks, max_wrs, op_sinks, op_wrs,
-    segment_count, segments, Checked, Dir, DmaSeg,
+    dma_bytes, dma_piece_count, dma_pieces, dma_ranges, max_op_blocks, max_wrs, op_sinks, op_wrs,
+    range_pages, segment_count, segments, Checked, Dir, DmaSeg,
 };
 
 proptest! {
@@ -81,6 +81,47 @@ proptest! {
         }
         prop_assert_eq!(r - ro, dma_bytes(&segs).unwrap());
         prop_assert_eq!(dma_piece_count(&segs, ro, rs), n);
+    }
+}
+
+proptest! {
+    /// A gap-free list (a first segment ending on a page edge, whole
+    /// pages, a last starting on one): a range's page count is the pages
+    /// its bytes touch, counted byte by byte; ranges tile the bytes.
+    #[test]
+    fn range_pages_counts_the_pages_touched(
+        first_off in 0u32..4096, npages in 0usize..6, last_len in 1u32..=4096,
+        page_nos in proptest::collection::vec(0u64..1000, 8),
+        off in 0u64..40000, len in 1u64..40000, rs in 9u32..16,
+    ) {
+        let mut segs = vec![DmaSeg { addr: (page_nos[0] << 12) + u64::from(first_off), len: 4096 - first_off }];
+        for i in 0..npages {
+            segs.push(DmaSeg { addr: page_nos[i + 1] << 12, len: 4096 });
+        }
+        segs.push(DmaSeg { addr: page_nos[7] << 12, len: last_len });
+        let total = dma_bytes(&segs).unwrap();
+        let mut pages = std::collections::BTreeSet::new();
+        if off + len <= total {
+            let mut pos = 0u64;
+            for s in &segs {
+                for b in 0..u64::from(s.len) {
+                    if (off..off + len).contains(&(pos + b)) {
+                        pages.insert((pos, (s.addr + b) >> 12));
+                    }
+                }
+                pos += u64::from(s.len);
+            }
+            prop_assert_eq!(range_pages(&segs, off, len, 12), Some(pages.len() as u64));
+        } else {
+            prop_assert_eq!(range_pages(&segs, off, len, 12), None);
+        }
+        let mut next = 0;
+        for r in dma_ranges(total, off, rs) {
+            prop_assert_eq!(r.off, next);
+            prop_assert_eq!(r.remote_off >> rs, (r.remote_off + u64::from(r.len) - 1) >> rs);
+            next += u64::from(r.len);
+        }
+        prop_assert_eq!(next, total);
     }
 }
 

@@ -25,6 +25,9 @@ const WR_REG: u32 = u32_of(c::RRDMA_SHIM_WR_REG);
 const WR_SINK_REG: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_REG);
 /// `RRDMA_SHIM_WR_SINK_READ`: an RDMA READ that invalidates its sink.
 const WR_SINK_READ: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_READ);
+/// `RRDMA_SHIM_WR_SINK_REG_DMA`: registers a READ sink over a disk
+/// request's pages (iWARP).
+const WR_SINK_REG_DMA: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_REG_DMA);
 /// An opcode the shim refuses: what a work request becomes once handed to
 /// the shim, so that it is never posted twice ([`spend`]).
 const WR_SPENT: u32 = u32::MAX;
@@ -201,6 +204,23 @@ impl ShimWr {
             sink,
             mr: chunk.map_or(core::ptr::null_mut(), |c| c.as_ptr()),
             ..Self::remote(WR_SINK_REG, local_addr, len, 0, 0)
+        }
+    }
+
+    /// A registration of READ sink `sink` (iWARP) over bytes `off` to
+    /// `off + len` of a disk request's DMA segments `map`, which have no
+    /// gap there and no more pages than a sink maps
+    /// (`abi::ops::sink_ranges`).
+    pub(crate) fn sink_reg_dma(map: &super::DmaMap<'_>, sink: u32, off: u64, len: u32) -> Self {
+        Self {
+            sink,
+            // The segments' count, in the request's `lkey` (unused by a
+            // sink registration).
+            lkey: map.segs.len() as u32,
+            // C's `mr` is a union with `segs`, which the shim reads while
+            // posting (the request keeps them until it ends).
+            mr: map.segs.as_ptr().cast_mut().cast(),
+            ..Self::remote(WR_SINK_REG_DMA, off, len, 0, 0)
         }
     }
 

@@ -15,11 +15,12 @@
  *    has no room now (blk-mq retries), another -errno to fail it.  A read
  *    or write is first offered with zero copy: its bytes move between its
  *    own pages and the peer, which rrdma_shim_blk_dma_map() maps for the
- *    device of the queue pair it is posted on (with the local DMA key),
- *    inside the posting; RRDMA_SHIM_BLK_STAGE says that queue pair cannot
- *    reach them (an iWARP READ's sink must be registered for remote
- *    write), and its bytes then go through the slot of its tag: one copy
- *    on the initiator, none on the exporter either way;
+ *    device of the queue pair it is posted on (named with the local DMA
+ *    key, or by an iWARP READ's sink registered over them), inside the
+ *    posting; RRDMA_SHIM_BLK_STAGE says that queue pair cannot reach them
+ *    (a sink cannot map pages with a gap between them), and its bytes then
+ *    go through the slot of its tag: one copy on the initiator, none on
+ *    the exporter either way;
  *  - rrdma_shim_blk_end() ends a request with a status; any context,
  *    softirq included.  Its DMA mapping, if any, goes first.  A read or
  *    write that failed with its connection

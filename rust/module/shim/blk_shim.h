@@ -35,9 +35,9 @@ struct rrdma_shim_blk_io {
 
 /*
  * rrdma_rust_blk_queue()'s answer to a request offered with zero_copy:
- * its queue pair cannot reach the request's pages (an iWARP READ, whose
- * sink must be registered for remote write; more work requests than an
- * operation may take): stage its bytes in its slot and queue it again.
+ * its queue pair cannot reach the request's pages (an iWARP READ whose
+ * pages one sink cannot map: a gap between them; more work requests than
+ * an operation may take): stage its bytes in its slot and queue it again.
  */
 #define RRDMA_SHIM_BLK_STAGE		1
 

@@ -10,8 +10,9 @@
  *  fences      flushes posted as fences on its import (only grows)
  *  zero_copy   reads and writes posted from or to their own pages (only
  *              grows; a request posted again counts again)
- *  staged      reads and writes posted through their staging slot, which
- *              their queue pair needed (an iWARP read; only grows)
+ *  staged      reads and writes posted through their staging slot: their
+ *              queue pair could not reach their pages (an iWARP read
+ *              whose pages have a gap between them; only grows)
  *  reset       (write-only) any write ends the connection as a peer's
  *              disconnect would: it reconnects, I/O waits meanwhile
  *

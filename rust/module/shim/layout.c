@@ -75,6 +75,7 @@ static_assert(offsetof(struct rrdma_shim_wr, remote_addr) == 32);
 static_assert(offsetof(struct rrdma_shim_wr, rkey) == 40);
 static_assert(offsetof(struct rrdma_shim_wr, access) == 44);
 static_assert(offsetof(struct rrdma_shim_wr, mr) == 48);
+static_assert(offsetof(struct rrdma_shim_wr, segs) == 48);
 
 static_assert(sizeof(struct rrdma_shim_done) == 8);
 static_assert(offsetof(struct rrdma_shim_done, slot) == 0);
@@ -204,6 +205,7 @@ int main(void)
 	OFFSET(wr__rkey, rrdma_shim_wr, rkey);
 	OFFSET(wr__access, rrdma_shim_wr, access);
 	OFFSET(wr__mr, rrdma_shim_wr, mr);
+	DEFINE(RRDMA_SHIM_WR_SINK_REG_DMA, RRDMA_SHIM_WR_SINK_REG_DMA);
 
 	DEFINE(done__SIZE, sizeof(struct rrdma_shim_done));
 	OFFSET(done__slot, rrdma_shim_done, slot);

@@ -101,6 +101,50 @@ static int sink_map(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
 	return 0;
 }
 
+/*
+ * Maps READ sink @k over bytes @s->local_addr to @s->local_addr + @s->len
+ * of a disk request's DMA segments (@s->segs, @s->lkey of them): one fast
+ * registration over their pages, which Rust checked have no gap and fit
+ * a sink (abi::ops::sink_ranges); the request holds the mapping until the
+ * READ completes.  The sink's iova keeps the first byte's offset in its
+ * page (an RNIC's first-byte offset) and is otherwise the range's offset
+ * in the request: the peer sees no DMA address.
+ */
+static int sink_map_dma(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
+			const struct rrdma_shim_wr *s)
+{
+	const struct rrdma_shim_dma_seg *seg = s->segs;
+	struct scatterlist *out = q->sink_sg;
+	u64 off = s->local_addr, end = off + s->len, pos = 0;
+	u32 i, n = 0;
+	int mapped;
+
+	if (!s->len || !seg)
+		return -EINVAL;
+	for (i = 0; i < s->lkey && pos < end; i++) {
+		u64 a = pos, b = pos + seg[i].len;
+
+		pos = b;
+		if (b <= off)
+			continue;
+		if (n == q->sink_nsg)
+			return -EINVAL;
+		sg_dma_address(&out[n]) = seg[i].addr + (max(a, off) - a);
+		sg_dma_len(&out[n]) = min(b, end) - max(a, off);
+		n++;
+	}
+	if (pos < end || !n)
+		return -EINVAL;
+	lockdep_assert_held(&q->lock);
+	mapped = ib_map_mr_sg(k->mr, out, n, NULL, PAGE_SIZE);
+	if (mapped != n)
+		return mapped < 0 ? mapped : -EINVAL;
+	k->mr->iova = (off & PAGE_MASK) | offset_in_page(sg_dma_address(&out[0]));
+	/* A fresh key: the last READ into this sink invalidated the old one. */
+	ib_update_fast_reg_key(k->mr, ib_inc_rkey(k->mr->rkey));
+	return 0;
+}
+
 #define RRDMA_POST_CHUNK 8
 
 /*
@@ -132,6 +176,7 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 			struct rrdma_shim_sink *sink = NULL;
 
 			if (s->opcode == RRDMA_SHIM_WR_SINK_REG ||
+			    s->opcode == RRDMA_SHIM_WR_SINK_REG_DMA ||
 			    s->opcode == RRDMA_SHIM_WR_SINK_READ) {
 				if (s->sink >= q->nsinks) {
 					ret = -EINVAL;
@@ -166,7 +211,10 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 				w[k].reg.access = access_flags(s->access);
 				break;
 			case RRDMA_SHIM_WR_SINK_REG:
-				ret = sink_map(q, sink, s);
+			case RRDMA_SHIM_WR_SINK_REG_DMA:
+				ret = s->opcode == RRDMA_SHIM_WR_SINK_REG ?
+					      sink_map(q, sink, s) :
+					      sink_map_dma(q, sink, s);
 				if (ret)
 					goto out;
 				wr->opcode = IB_WR_REG_MR;

@@ -226,11 +226,14 @@ void rrdma_shim_trace_device_remove(const char *name);
 #define RRDMA_SHIM_WR_REG	3
 #define RRDMA_SHIM_WR_SINK_REG	5	/* register a READ sink (iWARP) */
 #define RRDMA_SHIM_WR_SINK_READ	6	/* READ_WITH_INV into a READ sink */
+#define RRDMA_SHIM_WR_SINK_REG_DMA 7	/* a READ sink over a disk request's pages */
 
 /* rrdma_shim_wr.access, for RRDMA_SHIM_WR_REG */
 #define RRDMA_SHIM_ACCESS_LOCAL_WRITE	BIT(0)
 #define RRDMA_SHIM_ACCESS_REMOTE_READ	BIT(1)
 #define RRDMA_SHIM_ACCESS_REMOTE_WRITE	BIT(2)
+
+struct rrdma_shim_dma_seg;
 
 /**
  * struct rrdma_shim_wr - one send-queue work request, flattened
@@ -253,6 +256,9 @@ void rrdma_shim_trace_device_remove(const char *name);
  * @access:	REG: RRDMA_SHIM_ACCESS_*
  * @mr:		REG: the MR to register; SINK_REG: the chunk whose DMA mapping
  *		the sink maps, or NULL for the QP's scratch buffer (a fence)
+ * @segs:	SINK_REG_DMA: a disk request's DMA segments (@lkey of them),
+ *		of which the sink maps bytes @local_addr to @local_addr + @len
+ *		(checked by Rust: no gap, no more pages than a sink maps)
  *
  * iWARP places an RDMA READ's response as a tagged write into its sink, so
  * the sink must allow remote write.  A sink is registered for one READ
@@ -283,7 +289,10 @@ struct rrdma_shim_wr {
 	__u64 remote_addr;
 	__u32 rkey;
 	__u32 access;
-	struct rrdma_shim_mr *mr;
+	union {
+		struct rrdma_shim_mr *mr;
+		const struct rrdma_shim_dma_seg *segs;
+	};
 };
 
 /* Largest control message (the shim copies one to its stack). */

@@ -69,7 +69,8 @@ impl Conn {
         let reg = local.tree.get_mut(&rk);
         let batched = batch.is_some() || join;
         // A disk request's own pages, mapped for this queue pair's device
-        // (kept mapped until the request ends), or `EXDEV`: to stage.
+        // (kept mapped until the request ends); `EXDEV` from the plan: to
+        // stage.
         let map = match dma {
             true => Some(map_request(inner, p, c, to)?),
             false => None,
@@ -319,18 +320,13 @@ fn finish_attempt(
 }
 
 /// Maps the pages of the disk request `to` reports to for path `p`'s
-/// queue pair: `EXDEV` (to stage) for an iWARP READ, whose sink must be
-/// registered with remote write access.
+/// queue pair.
 fn map_request<'t>(
     inner: &crate::conn::ConnInner,
     p: usize,
     c: &Checked,
     to: &'t mut ReportTo,
 ) -> Result<ffi::DmaMap<'t>, Errno> {
-    let res = inner.res.as_ref().ok_or(ENOTCONN)?;
-    if res.iwarp && c.dir == Dir::Read {
-        return Err(EXDEV);
-    }
     let lane = &inner.paths.get(p).ok_or(ENOTCONN)?.lane;
     let qp = path_qp(p, &inner.id, lane).ok_or(ENOTCONN)?;
     let rq = to.waiter.as_mut().and_then(Waiter::blk_mut).ok_or(EINVAL)?;
@@ -385,14 +381,32 @@ impl Step<'_> {
                 .and_then(|i| o.sinks_free.get(i).copied())
         };
         let mut nsinks = 0;
-        if let Some(m) = self.dma {
-            // The plan counted them (and no READ sinks: not on iWARP).
-            for piece in ops::dma_pieces(m.segs, c.remote_off, self.import.chunk_shift) {
-                let rc = ops::chunk_of(piece.remote_off, self.import.chunk_shift) as usize;
-                let rkey = self.target.rkey(rc).ok_or(Err(ENOTCONN))?;
-                let w = ShimWr::dma(c.dir == Dir::Read, &piece, m, rkey);
-                let _ = wrs.push(w, GFP_KERNEL);
+        let shift = self.import.chunk_shift;
+        match self.dma {
+            // On iWARP a READ per remote chunk, into a sink registered over
+            // that range of the request's pages (the plan checked they fit).
+            Some(m) if plan.iwarp && c.dir == Dir::Read => {
+                for r in ops::dma_ranges(c.len, c.remote_off, shift) {
+                    let rc = ops::chunk_of(r.remote_off, shift) as usize;
+                    let rkey = self.target.rkey(rc).ok_or(Err(ENOTCONN))?;
+                    let Some(k) = sink_of(nsinks) else {
+                        return again;
+                    };
+                    nsinks += 1;
+                    let _ = wrs.push(ShimWr::sink_reg_dma(m, k, r.off, r.len), GFP_KERNEL);
+                    let _ = wrs.push(ShimWr::sink_read(k, r.len, r.remote_off, rkey), GFP_KERNEL);
+                }
             }
+            // Elsewhere a request per piece, with the local DMA key.
+            Some(m) => {
+                for piece in ops::dma_pieces(m.segs, c.remote_off, shift) {
+                    let rc = ops::chunk_of(piece.remote_off, shift) as usize;
+                    let rkey = self.target.rkey(rc).ok_or(Err(ENOTCONN))?;
+                    let w = ShimWr::dma(c.dir == Dir::Read, &piece, m, rkey);
+                    let _ = wrs.push(w, GFP_KERNEL);
+                }
+            }
+            None => {}
         }
         for s in
             ops::segments(c, plan.lshift, self.import.chunk_shift).filter(|_| self.dma.is_none())

@@ -72,6 +72,21 @@ impl Plan {
             }
         }
         let nseg = match dma {
+            // On iWARP a READ per remote chunk, each into a sink over its
+            // range of the request's pages (`EXDEV`, to stage, if one has a
+            // gap or does not fit a sink).
+            Some(segs) if res.iwarp && c.dir == Dir::Read => {
+                let page_shift = ffi::page_size().trailing_zeros();
+                let sink_pages = 1u32 << lshift.saturating_sub(page_shift);
+                ops::sink_ranges(
+                    segs,
+                    c.remote_off,
+                    import.chunk_shift,
+                    page_shift,
+                    sink_pages,
+                )
+                .ok_or(EXDEV)?
+            }
             Some(segs) => ops::dma_piece_count(segs, c.remote_off, import.chunk_shift),
             None => ops::segment_count(c, lshift, import.chunk_shift),
         };

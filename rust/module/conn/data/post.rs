@@ -25,8 +25,10 @@ pub(crate) enum OpWork<'a> {
     /// the `Waiter::Blk` it reports to), mapped for the queue pair's
     /// device with the local DMA key; the region (its disk's staging) holds
     /// the cache entry the operation leases, and none of its chunks is
-    /// registered for it. `EXDEV` where the queue pair cannot take it so
-    /// (an iWARP READ, whose sink must allow remote write; more work
+    /// registered for it (on iWARP a READ's sink is registered over the
+    /// request's pages, and invalidated by the READ). `EXDEV` where the
+    /// queue pair cannot take it so (an iWARP READ whose pages one sink
+    /// cannot map: a gap between segments, too many pages; more work
     /// requests than an operation may take): the caller stages its bytes.
     Request(&'a Arc<Region>, &'a Checked),
 }
