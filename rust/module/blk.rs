@@ -79,8 +79,8 @@ unsafe impl Send for DiskIo {}
 unsafe impl Sync for DiskIo {}
 
 impl DiskIo {
-    /// A disk's I/O state: `staging` and its `pages` hold its requests'
-    /// bytes.
+    /// A disk's I/O state: `staging` and its `pages` hold the bytes of
+    /// its requests that are staged.
     fn new(
         index: u32,
         import: Arc<Import>,
@@ -231,6 +231,7 @@ impl Drop for DiskIo {
 }
 
 /// The shim's queue call for one request of a disk: 0 once posted,
+/// `RRDMA_SHIM_BLK_STAGE` to queue it again staged (not posted),
 /// `-EAGAIN` when there is no room now, another negative errno to fail it.
 ///
 /// # Safety
@@ -249,7 +250,7 @@ unsafe extern "C" fn rrdma_rust_blk_queue(
         return EINVAL.to_errno();
     };
     // SAFETY: a started request; kept (and ended by its completion) only
-    // when `queue` returns `Ok`, which returns 0.
+    // when `queue` returns `Ok(Queued::Posted)`, which returns 0.
     let rq = unsafe { BlkRequest::new(rq) };
     match disk.queue(rq, io) {
         Ok(Queued::Posted) => 0,

@@ -291,6 +291,11 @@ impl Qp {
         self.raw.as_ptr()
     }
 
+    /// The protection domain it was created in.
+    pub(crate) fn pd(&self) -> &Pd {
+        &self._pd
+    }
+
     /// A poll reference: until it is dropped, the queue pair outlives
     /// this borrow (its teardown waits). Hold it only while polling: the
     /// teardown waits for it.

@@ -33,8 +33,9 @@
 #    the disks only;
 #  - `rrdma-selftest blk`: bad, foreign (no CAP_SYS_ADMIN), stale (the
 #    import given back) and racing (unmap under I/O) arguments, the
-#    connection ended under the disk, and a read right after a write on
-#    another CPU.
+#    connection ended under the disk, a read right after a write on
+#    another CPU, and direct I/O with gaps between its pages (on iWARP its
+#    reads staged).
 . ./lib.sh
 . ./blk_swap.sh   # swap_round_trip, swap_under_pressure
 

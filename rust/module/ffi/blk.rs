@@ -90,9 +90,10 @@ extern "C" {
     fn rrdma_shim_blk_destroy(b: *mut ShimBlk);
     fn rrdma_shim_blk_openers(b: *mut ShimBlk) -> c_uint;
     fn rrdma_shim_blk_end(rq: *mut Request, status: c_int);
+    fn rrdma_shim_blk_dma_unmap(rq: *mut Request);
     fn rrdma_shim_blk_dma_map(
         rq: *mut Request,
-        q: *mut super::ShimQp,
+        pd: *mut super::IbPd,
         segs: *mut *const DmaSeg,
         nsegs: *mut u32,
         lkey: *mut u32,
@@ -200,16 +201,25 @@ impl BlkRequest {
         Self(rq)
     }
 
-    /// Its segments mapped for `qp`'s device (once per device: the
-    /// mapping stays until the request ends), with the local DMA key of
-    /// `qp`'s domain: `ENOMEM` if the device cannot map them now, `EINVAL`
-    /// for a request not offered with zero copy. Any context.
+    /// Its segments mapped for the device of `qp` (once: a later call for
+    /// the same device finds them mapped), with the local DMA key of
+    /// `qp`'s domain: `ENOMEM` if the device cannot map them, `EINVAL`
+    /// for a request not offered with zero copy. Any context; the caller
+    /// keeps the device (holds a lock its removal takes) until the request
+    /// is posted or [`Self::dma_unmap`] unmaps it.
     pub(crate) fn dma_map(&mut self, qp: &crate::verbs::Qp) -> Result<DmaMap<'_>> {
         let (mut segs, mut n, mut lkey) = (core::ptr::null(), 0u32, 0u32);
         // SAFETY: the request is started and not ended (`new`'s contract),
-        // and the queue pair is live (`&Qp`); the out pointers are valid.
+        // and the queue pair's domain is live (`&Qp`); the out pointers
+        // are valid.
         let ret = unsafe {
-            rrdma_shim_blk_dma_map(self.0.as_ptr(), qp.raw(), &mut segs, &mut n, &mut lkey)
+            rrdma_shim_blk_dma_map(
+                self.0.as_ptr(),
+                qp.pd().as_ptr(),
+                &mut segs,
+                &mut n,
+                &mut lkey,
+            )
         };
         crate::abi::to_result(ret)?;
         if segs.is_null() {
@@ -220,6 +230,14 @@ impl BlkRequest {
         // `self` is borrowed mutably (so neither) for the slice's life.
         let segs = unsafe { core::slice::from_raw_parts(segs, n as usize) };
         Ok(DmaMap { segs, lkey })
+    }
+
+    /// Unmaps its segments if [`Self::dma_map`] mapped them: it was not
+    /// posted. Any context.
+    pub(crate) fn dma_unmap(&mut self) {
+        // SAFETY: the request is started and not ended (`new`'s contract);
+        // `&mut self` ends every `DmaMap` of it.
+        unsafe { rrdma_shim_blk_dma_unmap(self.0.as_ptr()) };
     }
 
     /// Ends it with `status` (0, or a negative errno: an I/O error); a

@@ -18,7 +18,9 @@
  *    device of the queue pair it is posted on (named with the local DMA
  *    key, or by an iWARP READ's sink registered over them), inside the
  *    posting; RRDMA_SHIM_BLK_STAGE says that queue pair cannot reach them
- *    (a sink cannot map pages with a gap between them), and its bytes then
+ *    (a sink cannot map pages with a gap between them or more pages than
+ *    it has; more work requests than an operation may take; a device that
+ *    cannot map them), and its bytes then
  *    go through the slot of its tag: one copy on the initiator, none on
  *    the exporter either way;
  *  - rrdma_shim_blk_end() ends a request with a status; any context,
@@ -47,14 +49,15 @@
 #include <linux/module.h>
 #include <linux/sched/mm.h>
 
+#include <rdma/ib_verbs.h>
+
 #include "rrdma_shim.h"
-#include "qp_internal.h"
 
 /*
  * A request's staging slot, set when it is queued: byte @base on; its
  * kind; its status once its operation has ended; whether its bytes went
  * through the slot (@staged).  Zero copy: its segments (@sg, @nsg of them
- * as blk_rq_map_sg() made them) and, once mapped for @dma_dev (NULL: not
+ * as blk_rq_map_sg() made them) and, while mapped for @dma_dev (NULL: not
  * mapped), their @ndma DMA segments @dma.
  */
 struct rrdma_blk_pdu {
@@ -121,7 +124,13 @@ static enum dma_data_direction rrdma_blk_dma_dir(struct request *rq)
 	return rq_data_dir(rq) == WRITE ? DMA_TO_DEVICE : DMA_FROM_DEVICE;
 }
 
-/* Unmaps the request's segments if they are mapped; any context. */
+/*
+ * Unmaps the request's segments if they are mapped; any context.  Rust
+ * unmaps a request it does not post before it releases the locks that
+ * keep the device (rrdma_shim_blk_dma_unmap()); its completion, or the
+ * teardown's once the queue pair is gone, ends a posted one
+ * (rrdma_shim_blk_end()), before the device's removal returns.
+ */
 static void rrdma_blk_dma_unmap(struct request *rq)
 {
 	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
@@ -132,20 +141,25 @@ static void rrdma_blk_dma_unmap(struct request *rq)
 	pdu->dma_dev = NULL;
 }
 
+void rrdma_shim_blk_dma_unmap(struct request *rq)
+{
+	rrdma_blk_dma_unmap(rq);
+}
+
 /*
- * Maps @rq's segments for @q's device, once per device (a request posted
- * again on the same one keeps its mapping until it ends), and gives them
- * with the local DMA key of @q's domain: what its work requests name.
- * Called by Rust inside the posting, under a path's lock (BH off); the
- * request is started and offered with zero copy.  -ENOMEM when the
- * device cannot map it now (the block layer retries).
+ * Maps @rq's segments for the device of @pd, once per posting (the
+ * attempts of one post on the same device share it), and gives them with
+ * @pd's local DMA key: what its work requests name.  Called by Rust
+ * inside the posting, under a path's lock (BH off); the request is
+ * started and offered with zero copy.  -ENOMEM when the device cannot map
+ * them (Rust stages the request instead).
  */
-int rrdma_shim_blk_dma_map(struct request *rq, struct rrdma_shim_qp *q,
+int rrdma_shim_blk_dma_map(struct request *rq, struct ib_pd *pd,
 			   const struct rrdma_shim_dma_seg **segs, u32 *nsegs,
 			   u32 *lkey)
 {
 	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
-	struct ib_device *dev = q->pd->device;
+	struct ib_device *dev = pd->device;
 	struct scatterlist *sg;
 	int i, n;
 
@@ -166,8 +180,20 @@ int rrdma_shim_blk_dma_map(struct request *rq, struct rrdma_shim_qp *q,
 	}
 	*segs = pdu->dma;
 	*nsegs = pdu->ndma;
-	*lkey = q->pd->local_dma_lkey;
+	*lkey = pd->local_dma_lkey;
 	return 0;
+}
+
+/* Its bytes go through its slot: a write's copied in now. */
+static void rrdma_blk_stage(struct request *rq, struct rrdma_shim_blk_io *io)
+{
+	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
+
+	rrdma_blk_dma_unmap(rq);
+	pdu->staged = true;
+	io->zero_copy = 0;
+	if (io->op != RRDMA_SHIM_BLK_READ)
+		rrdma_blk_copy(rq, false);
 }
 
 static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
@@ -210,7 +236,8 @@ static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
 	blk_mq_start_request(rq);
 	if (io.len) {
 		sg_init_table(pdu->sg, RRDMA_SHIM_BLK_SEGS);
-#ifdef RRDMA_COMPAT_K6_12
+		/* The request_queue argument went in 6.15 (Kbuild). */
+#ifdef RRDMA_COMPAT_MAP_SG_QUEUE
 		pdu->nsg = blk_rq_map_sg(rq->q, rq, pdu->sg);
 #else
 		pdu->nsg = blk_rq_map_sg(rq, pdu->sg);
@@ -218,18 +245,19 @@ static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
 		io.zero_copy = pdu->nsg > 0;
 	}
 	noio = memalloc_noio_save();
+	if (io.len && !io.zero_copy)
+		rrdma_blk_stage(rq, &io);
 	ret = rrdma_rust_blk_queue(b->owner, rq, &io);
 	if (ret == RRDMA_SHIM_BLK_STAGE && io.zero_copy) {
-		rrdma_blk_dma_unmap(rq);
-		pdu->staged = true;
-		if (io.op != RRDMA_SHIM_BLK_READ)
-			rrdma_blk_copy(rq, false);
-		io.zero_copy = 0;
+		rrdma_blk_stage(rq, &io);
 		ret = rrdma_rust_blk_queue(b->owner, rq, &io);
 	}
 	memalloc_noio_restore(noio);
-	/* Not kept (a kept request may have ended already: untouched). */
-	if (ret)
+	/*
+	 * Not kept: Rust unmapped it already (this is for a bug's sake).  A
+	 * kept request may have ended already: untouched.
+	 */
+	if (ret && WARN_ON_ONCE(pdu->dma_dev))
 		rrdma_blk_dma_unmap(rq);
 	if (ret == -EAGAIN || ret == -ENOMEM)
 		return BLK_STS_RESOURCE;

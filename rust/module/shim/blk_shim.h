@@ -36,8 +36,9 @@ struct rrdma_shim_blk_io {
 /*
  * rrdma_rust_blk_queue()'s answer to a request offered with zero_copy:
  * its queue pair cannot reach the request's pages (an iWARP READ whose
- * pages one sink cannot map: a gap between them; more work requests than
- * an operation may take): stage its bytes in its slot and queue it again.
+ * pages one sink cannot map: a gap between them, more pages than a sink
+ * maps; more work requests than an operation may take; a device that
+ * cannot map them): stage its bytes in its slot and queue it again.
  */
 #define RRDMA_SHIM_BLK_STAGE		1
 
@@ -59,10 +60,11 @@ struct rrdma_blk *rrdma_shim_blk_create(void *owner, u32 index,
 void rrdma_shim_blk_destroy(struct rrdma_blk *b);
 unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b);
 void rrdma_shim_blk_end(struct request *rq, int status);
-struct rrdma_shim_qp;
-int rrdma_shim_blk_dma_map(struct request *rq, struct rrdma_shim_qp *q,
+struct ib_pd;
+int rrdma_shim_blk_dma_map(struct request *rq, struct ib_pd *pd,
 			   const struct rrdma_shim_dma_seg **segs, u32 *nsegs,
 			   u32 *lkey);
+void rrdma_shim_blk_dma_unmap(struct request *rq);
 bool rrdma_shim_capable_sys_admin(void);
 
 /* blk_sysfs.c: a disk's /sys/block/rrdmabN/rrdma/ files. */

@@ -12,7 +12,8 @@
  *              grows; a request posted again counts again)
  *  staged      reads and writes posted through their staging slot: their
  *              queue pair could not reach their pages (an iWARP read
- *              whose pages have a gap between them; only grows)
+ *              whose pages have a gap between them; too many work
+ *              requests; only grows)
  *  reset       (write-only) any write ends the connection as a peer's
  *              disconnect would: it reconnects, I/O waits meanwhile
  *

@@ -48,6 +48,22 @@ union rrdma_any_wr {
 };
 
 /*
+ * Maps READ sink @k over the @n entries of @out, with iova @iova, and a
+ * fresh key: the last READ into this sink invalidated the old one.
+ */
+static int sink_set(struct rrdma_shim_sink *k, struct scatterlist *out,
+		    u32 n, u64 iova)
+{
+	int mapped = ib_map_mr_sg(k->mr, out, n, NULL, PAGE_SIZE);
+
+	if (mapped != n)
+		return mapped < 0 ? mapped : -EINVAL;
+	k->mr->iova = iova;
+	ib_update_fast_reg_key(k->mr, ib_inc_rkey(k->mr->rkey));
+	return 0;
+}
+
+/*
  * Maps READ sink @k over exactly @s->len bytes: at @s->local_addr of the
  * region, through the DMA mapping of chunk @s->mr (its iova is the
  * chunk's region offset), or, without @s->mr, over the QP's scratch
@@ -60,7 +76,7 @@ static int sink_map(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
 	struct scatterlist *sg, *out = q->sink_sg;
 	u64 iova, off, end, pos = 0;
 	u32 n = 0;
-	int i, mapped;
+	int i;
 
 	if (!s->len)
 		return -EINVAL;
@@ -92,13 +108,7 @@ static int sink_map(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
 		iova = s->local_addr;
 	}
 	lockdep_assert_held(&q->lock);
-	mapped = ib_map_mr_sg(k->mr, out, n, NULL, PAGE_SIZE);
-	if (mapped != n)
-		return mapped < 0 ? mapped : -EINVAL;
-	k->mr->iova = iova;
-	/* A fresh key: the last READ into this sink invalidated the old one. */
-	ib_update_fast_reg_key(k->mr, ib_inc_rkey(k->mr->rkey));
-	return 0;
+	return sink_set(k, out, n, iova);
 }
 
 /*
@@ -117,7 +127,6 @@ static int sink_map_dma(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
 	struct scatterlist *out = q->sink_sg;
 	u64 off = s->local_addr, end = off + s->len, pos = 0;
 	u32 i, n = 0;
-	int mapped;
 
 	if (!s->len || !seg)
 		return -EINVAL;
@@ -136,13 +145,8 @@ static int sink_map_dma(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
 	if (pos < end || !n)
 		return -EINVAL;
 	lockdep_assert_held(&q->lock);
-	mapped = ib_map_mr_sg(k->mr, out, n, NULL, PAGE_SIZE);
-	if (mapped != n)
-		return mapped < 0 ? mapped : -EINVAL;
-	k->mr->iova = (off & PAGE_MASK) | offset_in_page(sg_dma_address(&out[0]));
-	/* A fresh key: the last READ into this sink invalidated the old one. */
-	ib_update_fast_reg_key(k->mr, ib_inc_rkey(k->mr->rkey));
-	return 0;
+	return sink_set(k, out, n, (off & PAGE_MASK) |
+				   offset_in_page(sg_dma_address(&out[0])));
 }
 
 #define RRDMA_POST_CHUNK 8

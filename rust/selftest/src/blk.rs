@@ -13,7 +13,11 @@
 //!   returns, the reader ends with errors or end of disk, no hang;
 //! - a read right after a write finds its bytes, the two submitted on
 //!   different CPUs (whose lanes, were a disk's requests posted there,
-//!   would not order them).
+//!   would not order them);
+//! - direct I/O from buffers with gaps between their pages (two iovecs
+//!   that start and end inside pages): round trips exact; on iWARP the
+//!   reads are staged (one READ sink cannot map a gap: sysfs `staged`
+//!   grows), elsewhere nothing is.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -25,7 +29,7 @@ use std::time::{Duration, Instant};
 use rrdma::abi::blkdev::{BlkMap, BlkUnmap, BLK_MAP_RO, BLK_UNMAP_FORCE};
 use rrdma::{Connection, PageBuf, RemoteRegion, Rrdma};
 
-use crate::remote::{addr, fnv, pattern, token, T};
+use crate::remote::{addr, fnv, iwarp, pattern, token, T};
 use crate::{ensure, expect_errno, expect_ok, Tap};
 
 const EPERM: i32 = 1;
@@ -252,6 +256,79 @@ fn read_after_write(dev: &Rrdma, peer: &str, cpus: &[usize]) -> Result<(), Strin
     res.and(crate::affinity::pin_to(cpus))
 }
 
+/// Rounds of [`gapped_io`].
+const GAP_ROUNDS: u64 = 16;
+
+/// A disk's sysfs counter `name` (`zero_copy`, `staged`).
+fn disk_count(index: u32, name: &str) -> Result<u64, String> {
+    let p = format!("/sys/block/rrdmab{index}/rrdma/{name}");
+    let s = std::fs::read_to_string(&p).map_err(|e| format!("{p}: {e}"))?;
+    s.trim().parse().map_err(|e| format!("{p}: {e}"))
+}
+
+/// One block moved as two halves whose buffers start 1 KiB into their
+/// pages: its request has two segments with a gap between them.
+fn gapped(f: &File, bufs: &mut [PageBuf; 2], at: u64, write: bool) -> Result<(), String> {
+    const OFF: usize = 1024;
+    let half = BLOCK / 2;
+    let iov: Vec<libc::iovec> = bufs
+        .iter_mut()
+        .map(|b| libc::iovec {
+            iov_base: b.as_mut_slice()[OFF..].as_mut_ptr().cast(),
+            iov_len: half,
+        })
+        .collect();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(f);
+    // SAFETY: the iovecs name `half` bytes inside buffers that live
+    // across the call.
+    let n = unsafe {
+        match write {
+            true => libc::pwritev(fd, iov.as_ptr(), 2, at as libc::off_t),
+            false => libc::preadv(fd, iov.as_ptr(), 2, at as libc::off_t),
+        }
+    };
+    match n {
+        n if n == BLOCK as isize => Ok(()),
+        n if n < 0 => Err(format!("{}", io::Error::last_os_error())),
+        n => Err(format!("{n} bytes of {BLOCK}")),
+    }
+}
+
+/// Direct I/O whose requests have a gap between their pages: every round
+/// trip exact; on iWARP the reads went through the staging slot (a READ
+/// sink is one registration, which cannot map a gap), elsewhere (and
+/// every write) with zero copy.
+fn gapped_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
+    with_disk(dev, peer, |_, _, _, index| {
+        let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
+        let buf = || PageBuf::new(BLOCK).map_err(|e| e.to_string());
+        let (mut w, mut r) = ([buf()?, buf()?], [buf()?, buf()?]);
+        let staged = disk_count(index, "staged")?;
+        for i in 0..GAP_ROUNDS {
+            let at = i * 3 * BLOCK as u64;
+            for (k, b) in w.iter_mut().enumerate() {
+                pattern(b.as_mut_slice(), 0x6a70_0000 + 2 * i + k as u64);
+            }
+            gapped(&f, &mut w, at, true).map_err(|e| format!("write {i}: {e}"))?;
+            gapped(&f, &mut r, at, false).map_err(|e| format!("read {i}: {e}"))?;
+            for k in 0..2 {
+                ensure(
+                    r[k].as_mut_slice()[1024..3072] == w[k].as_mut_slice()[1024..3072],
+                    format!("round {i}: half {k} read back differs"),
+                )?;
+            }
+        }
+        let staged = disk_count(index, "staged")? - staged;
+        match iwarp() {
+            true => ensure(
+                staged >= GAP_ROUNDS,
+                format!("iWARP: {staged} requests staged, not every read ({GAP_ROUNDS})"),
+            ),
+            false => ensure(staged == 0, format!("{staged} requests staged")),
+        }
+    })
+}
+
 /// `touch-pages MIB`: writes every page of MIB MiB of anonymous memory
 /// with its own pattern (its index and a seed), then checks every page.
 /// Under a memory cap smaller than MIB the pages go to swap and come back.
@@ -366,6 +443,10 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     t.check(
         "blk: forced unmap under a reading thread",
         unmap_races_io(dev, peer),
+    );
+    t.check(
+        "blk: direct I/O with gaps between its pages: exact; on iWARP its reads staged",
+        gapped_io(dev, peer),
     );
     let cpus = crate::affinity::cpus();
     let name = "blk: a read right after a write on another CPU finds its bytes";

@@ -69,8 +69,8 @@ impl Conn {
         let reg = local.tree.get_mut(&rk);
         let batched = batch.is_some() || join;
         // A disk request's own pages, mapped for this queue pair's device
-        // (kept mapped until the request ends); `EXDEV` from the plan: to
-        // stage.
+        // (until the request ends, or `post_locked` unmaps them if it is
+        // not posted); `EXDEV`: to stage.
         let map = match dma {
             true => Some(map_request(inner, p, c, to)?),
             false => None,
@@ -234,7 +234,15 @@ impl Conn {
         let (posted, r) = qp.post(wrs);
         if posted < n && posted > 0 && dma {
             // Some of them reach the request's pages: it stays in its
-            // slot until the teardown completes it.
+            // slot until the teardown completes it, with the flush status:
+            // not as a member of a fence group (whose fence may still
+            // complete, and would complete it as placed), nor as a fence,
+            // and giving back only the entries it took.
+            if let Some(op) = o.ops[slot as usize].as_mut() {
+                op.batch = None;
+                op.fenced = false;
+                op.wrs = posted;
+            }
             finish_attempt(reg, prep, wrs, None, posted);
             o.sq_free -= posted;
             if c.dir == Dir::Write {
@@ -330,7 +338,8 @@ fn map_request<'t>(
     let lane = &inner.paths.get(p).ok_or(ENOTCONN)?.lane;
     let qp = path_qp(p, &inner.id, lane).ok_or(ENOTCONN)?;
     let rq = to.waiter.as_mut().and_then(Waiter::blk_mut).ok_or(EINVAL)?;
-    let map = rq.dma_map(qp)?;
+    // A device that cannot map them: staged, they need no mapping.
+    let map = rq.dma_map(qp).map_err(|_| EXDEV)?;
     if ops::dma_bytes(map.segs) != Some(c.len) {
         ffi::internal_error!(
             "a disk request of {} bytes mapped to {} segments of another size\n",

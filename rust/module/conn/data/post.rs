@@ -199,7 +199,7 @@ impl Conn {
         // destroyed region's registrations are pruned): plan again then.
         for _ in 0..4 {
             let inner = g.get_or_insert_with(|| self.inner.lock());
-            let r = match pg.get_or_insert_with(|| lock.lock()).as_deref_mut() {
+            let mut r = match pg.get_or_insert_with(|| lock.lock()).as_deref_mut() {
                 Some(d) => self.try_post(
                     inner,
                     d,
@@ -215,6 +215,17 @@ impl Conn {
                 ),
                 None => Err(ENOTCONN),
             };
+            // A request's pages mapped for a post that did not keep it
+            // are unmapped while the locks still keep the device.
+            if dma && !matches!(r, Ok(Attempt::Done(Posted::Yes) | Attempt::FailedKept(_))) {
+                let w = match r.as_mut() {
+                    Ok(Attempt::Failed(_, Some(op))) => op.waiter.as_mut(),
+                    _ => to.waiter.as_mut(),
+                };
+                if let Some(rq) = w.and_then(Waiter::blk_mut) {
+                    rq.dma_unmap();
+                }
+            }
             if prep.pd.is_some()
                 || matches!(
                     r,
