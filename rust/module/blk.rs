@@ -10,8 +10,9 @@
 //! and named with the local DMA key, or, as an iWARP READ's sink (which
 //! must allow remote write), registered for that READ. A request the
 //! queue pair cannot take so (a sink cannot map pages with a gap between
-//! them) goes through the slot of its tag in the disk's staging region
-//! (one copy on this host). Its operation is posted as any other, on the import's
+//! them; more work requests than an operation may take) goes through the
+//! slot of its tag in the disk's staging region (one copy on this host).
+//! Its operation is posted as any other, on the import's
 //! connection's first queue pair: a write completes once sent (the disk's
 //! volatile write cache), a FUA write once placed, a flush is a fence.
 //! The exporter does no work per I/O.

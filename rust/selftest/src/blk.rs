@@ -14,8 +14,8 @@
 //! - a read right after a write finds its bytes, the two submitted on
 //!   different CPUs (whose lanes, were a disk's requests posted there,
 //!   would not order them);
-//! - direct I/O from buffers with gaps between their pages (two iovecs
-//!   that start and end inside pages): round trips exact; on iWARP the
+//! - direct I/O from buffers with a gap between their pages (two iovecs
+//!   that start inside pages): round trips exact; on iWARP the
 //!   reads are staged (one READ sink cannot map a gap: sysfs `staged`
 //!   grows), elsewhere nothing is.
 
@@ -266,16 +266,19 @@ fn disk_count(index: u32, name: &str) -> Result<u64, String> {
     s.trim().parse().map_err(|e| format!("{p}: {e}"))
 }
 
-/// One block moved as two halves whose buffers start 1 KiB into their
-/// pages: its request has two segments with a gap between them.
+/// Where [`gapped`]'s iovecs start in their buffers.
+const GAP_OFF: usize = 1024;
+
+/// Two blocks moved from or to two buffers of two pages each, each block
+/// starting [`GAP_OFF`] into its buffer (6.12 wants each iovec a multiple
+/// of the block size): the first ends inside a page, the second starts
+/// inside one, a gap between them in the request.
 fn gapped(f: &File, bufs: &mut [PageBuf; 2], at: u64, write: bool) -> Result<(), String> {
-    const OFF: usize = 1024;
-    let half = BLOCK / 2;
     let iov: Vec<libc::iovec> = bufs
         .iter_mut()
         .map(|b| libc::iovec {
-            iov_base: b.as_mut_slice()[OFF..].as_mut_ptr().cast(),
-            iov_len: half,
+            iov_base: b.as_mut_slice()[GAP_OFF..].as_mut_ptr().cast(),
+            iov_len: BLOCK,
         })
         .collect();
     let fd = std::os::fd::AsRawFd::as_raw_fd(f);
@@ -288,9 +291,9 @@ fn gapped(f: &File, bufs: &mut [PageBuf; 2], at: u64, write: bool) -> Result<(),
         }
     };
     match n {
-        n if n == BLOCK as isize => Ok(()),
+        n if n == 2 * BLOCK as isize => Ok(()),
         n if n < 0 => Err(format!("{}", io::Error::last_os_error())),
-        n => Err(format!("{n} bytes of {BLOCK}")),
+        n => Err(format!("{n} bytes of {}", 2 * BLOCK)),
     }
 }
 
@@ -301,9 +304,10 @@ fn gapped(f: &File, bufs: &mut [PageBuf; 2], at: u64, write: bool) -> Result<(),
 fn gapped_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
     with_disk(dev, peer, |_, _, _, index| {
         let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
-        let buf = || PageBuf::new(BLOCK).map_err(|e| e.to_string());
+        let buf = || PageBuf::new(2 * BLOCK).map_err(|e| e.to_string());
         let (mut w, mut r) = ([buf()?, buf()?], [buf()?, buf()?]);
         let staged = disk_count(index, "staged")?;
+        let span = GAP_OFF..GAP_OFF + BLOCK;
         for i in 0..GAP_ROUNDS {
             let at = i * 3 * BLOCK as u64;
             for (k, b) in w.iter_mut().enumerate() {
@@ -313,8 +317,8 @@ fn gapped_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
             gapped(&f, &mut r, at, false).map_err(|e| format!("read {i}: {e}"))?;
             for k in 0..2 {
                 ensure(
-                    r[k].as_mut_slice()[1024..3072] == w[k].as_mut_slice()[1024..3072],
-                    format!("round {i}: half {k} read back differs"),
+                    r[k].as_mut_slice()[span.clone()] == w[k].as_mut_slice()[span.clone()],
+                    format!("round {i}: block {k} read back differs"),
                 )?;
             }
         }
