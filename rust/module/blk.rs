@@ -28,7 +28,7 @@ use kernel::sync::Arc;
 
 use crate::abi::blkdev::{DiskPlan, IoKind};
 use crate::abi::conn::Link;
-use crate::abi::errno::{EAGAIN, EINVAL, EIO, ENOMEM, EROFS, EXDEV};
+use crate::abi::errno::{Errno, EAGAIN, EINVAL, EIO, ENOMEM, EROFS, EXDEV};
 use crate::abi::{ops, Result};
 use crate::conn::{Import, OpWork, Posted, ReportTo, Waiter};
 use crate::ffi::{self, warn_user, BlkIo, BlkRequest, BlkStatus};
@@ -138,7 +138,7 @@ impl DiskIo {
             Ok(Posted::Full) => Err(EAGAIN),
             // The connection reconnects (or its import waits to be
             // restored).
-            Err(e) if e == EAGAIN => self.wait_or_fail().map(|()| Queued::Posted),
+            Err(e) if e == EAGAIN => Err(self.wait_or_fail()),
             // No memory for a registration now: the block layer retries.
             Err(e) if e == ENOMEM => Err(e),
             Err(e) => {
@@ -165,7 +165,7 @@ impl DiskIo {
     /// runs it again shortly) until the disk's requests have found it down
     /// for the module parameter `blk_loss_timeout_ms` (counted from the
     /// first that did, since it was last up), then `EIO`, until it is back.
-    fn wait_or_fail(&self) -> Result {
+    fn wait_or_fail(&self) -> Errno {
         let now = ffi::jiffies().max(1);
         let epoch = self.import.conn.reconnects();
         let mut since = self.down_since.load(Ordering::Relaxed);
@@ -179,7 +179,7 @@ impl DiskIo {
         let waited = ffi::jiffies_to_msecs(now.wrapping_sub(since));
         let limit = ffi::blk_loss_timeout_ms();
         if waited < limit {
-            return Err(EAGAIN);
+            return EAGAIN;
         }
         warn_user!(
             "rrdmab{}: connection down for {} ms (blk_loss_timeout_ms {}): I/O fails\n",
@@ -187,7 +187,7 @@ impl DiskIo {
             waited,
             limit
         );
-        Err(EIO)
+        EIO
     }
 
     /// Checks and posts request `rq` of kind `kind`, from or to its own

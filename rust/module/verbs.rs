@@ -313,6 +313,13 @@ impl Qp {
         unsafe { ffi::rrdma_shim_qp_has_sinks(self.raw.as_ptr()) }
     }
 
+    /// How many DMA segments one work request on it may gather or
+    /// scatter (`ffi::ShimWr::dma`).
+    pub(crate) fn dma_sge(&self) -> u32 {
+        // SAFETY: the queue pair is live (type invariant).
+        unsafe { ffi::rrdma_shim_qp_dma_sge(self.raw.as_ptr()) }
+    }
+
     /// What allocates the queue pair's sinks outside the caller's lock
     /// ([`SinkAlloc::run`]); it holds a poll reference, so the teardown
     /// waits for it.

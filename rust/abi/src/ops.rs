@@ -41,6 +41,18 @@ pub fn segments(c: &Checked, local_shift: u32, remote_shift: u32) -> Segments {
     }
 }
 
+/// [`segments`] of `len` bytes from local offset 0 with no local chunk
+/// boundary: cut only at remote ones (`ops/dma.rs`).
+fn remote_segments(len: u64, remote_off: u64, remote_shift: u32) -> Segments {
+    Segments {
+        local_off: 0,
+        remote_off,
+        left: len,
+        local_shift: 63,
+        remote_shift,
+    }
+}
+
 /// Iterator returned by [`segments`].
 #[derive(Clone, Debug)]
 pub struct Segments {
@@ -51,6 +63,8 @@ pub struct Segments {
     remote_shift: u32,
 }
 
+/// Bytes from `off` to the next multiple of `1 << shift` (a whole chunk
+/// if `off` is on one).
 fn to_boundary(off: u64, shift: u32) -> u64 {
     let size = 1u64 << shift;
     size - (off & (size - 1))

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use rrdma_abi::ops::{
-    dma_bytes, dma_piece_count, dma_pieces, dma_ranges, max_op_blocks, max_wrs, op_sinks, op_wrs,
+    dma_bytes, dma_gather_count, dma_gathers, dma_ranges, max_op_blocks, max_wrs, op_sinks, op_wrs,
     range_pages, segment_count, segments, Checked, Dir, DmaSeg,
 };
 
@@ -47,40 +47,57 @@ proptest! {
 }
 
 proptest! {
-    /// A request's DMA segments become pieces that tile each segment in
-    /// order, follow each other remotely, never cross a remote chunk, and
-    /// are as many as `dma_piece_count` says.
+    /// A request's DMA segments become work requests whose SGEs (as the
+    /// shim builds them) tile each segment in order; they follow each
+    /// other remotely, never cross a remote chunk, span at most `max_sge`
+    /// segments, and each ends only where it must (a remote chunk's end,
+    /// `max_sge` segments, the last byte); `dma_gather_count` counts them.
     #[test]
-    fn dma_pieces_tile_the_segments_within_remote_chunks(
-        lens in proptest::collection::vec(0u32..(1 << 18), 0..40),
-        ro in 0u64..(1 << 40), rs in 9u32..=24,
+    fn dma_gathers_tile_the_segments_within_remote_chunks(
+        lens in proptest::collection::vec(prop_oneof![Just(0u32), 1u32..(1 << 18)], 0..40),
+        ro in 0u64..(1 << 40), rs in 9u32..=24, max_sge in 0u32..8,
     ) {
         let segs: Vec<DmaSeg> = lens
             .iter()
             .enumerate()
             .map(|(i, &len)| DmaSeg { addr: (i as u64) << 32, len })
             .collect();
+        let total = dma_bytes(&segs).unwrap();
         let mut r = ro;
         let mut per_seg = vec![0u64; segs.len()];
         let mut n = 0u64;
-        for p in dma_pieces(&segs, ro, rs) {
-            prop_assert!(p.len > 0);
-            prop_assert_eq!(p.remote_off, r);
-            let end = p.remote_off + u64::from(p.len);
-            prop_assert_eq!(p.remote_off >> rs, (end - 1) >> rs);
-            let i = (p.addr >> 32) as usize;
-            // In order: within its segment, right after what came before.
-            prop_assert_eq!(p.addr & 0xffff_ffff, per_seg[i]);
-            prop_assert!(per_seg[i + 1..].iter().all(|&b| b == 0));
-            per_seg[i] += u64::from(p.len);
+        for g in dma_gathers(&segs, ro, rs, max_sge) {
+            prop_assert!(g.len > 0);
+            prop_assert!(g.nsegs >= 1 && g.nsegs <= max_sge.max(1));
+            prop_assert_eq!(g.remote_off, r);
+            let end = g.remote_off + u64::from(g.len);
+            prop_assert_eq!(g.remote_off >> rs, (end - 1) >> rs);
+            // The shim's SGEs: from byte `seg_off` of the first segment,
+            // each next from its start, until `len` bytes.
+            let (mut off, mut left) = (u64::from(g.seg_off), u64::from(g.len));
+            for i in g.seg..g.seg + g.nsegs as usize {
+                prop_assert!(i < segs.len());
+                let take = (u64::from(segs[i].len) - off).min(left);
+                // In order: right after what came before.
+                prop_assert_eq!(off, per_seg[i]);
+                prop_assert!(per_seg[i + 1..].iter().all(|&b| b == 0));
+                per_seg[i] += take;
+                left -= take;
+                off = 0;
+            }
+            prop_assert_eq!(left, 0);
+            // It ends at a chunk's end, after `max_sge` segments, or at
+            // the last byte.
+            let done: u64 = per_seg.iter().sum();
+            prop_assert!(end & ((1 << rs) - 1) == 0 || g.nsegs == max_sge.max(1) || done == total);
             r = end;
             n += 1;
         }
         for (s, got) in segs.iter().zip(per_seg.iter()) {
             prop_assert_eq!(u64::from(s.len), *got);
         }
-        prop_assert_eq!(r - ro, dma_bytes(&segs).unwrap());
-        prop_assert_eq!(dma_piece_count(&segs, ro, rs), n);
+        prop_assert_eq!(r - ro, total);
+        prop_assert_eq!(dma_gather_count(&segs, ro, rs, max_sge), n);
     }
 }
 

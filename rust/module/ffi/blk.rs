@@ -96,7 +96,6 @@ extern "C" {
         pd: *mut super::IbPd,
         segs: *mut *const DmaSeg,
         nsegs: *mut u32,
-        lkey: *mut u32,
     ) -> c_int;
     fn rrdma_shim_capable_sys_admin() -> bool;
     fn rrdma_shim_module_get();
@@ -208,19 +207,12 @@ impl BlkRequest {
     /// keeps the device (holds a lock its removal takes) until the request
     /// is posted or [`Self::dma_unmap`] unmaps it.
     pub(crate) fn dma_map(&mut self, qp: &crate::verbs::Qp) -> Result<DmaMap<'_>> {
-        let (mut segs, mut n, mut lkey) = (core::ptr::null(), 0u32, 0u32);
+        let (mut segs, mut n) = (core::ptr::null(), 0u32);
         // SAFETY: the request is started and not ended (`new`'s contract),
         // and the queue pair's domain is live (`&Qp`); the out pointers
         // are valid.
-        let ret = unsafe {
-            rrdma_shim_blk_dma_map(
-                self.0.as_ptr(),
-                qp.pd().as_ptr(),
-                &mut segs,
-                &mut n,
-                &mut lkey,
-            )
-        };
+        let ret =
+            unsafe { rrdma_shim_blk_dma_map(self.0.as_ptr(), qp.pd().as_ptr(), &mut segs, &mut n) };
         crate::abi::to_result(ret)?;
         if segs.is_null() {
             return Err(crate::abi::errno::EINVAL);
@@ -229,7 +221,10 @@ impl BlkRequest {
         // which stay as they are until it ends or is mapped again, and
         // `self` is borrowed mutably (so neither) for the slice's life.
         let segs = unsafe { core::slice::from_raw_parts(segs, n as usize) };
-        Ok(DmaMap { segs, lkey })
+        Ok(DmaMap {
+            segs,
+            max_sge: qp.dma_sge(),
+        })
     }
 
     /// Unmaps its segments if [`Self::dma_map`] mapped them: it was not
@@ -255,10 +250,13 @@ impl BlkRequest {
 ///
 /// # Invariants
 ///
-/// The segments stay mapped, and `lkey` (the domain's local DMA key)
-/// valid for them, until the request ends: a work request that names
-/// them keeps the request from ending (it holds it) until it completes.
+/// The segments stay mapped, for the device whose local DMA key the
+/// shim names them with, until the request ends: a work request that
+/// names them keeps the request from ending (it holds it) until it
+/// completes.
 pub(crate) struct DmaMap<'a> {
     pub(crate) segs: &'a [DmaSeg],
-    pub(crate) lkey: u32,
+    /// Segments one work request of the queue pair may gather or scatter
+    /// (`abi::ops::dma_gathers`).
+    pub(crate) max_sge: u32,
 }

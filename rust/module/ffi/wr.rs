@@ -28,6 +28,10 @@ const WR_SINK_READ: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_READ);
 /// `RRDMA_SHIM_WR_SINK_REG_DMA`: registers a READ sink over a disk
 /// request's pages (iWARP).
 const WR_SINK_REG_DMA: u32 = u32_of(c::RRDMA_SHIM_WR_SINK_REG_DMA);
+/// `RRDMA_SHIM_WR_READ_DMA`: an RDMA READ into a disk request's pages.
+const WR_READ_DMA: u32 = u32_of(c::RRDMA_SHIM_WR_READ_DMA);
+/// `RRDMA_SHIM_WR_WRITE_DMA`: an RDMA WRITE from a disk request's pages.
+const WR_WRITE_DMA: u32 = u32_of(c::RRDMA_SHIM_WR_WRITE_DMA);
 /// An opcode the shim refuses: what a work request becomes once handed to
 /// the shim, so that it is never posted twice ([`spend`]).
 const WR_SPENT: u32 = u32::MAX;
@@ -136,7 +140,7 @@ impl ShimWr {
     /// page or more from the pages themselves, which TCP keeps (and may
     /// send again) until they are acknowledged. Other requests: unchanged.
     pub(crate) fn copy_before_completion(&mut self) {
-        if self.opcode == WR_WRITE {
+        if matches!(self.opcode, WR_WRITE | WR_WRITE_DMA) {
             self.signaled = 1;
             self.slot = COPIED_SLOT;
         }
@@ -155,18 +159,25 @@ impl ShimWr {
         }
     }
 
-    /// An unsignaled RDMA READ into (`read`) or WRITE from `piece` of a
-    /// request's DMA segments `map`, at `piece.remote_off` under `rkey`.
+    /// An unsignaled RDMA READ into (`read`) or WRITE from `g`'s share of
+    /// a request's DMA segments `map` (at most `map.max_sge` of them: the
+    /// shim refuses more), at `g.remote_off` under `rkey`, with the local
+    /// DMA key of the queue pair's domain (which mapped them).
     pub(crate) fn dma(
         read: bool,
-        piece: &crate::abi::ops::DmaPiece,
+        g: &crate::abi::ops::DmaGather,
         map: &super::DmaMap<'_>,
         rkey: u32,
     ) -> Self {
-        let opcode = if read { WR_READ } else { WR_WRITE };
+        let opcode = if read { WR_READ_DMA } else { WR_WRITE_DMA };
+        let segs = map.segs.get(g.seg..).unwrap_or(&[]);
         Self {
-            lkey: map.lkey,
-            ..Self::remote(opcode, piece.addr, piece.len, piece.remote_off, rkey)
+            // The segments' count, in the request's `lkey`.
+            lkey: g.nsegs.min(segs.len() as u32),
+            // C's `mr` is a union with `segs`, which the shim reads while
+            // posting (the request keeps them until it ends).
+            mr: segs.as_ptr().cast_mut().cast(),
+            ..Self::remote(opcode, u64::from(g.seg_off), g.len, g.remote_off, rkey)
         }
     }
 

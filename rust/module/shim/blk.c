@@ -155,8 +155,7 @@ void rrdma_shim_blk_dma_unmap(struct request *rq)
  * them (Rust stages the request instead).
  */
 int rrdma_shim_blk_dma_map(struct request *rq, struct ib_pd *pd,
-			   const struct rrdma_shim_dma_seg **segs, u32 *nsegs,
-			   u32 *lkey)
+			   const struct rrdma_shim_dma_seg **segs, u32 *nsegs)
 {
 	struct rrdma_blk_pdu *pdu = blk_mq_rq_to_pdu(rq);
 	struct ib_device *dev = pd->device;
@@ -180,7 +179,6 @@ int rrdma_shim_blk_dma_map(struct request *rq, struct ib_pd *pd,
 	}
 	*segs = pdu->dma;
 	*nsegs = pdu->ndma;
-	*lkey = pd->local_dma_lkey;
 	return 0;
 }
 
@@ -207,6 +205,7 @@ static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
 		.len = blk_rq_bytes(rq),
 		.tag = rq->tag,
 	};
+	unsigned short nr_phys = blk_rq_nr_phys_segments(rq);
 	unsigned int noio;
 	int ret;
 
@@ -234,8 +233,12 @@ static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
 	pdu->dma_dev = NULL;
 	pdu->nsg = 0;
 	blk_mq_start_request(rq);
-	if (io.len) {
-		sg_init_table(pdu->sg, RRDMA_SHIM_BLK_SEGS);
+	if (io.len && nr_phys) {
+		/*
+		 * Only the entries blk_rq_map_sg() may fill, as nvme-pci
+		 * does: at most max_segments (RRDMA_SHIM_BLK_SEGS).
+		 */
+		sg_init_table(pdu->sg, nr_phys);
 		/* The request_queue argument went in 6.15 (Kbuild). */
 #ifdef RRDMA_COMPAT_MAP_SG_QUEUE
 		pdu->nsg = blk_rq_map_sg(rq->q, rq, pdu->sg);

@@ -62,8 +62,7 @@ unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b);
 void rrdma_shim_blk_end(struct request *rq, int status);
 struct ib_pd;
 int rrdma_shim_blk_dma_map(struct request *rq, struct ib_pd *pd,
-			   const struct rrdma_shim_dma_seg **segs, u32 *nsegs,
-			   u32 *lkey);
+			   const struct rrdma_shim_dma_seg **segs, u32 *nsegs);
 void rrdma_shim_blk_dma_unmap(struct request *rq);
 bool rrdma_shim_capable_sys_admin(void);
 

@@ -206,6 +206,8 @@ int main(void)
 	OFFSET(wr__access, rrdma_shim_wr, access);
 	OFFSET(wr__mr, rrdma_shim_wr, mr);
 	DEFINE(RRDMA_SHIM_WR_SINK_REG_DMA, RRDMA_SHIM_WR_SINK_REG_DMA);
+	DEFINE(RRDMA_SHIM_WR_READ_DMA, RRDMA_SHIM_WR_READ_DMA);
+	DEFINE(RRDMA_SHIM_WR_WRITE_DMA, RRDMA_SHIM_WR_WRITE_DMA);
 
 	DEFINE(done__SIZE, sizeof(struct rrdma_shim_done));
 	OFFSET(done__slot, rrdma_shim_done, slot);

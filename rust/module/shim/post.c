@@ -149,7 +149,39 @@ static int sink_map_dma(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
 				   offset_in_page(sg_dma_address(&out[0])));
 }
 
-#define RRDMA_POST_CHUNK 8
+/*
+ * Fills @out with the SGEs of READ_DMA/WRITE_DMA @s: @s->len bytes of its
+ * @s->lkey segments from byte @s->local_addr of the first on, with the
+ * local DMA key of the QP's PD (the one Rust mapped them with); returns
+ * how many (empty segments give none), or -EINVAL if they are more than
+ * the QP gathers or do not hold @s->len bytes.  Under @q->lock.
+ */
+static int dma_sges(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *s,
+		    struct ib_sge *out)
+{
+	const struct rrdma_shim_dma_seg *seg = s->segs;
+	u64 off = s->local_addr;
+	u32 left = s->len, i, n = 0;
+
+	if (!seg || !s->len || !s->lkey || s->lkey > q->dma_sge)
+		return -EINVAL;
+	for (i = 0; i < s->lkey && left; i++) {
+		u32 take;
+
+		if (off > seg[i].len)
+			return -EINVAL;
+		take = min_t(u64, seg[i].len - off, left);
+		if (take) {
+			out[n].addr = seg[i].addr + off;
+			out[n].length = take;
+			out[n].lkey = q->pd->local_dma_lkey;
+			n++;
+		}
+		left -= take;
+		off = 0;
+	}
+	return left ? -EINVAL : n;
+}
 
 /*
  * Posts @n work requests in order, under @lock (irqsave); never sleeps.
@@ -258,6 +290,19 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 				w[k].rdma.remote_addr = s->remote_addr;
 				w[k].rdma.rkey = s->rkey;
 				break;
+			case RRDMA_SHIM_WR_READ_DMA:
+			case RRDMA_SHIM_WR_WRITE_DMA:
+				wr->opcode = s->opcode == RRDMA_SHIM_WR_READ_DMA ?
+					     IB_WR_RDMA_READ : IB_WR_RDMA_WRITE;
+				wr->sg_list = &q->dma_sges[k * RRDMA_SHIM_DMA_SGE];
+				ret = dma_sges(q, s, wr->sg_list);
+				if (ret < 0)
+					goto out;
+				wr->num_sge = ret;
+				ret = 0;
+				w[k].rdma.remote_addr = s->remote_addr;
+				w[k].rdma.rkey = s->rkey;
+				break;
 			default:
 				ret = -EINVAL;
 				goto out;
@@ -361,6 +406,12 @@ fail:
 out:
 	mutex_unlock(&q->sinks_lock);
 	return ret;
+}
+
+/* SGEs a READ_DMA/WRITE_DMA may gather on the QP (1 to RRDMA_SHIM_DMA_SGE). */
+u32 rrdma_shim_qp_dma_sge(struct rrdma_shim_qp *q)
+{
+	return q->dma_sge;
 }
 
 /* Whether the QP's sinks are allocated (or it has none). */

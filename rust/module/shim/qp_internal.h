@@ -111,6 +111,9 @@ struct rrdma_shim_ctrl_slot {
 	u32 index;
 };
 
+/* Work requests rrdma_shim_post() chains into one ib_post_send(). */
+#define RRDMA_POST_CHUNK 8
+
 /**
  * struct rrdma_shim_qp - an RC QP with its CQs and control buffers
  * @id:		the connection's cm_id (owns the QP)
@@ -159,6 +162,12 @@ struct rrdma_shim_ctrl_slot {
  * @data_sinks:	how many of them map up to @sink_pages pages (the others, fence
  *		sinks, one)
  * @sink_pages:	see @data_sinks
+ * @dma_sge:	SGEs a READ_DMA/WRITE_DMA may gather (the QP's max_send_sge):
+ *		up to RRDMA_SHIM_DMA_SGE on iWARP, where each work request of a
+ *		write that completes once sent is signaled (copied), else 1
+ * @dma_sges:	the SGE lists of the DMA requests of one rrdma_shim_post()
+ *		chain, @dma_sge per request (under @lock: ib_post_send() copies
+ *		them out)
  * @sinks_lock:	mutex that serializes the allocation of the sinks
  *		(rrdma_shim_qp_sinks_alloc()); taken in process context with no
  *		rrdma lock held (the poster drops Conn::inner first and holds a
@@ -236,6 +245,8 @@ struct rrdma_shim_qp {
 	u32 sinks_max;
 	u32 data_sinks;
 	u32 sink_pages;
+	u32 dma_sge;
+	struct ib_sge dma_sges[RRDMA_POST_CHUNK * RRDMA_SHIM_DMA_SGE];
 	struct mutex sinks_lock; /* sink allocation, outermost: see above */
 	struct irq_poll iop;
 	struct work_struct scq_work;

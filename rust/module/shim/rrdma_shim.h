@@ -259,6 +259,7 @@ void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
 u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_sinks_alloc(struct rrdma_shim_qp *q);
 bool rrdma_shim_qp_has_sinks(struct rrdma_shim_qp *q);
+u32 rrdma_shim_qp_dma_sge(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_poll(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_get(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q);

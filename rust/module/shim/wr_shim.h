@@ -15,6 +15,11 @@
 #define RRDMA_SHIM_WR_SINK_REG	5	/* register a READ sink (iWARP) */
 #define RRDMA_SHIM_WR_SINK_READ	6	/* READ_WITH_INV into a READ sink */
 #define RRDMA_SHIM_WR_SINK_REG_DMA 7	/* a READ sink over a disk request's pages */
+#define RRDMA_SHIM_WR_READ_DMA	8	/* READ into a disk request's pages */
+#define RRDMA_SHIM_WR_WRITE_DMA	9	/* WRITE from a disk request's pages */
+
+/* Most SGEs a READ_DMA/WRITE_DMA gathers (siw takes 6). */
+#define RRDMA_SHIM_DMA_SGE	6
 
 /* rrdma_shim_wr.access, for RRDMA_SHIM_WR_REG */
 #define RRDMA_SHIM_ACCESS_LOCAL_WRITE	BIT(0)
@@ -33,21 +38,27 @@ struct rrdma_shim_dma_seg;
  * @sink:	SINK_REG/SINK_REG_DMA/SINK_READ: index of the READ sink (below
  *		the QP's nsinks; those from data_sinks on map one page:
  *		fences), else zero
- * @local_addr:	READ/WRITE: local address (the local MR's iova space, or a
- *		DMA address with the local DMA key); SINK_REG: region offset
- *		of the sink's first byte (inside @mr's chunk); SINK_REG_DMA:
- *		its offset in the request's bytes
- * @lkey:	READ/WRITE: local key; SINK_REG_DMA: how many @segs
- * @len:	READ/WRITE/SINK_REG/SINK_REG_DMA/SINK_READ: bytes
- * @remote_addr: READ/WRITE/SINK_READ: remote address (the remote MR's
- *		iova space)
- * @rkey:	READ/WRITE/SINK_READ: remote key
+ * @local_addr:	READ/WRITE: local address (the local MR's iova space);
+ *		SINK_REG: region offset of the sink's first byte (inside @mr's
+ *		chunk); SINK_REG_DMA: its offset in the request's bytes;
+ *		READ_DMA/WRITE_DMA: the first byte's offset in @segs[0]
+ * @lkey:	READ/WRITE: local key; SINK_REG_DMA, READ_DMA/WRITE_DMA: how
+ *		many @segs
+ * @len:	all but REG: bytes
+ * @remote_addr: READ/WRITE/SINK_READ/READ_DMA/WRITE_DMA: remote address
+ *		(the remote MR's iova space)
+ * @rkey:	READ/WRITE/SINK_READ/READ_DMA/WRITE_DMA: remote key
  * @access:	REG: RRDMA_SHIM_ACCESS_*
  * @mr:		REG: the MR to register; SINK_REG: the chunk whose DMA mapping
  *		the sink maps, or NULL for the QP's scratch buffer (a fence)
  * @segs:	SINK_REG_DMA: a disk request's DMA segments (@lkey of them),
  *		of which the sink maps bytes @local_addr to @local_addr + @len
- *		(checked by Rust: no gap, no more pages than a sink maps)
+ *		(checked by Rust: no gap, no more pages than a sink maps);
+ *		READ_DMA/WRITE_DMA: the segments it scatters into or gathers
+ *		from (@lkey of them, at most the QP's rrdma_shim_qp_dma_sge(),
+ *		with the local DMA key of the QP's PD, which mapped them): @len
+ *		bytes from byte @local_addr of the first on, each next one
+ *		from its start (abi::ops::dma_gathers)
  *
  * iWARP places an RDMA READ's response as a tagged write into its sink, so
  * the sink must allow remote write.  A sink is registered for one READ

@@ -2,9 +2,9 @@
 
 //! Operations whose local side is a list of DMA segments rather than a
 //! region (rrdma-blk's zero copy: a request's pages). With the device's
-//! local DMA key each work request's piece stays inside one segment and
-//! one remote chunk, so that it names one local address range and one
-//! remote key ([`dma_pieces`]). On iWARP a READ's sink is a fast
+//! local DMA key each work request stays inside one remote chunk, so that
+//! it names one remote key, and gathers (or scatters) at most as many of
+//! the segments as the queue pair takes per request ([`dma_gathers`]). On iWARP a READ's sink is a fast
 //! registration over the pages of one remote chunk's range of the
 //! segments ([`dma_ranges`], [`sink_ranges`]): one READ per remote chunk,
 //! if the range has no gap (a segment that starts or ends inside a page
@@ -20,38 +20,41 @@ pub struct DmaSeg {
     pub len: u32,
 }
 
-/// One work request's piece: `len` bytes from local device address
-/// `addr` to remote offset `remote_off` (or back).
+/// One work request's share of the segments: `len` bytes from segment
+/// `seg`'s byte `seg_off` on, over `nsegs` segments (the first from
+/// `seg_off`, each next from its start; empty ones give no bytes), to
+/// remote offset `remote_off` (or back).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DmaPiece {
-    pub addr: u64,
+pub struct DmaGather {
+    pub seg: usize,
+    pub seg_off: u32,
+    pub nsegs: u32,
     pub remote_off: u64,
     pub len: u32,
 }
 
-/// Cuts `segs`, laid end to end from remote offset `remote_off`, at every
-/// remote chunk boundary (`1 << remote_shift`). Empty segments give no
-/// piece.
-pub fn dma_pieces(segs: &[DmaSeg], remote_off: u64, remote_shift: u32) -> DmaPieces<'_> {
-    DmaPieces {
+/// Cuts `segs`, laid end to end from remote offset `remote_off`, into work
+/// requests: each ends at a remote chunk boundary (`1 << remote_shift`),
+/// after `max_sge` segments (at least one), or at the end of `segs`.
+pub fn dma_gathers(
+    segs: &[DmaSeg],
+    remote_off: u64,
+    remote_shift: u32,
+    max_sge: u32,
+) -> DmaGathers<'_> {
+    DmaGathers {
         segs,
-        done_in_seg: 0,
+        seg: 0,
+        seg_off: 0,
         remote_off,
         remote_shift,
+        max_sge: max_sge.max(1),
     }
 }
 
-/// How many pieces [`dma_pieces`] gives.
-pub fn dma_piece_count(segs: &[DmaSeg], remote_off: u64, remote_shift: u32) -> u64 {
-    let mut n = 0;
-    let mut off = remote_off;
-    for s in segs.iter().filter(|s| s.len > 0) {
-        let end = off + u64::from(s.len);
-        // Boundaries `b` with `off < b < end`, plus the piece itself.
-        n += 1 + (((end - 1) >> remote_shift) - (off >> remote_shift));
-        off = end;
-    }
-    n
+/// How many work requests [`dma_gathers`] gives.
+pub fn dma_gather_count(segs: &[DmaSeg], remote_off: u64, remote_shift: u32, max_sge: u32) -> u64 {
+    dma_gathers(segs, remote_off, remote_shift, max_sge).count() as u64
 }
 
 /// The bytes `segs` hold, or `None` past `u64`.
@@ -72,43 +75,23 @@ pub struct DmaRange {
 /// Cuts `total` bytes laid from remote offset `remote_off` at every remote
 /// chunk boundary (`1 << remote_shift`).
 pub fn dma_ranges(total: u64, remote_off: u64, remote_shift: u32) -> DmaRanges {
-    DmaRanges {
-        off: 0,
-        total,
-        remote_off,
-        remote_shift,
-    }
+    DmaRanges(super::remote_segments(total, remote_off, remote_shift))
 }
 
-/// Iterator returned by [`dma_ranges`].
+/// Iterator returned by [`dma_ranges`]: [`super::segments`] with no local
+/// chunk, whose local offset is the offset in the segments.
 #[derive(Clone, Debug)]
-pub struct DmaRanges {
-    off: u64,
-    total: u64,
-    remote_off: u64,
-    remote_shift: u32,
-}
+pub struct DmaRanges(super::Segments);
 
 impl Iterator for DmaRanges {
     type Item = DmaRange;
 
     fn next(&mut self) -> Option<DmaRange> {
-        if self.off >= self.total {
-            return None;
-        }
-        let size = 1u64 << self.remote_shift;
-        let to_boundary = size - (self.remote_off & (size - 1));
-        let len = (self.total - self.off)
-            .min(to_boundary)
-            .min(u64::from(u32::MAX));
-        let r = DmaRange {
-            off: self.off,
-            remote_off: self.remote_off,
-            len: len as u32,
-        };
-        self.off += len;
-        self.remote_off += len;
-        Some(r)
+        self.0.next().map(|s| DmaRange {
+            off: s.local_off,
+            remote_off: s.remote_off,
+            len: s.len,
+        })
     }
 }
 
@@ -170,40 +153,64 @@ pub fn sink_ranges(
     Some(n)
 }
 
-/// Iterator returned by [`dma_pieces`].
+/// Iterator returned by [`dma_gathers`].
 #[derive(Clone, Debug)]
-pub struct DmaPieces<'a> {
+pub struct DmaGathers<'a> {
     segs: &'a [DmaSeg],
-    /// Bytes of `segs[0]` already given.
-    done_in_seg: u32,
+    /// The next byte: `segs[seg]`'s byte `seg_off`.
+    seg: usize,
+    seg_off: u32,
     remote_off: u64,
     remote_shift: u32,
+    max_sge: u32,
 }
 
-impl Iterator for DmaPieces<'_> {
-    type Item = DmaPiece;
-
-    fn next(&mut self) -> Option<DmaPiece> {
-        loop {
-            let (s, rest) = self.segs.split_first()?;
-            let left = s.len - self.done_in_seg;
-            if left == 0 {
-                self.segs = rest;
-                self.done_in_seg = 0;
-                continue;
-            }
-            let size = 1u64 << self.remote_shift;
-            let to_boundary = size - (self.remote_off & (size - 1));
-            let len = u64::from(left).min(to_boundary) as u32;
-            let piece = DmaPiece {
-                addr: s.addr + u64::from(self.done_in_seg),
-                remote_off: self.remote_off,
-                len,
-            };
-            self.done_in_seg += len;
-            self.remote_off += u64::from(len);
-            return Some(piece);
+impl DmaGathers<'_> {
+    /// Past segment `seg` if all its bytes are given.
+    fn step_if_done(&mut self) {
+        if self
+            .segs
+            .get(self.seg)
+            .is_some_and(|s| self.seg_off >= s.len)
+        {
+            self.seg += 1;
+            self.seg_off = 0;
         }
+    }
+}
+
+impl Iterator for DmaGathers<'_> {
+    type Item = DmaGather;
+
+    fn next(&mut self) -> Option<DmaGather> {
+        // No request starts on an empty segment.
+        while self.segs.get(self.seg).is_some_and(|s| s.len == 0) {
+            self.seg += 1;
+        }
+        let start = (self.seg, self.seg_off, self.remote_off);
+        let room = super::to_boundary(self.remote_off, self.remote_shift).min(u64::from(u32::MAX));
+        let (mut len, mut nsegs) = (0u64, 0u32);
+        while len < room && nsegs < self.max_sge {
+            let Some(s) = self.segs.get(self.seg) else {
+                break;
+            };
+            let take = u64::from(s.len - self.seg_off).min(room - len);
+            nsegs += 1;
+            len += take;
+            self.seg_off += take as u32;
+            self.step_if_done();
+        }
+        if len == 0 {
+            return None;
+        }
+        self.remote_off += len;
+        Some(DmaGather {
+            seg: start.0,
+            seg_off: start.1,
+            nsegs,
+            remote_off: start.2,
+            len: len as u32,
+        })
     }
 }
 
@@ -215,57 +222,67 @@ mod tests {
         DmaSeg { addr, len }
     }
 
+    const fn gather(seg: usize, seg_off: u32, nsegs: u32, remote_off: u64, len: u32) -> DmaGather {
+        DmaGather {
+            seg,
+            seg_off,
+            nsegs,
+            remote_off,
+            len,
+        }
+    }
+
     #[test]
-    fn a_segment_inside_one_chunk_is_one_piece() {
+    fn a_segment_inside_one_chunk_is_one_request() {
         let segs = [seg(0x1000, 4096)];
-        let p: [DmaPiece; 1] = [DmaPiece {
-            addr: 0x1000,
-            remote_off: 8192,
-            len: 4096,
-        }];
-        assert!(dma_pieces(&segs, 8192, 16).eq(p));
-        assert_eq!(dma_piece_count(&segs, 8192, 16), 1);
+        assert!(dma_gathers(&segs, 8192, 16, 1).eq([gather(0, 0, 1, 8192, 4096)]));
+        assert_eq!(dma_gather_count(&segs, 8192, 16, 4), 1);
     }
 
     #[test]
     fn a_remote_boundary_cuts_a_segment() {
         // 8 KiB from remote 60 KiB over 64 KiB chunks: 4 KiB each side.
         let segs = [seg(0x10_0000, 8192)];
-        let got: [DmaPiece; 2] = [
-            DmaPiece {
-                addr: 0x10_0000,
-                remote_off: 61440,
-                len: 4096,
-            },
-            DmaPiece {
-                addr: 0x10_1000,
-                remote_off: 65536,
-                len: 4096,
-            },
+        let got = [
+            gather(0, 0, 1, 61440, 4096),
+            gather(0, 4096, 1, 65536, 4096),
         ];
-        assert!(dma_pieces(&segs, 61440, 16).eq(got));
-        assert_eq!(dma_piece_count(&segs, 61440, 16), 2);
+        assert!(dma_gathers(&segs, 61440, 16, 4).eq(got));
+        assert_eq!(dma_gather_count(&segs, 61440, 16, 1), 2);
     }
 
     #[test]
-    fn segments_follow_each_other_remotely_and_empty_ones_vanish() {
-        let segs = [seg(0x5000, 512), seg(0, 0), seg(0x9000, 1024)];
-        let got: [DmaPiece; 2] = [
-            DmaPiece {
-                addr: 0x5000,
-                remote_off: 0,
-                len: 512,
-            },
-            DmaPiece {
-                addr: 0x9000,
-                remote_off: 512,
-                len: 1024,
-            },
+    fn a_request_gathers_up_to_max_sge_segments_of_one_chunk() {
+        // Five pages from remote 56 KiB over 64 KiB chunks, 3 SGEs: two
+        // pages to the boundary, then three, then the last.
+        let segs = [
+            seg(0x1000, 4096),
+            seg(0x5000, 4096),
+            seg(0x9000, 4096),
+            seg(0x3000, 4096),
+            seg(0x7000, 4096),
+            seg(0xb000, 4096),
         ];
-        assert!(dma_pieces(&segs, 0, 12).eq(got));
-        assert_eq!(dma_piece_count(&segs, 0, 12), 2);
+        let got = [
+            gather(0, 0, 2, 57344, 8192),
+            gather(2, 0, 3, 65536, 12288),
+            gather(5, 0, 1, 77824, 4096),
+        ];
+        assert!(dma_gathers(&segs, 57344, 16, 3).eq(got));
+        assert_eq!(dma_gather_count(&segs, 57344, 16, 1), 6);
+        assert_eq!(dma_gather_count(&segs, 57344, 16, 64), 2);
+    }
+
+    #[test]
+    fn segments_follow_each_other_remotely_and_empty_ones_give_nothing() {
+        let segs = [seg(0, 0), seg(0x5000, 512), seg(0, 0), seg(0x9000, 1024)];
+        let got = [gather(1, 0, 1, 0, 512), gather(3, 0, 1, 512, 1024)];
+        assert!(dma_gathers(&segs, 0, 12, 1).eq(got));
+        assert!(dma_gathers(&segs, 0, 12, 0).eq(got));
+        assert!(dma_gathers(&segs, 0, 12, 3).eq([gather(1, 0, 3, 0, 1536)]));
         assert_eq!(dma_bytes(&segs), Some(1536));
-        assert_eq!(dma_pieces(&[], 0, 12).count(), 0);
+        assert_eq!(dma_gathers(&[], 0, 12, 4).count(), 0);
+        assert_eq!(dma_gathers(&[seg(1, 0)], 0, 12, 4).count(), 0);
     }
 
     #[test]

@@ -75,8 +75,7 @@ impl Conn {
             true => Some(map_request(inner, p, c, to)?),
             false => None,
         };
-        let segs = map.as_ref().map(|m| m.segs);
-        let plan = match Plan::new(inner, o, reg.as_deref(), import, c, batched, segs) {
+        let plan = match Plan::new(inner, o, reg.as_deref(), import, c, batched, map.as_ref()) {
             // More work requests than an operation may take: staged, it
             // takes fewer.
             Err(e) if e == E2BIG && dma => return Err(EXDEV),
@@ -406,12 +405,13 @@ impl Step<'_> {
                     let _ = wrs.push(ShimWr::sink_read(k, r.len, r.remote_off, rkey), GFP_KERNEL);
                 }
             }
-            // Elsewhere a request per piece, with the local DMA key.
+            // Elsewhere a request per remote chunk and `max_sge` segments,
+            // with the local DMA key.
             Some(m) => {
-                for piece in ops::dma_pieces(m.segs, c.remote_off, shift) {
-                    let rc = ops::chunk_of(piece.remote_off, shift) as usize;
+                for g in ops::dma_gathers(m.segs, c.remote_off, shift, m.max_sge) {
+                    let rc = ops::chunk_of(g.remote_off, shift) as usize;
                     let rkey = self.target.rkey(rc).ok_or(Err(ENOTCONN))?;
-                    let w = ShimWr::dma(c.dir == Dir::Read, &piece, m, rkey);
+                    let w = ShimWr::dma(c.dir == Dir::Read, &g, m, rkey);
                     let _ = wrs.push(w, GFP_KERNEL);
                 }
             }

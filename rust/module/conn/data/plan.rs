@@ -49,7 +49,7 @@ impl Plan {
         import: &Import,
         c: &Checked,
         batched: bool,
-        dma: Option<&[ops::DmaSeg]>,
+        dma: Option<&ffi::DmaMap<'_>>,
     ) -> Result<Plan, Errno> {
         let res = g.res.as_ref().ok_or(ENOTCONN)?;
         let lshift = res.chunk_shift;
@@ -75,11 +75,11 @@ impl Plan {
             // On iWARP a READ per remote chunk, each into a sink over its
             // range of the request's pages (`EXDEV`, to stage, if one has a
             // gap or does not fit a sink).
-            Some(segs) if res.iwarp && c.dir == Dir::Read => {
+            Some(m) if res.iwarp && c.dir == Dir::Read => {
                 let page_shift = ffi::page_size().trailing_zeros();
                 let sink_pages = 1u32 << lshift.saturating_sub(page_shift);
                 ops::sink_ranges(
-                    segs,
+                    m.segs,
                     c.remote_off,
                     import.chunk_shift,
                     page_shift,
@@ -87,7 +87,8 @@ impl Plan {
                 )
                 .ok_or(EXDEV)?
             }
-            Some(segs) => ops::dma_piece_count(segs, c.remote_off, import.chunk_shift),
+            // Elsewhere a request per remote chunk and `max_sge` segments.
+            Some(m) => ops::dma_gather_count(m.segs, c.remote_off, import.chunk_shift, m.max_sge),
             None => ops::segment_count(c, lshift, import.chunk_shift),
         };
         // A write of a batch leaves its fence to the batch's (2 requests);
