@@ -104,6 +104,9 @@ pub(crate) struct QpSizes {
     /// One-page sinks for write fences (iWARP; 0 elsewhere), counted as
     /// `sinks` are; their indices follow the READ sinks'.
     pub(crate) fence_sinks: u32,
+    /// Segments of a disk request one WRITE may gather (the queue pair's
+    /// `max_send_sge`; the shim takes at most `RRDMA_SHIM_DMA_SGE`).
+    pub(crate) dma_sge: u32,
 }
 
 /// An RC queue pair with its completion queues and control buffers.
@@ -160,6 +163,7 @@ impl Qp {
                 sizes.sinks + sizes.fence_sinks,
                 sizes.sinks,
                 sizes.sink_pages,
+                sizes.dma_sge,
                 &mut raw,
             )
         };

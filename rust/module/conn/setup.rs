@@ -237,6 +237,12 @@ impl Conn {
             sinks: data_sinks,
             fence_sinks,
             sink_pages: 1 << (chunk_shift - ffi::page_size().trailing_zeros()),
+            // On iWARP each WRITE of a write that completes once sent is
+            // signaled (siw copies its bytes): a disk request's pages go in
+            // as few as the device's SGEs (as clamped) allow. Elsewhere
+            // one: rxe's send queue entries grow with it, and its requests
+            // are not signaled.
+            dma_sge: if iwarp { limits.max_send_sge } else { 1 },
         };
         let (lane_sinks, lane_fence_sinks) = sinks(q.lane_ops);
         id.create_qp(&pd, &sizes)

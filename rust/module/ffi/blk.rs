@@ -256,7 +256,19 @@ impl BlkRequest {
 /// completes.
 pub(crate) struct DmaMap<'a> {
     pub(crate) segs: &'a [DmaSeg],
-    /// Segments one work request of the queue pair may gather or scatter
-    /// (`abi::ops::dma_gathers`).
+    /// Segments one WRITE of the queue pair may gather ([`Self::sge`]).
     pub(crate) max_sge: u32,
+}
+
+impl DmaMap<'_> {
+    /// Segments one work request may take: a READ scatters into one (the
+    /// shim refuses more; siw's `max_sge_rd` is 1), a WRITE gathers up to
+    /// `max_sge`.
+    pub(crate) fn sge(&self, read: bool) -> u32 {
+        if read {
+            1
+        } else {
+            self.max_sge
+        }
+    }
 }

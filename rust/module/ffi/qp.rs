@@ -28,6 +28,7 @@ extern "C" {
         nsinks: u32,
         data_sinks: u32,
         sink_pages: u32,
+        dma_sge: u32,
         out: *mut *mut ShimQp,
     ) -> c_int;
     /// Stops posting and moves the QP to the error state, without waiting.
@@ -42,7 +43,7 @@ extern "C" {
     pub(crate) fn rrdma_shim_qp_sinks_alloc(q: *mut ShimQp) -> c_int;
     /// Whether the QP's sinks are allocated (or it has none).
     pub(crate) fn rrdma_shim_qp_has_sinks(q: *mut ShimQp) -> bool;
-    /// SGEs a READ_DMA/WRITE_DMA may gather on the QP (at least 1).
+    /// SGEs a WRITE_DMA may gather on the QP (at least 1).
     pub(crate) fn rrdma_shim_qp_dma_sge(q: *mut ShimQp) -> u32;
     /// Busy polling: polls the QP's send CQ once unless its work item is
     /// polling; returns the completions handled. Needs a poll reference.

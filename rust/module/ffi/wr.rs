@@ -160,7 +160,7 @@ impl ShimWr {
     }
 
     /// An unsignaled RDMA READ into (`read`) or WRITE from `g`'s share of
-    /// a request's DMA segments `map` (at most `map.max_sge` of them: the
+    /// a request's DMA segments `map` (at most `map.sge(read)` of them: the
     /// shim refuses more), at `g.remote_off` under `rkey`, with the local
     /// DMA key of the queue pair's domain (which mapped them).
     pub(crate) fn dma(

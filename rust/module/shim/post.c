@@ -154,7 +154,8 @@ static int sink_map_dma(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
  * @s->lkey segments from byte @s->local_addr of the first on, with the
  * local DMA key of the QP's PD (the one Rust mapped them with); returns
  * how many (empty segments give none), or -EINVAL if they are more than
- * the QP gathers or do not hold @s->len bytes.  Under @q->lock.
+ * the QP gathers (a READ scatters into one: siw's max_sge_rd is 1) or do
+ * not hold @s->len bytes.  Under @q->lock.
  */
 static int dma_sges(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *s,
 		    struct ib_sge *out)
@@ -163,7 +164,8 @@ static int dma_sges(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *s,
 	u64 off = s->local_addr;
 	u32 left = s->len, i, n = 0;
 
-	if (!seg || !s->len || !s->lkey || s->lkey > q->dma_sge)
+	if (!seg || !s->len || !s->lkey || s->lkey > q->dma_sge ||
+	    (s->opcode == RRDMA_SHIM_WR_READ_DMA && s->lkey > 1))
 		return -EINVAL;
 	for (i = 0; i < s->lkey && left; i++) {
 		u32 take;
@@ -408,7 +410,7 @@ out:
 	return ret;
 }
 
-/* SGEs a READ_DMA/WRITE_DMA may gather on the QP (1 to RRDMA_SHIM_DMA_SGE). */
+/* SGEs a WRITE_DMA may gather on the QP (1 to RRDMA_SHIM_DMA_SGE). */
 u32 rrdma_shim_qp_dma_sge(struct rrdma_shim_qp *q)
 {
 	return q->dma_sge;

@@ -31,7 +31,8 @@ static void rrdma_qp_unmap_bufs(struct rrdma_shim_qp *q)
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
-			 u32 sink_pages, struct rrdma_shim_qp **out)
+			 u32 sink_pages, u32 dma_sge,
+			 struct rrdma_shim_qp **out)
 {
 	struct ib_device *dev = id->device;
 	struct ib_qp_init_attr attr = {};
@@ -133,16 +134,8 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	attr.cap.max_send_wr = sq_depth + nsend;
 	/* A lane's one receive leaves room for the drain's own. */
 	attr.cap.max_recv_wr = lane ? nrecv + 1 : nrecv;
-	/*
-	 * iWARP signals each WRITE of a write that completes once sent (its
-	 * bytes copied: RRDMA_SHIM_COPIED_SLOT), so a disk request's pages
-	 * go in as few as its SGEs allow.  Elsewhere one: rxe's send queue
-	 * entries grow with it, and its requests are not signaled.
-	 */
-	q->dma_sge = 1;
-	if (rdma_protocol_iwarp(dev, id->port_num))
-		q->dma_sge = clamp_t(u32, dev->attrs.max_send_sge, 1,
-				     RRDMA_SHIM_DMA_SGE);
+	/* Rust's choice (QpSizes::dma_sge), within the shim's storage. */
+	q->dma_sge = clamp_t(u32, dma_sge, 1, RRDMA_SHIM_DMA_SGE);
 	attr.cap.max_send_sge = q->dma_sge;
 	attr.cap.max_recv_sge = 1;
 	ret = rdma_create_qp(id, pd, &attr);

@@ -162,12 +162,12 @@ struct rrdma_shim_ctrl_slot {
  * @data_sinks:	how many of them map up to @sink_pages pages (the others, fence
  *		sinks, one)
  * @sink_pages:	see @data_sinks
- * @dma_sge:	SGEs a READ_DMA/WRITE_DMA may gather (the QP's max_send_sge):
- *		up to RRDMA_SHIM_DMA_SGE on iWARP, where each work request of a
- *		write that completes once sent is signaled (copied), else 1
+ * @dma_sge:	SGEs a WRITE_DMA may gather (the QP's max_send_sge, as Rust
+ *		chose it: QpSizes::dma_sge), 1 to RRDMA_SHIM_DMA_SGE; a READ_DMA
+ *		scatters into one
  * @dma_sges:	the SGE lists of the DMA requests of one rrdma_shim_post()
- *		chain, @dma_sge per request (under @lock: ib_post_send() copies
- *		them out)
+ *		chain, RRDMA_SHIM_DMA_SGE entries per request (under @lock:
+ *		ib_post_send() copies them out)
  * @sinks_lock:	mutex that serializes the allocation of the sinks
  *		(rrdma_shim_qp_sinks_alloc()); taken in process context with no
  *		rrdma lock held (the poster drops Conn::inner first and holds a

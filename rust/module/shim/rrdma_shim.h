@@ -253,7 +253,8 @@ void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
-			 u32 sink_pages, struct rrdma_shim_qp **out);
+			 u32 sink_pages, u32 dma_sge,
+			 struct rrdma_shim_qp **out);
 int rrdma_shim_qp_stop(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
 u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);

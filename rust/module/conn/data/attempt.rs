@@ -405,10 +405,11 @@ impl Step<'_> {
                     let _ = wrs.push(ShimWr::sink_read(k, r.len, r.remote_off, rkey), GFP_KERNEL);
                 }
             }
-            // Elsewhere a request per remote chunk and `max_sge` segments,
+            // Elsewhere a request per remote chunk and per `sge` segments,
             // with the local DMA key.
             Some(m) => {
-                for g in ops::dma_gathers(m.segs, c.remote_off, shift, m.max_sge) {
+                let sge = m.sge(c.dir == Dir::Read);
+                for g in ops::dma_gathers(m.segs, c.remote_off, shift, sge) {
                     let rc = ops::chunk_of(g.remote_off, shift) as usize;
                     let rkey = self.target.rkey(rc).ok_or(Err(ENOTCONN))?;
                     let w = ShimWr::dma(c.dir == Dir::Read, &g, m, rkey);

@@ -87,8 +87,12 @@ impl Plan {
                 )
                 .ok_or(EXDEV)?
             }
-            // Elsewhere a request per remote chunk and `max_sge` segments.
-            Some(m) => ops::dma_gather_count(m.segs, c.remote_off, import.chunk_shift, m.max_sge),
+            // Elsewhere a request per remote chunk and per segment (a READ)
+            // or up to `max_sge` segments (a WRITE).
+            Some(m) => {
+                let sge = m.sge(c.dir == Dir::Read);
+                ops::dma_gather_count(m.segs, c.remote_off, import.chunk_shift, sge)
+            }
             None => ops::segment_count(c, lshift, import.chunk_shift),
         };
         // A write of a batch leaves its fence to the batch's (2 requests);
