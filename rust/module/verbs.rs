@@ -107,6 +107,9 @@ pub(crate) struct QpSizes {
     /// Segments of a disk request one WRITE may gather (the queue pair's
     /// `max_send_sge`; the shim takes at most `RRDMA_SHIM_DMA_SGE`).
     pub(crate) dma_sge: u32,
+    /// Segments one READ of a disk request may scatter into (at most
+    /// `dma_sge`: the shim clamps it).
+    pub(crate) dma_sge_rd: u32,
 }
 
 /// An RC queue pair with its completion queues and control buffers.
@@ -164,6 +167,7 @@ impl Qp {
                 sizes.sinks,
                 sizes.sink_pages,
                 sizes.dma_sge,
+                sizes.dma_sge_rd,
                 &mut raw,
             )
         };
@@ -317,11 +321,11 @@ impl Qp {
         unsafe { ffi::rrdma_shim_qp_has_sinks(self.raw.as_ptr()) }
     }
 
-    /// How many DMA segments one work request on it may gather or
-    /// scatter (`ffi::ShimWr::dma`).
-    pub(crate) fn dma_sge(&self) -> u32 {
+    /// How many DMA segments one WRITE on it may gather, or one READ
+    /// (`read`) scatter into (`ffi::ShimWr::dma`).
+    pub(crate) fn dma_sge(&self, read: bool) -> u32 {
         // SAFETY: the queue pair is live (type invariant).
-        unsafe { ffi::rrdma_shim_qp_dma_sge(self.raw.as_ptr()) }
+        unsafe { ffi::rrdma_shim_qp_dma_sge(self.raw.as_ptr(), read) }
     }
 
     /// What allocates the queue pair's sinks outside the caller's lock

@@ -205,6 +205,7 @@ impl Conn {
         let pd = Pd::new(&device)?;
         let limits = *device.limits();
         let iwarp = device.attr().node_type == crate::abi::uapi::node_type::RNIC;
+        let disk = self.shared.backs_disk();
         let chunk_shift =
             ops::chunk_shift(limits.max_fast_reg_pages, ffi::page_size().trailing_zeros());
         let q = limits::queue_sizes(&limits).map_err(|why| {
@@ -237,12 +238,20 @@ impl Conn {
             sinks: data_sinks,
             fence_sinks,
             sink_pages: 1 << (chunk_shift - ffi::page_size().trailing_zeros()),
-            // On iWARP each WRITE of a write that completes once sent is
-            // signaled (siw copies its bytes): a disk request's pages go in
-            // as few as the device's SGEs (as clamped) allow. Elsewhere
-            // one: rxe's send queue entries grow with it, and its requests
-            // are not signaled.
-            dma_sge: if iwarp { limits.max_send_sge } else { 1 },
+            // A disk request's pages go in as few work requests as the
+            // device's SGEs (as clamped) allow: on iWARP each WRITE of a
+            // write that completes once sent is signaled (siw copies its
+            // bytes), and elsewhere each is a request of the provider's
+            // (rxe: a 4 KiB page per READ or WRITE otherwise). Not for a
+            // file's connections, whose operations name registered chunks:
+            // rxe's send queue entries grow with the SGEs. An iWARP READ
+            // goes into a sink, never into the segments.
+            dma_sge: if iwarp || disk {
+                limits.max_send_sge
+            } else {
+                1
+            },
+            dma_sge_rd: if disk && !iwarp { limits.max_sge_rd } else { 1 },
         };
         let (lane_sinks, lane_fence_sinks) = sinks(q.lane_ops);
         id.create_qp(&pd, &sizes)
@@ -265,6 +274,9 @@ impl Conn {
                 ctrl_send: 0,
                 sinks: lane_sinks,
                 fence_sinks: lane_fence_sinks,
+                // A disk's requests stay on the connection's own.
+                dma_sge: 1,
+                dma_sge_rd: 1,
                 ..sizes
             },
             iwarp,

@@ -223,7 +223,8 @@ impl BlkRequest {
         let segs = unsafe { core::slice::from_raw_parts(segs, n as usize) };
         Ok(DmaMap {
             segs,
-            max_sge: qp.dma_sge(),
+            max_sge: qp.dma_sge(false),
+            max_sge_rd: qp.dma_sge(true),
         })
     }
 
@@ -258,15 +259,17 @@ pub(crate) struct DmaMap<'a> {
     pub(crate) segs: &'a [DmaSeg],
     /// Segments one WRITE of the queue pair may gather ([`Self::sge`]).
     pub(crate) max_sge: u32,
+    /// Segments one READ of the queue pair may scatter into.
+    pub(crate) max_sge_rd: u32,
 }
 
 impl DmaMap<'_> {
-    /// Segments one work request may take: a READ scatters into one (the
-    /// shim refuses more; siw's `max_sge_rd` is 1), a WRITE gathers up to
-    /// `max_sge`.
+    /// Segments one work request may take: a READ scatters into up to
+    /// `max_sge_rd`, a WRITE gathers up to `max_sge` (the shim refuses
+    /// more).
     pub(crate) fn sge(&self, read: bool) -> u32 {
         if read {
-            1
+            self.max_sge_rd
         } else {
             self.max_sge
         }

@@ -29,6 +29,7 @@ extern "C" {
         data_sinks: u32,
         sink_pages: u32,
         dma_sge: u32,
+        dma_sge_rd: u32,
         out: *mut *mut ShimQp,
     ) -> c_int;
     /// Stops posting and moves the QP to the error state, without waiting.
@@ -43,8 +44,9 @@ extern "C" {
     pub(crate) fn rrdma_shim_qp_sinks_alloc(q: *mut ShimQp) -> c_int;
     /// Whether the QP's sinks are allocated (or it has none).
     pub(crate) fn rrdma_shim_qp_has_sinks(q: *mut ShimQp) -> bool;
-    /// SGEs a WRITE_DMA may gather on the QP (at least 1).
-    pub(crate) fn rrdma_shim_qp_dma_sge(q: *mut ShimQp) -> u32;
+    /// SGEs a WRITE_DMA may gather on the QP, or a READ_DMA (`read`)
+    /// scatter into (at least 1).
+    pub(crate) fn rrdma_shim_qp_dma_sge(q: *mut ShimQp, read: bool) -> u32;
     /// Busy polling: polls the QP's send CQ once unless its work item is
     /// polling; returns the completions handled. Needs a poll reference.
     pub(crate) fn rrdma_shim_qp_poll(q: *mut ShimQp) -> c_int;

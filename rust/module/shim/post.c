@@ -154,7 +154,7 @@ static int sink_map_dma(struct rrdma_shim_qp *q, struct rrdma_shim_sink *k,
  * @s->lkey segments from byte @s->local_addr of the first on, with the
  * local DMA key of the QP's PD (the one Rust mapped them with); returns
  * how many (empty segments give none), or -EINVAL if they are more than
- * the QP gathers (a READ scatters into one: siw's max_sge_rd is 1) or do
+ * the QP gathers (or a READ scatters into: @q->dma_sge_rd) or do
  * not hold @s->len bytes.  Under @q->lock.
  */
 static int dma_sges(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *s,
@@ -165,7 +165,7 @@ static int dma_sges(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *s,
 	u32 left = s->len, i, n = 0;
 
 	if (!seg || !s->len || !s->lkey || s->lkey > q->dma_sge ||
-	    (s->opcode == RRDMA_SHIM_WR_READ_DMA && s->lkey > 1))
+	    (s->opcode == RRDMA_SHIM_WR_READ_DMA && s->lkey > q->dma_sge_rd))
 		return -EINVAL;
 	for (i = 0; i < s->lkey && left; i++) {
 		u32 take;
@@ -410,10 +410,13 @@ out:
 	return ret;
 }
 
-/* SGEs a WRITE_DMA may gather on the QP (1 to RRDMA_SHIM_DMA_SGE). */
-u32 rrdma_shim_qp_dma_sge(struct rrdma_shim_qp *q)
+/*
+ * SGEs a WRITE_DMA may gather on the QP, or a READ_DMA (@read) scatter into
+ * (1 to RRDMA_SHIM_DMA_SGE).
+ */
+u32 rrdma_shim_qp_dma_sge(struct rrdma_shim_qp *q, bool read)
 {
-	return q->dma_sge;
+	return read ? q->dma_sge_rd : q->dma_sge;
 }
 
 /* Whether the QP's sinks are allocated (or it has none). */

@@ -31,7 +31,7 @@ static void rrdma_qp_unmap_bufs(struct rrdma_shim_qp *q)
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
-			 u32 sink_pages, u32 dma_sge,
+			 u32 sink_pages, u32 dma_sge, u32 dma_sge_rd,
 			 struct rrdma_shim_qp **out)
 {
 	struct ib_device *dev = id->device;
@@ -136,6 +136,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	attr.cap.max_recv_wr = lane ? nrecv + 1 : nrecv;
 	/* Rust's choice (QpSizes::dma_sge), within the shim's storage. */
 	q->dma_sge = clamp_t(u32, dma_sge, 1, RRDMA_SHIM_DMA_SGE);
+	q->dma_sge_rd = clamp_t(u32, dma_sge_rd, 1, q->dma_sge);
 	attr.cap.max_send_sge = q->dma_sge;
 	attr.cap.max_recv_sge = 1;
 	ret = rdma_create_qp(id, pd, &attr);

@@ -163,8 +163,9 @@ struct rrdma_shim_ctrl_slot {
  *		sinks, one)
  * @sink_pages:	see @data_sinks
  * @dma_sge:	SGEs a WRITE_DMA may gather (the QP's max_send_sge, as Rust
- *		chose it: QpSizes::dma_sge), 1 to RRDMA_SHIM_DMA_SGE; a READ_DMA
- *		scatters into one
+ *		chose it: QpSizes::dma_sge), 1 to RRDMA_SHIM_DMA_SGE
+ * @dma_sge_rd:	SGEs a READ_DMA may scatter into (QpSizes::dma_sge_rd), 1 to
+ *		@dma_sge
  * @dma_sges:	the SGE lists of the DMA requests of one rrdma_shim_post()
  *		chain, RRDMA_SHIM_DMA_SGE entries per request (under @lock:
  *		ib_post_send() copies them out)
@@ -246,6 +247,7 @@ struct rrdma_shim_qp {
 	u32 data_sinks;
 	u32 sink_pages;
 	u32 dma_sge;
+	u32 dma_sge_rd;
 	struct ib_sge dma_sges[RRDMA_POST_CHUNK * RRDMA_SHIM_DMA_SGE];
 	struct mutex sinks_lock; /* sink allocation, outermost: see above */
 	struct irq_poll iop;

@@ -87,8 +87,8 @@ impl Plan {
                 )
                 .ok_or(EXDEV)?
             }
-            // Elsewhere a request per remote chunk and per segment (a READ)
-            // or up to `max_sge` segments (a WRITE).
+            // Elsewhere a request per remote chunk and per `max_sge_rd`
+            // segments (a READ) or `max_sge` (a WRITE).
             Some(m) => {
                 let sge = m.sge(c.dir == Dir::Read);
                 ops::dma_gather_count(m.segs, c.remote_off, import.chunk_shift, sge)
