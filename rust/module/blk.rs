@@ -13,8 +13,10 @@
 //! them; more work requests than an operation may take) goes through the
 //! slot of its tag in the disk's staging region (one copy on this host).
 //! Its operation is posted as any other, on the import's
-//! connection's first queue pair: a write completes once sent (the disk's
-//! volatile write cache), a FUA write once placed, a flush is a fence.
+//! connection's first queue pair, or on RoCE a zero-copy one on the lane
+//! its tag picks (`OnPath::Disk`): a write completes once sent (the
+//! disk's volatile write cache; on RoCE once placed), a FUA write once
+//! placed, a flush is a fence (on RoCE it completes at once).
 //! The exporter does no work per I/O.
 //!
 //! A disk is no file's: it has a connection and an import of its own
@@ -30,7 +32,7 @@ use crate::abi::blkdev::{DiskPlan, IoKind};
 use crate::abi::conn::Link;
 use crate::abi::errno::{Errno, EAGAIN, EINVAL, EIO, ENOMEM, EROFS, EXDEV};
 use crate::abi::{ops, Result};
-use crate::conn::{Import, OpWork, Posted, ReportTo, Waiter};
+use crate::conn::{Import, OnPath, OpWork, Posted, ReportTo, Waiter};
 use crate::ffi::{self, warn_user, BlkIo, BlkRequest, BlkStatus};
 use crate::region::Region;
 
@@ -57,6 +59,9 @@ pub(crate) struct DiskIo {
     /// their staging slot (sysfs `zero_copy`, `staged`: only grow).
     zero_copy: AtomicU64,
     staged: AtomicU64,
+    /// Reads and writes posted on a lane, not the connection's own queue
+    /// pair (sysfs `on_lanes`: only grows).
+    on_lanes: AtomicU64,
     /// When a request first found the connection down, in jiffies (0: it
     /// is up): the start of the loss timeout.
     down_since: AtomicU64,
@@ -98,6 +103,7 @@ impl DiskIo {
             fences: AtomicU64::new(0),
             zero_copy: AtomicU64::new(0),
             staged: AtomicU64::new(0),
+            on_lanes: AtomicU64::new(0),
             down_since: AtomicU64::new(0),
             down_epoch: AtomicU64::new(0),
         }
@@ -109,8 +115,8 @@ impl DiskIo {
     /// done; [`Queued::Stage`] for a request offered with zero copy that
     /// its queue pair cannot take so.
     ///
-    /// Every operation goes on the connection's first queue pair: a read
-    /// after a write that completed once sent then finds its bytes.
+    /// An operation goes on the connection's first queue pair, or on RoCE
+    /// a zero-copy one on a lane ([`OnPath::Disk`]).
     pub(crate) fn queue(&self, rq: BlkRequest, io: &BlkIo) -> Result<Queued> {
         let kind = match io.op {
             ffi::BLK_READ => IoKind::Read,
@@ -122,20 +128,23 @@ impl DiskIo {
         let zero_copy = io.zero_copy != 0;
         let posted = self.post(kind, rq, io, zero_copy);
         match posted {
-            Ok(Posted::Yes) => {
+            Ok((Posted::Yes, path)) => {
                 let count = match kind {
                     IoKind::Flush => &self.fences,
                     _ if zero_copy => &self.zero_copy,
                     _ => &self.staged,
                 };
                 count.fetch_add(1, Ordering::Relaxed);
+                if path != 0 && kind != IoKind::Flush {
+                    self.on_lanes.fetch_add(1, Ordering::Relaxed);
+                }
                 if self.down_since.load(Ordering::Relaxed) != 0 {
                     self.down_since.store(0, Ordering::Relaxed);
                 }
                 Ok(Queued::Posted)
             }
             Err(e) if e == EXDEV && zero_copy => Ok(Queued::Stage),
-            Ok(Posted::Full) => Err(EAGAIN),
+            Ok((Posted::Full, _)) => Err(EAGAIN),
             // The connection reconnects (or its import waits to be
             // restored).
             Err(e) if e == EAGAIN => Err(self.wait_or_fail()),
@@ -191,8 +200,15 @@ impl DiskIo {
     }
 
     /// Checks and posts request `rq` of kind `kind`, from or to its own
-    /// pages if `zero_copy`, else through its staging slot.
-    fn post(&self, kind: IoKind, rq: BlkRequest, io: &BlkIo, zero_copy: bool) -> Result<Posted> {
+    /// pages if `zero_copy`, else through its staging slot; returns the
+    /// outcome and the path it went on.
+    fn post(
+        &self,
+        kind: IoKind,
+        rq: BlkRequest,
+        io: &BlkIo,
+        zero_copy: bool,
+    ) -> Result<(Posted, usize)> {
         // The block layer only warns about a write to a read-only disk.
         if self.plan.read_only && matches!(kind, IoKind::Write | IoKind::WriteFua) {
             return Err(EROFS);
@@ -217,7 +233,7 @@ impl DiskIo {
             waiter: Some(Waiter::Blk(rq)),
         };
         let conn = &self.import.conn;
-        Ok(conn.post_op_on(&self.import, work, &mut to, true)?.0)
+        conn.post_op_on(&self.import, work, &mut to, OnPath::Disk(io.tag))
     }
 }
 
@@ -288,6 +304,7 @@ unsafe extern "C" fn rrdma_rust_blk_status(owner: *mut c_void, out: *mut BlkStat
     out.fences = disk.fences.load(Ordering::Relaxed);
     out.zero_copy = disk.zero_copy.load(Ordering::Relaxed);
     out.staged = disk.staged.load(Ordering::Relaxed);
+    out.on_lanes = disk.on_lanes.load(Ordering::Relaxed);
     out.state = match conn.link() {
         Link::Up => ffi::BLK_UP,
         Link::Reconnecting => ffi::BLK_RECONNECTING,

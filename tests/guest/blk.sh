@@ -16,7 +16,8 @@
 #  - direct and buffered I/O round trips are bit-exact, and what a flush
 #    acknowledged is in the exporter's memory (read back through a
 #    separate import, not the disk); the flushes were fences; reads and
-#    writes moved with zero copy, none staged, as sysfs counts them;
+#    writes moved with zero copy, none staged, and on rxe spread over
+#    the connection's lanes (none on siw), as sysfs counts them;
 #  - a read-only export, or `map --ro`, gives a read-only disk;
 #  - BLK_UNMAP refuses an open disk (EBUSY) unless forced;
 #  - the disk outlives the map command, on a connection of its own (sysfs
@@ -109,10 +110,27 @@ zero_copy_counted() {
 	[ "$z" -gt 0 ] && [ "$st" = 0 ]
 }
 
+# On RoCE a zero-copy request goes on the lane its tag picks once the
+# lanes are up (rxe paces each queue pair's WRITEs), so fio's requests
+# spread over the connection's own queue pair and its lane; on iWARP, or
+# with one CPU or queue_pairs=1 (no lane), every one stays on the
+# connection's own.  (The exporter's guest has as many CPUs.)
+lanes_counted() {
+	l=$(cat /sys/block/rrdmab0/rrdma/on_lanes)
+	z=$(cat /sys/block/rrdmab0/rrdma/zero_copy)
+	qp=$(cat /sys/module/rrdma/parameters/queue_pairs)
+	echo "# on_lanes $l of $z zero-copy requests, $(nproc) CPUs, queue_pairs $qp"
+	if [ "$prov" = rxe ] && [ "$(nproc)" -gt 1 ] && [ "$qp" != 1 ]; then
+		[ "$l" -gt 0 ] && [ "$l" -lt "$z" ]
+	else
+		[ "$l" = 0 ]
+	fi
+}
+
 # sysfs shows the disk, whose map command (and its connection) ended.
 sysfs_shows_disk() {
 	d=/sys/block/rrdmab0/rrdma
-	for f in peer state reconnects fences zero_copy staged; do echo "$f: $(cat $d/$f)"; done
+	for f in peer state reconnects fences zero_copy staged on_lanes; do echo "$f: $(cat $d/$f)"; done
 	[ "$(cat $d/peer)" = "$RRDMA_PEER:7471" ] && [ "$(cat $d/state)" = connected ] &&
 		[ "$(cat $d/reconnects)" = 0 ]
 }
@@ -372,6 +390,8 @@ else
 	grep -E "IOPS=" /tmp/fio.out | sed 's/^ */fio: /'
 	check "blk $prov: reads and writes moved with zero copy, none staged (sysfs zero_copy, staged)" \
 		zero_copy_counted
+	check "blk $prov: on rxe its zero-copy requests spread over the lanes, on siw none (sysfs on_lanes)" \
+		lanes_counted
 	if [ "$prov" = rxe ]; then
 		check "blk $prov: $dev gone for 2 s under fio with verification: it goes on, every block checked" \
 			link_cut_under_fio

@@ -8,8 +8,9 @@
 //! wanted, not at establishment: an idle connection (a pool's client that
 //! has not moved a block yet) holds its own queue pair only, on both
 //! sides. The first operation the active side submits on the connection
-//! that may go on a lane (not one that must stay on the first queue pair,
-//! as a disk's) asks the lanes work to open them, and goes on the
+//! that may go on a lane (on a disk's connection, a request moved from or
+//! to its own pages on RoCE: `OnPath::Disk`) asks the lanes work to open
+//! them, and goes on the
 //! connection's own queue pair meanwhile; so do the passive side's
 //! operations until the active side opened them. The active side
 //! connects each granted lane with an rdma_cm id of its own,
@@ -22,9 +23,10 @@
 //! A lane carries operations only: no receive is posted on it (a Send
 //! there breaks the protocol and fails the queue pair), and control
 //! messages, grants and keepalive stay on the connection's own queue pair.
-//! An operation goes to the submitting CPU's lane once that lane is
-//! established, else to the connection's own queue pair
-//! (`ConnInner::pick_path`), so nothing waits for lanes: a lane that cannot be
+//! An operation goes to the submitting CPU's lane (a disk's request: its
+//! tag's) once that lane is established, else to the connection's own
+//! queue pair (`ConnInner::pick_path`), so nothing waits for lanes: a lane
+//! that cannot be
 //! set up is logged and left unused. Once established, a lane's failure is
 //! its connection's: the connection ends, and its teardown destroys every
 //! lane before the domain.
@@ -75,9 +77,9 @@ impl WorkItem<4> for Conn {
 }
 
 impl Conn {
-    /// The path an operation submitted now on `cpu` takes
-    /// (`ConnInner::pick_path`); the first after an establishment with
-    /// lanes granted asks for them.
+    /// The path an operation submitted now on `cpu` takes (or a disk's
+    /// request with tag `cpu`, `OnPath::Disk`; `ConnInner::pick_path`);
+    /// the first after an establishment with lanes granted asks for them.
     pub(super) fn path_for_ops(self: &Arc<Self>, g: &mut ConnInner, cpu: u32) -> usize {
         if g.lanes_deferred {
             g.lanes_deferred = false;

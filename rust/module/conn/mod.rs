@@ -107,7 +107,7 @@ mod teardown;
 mod uses;
 
 pub(crate) use ctrl::CtrlCounts;
-pub(crate) use data::{OpWork, Posted, ReportTo, RunFence, Waiter};
+pub(crate) use data::{OnPath, OpWork, Posted, ReportTo, RunFence, Waiter};
 pub(crate) use imports::Import;
 pub(crate) use keepalive::KeepaliveCounts;
 pub(crate) use reconnect::{ReconnectCounts, Retry};

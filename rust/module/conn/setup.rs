@@ -242,10 +242,11 @@ impl Conn {
             // device's SGEs (as clamped) allow: on iWARP each WRITE of a
             // write that completes once sent is signaled (siw copies its
             // bytes), and elsewhere each is a request of the provider's
-            // (rxe: a 4 KiB page per READ or WRITE otherwise). Not for a
-            // file's connections, whose operations name registered chunks:
-            // rxe's send queue entries grow with the SGEs. An iWARP READ
-            // goes into a sink, never into the segments.
+            // (rxe: a 4 KiB page per READ or WRITE otherwise). On RoCE not
+            // for a file's connections, whose operations name registered
+            // chunks: rxe's send queue entries grow with the SGEs (siw's
+            // do not). An iWARP READ goes into a sink, never into the
+            // segments.
             dma_sge: if iwarp || disk {
                 limits.max_send_sge
             } else {
@@ -274,9 +275,6 @@ impl Conn {
                 ctrl_send: 0,
                 sinks: lane_sinks,
                 fence_sinks: lane_fence_sinks,
-                // A disk's requests stay on the connection's own.
-                dma_sge: 1,
-                dma_sge_rd: 1,
                 ..sizes
             },
             iwarp,

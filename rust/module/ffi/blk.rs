@@ -47,6 +47,7 @@ pub(crate) struct BlkStatus {
     pub(crate) reconnects: u64,
     pub(crate) zero_copy: u64,
     pub(crate) staged: u64,
+    pub(crate) on_lanes: u64,
     pub(crate) state: u32,
     pub(crate) pad: u32,
 }

@@ -125,6 +125,7 @@ same_layout!(BlkStatus, blk_status__SIZE, {
     reconnects: blk_status__reconnects,
     zero_copy: blk_status__zero_copy,
     staged: blk_status__staged,
+    on_lanes: blk_status__on_lanes,
     state: blk_status__state,
     pad: blk_status__pad,
 });

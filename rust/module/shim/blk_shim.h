@@ -76,6 +76,7 @@ struct rrdma_shim_blk_status {
 	__u64 reconnects;
 	__u64 zero_copy;
 	__u64 staged;
+	__u64 on_lanes;
 	__u32 state;	/* RRDMA_SHIM_BLK_UP, _RECONNECTING, _DOWN */
 	__u32 pad;
 };

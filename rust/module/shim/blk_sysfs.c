@@ -14,6 +14,9 @@
  *              queue pair could not reach their pages (an iWARP read
  *              whose pages have a gap between them; too many work
  *              requests; only grows)
+ *  on_lanes    reads and writes posted on one of its connection's lanes,
+ *              not on the connection's own queue pair (only grows; RoCE
+ *              only: a zero-copy request goes on the lane its tag picks)
  *  reset       (write-only) any write ends the connection as a peer's
  *              disconnect would: it reconnects, I/O waits meanwhile
  *
@@ -98,6 +101,15 @@ static ssize_t staged_show(struct device *dev, struct device_attribute *attr,
 	return sysfs_emit(buf, "%llu\n", s.staged);
 }
 
+static ssize_t on_lanes_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	struct rrdma_shim_blk_status s;
+
+	rrdma_blk_status_of(dev, &s);
+	return sysfs_emit(buf, "%llu\n", s.on_lanes);
+}
+
 static ssize_t reset_store(struct device *dev, struct device_attribute *attr,
 			   const char *buf, size_t count)
 {
@@ -111,6 +123,7 @@ static DEVICE_ATTR_RO(reconnects);
 static DEVICE_ATTR_RO(fences);
 static DEVICE_ATTR_RO(zero_copy);
 static DEVICE_ATTR_RO(staged);
+static DEVICE_ATTR_RO(on_lanes);
 static DEVICE_ATTR_WO(reset);
 
 static struct attribute *rrdma_blk_attrs[] = {
@@ -120,6 +133,7 @@ static struct attribute *rrdma_blk_attrs[] = {
 	&dev_attr_fences.attr,
 	&dev_attr_zero_copy.attr,
 	&dev_attr_staged.attr,
+	&dev_attr_on_lanes.attr,
 	&dev_attr_reset.attr,
 	NULL,
 };

@@ -183,6 +183,7 @@ int main(void)
 	OFFSET(blk_status__reconnects, rrdma_shim_blk_status, reconnects);
 	OFFSET(blk_status__zero_copy, rrdma_shim_blk_status, zero_copy);
 	OFFSET(blk_status__staged, rrdma_shim_blk_status, staged);
+	OFFSET(blk_status__on_lanes, rrdma_shim_blk_status, on_lanes);
 	OFFSET(blk_status__state, rrdma_shim_blk_status, state);
 	OFFSET(blk_status__pad, rrdma_shim_blk_status, pad);
 	DEFINE(RRDMA_SHIM_BLK_UP, RRDMA_SHIM_BLK_UP);

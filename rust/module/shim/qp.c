@@ -134,7 +134,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	attr.cap.max_send_wr = sq_depth + nsend;
 	/* A lane's one receive leaves room for the drain's own. */
 	attr.cap.max_recv_wr = lane ? nrecv + 1 : nrecv;
-	/* Rust's choice (QpSizes::dma_sge), within the shim's storage. */
+	/* Rust's choice (QpSizes::dma_sge{,_rd}), within the shim's storage. */
 	q->dma_sge = clamp_t(u32, dma_sge, 1, RRDMA_SHIM_DMA_SGE);
 	q->dma_sge_rd = clamp_t(u32, dma_sge_rd, 1, q->dma_sge);
 	attr.cap.max_send_sge = q->dma_sge;

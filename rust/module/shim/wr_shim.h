@@ -54,7 +54,7 @@ struct rrdma_shim_dma_seg;
  * @segs:	SINK_REG_DMA: a disk request's DMA segments (@lkey of them),
  *		of which the sink maps bytes @local_addr to @local_addr + @len
  *		(checked by Rust: no gap, no more pages than a sink maps);
- *		READ_DMA/WRITE_DMA: the segments it scatters into (one) or
+ *		READ_DMA/WRITE_DMA: the segments it scatters into or
  *		gathers from (@lkey of them, at most the QP's
  *		rrdma_shim_qp_dma_sge()), with the local DMA key of the QP's
  *		PD, which mapped them: @len

@@ -42,6 +42,13 @@ impl Conn {
         if !inner.state.is_connected() {
             return Err(inner.errno());
         }
+        // A lane picked before the locks were let go (`Prepare`) may have
+        // been replaced meanwhile by a reconnect's, not established yet:
+        // nothing would complete an operation posted there if it failed
+        // before joining. The caller tries again (`EAGAIN`).
+        if p != 0 && !inner.paths.get(p).is_some_and(|x| x.up) {
+            return Err(EAGAIN);
+        }
         // The import's one lookup: its check, its count, its keys.
         let target = inner.imports.usable(import.entry())?;
         let PathData {

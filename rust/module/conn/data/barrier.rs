@@ -11,7 +11,8 @@
 //! every export may be read). With none to post, the fence completes at once; with
 //! several, the last of them reports (`FenceJoin`). The first fence after
 //! a connection's end that may have lost writes sent (`SentLedger::take_loss`)
-//! fails at once with `ECONNRESET`.
+//! fails at once with `ECONNRESET`. A disk's flush on RoCE completes at
+//! once: it covers the writes that completed before it, which are placed.
 
 use super::*;
 
@@ -137,8 +138,16 @@ impl Conn {
         // The fence's requests: a READ sink's registration and the READ,
         // or an empty READ.
         let nwrs = if iwarp { 2 } else { 1 };
+        // A disk's flush covers the writes that completed before it, and
+        // on RoCE a write completes once placed: it needs no fence (and no
+        // `FenceJoin`, which would allocate on a disk's I/O path now that
+        // its writes spread over the lanes).
+        let placed_once_done = !iwarp && self.shared.backs_disk();
         let mut need = 0u32;
         for (p, x) in g.paths.iter().enumerate() {
+            if placed_once_done {
+                break;
+            }
             let (Some(lock), Some(_)) = (self.path(p), path_qp(p, &g.id, &x.lane)) else {
                 continue;
             };

@@ -130,7 +130,7 @@ use wait::*;
 pub(crate) use fence::RunFence;
 pub(in crate::conn) use followups::Followups;
 pub(in crate::conn) use path::{path_locks, Path, PathLock};
-pub(crate) use post::{OpWork, Posted};
+pub(crate) use post::{OnPath, OpWork, Posted};
 pub(crate) use slots::{ReportTo, Waiter};
 
 /// Most operation slots of a connection (its queue pair may have fewer:

@@ -98,8 +98,9 @@ pub(in crate::conn) fn path_locks() -> Result<KVec<Pin<KBox<PathLock>>>> {
 }
 
 impl crate::conn::ConnInner {
-    /// The path an operation submitted on `cpu` takes: that CPU's, if
-    /// that lane is up, else the connection's own queue pair.
+    /// The path an operation submitted on `cpu` takes (a disk's request:
+    /// `cpu` is its tag): lane `cpu` modulo the paths, if that lane is up,
+    /// else the connection's own queue pair.
     pub(in crate::conn) fn pick_path(&self, cpu: u32) -> usize {
         let n = self.paths.len();
         if n <= 1 {

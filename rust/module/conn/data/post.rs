@@ -33,6 +33,26 @@ pub(crate) enum OpWork<'a> {
     Request(&'a Arc<Region>, &'a Checked),
 }
 
+/// Which queue pair of its connection an operation goes on.
+#[derive(Clone, Copy)]
+pub(crate) enum OnPath {
+    /// The submitting CPU's lane once it is established, else the
+    /// connection's own queue pair.
+    Cpu,
+    /// An rrdma-blk request with tag `tag`. One from or to its own pages
+    /// ([`OpWork::Request`]) on RoCE goes on the queue pair `tag` picks
+    /// among the connection's own and its established lanes (the first
+    /// asks for the lanes, which open on the work queue): there a write
+    /// completes once placed, so a read after it finds its bytes on any
+    /// queue pair, and rxe paces each queue pair's WRITEs (128 packets
+    /// unacknowledged), so one disk's writes spread over its lanes move
+    /// more at once. Any other goes on the connection's own: on iWARP a
+    /// read after a write that completed once sent must find its bytes
+    /// and fences are per queue pair; a staged request's chunks are then
+    /// registered on one queue pair only.
+    Disk(u32),
+}
+
 impl Conn {
     /// Posts one checked operation on `import` (`work`: from or to a
     /// region, or a fence), which reports to `to`, on the submitting CPU's
@@ -47,19 +67,16 @@ impl Conn {
         work: OpWork<'_>,
         to: &mut ReportTo,
     ) -> Result<(Posted, usize), Errno> {
-        self.post_op_on(import, work, to, false)
+        self.post_op_on(import, work, to, OnPath::Cpu)
     }
 
-    /// As [`Conn::post_op`]; with `first`, on the connection's first
-    /// queue pair whatever the CPU: operations posted so stay in order
-    /// with each other (a read after a write that completed once sent
-    /// finds its bytes; rrdma-blk's requests).
+    /// As [`Conn::post_op`], on the queue pair `on` picks.
     pub(crate) fn post_op_on(
         self: &Arc<Self>,
         import: &Import,
         work: OpWork<'_>,
         to: &mut ReportTo,
-        first: bool,
+        on: OnPath,
     ) -> Result<(Posted, usize), Errno> {
         let (region, c, dma) = match work {
             OpWork::Blocks(region, c) => (region, c, false),
@@ -67,8 +84,11 @@ impl Conn {
             OpWork::Fence => return self.post_barrier(import, to),
         };
         let mut g = Some(self.inner.lock());
-        let p = match g.as_deref_mut() {
-            Some(i) if !first => self.path_for_ops(i, ffi::this_cpu()),
+        let p = match (g.as_deref_mut(), on) {
+            (Some(i), OnPath::Cpu) => self.path_for_ops(i, ffi::this_cpu()),
+            (Some(i), OnPath::Disk(tag)) if dma && i.res.as_ref().is_some_and(|r| !r.iwarp) => {
+                self.path_for_ops(i, tag)
+            }
             _ => 0,
         };
         if let Some(i) = g.as_deref_mut() {
