@@ -59,9 +59,6 @@ pub(crate) struct DiskIo {
     /// their staging slot (sysfs `zero_copy`, `staged`: only grow).
     zero_copy: AtomicU64,
     staged: AtomicU64,
-    /// Reads and writes posted on a lane, not the connection's own queue
-    /// pair (sysfs `on_lanes`: only grows).
-    on_lanes: AtomicU64,
     /// When a request first found the connection down, in jiffies (0: it
     /// is up): the start of the loss timeout.
     down_since: AtomicU64,
@@ -103,7 +100,6 @@ impl DiskIo {
             fences: AtomicU64::new(0),
             zero_copy: AtomicU64::new(0),
             staged: AtomicU64::new(0),
-            on_lanes: AtomicU64::new(0),
             down_since: AtomicU64::new(0),
             down_epoch: AtomicU64::new(0),
         }
@@ -128,23 +124,20 @@ impl DiskIo {
         let zero_copy = io.zero_copy != 0;
         let posted = self.post(kind, rq, io, zero_copy);
         match posted {
-            Ok((Posted::Yes, path)) => {
+            Ok(Posted::Yes) => {
                 let count = match kind {
                     IoKind::Flush => &self.fences,
                     _ if zero_copy => &self.zero_copy,
                     _ => &self.staged,
                 };
                 count.fetch_add(1, Ordering::Relaxed);
-                if path != 0 && kind != IoKind::Flush {
-                    self.on_lanes.fetch_add(1, Ordering::Relaxed);
-                }
                 if self.down_since.load(Ordering::Relaxed) != 0 {
                     self.down_since.store(0, Ordering::Relaxed);
                 }
                 Ok(Queued::Posted)
             }
             Err(e) if e == EXDEV && zero_copy => Ok(Queued::Stage),
-            Ok((Posted::Full, _)) => Err(EAGAIN),
+            Ok(Posted::Full) => Err(EAGAIN),
             // The connection reconnects (or its import waits to be
             // restored).
             Err(e) if e == EAGAIN => Err(self.wait_or_fail()),
@@ -200,15 +193,8 @@ impl DiskIo {
     }
 
     /// Checks and posts request `rq` of kind `kind`, from or to its own
-    /// pages if `zero_copy`, else through its staging slot; returns the
-    /// outcome and the path it went on.
-    fn post(
-        &self,
-        kind: IoKind,
-        rq: BlkRequest,
-        io: &BlkIo,
-        zero_copy: bool,
-    ) -> Result<(Posted, usize)> {
+    /// pages if `zero_copy`, else through its staging slot.
+    fn post(&self, kind: IoKind, rq: BlkRequest, io: &BlkIo, zero_copy: bool) -> Result<Posted> {
         // The block layer only warns about a write to a read-only disk.
         if self.plan.read_only && matches!(kind, IoKind::Write | IoKind::WriteFua) {
             return Err(EROFS);
@@ -233,7 +219,9 @@ impl DiskIo {
             waiter: Some(Waiter::Blk(rq)),
         };
         let conn = &self.import.conn;
-        conn.post_op_on(&self.import, work, &mut to, OnPath::Disk(io.tag))
+        Ok(conn
+            .post_op_on(&self.import, work, &mut to, OnPath::Disk(io.tag))?
+            .0)
     }
 }
 
@@ -304,7 +292,8 @@ unsafe extern "C" fn rrdma_rust_blk_status(owner: *mut c_void, out: *mut BlkStat
     out.fences = disk.fences.load(Ordering::Relaxed);
     out.zero_copy = disk.zero_copy.load(Ordering::Relaxed);
     out.staged = disk.staged.load(Ordering::Relaxed);
-    out.on_lanes = disk.on_lanes.load(Ordering::Relaxed);
+    // The disk's connection is its file's only one (`own.rs`).
+    out.on_lanes = conn.lane_ops();
     out.state = match conn.link() {
         Link::Up => ffi::BLK_UP,
         Link::Reconnecting => ffi::BLK_RECONNECTING,

@@ -138,6 +138,11 @@ impl FabricWork {
         self.lane_ops.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Operations posted on a data lane so far.
+    pub(crate) fn lane_ops(&self) -> u64 {
+        self.lane_ops.load(Ordering::Relaxed)
+    }
+
     /// Counts one write fence posted.
     pub(crate) fn fence(&self) {
         self.fences.fetch_add(1, Ordering::Relaxed);

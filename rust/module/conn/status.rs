@@ -2,7 +2,8 @@
 
 //! What `RRDMA_IOCTL_STATUS` shows of a connection (`crate::status`): its
 //! record, its imports', and whether the peer imported an export over it.
-//! Each is read under `Conn::inner` alone, and copied out after.
+//! Each is read under `Conn::inner` alone, and copied out after. Also the
+//! lane-op count a disk's sysfs `on_lanes` shows (an atomic, no lock).
 
 use core::sync::atomic::Ordering;
 
@@ -18,6 +19,13 @@ use crate::abi::Result;
 use crate::file::uapi_addr;
 
 impl Conn {
+    /// Operations posted on a data lane of the connections of its file
+    /// (a disk's: its own connection's, sysfs `on_lanes`; fdinfo
+    /// `rrdma-lane-ops`).
+    pub(crate) fn lane_ops(&self) -> u64 {
+        self.shared.work.lane_ops()
+    }
+
     /// The connection's record, but for its owner's pid and uid.
     pub(crate) fn status(&self) -> StatusConn {
         let g = self.inner.lock();

@@ -259,9 +259,9 @@ impl BlkRequest {
 pub(crate) struct DmaMap<'a> {
     pub(crate) segs: &'a [DmaSeg],
     /// Segments one WRITE of the queue pair may gather ([`Self::sge`]).
-    pub(crate) max_sge: u32,
+    max_sge: u32,
     /// Segments one READ of the queue pair may scatter into.
-    pub(crate) max_sge_rd: u32,
+    max_sge_rd: u32,
 }
 
 impl DmaMap<'_> {

@@ -144,10 +144,8 @@ impl Conn {
         // its writes spread over the lanes).
         let placed_once_done = !iwarp && self.shared.backs_disk();
         let mut need = 0u32;
-        for (p, x) in g.paths.iter().enumerate() {
-            if placed_once_done {
-                break;
-            }
+        let paths = g.paths.iter().enumerate().filter(|_| !placed_once_done);
+        for (p, x) in paths {
             let (Some(lock), Some(_)) = (self.path(p), path_qp(p, &g.id, &x.lane)) else {
                 continue;
             };
