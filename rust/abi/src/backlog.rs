@@ -24,13 +24,18 @@
 //! end the connection. So do our import requests (at most [`REQ_MAX`],
 //! bound by our request slots): a connection has only a few send buffers
 //! (`limits::CTRL_SEND`), and an IMPORT should not fail for lack of one.
+//! So does the passive side's one [`Ctrl::LanesWanted`].
 
 use super::errno::{Errno, EAGAIN, EPROTO};
 use super::wire::{Ctrl, PING_MAX, REQ_MAX, REVOKE_MAX};
 
 /// Messages that may wait at once: the peer's bounds plus our own ping,
 /// revokes and import requests.
-pub const BACKLOG_MAX: usize = 2 * REQ_MAX + REVOKE_MAX + PING_MAX + PING_MAX + REVOKE_MAX;
+pub const BACKLOG_MAX: usize =
+    2 * REQ_MAX + REVOKE_MAX + PING_MAX + PING_MAX + REVOKE_MAX + LANES_WANTED_MAX;
+
+/// [`Ctrl::LanesWanted`] messages a side sends on a connection.
+const LANES_WANTED_MAX: usize = 1;
 
 /// The kinds of message that may wait, each with its bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +52,8 @@ pub enum Kind {
     Revoke,
     /// One of our import requests.
     ImportReq,
+    /// Our ask for the lanes (the passive side's).
+    LanesWanted,
 }
 
 impl Kind {
@@ -59,6 +66,7 @@ impl Kind {
             Ctrl::Ping { .. } => Kind::Ping,
             Ctrl::Revoke { .. } => Kind::Revoke,
             Ctrl::ImportReq { .. } => Kind::ImportReq,
+            Ctrl::LanesWanted => Kind::LanesWanted,
         }
     }
 
@@ -67,6 +75,7 @@ impl Kind {
             Kind::ImportResp | Kind::ImportReq => REQ_MAX,
             Kind::RevokeAck | Kind::Revoke => REVOKE_MAX,
             Kind::Pong | Kind::Ping => PING_MAX,
+            Kind::LanesWanted => LANES_WANTED_MAX,
         }
     }
 }
@@ -250,6 +259,8 @@ mod tests {
             s.owe(req(i + 1)).unwrap();
         }
         assert_eq!(s.owe(req(99)), Err(EPROTO));
+        s.owe(Ctrl::LanesWanted).unwrap();
+        assert_eq!(s.owe(Ctrl::LanesWanted), Err(EPROTO));
         assert_eq!(s.b.len(), BACKLOG_MAX);
     }
 

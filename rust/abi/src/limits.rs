@@ -24,6 +24,11 @@ use super::errno::{Errno, ENOSPC};
 /// each. A connection's own queue pair used to have 416 (and a lane 256):
 /// 512 entries each, 96 KiB more per queue pair on rxe.
 pub const SEND_MAX: u32 = 254;
+/// Most send-queue entries of a connection's own queue pair when data
+/// lanes carry its operations ([`queue_sizes_laned`]): 64 entries on
+/// either provider, against 256 (on rxe 78 KiB less per connection, its
+/// send queue and completion queue).
+pub const SEND_LANED: u32 = 62;
 /// Most operation slots (send-queue entries for operations) of a queue
 /// pair: a data lane's whole send queue.
 pub const OPS_MAX: u32 = SEND_MAX;
@@ -149,6 +154,19 @@ impl TooSmall {
 
 /// The queue sizes of a connection on a device with limits `l`.
 pub fn queue_sizes(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
+    sized(l, SEND_MAX)
+}
+
+/// The queue sizes of a connection whose operations go on its data lanes
+/// once they are up: its own queue pair keeps the control sends and gets
+/// a quarter of the rest of [`SEND_LANED`] for export registrations and
+/// the remainder (41) for the operations that come before the lanes, or
+/// on a CPU whose lane failed; a lane's are as [`queue_sizes`]'.
+pub fn queue_sizes_laned(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
+    sized(l, SEND_LANED)
+}
+
+fn sized(l: &DeviceLimits, send_max: u32) -> Result<QueueSizes, TooSmall> {
     if l.max_send_sge == 0 || l.max_recv_sge == 0 || l.max_sge_rd == 0 {
         return Err(TooSmall::Sge);
     }
@@ -157,7 +175,7 @@ pub fn queue_sizes(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
     }
     let send = l.max_qp_wr.min(l.max_cqe - 1);
     let ctrl_send = CTRL_SEND;
-    let rest = send.min(SEND_MAX).saturating_sub(ctrl_send);
+    let rest = send.min(send_max).saturating_sub(ctrl_send);
     let grant_regs = (rest / 4).clamp(1, GRANT_REGS_MAX);
     let ops = rest.saturating_sub(grant_regs).min(OPS_MAX);
     if ops < OPS_MIN {
@@ -214,6 +232,34 @@ mod tests {
             assert!((n + 1).next_power_of_two() <= 256, "{n}");
         }
         assert!(q.recv >= u32::from(CTRL_RECV_MIN));
+    }
+
+    /// A laned connection's own queues take 64 entries, its lanes 256.
+    #[test]
+    fn a_laned_connection_keeps_a_small_queue_of_its_own() {
+        let full = queue_sizes(&DeviceLimits::UNLIMITED).unwrap();
+        let q = queue_sizes_laned(&DeviceLimits::UNLIMITED).unwrap();
+        assert_eq!(
+            q,
+            QueueSizes {
+                ops: 41,
+                lane_ops: OPS_MAX,
+                grant_regs: 13,
+                ctrl_send: CTRL_SEND,
+                recv: CTRL_RECV
+            }
+        );
+        assert_eq!(q.send_wrs(), SEND_LANED);
+        assert_eq!((q.send_cqe() + 1).next_power_of_two(), 64);
+        assert_eq!(q.lane_ops, full.lane_ops);
+        assert!(q.ops >= OPS_MIN);
+        // A small NIC's queue is the smaller bound.
+        let l = DeviceLimits {
+            max_qp_wr: 48,
+            max_cqe: 64,
+            ..DeviceLimits::UNLIMITED
+        };
+        assert_eq!(queue_sizes_laned(&l), queue_sizes(&l));
     }
 
     #[test]

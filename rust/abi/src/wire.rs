@@ -56,14 +56,18 @@ pub const MAGIC: u32 = u32::from_le_bytes(*b"RRDM");
 /// adds keepalive ([`Ctrl::Ping`], [`Ctrl::Pong`]); version 4 lets a
 /// reconnect name the connection it replaces ([`Hello::replaces`]);
 /// version 5 negotiates queue pairs and lets a lane join its connection
-/// ([`Hello::lane`]).
-pub const VERSION: u16 = 5;
+/// ([`Hello::lane`]); version 6 lets the passive side ask for the lanes
+/// ([`Ctrl::LanesWanted`]).
+pub const VERSION: u16 = 6;
 /// First protocol version with keepalive.
 pub const KEEPALIVE_VERSION: u16 = 3;
 /// First protocol version whose hello names the connection it replaces.
 pub const REPLACES_VERSION: u16 = 4;
 /// First protocol version with data lanes.
 pub const LANES_VERSION: u16 = 5;
+/// First protocol version in which the passive side asks the active side
+/// to open the lanes ([`Ctrl::LanesWanted`]).
+pub const LANES_WANTED_VERSION: u16 = 6;
 /// Most queue pairs of one connection: its own and its lanes.
 pub const QPS_MAX: u16 = 16;
 /// Oldest protocol version this build accepts: version 1 sent revokes
@@ -77,15 +81,20 @@ pub const REVOKE_MAX: usize = 4;
 /// Pings one side may have outstanding on a connection (version 3).
 pub const PING_MAX: usize = 1;
 /// Receive buffers a side must post (and advertise in its [`Hello`]) to
-/// speak `version`: the peer's requests, revokes and pings, and the answers
-/// to ours.
+/// speak `version`: the peer's requests, revokes and pings, the answers
+/// to ours, and the passive side's one [`Ctrl::LanesWanted`].
 pub const fn ctrl_recv_min(version: u16) -> u16 {
     let per_side = if version >= KEEPALIVE_VERSION {
         REQ_MAX + REVOKE_MAX + PING_MAX
     } else {
         REQ_MAX + REVOKE_MAX
     };
-    (2 * per_side) as u16
+    let lanes_wanted = if version >= LANES_WANTED_VERSION {
+        1
+    } else {
+        0
+    };
+    (2 * per_side + lanes_wanted) as u16
 }
 /// Receive buffers a side must post to speak [`VERSION`].
 pub const CTRL_RECV_MIN: u16 = ctrl_recv_min(VERSION);

@@ -5,7 +5,8 @@
 
 use proptest::prelude::*;
 use rrdma_abi::limits::{
-    queue_sizes, DeviceLimits, CTRL_RECV, CTRL_SEND, OPS_MAX, OPS_MIN, SEND_MAX,
+    queue_sizes, queue_sizes_laned, DeviceLimits, CTRL_RECV, CTRL_SEND, OPS_MAX, OPS_MIN,
+    SEND_LANED, SEND_MAX,
 };
 use rrdma_abi::wire::CTRL_RECV_MIN;
 
@@ -43,6 +44,15 @@ proptest! {
                 prop_assert!(q.grant_regs >= 1);
                 prop_assert!(q.ctrl_send == CTRL_SEND);
                 prop_assert!(q.recv >= u32::from(CTRL_RECV_MIN));
+                // A laned connection's own queue pair: as small as
+                // `SEND_LANED` allows, never refused where the full one
+                // is not, its lanes as large.
+                let laned = queue_sizes_laned(&l);
+                prop_assert!(laned.is_ok());
+                let s = laned.unwrap();
+                prop_assert!(s.send_wrs() <= SEND_LANED.min(q.send_wrs()));
+                prop_assert!((OPS_MIN..=q.ops).contains(&s.ops));
+                prop_assert!(s.lane_ops == q.lane_ops && s.recv == q.recv);
             }
             // Refused only when no sizing could fit (the bound is
             // exact: one entry more and it fits).

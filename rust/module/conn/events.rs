@@ -84,6 +84,9 @@ impl Conn {
                 }
             }
             Action::Connect => {
+                // The offer, before the queue pair: its size depends on it.
+                let qps = wire::qps_wanted(ffi::queue_pairs(), !self.shared.backs_disk());
+                g.lanes = qps - 1;
                 let taken = self
                     .setup_qp(&mut g)
                     .and_then(|()| g.id.take().ok_or(ENOTCONN));
@@ -92,8 +95,6 @@ impl Conn {
                         g.connecting = true;
                         g.nonce = ffi::random_u64();
                         let replaces = g.reconnect.as_ref().and_then(|r| r.replaces);
-                        let qps = ffi::queue_pairs();
-                        g.lanes = qps - 1;
                         let hello = hello(wire::VERSION, qps, g.nonce, replaces).encode();
                         // Without the lock: operations and requests
                         // meanwhile see `Connecting` (EAGAIN, or a wait),
@@ -123,7 +124,7 @@ impl Conn {
                 self.reconnected(&mut g);
                 // The first operation that could use a lane opens them
                 // (`lanes.rs`): an idle connection holds one queue pair.
-                g.lanes_deferred = self.active && g.lanes > 0;
+                g.lanes_deferred = self.ops_open_lanes(&g);
             }
             Action::Teardown | Action::None | Action::Backoff | Action::Reconnect => {}
         }

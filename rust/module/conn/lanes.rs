@@ -7,13 +7,15 @@
 //! that many (`wire::grant_qps`). Lanes are opened when they are first
 //! wanted, not at establishment: an idle connection (a pool's client that
 //! has not moved a block yet) holds its own queue pair only, on both
-//! sides. The first operation the active side submits on the connection
-//! that may go on a lane (on a disk's connection, a request moved from or
-//! to its own pages on RoCE: `OnPath::Disk`) asks the lanes work to open
-//! them, and goes on the
-//! connection's own queue pair meanwhile; so do the passive side's
-//! operations until the active side opened them. The active side
-//! connects each granted lane with an rdma_cm id of its own,
+//! sides, and a small one (`limits::queue_sizes_laned`: 41 operation
+//! slots, not 185) where lanes will carry the operations. The first
+//! operation the active side submits on the connection that may go on a
+//! lane (on a disk's connection, a request moved from or to its own pages
+//! on RoCE: `OnPath::Disk`) asks the lanes work to open them; the passive
+//! side's first (wire version 6) has the lanes work ask the active side
+//! for them (`Ctrl::LanesWanted`), which opens them as for its own.
+//! Either goes on the connection's own queue pair meanwhile. The active
+//! side connects each granted lane with an rdma_cm id of its own,
 //! whose hello names the connection (its nonce) and the lane's index. The
 //! passive side finds the connection by that nonce and the peer's address
 //! (`Conn::join_lane`: a peer can join only its own connections) and
@@ -40,11 +42,11 @@ use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::workqueue::{impl_has_work, WorkItem};
 
-use super::{data::Path, hello, Conn, ConnInner};
+use super::{ctrl::answer, data::Path, hello, Conn, ConnInner};
 use crate::abi::{
     conn::{Action, Event},
     errno::{Errno, ECONNRESET, EINVAL, ENOENT, ENOMEM, ENOTCONN, EPROTO},
-    wire::{self, Hello},
+    wire::{self, Ctrl, Hello},
 };
 use crate::calling::Task;
 use crate::cm_id::{CmId, InHandler};
@@ -69,14 +71,44 @@ impl WorkItem<4> for Conn {
             let mut g = this.inner.lock();
             // Still established, and not opened since (a reconnect in
             // between asks again with its own first operation).
-            if g.state.is_connected() && g.paths.len() == 1 && g.lanes > 0 {
+            if !(g.state.is_connected() && g.paths.len() == 1 && g.lanes > 0) {
+                return;
+            }
+            if this.active {
                 this.open_lanes(&mut g);
+            } else if let Err(e) = answer(&mut g, &this.shared.ctrl, Ctrl::LanesWanted) {
+                // Its operations stay on the connection's own queue pair.
+                crate::ffi::warn_user!("cannot ask the peer for data lanes: errno {}\n", e.get());
             }
         });
     }
 }
 
 impl Conn {
+    /// Whether this connection's first operation has its lanes opened:
+    /// any granted on the active side; on the passive side, those a peer
+    /// that takes [`Ctrl::LanesWanted`] granted (`g.version` is the
+    /// negotiated one from the connect request on).
+    pub(super) fn ops_open_lanes(&self, g: &ConnInner) -> bool {
+        g.lanes > 0 && (self.active || g.version >= wire::LANES_WANTED_VERSION)
+    }
+
+    /// The passive side asks for the lanes ([`Ctrl::LanesWanted`]): the
+    /// active side opens them as for its own first operation, once; `false`
+    /// if this side is the passive one (the peer broke the protocol).
+    pub(super) fn lanes_wanted(self: &Arc<Self>) -> bool {
+        if !self.active {
+            return false;
+        }
+        let mut g = self.inner.lock();
+        if g.lanes_deferred {
+            g.lanes_deferred = false;
+            // Queued already: that run opens them.
+            let _ = ffi::wq().enqueue::<Arc<Conn>, 4>(self.clone());
+        }
+        true
+    }
+
     /// The path an operation submitted now on `cpu` takes (or a disk's
     /// request with tag `cpu`, `OnPath::Disk`; `ConnInner::pick_path`);
     /// the first after an establishment with lanes granted asks for them.

@@ -138,6 +138,9 @@ struct Resources {
     chunk_shift: u32,
     /// Export registrations that may be in flight on the queue pair.
     grant_regs: u32,
+    /// The own queue pair is small (`limits::queue_sizes_laned`): the
+    /// lanes alone share the CPUs' operations (`ConnInner::pick_path`).
+    own_small: bool,
     /// The sizes of a data lane's queue pair (`lanes.rs`).
     lane_sizes: crate::verbs::QpSizes,
     /// iWARP's rules apply: an RDMA WRITE completes once sent, not once

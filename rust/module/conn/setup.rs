@@ -158,7 +158,9 @@ impl Conn {
         g.listener = Some(listener.clone());
         g.version = version;
         g.nonce = peer_hello.nonce;
-        let qps = wire::grant_qps(peer_hello.qps, version, ffi::queue_pairs());
+        let own_small = version >= wire::LANES_WANTED_VERSION && !shared.backs_disk();
+        let cap = wire::qps_wanted(ffi::queue_pairs(), own_small);
+        let qps = wire::grant_qps(peer_hello.qps, version, cap);
         g.lanes = qps - 1;
         let hello = hello(version, qps, ffi::random_u64(), None).encode();
         let accepted = this
@@ -191,6 +193,12 @@ impl Conn {
     /// Builds the queue pair on the id's device (route resolved, or a
     /// request being accepted).
     pub(super) fn setup_qp(self: &Arc<Self>, g: &mut ConnInner) -> Result<(), Errno> {
+        let disk = self.shared.backs_disk();
+        // Data lanes carry the operations of a file's connection once they
+        // are up (either side's first operation has them opened), so its
+        // own queue pair needs only a few slots for the ones before. A
+        // disk's keeps its full queue: iWARP and staged requests stay on it.
+        let laned = self.ops_open_lanes(g) && !disk;
         let dev = g.id.as_ref().ok_or(ENOTCONN)?.device();
         let device = self
             .shared
@@ -205,10 +213,13 @@ impl Conn {
         let pd = Pd::new(&device)?;
         let limits = *device.limits();
         let iwarp = device.attr().node_type == crate::abi::uapi::node_type::RNIC;
-        let disk = self.shared.backs_disk();
         let chunk_shift =
             ops::chunk_shift(limits.max_fast_reg_pages, ffi::page_size().trailing_zeros());
-        let q = limits::queue_sizes(&limits).map_err(|why| {
+        let sized = match laned {
+            true => limits::queue_sizes_laned(&limits),
+            false => limits::queue_sizes(&limits),
+        };
+        let q = sized.map_err(|why| {
             warn_user!(
                 "{}: queues too small for a connection ({:?}: max_qp_wr {}, max_cqe {}) (errno {})\n",
                 device.attr().name_str(),
@@ -264,6 +275,7 @@ impl Conn {
             pd,
             chunk_shift,
             grant_regs: q.grant_regs,
+            own_small: laned,
             // A lane carries operations only: no export registrations and
             // no control messages. Its one receive is a tripwire: the
             // provider flushes it when the queue pair fails (a peer's bad

@@ -122,7 +122,7 @@ void rrdma_param_limits(struct rrdma_shim_device_limits *clamp)
 static uint queue_pairs;
 module_param(queue_pairs, uint, 0644);
 MODULE_PARM_DESC(queue_pairs,
-		 "Queue pairs per connection, its own and its data lanes: 0 (default) one per online CPU, 1 no lanes; at most 16");
+		 "Queue pairs for a connection's operations: 0 (default) one per online CPU; 1 its own; 2 to 15 data lanes beside its own small one (a disk's: its own and one lane fewer)");
 
 /* Queue pairs a new connection offers or grants, at least 1. */
 u32 rrdma_shim_queue_pairs(void)

@@ -72,6 +72,7 @@ mod lossy;
 mod measure;
 mod overlap;
 mod param;
+mod passive_lanes;
 mod reconnect;
 mod reconnect_errnos;
 mod regions;
@@ -315,6 +316,7 @@ fn main() -> ExitCode {
                         Ok(own) => scale::checks(&own, &mut t, me, max, conns),
                         Err(e) => t.check("scale: open", Err(e.to_string())),
                     }
+                    passive_lanes::checks(&mut t, me);
                     t.check(
                         "scale: the file closed, nothing of it left",
                         scale::nothing_left(&dev),

@@ -5,7 +5,8 @@
 
 use super::super::errno::{Errno, EPROTO};
 use super::{
-    le16, le32, le64, put16, put32, put64, KEEPALIVE_VERSION, MAGIC, MIN_VERSION, VERSION,
+    le16, le32, le64, put16, put32, put64, KEEPALIVE_VERSION, LANES_WANTED_VERSION, MAGIC,
+    MIN_VERSION, VERSION,
 };
 
 /// Bytes of every control message (the size of a receive buffer).
@@ -24,6 +25,7 @@ const OP_REVOKE: u8 = 3;
 const OP_REVOKE_ACK: u8 = 4;
 const OP_PING: u8 = 5;
 const OP_PONG: u8 = 6;
+const OP_LANES_WANTED: u8 = 7;
 
 /// Smallest registration chunk (`chunk_shift`): one page.
 pub const CHUNK_SHIFT_MIN: u8 = 12;
@@ -119,6 +121,10 @@ pub enum Ctrl {
         /// The ping's sequence number.
         seq: u64,
     },
+    /// Passive → active side (version 6), at most once per connection:
+    /// the passive side has an operation to post, open the granted lanes
+    /// (the active side opens them at its own first operation otherwise).
+    LanesWanted,
 }
 
 impl Ctrl {
@@ -180,6 +186,7 @@ impl Ctrl {
                 b[6] = OP_PONG;
                 put64(&mut b, 8, seq);
             }
+            Ctrl::LanesWanted => b[6] = OP_LANES_WANTED,
         }
         b
     }
@@ -270,6 +277,9 @@ impl Ctrl {
             OP_PONG if version >= KEEPALIVE_VERSION && b[7] == 0 && req_id != 0 => {
                 (Ctrl::Pong { seq: req_id }, 16)
             }
+            OP_LANES_WANTED if version >= LANES_WANTED_VERSION && b[7] == 0 => {
+                (Ctrl::LanesWanted, 8)
+            }
             _ => return Err(EPROTO),
         };
         if !zero(used, CTRL_LEN) {
@@ -339,9 +349,10 @@ mod tests {
             Ctrl::RevokeAck { req_id: 3 },
             Ctrl::Ping { seq: 1 },
             Ctrl::Pong { seq: u64::MAX },
+            Ctrl::LanesWanted,
         ] {
             assert_eq!(Ctrl::decode(&m.encode(VERSION)), Ok(m));
-            if !matches!(m, Ctrl::Ping { .. } | Ctrl::Pong { .. }) {
+            if !matches!(m, Ctrl::Ping { .. } | Ctrl::Pong { .. } | Ctrl::LanesWanted) {
                 assert_eq!(Ctrl::decode(&m.encode(MIN_VERSION)), Ok(m));
             }
         }
@@ -423,6 +434,18 @@ mod tests {
             let mut flag = m.encode(VERSION);
             flag[7] = 1;
             assert_eq!(Ctrl::decode(&flag), Err(EPROTO));
+        }
+        // The passive side's ask for lanes needs version 6 and carries
+        // nothing.
+        let lw = Ctrl::LanesWanted;
+        assert_eq!(
+            Ctrl::decode(&lw.encode(LANES_WANTED_VERSION - 1)),
+            Err(EPROTO)
+        );
+        for at in [7, 8, CTRL_LEN - 1] {
+            let mut b = lw.encode(VERSION);
+            b[at] = 1;
+            assert_eq!(Ctrl::decode(&b), Err(EPROTO), "byte {at}");
         }
     }
 }

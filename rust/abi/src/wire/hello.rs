@@ -155,6 +155,20 @@ pub fn grant_qps(offered: u16, version: u16, cap: u16) -> u16 {
     offered.min(cap).clamp(1, QPS_MAX)
 }
 
+/// Queue pairs a side offers (the active side) or grants at most (the
+/// passive side) with its `queue_pairs` module parameter `param`: `param`,
+/// or one more where the connection's own queue pair is a small one for
+/// control messages (`own_small`: a file's connection, not a disk's, whose
+/// peer speaks `LANES_WANTED_VERSION`), so that the lanes alone give
+/// each CPU a queue pair, as nvme-rdma's I/O queues beside its admin
+/// queue; at most [`QPS_MAX`].
+pub fn qps_wanted(param: u16, own_small: bool) -> u16 {
+    match own_small && param > 1 {
+        true => param.saturating_add(1).min(QPS_MAX),
+        false => param,
+    }
+}
+
 /// The lanes the active side may connect, from the passive side's accept
 /// of a request that offered `offered` queue pairs: none before
 /// [`LANES_VERSION`]; `EPROTO` for an accept that grants more than the
@@ -268,6 +282,12 @@ mod tests {
         assert_eq!(grant_qps(64, LANES_VERSION, 64), QPS_MAX);
         assert_eq!(grant_qps(4, LANES_VERSION, 2), 2);
         assert_eq!(grant_qps(4, LANES_VERSION, 0), 1);
+        // A small own queue pair adds one: the lanes alone carry one per
+        // CPU; none with one queue pair, at most QPS_MAX.
+        assert_eq!(qps_wanted(2, true), 3);
+        assert_eq!(qps_wanted(2, false), 2);
+        assert_eq!(qps_wanted(1, true), 1);
+        assert_eq!(qps_wanted(QPS_MAX, true), QPS_MAX);
         // An older peer gets one: no lane.
         assert_eq!(grant_qps(4, 4, 16), 1);
         let accept = |version, qps| Hello {
@@ -340,9 +360,11 @@ mod tests {
         assert_eq!(ctrl_recv_min(2), 24);
         assert_eq!(ctrl_recv_min(3), 26);
         assert_eq!(ctrl_recv_min(4), 26);
+        assert_eq!(ctrl_recv_min(5), 26);
+        assert_eq!(ctrl_recv_min(6), 27);
         assert_eq!(CTRL_RECV_MIN, ctrl_recv_min(VERSION));
-        // A version 2 peer needs 24 buffers; a version 3 or 4 one 26; a
-        // newer one speaks version 4 with us.
+        // A version 2 peer needs 24 buffers; a version 3 to 5 one 26, a
+        // version 6 one 27; a newer one speaks version 6 with us.
         let mut b = hello().encode();
         put16(&mut b, 8, 24);
         assert_eq!(Hello::decode(&b), Err(EPROTO));
@@ -351,6 +373,8 @@ mod tests {
         put16(&mut b, 4, 9);
         assert_eq!(Hello::decode(&b), Err(EPROTO));
         put16(&mut b, 8, 26);
+        assert_eq!(Hello::decode(&b), Err(EPROTO));
+        put16(&mut b, 8, 27);
         assert_eq!(Hello::decode(&b).map(|h| h.version), Ok(9));
         assert_eq!(negotiate(2), Ok(2));
         assert_eq!(negotiate(9), Ok(VERSION));

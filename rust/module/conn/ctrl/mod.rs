@@ -18,9 +18,13 @@
 //! buffer it would wait in ends the connection with `ENOMEM` (the peer
 //! would wait for it in vain); an import request fails with `ENOMEM` and
 //! the connection stays.
+//! The passive side's first operation asks the active side for the data
+//! lanes (`Ctrl::LanesWanted`, `lanes.rs`), once: it waits in the backlog
+//! like our other messages.
 //! What the peer sends is checked against the same bounds: an answer to
 //! nothing, or more revokes than allowed, is a protocol violation and ends
-//! the connection with `EPROTO`.
+//! the connection with `EPROTO`, and so is an ask for lanes sent to the
+//! active side's peer.
 
 mod channel;
 
@@ -32,7 +36,7 @@ use super::{wait_until, Conn, ConnInner};
 use crate::abi::Result;
 use crate::abi::{
     conn::Event,
-    errno::{Errno, ENOMEM, ENOTCONN},
+    errno::{Errno, ENOMEM, ENOTCONN, EPROTO},
     wire::{Ctrl, Grant},
 };
 use crate::calling::Task;
@@ -255,6 +259,10 @@ impl Conn {
                 .pong(seq)
                 .err()
                 .map(|e| ("answer to no ping", e)),
+            Ctrl::LanesWanted => match self.lanes_wanted() {
+                true => None,
+                false => Some(("lanes asked of the passive side", EPROTO)),
+            },
         };
         if let Some((why, e)) = broken {
             self.fail(Event::QpFatal, why, e);

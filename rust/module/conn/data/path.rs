@@ -100,13 +100,17 @@ pub(in crate::conn) fn path_locks() -> Result<KVec<Pin<KBox<PathLock>>>> {
 impl crate::conn::ConnInner {
     /// The path an operation submitted on `cpu` takes (a disk's request:
     /// `cpu` is its tag): lane `cpu` modulo the paths, if that lane is up,
-    /// else the connection's own queue pair.
+    /// else the connection's own queue pair; where that one is small, the
+    /// lanes alone share the CPUs.
     pub(in crate::conn) fn pick_path(&self, cpu: u32) -> usize {
         let n = self.paths.len();
         if n <= 1 {
             return 0;
         }
-        let p = cpu as usize % n;
+        let p = match self.res.as_ref().is_some_and(|r| r.own_small) {
+            true => 1 + cpu as usize % (n - 1),
+            false => cpu as usize % n,
+        };
         if self.paths.get(p).is_some_and(|x| x.up) {
             p
         } else {

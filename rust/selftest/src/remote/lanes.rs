@@ -6,15 +6,17 @@
 //! CPUs go on them.
 
 use rrdma::abi::uapi::OP_READ;
+use rrdma::abi::wire::qps_wanted;
 use rrdma::{RemoteRegion, Rrdma};
 
 use crate::param::ModParam;
 use crate::{ensure, Tap};
 
-/// Data lanes each connection should have: the `queue_pairs` module
-/// parameter (0: one queue pair per online CPU), up to 16, less the
-/// connection's own queue pair.
-fn lanes_expected() -> u64 {
+/// Data lanes each file's connection should have: one per queue pair of
+/// the `queue_pairs` module parameter (0: one per online CPU) beside the
+/// connection's own small one (`wire::qps_wanted`), none with 1; at most
+/// 16 queue pairs in all.
+pub(crate) fn lanes_expected() -> u64 {
     let param = ModParam::get("queue_pairs")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
@@ -24,7 +26,7 @@ fn lanes_expected() -> u64 {
     } else {
         param
     };
-    qps.clamp(1, 16) - 1
+    u64::from(qps_wanted(qps.clamp(1, 16) as u16, true)) - 1
 }
 
 /// The connection's data lanes: none while no operation went on it; after

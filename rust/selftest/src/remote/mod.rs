@@ -44,6 +44,7 @@ use batch::batch_checks;
 use common::op;
 use connections::{close_in_flight, many_connections, mr_limit_checks, revoke_checks};
 use data::{fence_visibility_checks, integrity_checks, thread_checks};
+pub(crate) use lanes::lanes_expected;
 use lanes::{lane_ops_checks, lanes_up_checks};
 use setup::{connect_checks, export_checks, import_checks, listen_checks};
 

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
+
+//! The passive side's operations have the data lanes opened too (wire
+//! version 6): a connection's own queue pair is small once lanes carry its
+//! operations, on both sides, so a listener that imports over a connection
+//! it accepted, from a peer that never posts an operation, must not stay
+//! on it. Two files of this host: the active one connects and exports, the
+//! passive one accepts, imports and READs; the READ asks the active side
+//! for the lanes (`Ctrl::LanesWanted`), and both files count them up.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rrdma::abi::uapi::OP_READ;
+use rrdma::{Access, Rrdma};
+
+use crate::remote::{lanes_expected, T};
+use crate::{ensure, Tap};
+
+/// Lanes up in `dev`'s file once they stop changing (10 s at most) or
+/// reach `want`.
+fn lanes_up(dev: &Rrdma, want: u64) -> u64 {
+    let start = Instant::now();
+    loop {
+        let up = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+        if up >= want || start.elapsed() > Duration::from_secs(10) {
+            return up;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The checks, on this host's address `me`.
+pub(crate) fn checks(t: &mut Tap, me: &str) {
+    let want = lanes_expected();
+    let res = (|| {
+        let me: SocketAddr = format!("{me}:7491").parse().map_err(|_| "address")?;
+        let e = |what: &'static str| move |err: std::io::Error| format!("{what}: {err}");
+        let passive = Rrdma::open().map_err(e("open"))?;
+        let active = Rrdma::open().map_err(e("open"))?;
+        let listener = passive.listen(me, 4).map_err(e("listen"))?;
+        let _conn = active.connect(me, T).map_err(e("connect"))?;
+        let accepted = listener
+            .accept(Some(T))
+            .map_err(e("accept"))?
+            .ok_or("accept: none")?;
+        let region = active.create_region(4096, 1).map_err(e("region"))?;
+        let export = active
+            .export(&region, Access::ReadWrite, None)
+            .map_err(e("export"))?;
+        let remote = accepted.import(export.token(), T).map_err(e("import"))?;
+        std::thread::sleep(Duration::from_millis(200));
+        let idle = passive.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+        ensure(idle == 0, format!("{idle} lanes up before an operation"))?;
+        let local = passive.create_region(4096, 1).map_err(e("region"))?;
+        passive
+            .rw_sync(&remote.op(OP_READ, &local, 0, 0, 1, 0))
+            .map_err(e("READ"))?;
+        let (p, a) = (lanes_up(&passive, want), lanes_up(&active, want));
+        println!(
+            "# passive side's READ: {p} lanes up on its side, {a} on the active side, of {want}"
+        );
+        ensure(p == want && a == want, format!("{p} and {a} up"))?;
+        Ok::<_, String>(())
+    })();
+    t.check(
+        &format!(
+            "lanes: the passive side's first READ has the connection's {want} data lanes opened"
+        ),
+        res,
+    );
+}
