@@ -767,7 +767,7 @@ struct rrdma_status {
  * @state:	RRDMA_CONN_STATE_*
  * @flags:	RRDMA_STATUS_CONN_*
  * @lanes:	data lanes granted: queue pairs beyond the connection's own,
- *		opened at its first operation
+ *		opened at either side's first operation
  * @reconnects:	reconnect attempts so far
  * @in_flight:	operations posted and not yet completed (on its imports,
  *		those given up with operations in flight included)

@@ -77,7 +77,7 @@ abi_struct! {
         /// `STATUS_CONN_*`.
         flags: u32 = 44,
         /// Data lanes granted: queue pairs beyond the connection's own,
-        /// opened at its first operation.
+        /// opened at either side's first operation.
         lanes: u32 = 48,
         /// Reconnect attempts so far.
         reconnects: u32 = 52,

@@ -10,7 +10,7 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::{hello, Conn};
+use super::{setup::hello, Conn};
 use crate::abi::{
     conn::{Action, Event},
     errno::ENOTCONN,
@@ -87,6 +87,8 @@ impl Conn {
                 // The offer, before the queue pair: its size depends on it.
                 let qps = wire::qps_wanted(ffi::queue_pairs(), !self.shared.backs_disk());
                 g.lanes = qps - 1;
+                // An ask of a failed attempt's peer is not this one's.
+                g.lanes_asked = false;
                 let taken = self
                     .setup_qp(&mut g)
                     .and_then(|()| g.id.take().ok_or(ENOTCONN));
@@ -125,6 +127,9 @@ impl Conn {
                 // The first operation that could use a lane opens them
                 // (`lanes.rs`): an idle connection holds one queue pair.
                 g.lanes_deferred = self.ops_open_lanes(&g);
+                if core::mem::take(&mut g.lanes_asked) {
+                    self.open_deferred_lanes(&mut g);
+                }
             }
             Action::Teardown | Action::None | Action::Backoff | Action::Reconnect => {}
         }

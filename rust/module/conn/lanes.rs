@@ -2,25 +2,23 @@
 
 //! Data lanes: queue pairs a connection adds to its own for operations.
 //!
-//! The connect request offers queue pairs (the `queue_pairs` module
-//! parameter: one per online CPU by default) and the accept grants at most
-//! that many (`wire::grant_qps`). Lanes are opened when they are first
-//! wanted, not at establishment: an idle connection (a pool's client that
-//! has not moved a block yet) holds its own queue pair only, on both
-//! sides, and a small one (`limits::queue_sizes_laned`: 41 operation
-//! slots, not 185) where lanes will carry the operations. The first
-//! operation the active side submits on the connection that may go on a
-//! lane (on a disk's connection, a request moved from or to its own pages
-//! on RoCE: `OnPath::Disk`) asks the lanes work to open them; the passive
-//! side's first (wire version 6) has the lanes work ask the active side
-//! for them (`Ctrl::LanesWanted`), which opens them as for its own.
-//! Either goes on the connection's own queue pair meanwhile. The active
-//! side connects each granted lane with an rdma_cm id of its own,
-//! whose hello names the connection (its nonce) and the lane's index. The
-//! passive side finds the connection by that nonce and the peer's address
-//! (`Conn::join_lane`: a peer can join only its own connections) and
-//! builds the lane's queue pair in the connection's domain, so the
-//! connection's registrations serve it.
+//! The connect request offers queue pairs (`wire::qps_wanted`: one per
+//! online CPU by default, and the own one) and the accept grants at most
+//! that many (`wire::grant_qps`). Lanes are opened when first wanted, not
+//! at establishment: an idle connection (a pool's client that has not
+//! moved a block yet) holds its own queue pair only, on both sides, and a
+//! small one (`limits::queue_sizes_laned`) where lanes will carry the
+//! operations. The active side's first operation that may go on a lane (on
+//! a disk's connection, a request moved from or to its own pages on RoCE:
+//! `OnPath::Disk`) asks the lanes work to open them; the passive side's
+//! first (wire version 6) has the lanes work ask the active side for them
+//! (`Ctrl::LanesWanted`). Either goes on the connection's own queue pair
+//! meanwhile. The active side connects each granted lane with an rdma_cm
+//! id of its own, whose hello names the connection (its nonce) and the
+//! lane's index. The passive side finds the connection by that nonce and
+//! the peer's address (`Conn::join_lane`: a peer can join only its own
+//! connections) and builds the lane's queue pair in the connection's
+//! domain, so the connection's registrations serve it.
 //!
 //! A lane carries operations only: no receive is posted on it (a Send
 //! there breaks the protocol and fails the queue pair), and control
@@ -28,10 +26,9 @@
 //! An operation goes to the submitting CPU's lane (a disk's request: its
 //! tag's) once that lane is established, else to the connection's own
 //! queue pair (`ConnInner::pick_path`), so nothing waits for lanes: a lane
-//! that cannot be
-//! set up is logged and left unused. Once established, a lane's failure is
-//! its connection's: the connection ends, and its teardown destroys every
-//! lane before the domain.
+//! that cannot be set up is logged and left unused. Once established, a
+//! lane's failure is its connection's: the connection ends, and its
+//! teardown destroys every lane before the domain.
 //!
 //! A lane's id has its connection as context, like the connection's own
 //! id: `Conn::cm_event` tells them apart (`ConnInner::main_id`). Lock order is
@@ -40,13 +37,12 @@
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
-use kernel::workqueue::{impl_has_work, WorkItem};
 
-use super::{ctrl::answer, data::Path, hello, Conn, ConnInner};
+use super::{data::Path, setup::hello, Conn, ConnInner};
 use crate::abi::{
     conn::{Action, Event},
     errno::{Errno, ECONNRESET, EINVAL, ENOENT, ENOMEM, ENOTCONN, EPROTO},
-    wire::{self, Ctrl, Hello},
+    wire::{self, Hello},
 };
 use crate::calling::Task;
 use crate::cm_id::{CmId, InHandler};
@@ -58,69 +54,7 @@ use crate::shared::Shared;
 /// an event of an id the teardown has taken.
 const GONE: usize = usize::MAX;
 
-impl_has_work! {
-    impl HasWork<Self, 4> for Conn { self.lanes_work }
-}
-
-/// Opens the lanes an operation asked for ([`Conn::path_for_ops`]).
-impl WorkItem<4> for Conn {
-    type Pointer = Arc<Conn>;
-
-    fn run(this: Arc<Conn>) {
-        Conn::scoped(this, |this| {
-            let mut g = this.inner.lock();
-            // Still established, and not opened since (a reconnect in
-            // between asks again with its own first operation).
-            if !(g.state.is_connected() && g.paths.len() == 1 && g.lanes > 0) {
-                return;
-            }
-            if this.active {
-                this.open_lanes(&mut g);
-            } else if let Err(e) = answer(&mut g, &this.shared.ctrl, Ctrl::LanesWanted) {
-                // Its operations stay on the connection's own queue pair.
-                crate::ffi::warn_user!("cannot ask the peer for data lanes: errno {}\n", e.get());
-            }
-        });
-    }
-}
-
 impl Conn {
-    /// Whether this connection's first operation has its lanes opened:
-    /// any granted on the active side; on the passive side, those a peer
-    /// that takes [`Ctrl::LanesWanted`] granted (`g.version` is the
-    /// negotiated one from the connect request on).
-    pub(super) fn ops_open_lanes(&self, g: &ConnInner) -> bool {
-        g.lanes > 0 && (self.active || g.version >= wire::LANES_WANTED_VERSION)
-    }
-
-    /// The passive side asks for the lanes ([`Ctrl::LanesWanted`]): the
-    /// active side opens them as for its own first operation, once; `false`
-    /// if this side is the passive one (the peer broke the protocol).
-    pub(super) fn lanes_wanted(self: &Arc<Self>) -> bool {
-        if !self.active {
-            return false;
-        }
-        let mut g = self.inner.lock();
-        if g.lanes_deferred {
-            g.lanes_deferred = false;
-            // Queued already: that run opens them.
-            let _ = ffi::wq().enqueue::<Arc<Conn>, 4>(self.clone());
-        }
-        true
-    }
-
-    /// The path an operation submitted now on `cpu` takes (or a disk's
-    /// request with tag `cpu`, `OnPath::Disk`; `ConnInner::pick_path`);
-    /// the first after an establishment with lanes granted asks for them.
-    pub(super) fn path_for_ops(self: &Arc<Self>, g: &mut ConnInner, cpu: u32) -> usize {
-        if g.lanes_deferred {
-            g.lanes_deferred = false;
-            // Queued already: that run opens them.
-            let _ = ffi::wq().enqueue::<Arc<Conn>, 4>(self.clone());
-        }
-        g.pick_path(cpu)
-    }
-
     /// Which lane `h`'s id is, if it is not the connection's own id
     /// ([`GONE`] for a lane being torn down).
     pub(super) fn lane_of(&self, h: &InHandler) -> Option<usize> {

@@ -19,6 +19,7 @@
 //! - `data/`: block operations (posting, operation slots, fences,
 //!   completions), one data path per queue pair, one concern a file;
 //! - `lanes.rs`: data lanes (their handshake, events and failures);
+//! - `lanes_open.rs`: when they open (either side's first operation);
 //! - `keepalive.rs`: pings, and the end of a connection whose peer went
 //!   silent;
 //! - `reconnect.rs`: backoff, attempts and restored imports of a connection
@@ -83,7 +84,7 @@ use crate::abi::{
     conn::{step_gated, Action, Event, State},
     errno::{Errno, EAGAIN, ENOTCONN, ERESTARTSYS, ETIMEDOUT},
     keepalive::Settings,
-    wire::{self, Hello},
+    wire,
 };
 use crate::cm_id::CmId;
 use crate::device::DeviceCtx;
@@ -100,6 +101,7 @@ mod grants;
 mod imports;
 mod keepalive;
 mod lanes;
+mod lanes_open;
 mod reconnect;
 mod setup;
 mod status;
@@ -138,6 +140,9 @@ struct Resources {
     chunk_shift: u32,
     /// Export registrations that may be in flight on the queue pair.
     grant_regs: u32,
+    /// Work requests an imported region's operation may take: a small own
+    /// queue pair's, whatever this one is, so a reconnect keeps it true.
+    import_budget: u32,
     /// The own queue pair is small (`limits::queue_sizes_laned`): the
     /// lanes alone share the CPUs' operations (`ConnInner::pick_path`).
     own_small: bool,
@@ -197,9 +202,13 @@ struct ConnInner {
     connecting: bool,
     /// A work request was flushed while connecting (`abi::conn::step_gated`).
     flushed_early: bool,
-    /// Established (active side) with lanes granted but not opened yet:
-    /// the first operation that could take one asks for them (`lanes.rs`).
+    /// Established with lanes granted but not opened yet (on the passive
+    /// side, with a peer that takes `Ctrl::LanesWanted`): the first
+    /// operation that could take one asks for them (`lanes.rs`).
     lanes_deferred: bool,
+    /// The passive side asked for the lanes (`Ctrl::LanesWanted`) before
+    /// this side's establishment was handled: they open at it.
+    lanes_asked: bool,
 }
 
 impl ConnInner {
@@ -338,20 +347,6 @@ fn deadline(timeout_ms: u32) -> Option<kernel::time::Jiffies> {
     (timeout_ms != u32::MAX).then(|| kernel::time::msecs_to_jiffies(timeout_ms))
 }
 
-/// Our hello: the newest version we speak (connect request, with the
-/// connection it replaces) or the one chosen (accept), offering or
-/// granting `qps` queue pairs (the connection's own and its data lanes).
-fn hello(version: u16, qps: u16, nonce: u64, replaces: Option<u64>) -> Hello {
-    Hello {
-        version,
-        ctrl_credits: CTRL_RECV as u16,
-        qps,
-        nonce,
-        replaces,
-        lane: None,
-    }
-}
-
 impl Conn {
     fn new(
         shared: Arc<Shared>,
@@ -390,6 +385,7 @@ impl Conn {
                     connecting: false,
                     flushed_early: false,
                     lanes_deferred: false,
+                    lanes_asked: false,
                 }, "Conn::inner")),
                 cv <- new_condvar!("Conn::cv"),
                 teardown_work <- new_work!("Conn::teardown_work"),

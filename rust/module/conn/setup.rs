@@ -10,8 +10,8 @@ use kernel::sync::Arc;
 
 use super::reconnect::{Reconnect, Retry};
 use super::{
-    data, deadline, grants, hello, keepalive, wait_until, Conn, ConnInner, Resources,
-    CONNECT_ATTEMPTS, DEFAULT_TIMEOUT_MS,
+    data, deadline, grants, keepalive, wait_until, Conn, ConnInner, Resources, CONNECT_ATTEMPTS,
+    CTRL_RECV, DEFAULT_TIMEOUT_MS,
 };
 use crate::abi::Result;
 use crate::abi::{
@@ -159,8 +159,7 @@ impl Conn {
         g.version = version;
         g.nonce = peer_hello.nonce;
         let own_small = version >= wire::LANES_WANTED_VERSION && !shared.backs_disk();
-        let cap = wire::qps_wanted(ffi::queue_pairs(), own_small);
-        let qps = wire::grant_qps(peer_hello.qps, version, cap);
+        let qps = wire::grant_qps(peer_hello.qps, version, ffi::queue_pairs_granted(own_small));
         g.lanes = qps - 1;
         let hello = hello(version, qps, ffi::random_u64(), None).encode();
         let accepted = this
@@ -266,6 +265,8 @@ impl Conn {
             dma_sge_rd: if disk && !iwarp { limits.max_sge_rd } else { 1 },
         };
         let (lane_sinks, lane_fence_sinks) = sinks(q.lane_ops);
+        let small = limits::queue_sizes_laned(&limits).map_or(q.ops, |l| l.ops.min(q.ops));
+        let import_budget = data::Slots::budget(small, sinks(small).0);
         id.create_qp(&pd, &sizes)
             .inspect_err(|e| pr_warn!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.peer = id.peer();
@@ -275,6 +276,7 @@ impl Conn {
             pd,
             chunk_shift,
             grant_regs: q.grant_regs,
+            import_budget,
             own_small: laned,
             // A lane carries operations only: no export registrations and
             // no control messages. Its one receive is a tripwire: the
@@ -292,5 +294,19 @@ impl Conn {
             iwarp,
         });
         Ok(())
+    }
+}
+
+/// Our hello: the newest version we speak (connect request, with the
+/// connection it replaces) or the one chosen (accept), offering or
+/// granting `qps` queue pairs (the connection's own and its data lanes).
+pub(super) fn hello(version: u16, qps: u16, nonce: u64, replaces: Option<u64>) -> Hello {
+    Hello {
+        version,
+        ctrl_credits: CTRL_RECV as u16,
+        qps,
+        nonce,
+        replaces,
+        lane: None,
     }
 }

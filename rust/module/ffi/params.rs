@@ -63,6 +63,20 @@ pub(crate) fn queue_pairs() -> u16 {
     n.clamp(1, u32::from(crate::abi::wire::QPS_MAX)) as u16
 }
 
+/// Queue pairs the passive side grants at most, its own small one
+/// included where `own_small` (`wire::qps_wanted`): with the default
+/// `queue_pairs` (0) all that the request offers, as the requester's CPUs
+/// post the operations and ours do no work for them (a server of one CPU
+/// gives its clients lanes); else the parameter's.
+pub(crate) fn queue_pairs_granted(own_small: bool) -> u16 {
+    use crate::abi::wire::{qps_wanted, QPS_MAX};
+    // SAFETY: no preconditions.
+    match unsafe { rrdma_shim_queue_pairs_param() } {
+        0 => QPS_MAX,
+        n => qps_wanted(n.clamp(1, u32::from(QPS_MAX)) as u16, own_small),
+    }
+}
+
 /// How long a disk's I/O waits for its connection to come back before it
 /// fails, in ms (module parameter `blk_loss_timeout_ms`).
 pub(crate) fn blk_loss_timeout_ms() -> u32 {
@@ -123,6 +137,8 @@ extern "C" {
     /// The `queue_pairs` module parameter's count (0 made one per online
     /// CPU), unclamped.
     pub(crate) fn rrdma_shim_queue_pairs() -> u32;
+    /// The `queue_pairs` module parameter as set (0: the default).
+    pub(crate) fn rrdma_shim_queue_pairs_param() -> u32;
     /// Whether the `fail_at` test hook fails accept step `point`.
     pub(crate) fn rrdma_shim_fail_at(point: u32) -> bool;
     /// The module parameters `sync_poll` and `sync_poll_us`.

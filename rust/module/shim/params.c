@@ -132,6 +132,12 @@ u32 rrdma_shim_queue_pairs(void)
 	return n ? n : num_online_cpus();
 }
 
+/* The parameter as set: 0 is the default. */
+u32 rrdma_shim_queue_pairs_param(void)
+{
+	return READ_ONCE(queue_pairs);
+}
+
 static uint keepalive_ms = 5000;
 module_param(keepalive_ms, uint, 0644);
 MODULE_PARM_DESC(keepalive_ms,

@@ -379,6 +379,7 @@ void rrdma_rust_region_put(void *region);
 struct page *rrdma_rust_region_page(void *region, unsigned long pgoff);
 u64 rrdma_shim_random_u64(void);
 u32 rrdma_shim_queue_pairs(void);
+u32 rrdma_shim_queue_pairs_param(void);
 u32 rrdma_shim_this_cpu(void);
 bool rrdma_shim_in_softirq(void);
 unsigned int rrdma_shim_noio_save(void);

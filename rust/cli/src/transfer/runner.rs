@@ -147,16 +147,17 @@ pub(super) fn run_shared(
     }
 }
 
-/// Data lanes a connection of this host offers: the module parameter
-/// `queue_pairs` (0: one queue pair per online CPU, as the kernel counts
-/// them), at most 16, less the connection's own queue pair.
+/// Data lanes a file's connection of this host offers: one per queue pair
+/// of the module parameter `queue_pairs` (0: one per online CPU, as the
+/// kernel counts them) beside its own small one, none with 1
+/// (`wire::qps_wanted`), at most 16 queue pairs in all.
 fn lanes_offered() -> u64 {
     let param = std::fs::read_to_string("/sys/module/rrdma/parameters/queue_pairs")
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
         .unwrap_or(0);
     let qps = if param == 0 { online_cpus() } else { param };
-    qps.clamp(1, 16) - 1
+    u64::from(rrdma::abi::wire::qps_wanted(qps.clamp(1, 16) as u16, true)) - 1
 }
 
 /// CPUs online (`/sys/devices/system/cpu/online`: ranges such as

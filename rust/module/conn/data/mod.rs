@@ -131,6 +131,7 @@ pub(crate) use fence::RunFence;
 pub(in crate::conn) use followups::Followups;
 pub(in crate::conn) use path::{path_locks, Path, PathLock};
 pub(crate) use post::{OnPath, OpWork, Posted};
+pub(in crate::conn) use slots::Slots;
 pub(crate) use slots::{ReportTo, Waiter};
 
 /// Most operation slots of a connection (its queue pair may have fewer:

@@ -271,7 +271,7 @@ impl Slots {
 
     /// [`Self::op_budget`] of a queue pair that [`Self::reset`] would give
     /// `depth` entries and `sinks` READ sinks.
-    pub(super) fn budget(depth: u32, sinks: u32) -> u32 {
+    pub(in crate::conn) fn budget(depth: u32, sinks: u32) -> u32 {
         let (depth, sinks) = (depth.min(SLOTS_MAX), sinks.min(SINKS_MAX));
         if sinks > 0 {
             depth.min(2 * sinks)
