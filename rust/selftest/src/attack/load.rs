@@ -146,6 +146,9 @@ pub(crate) fn write_load(
             slots.done(c.user_data);
         }
     };
+    // Since the last SUBMIT that posted something: a full send queue
+    // that never drains is a refusal.
+    let mut moved = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         if t.posted - t.completed < 256 {
             let ops = slots.batch(rw, &mut local, next);
@@ -159,9 +162,18 @@ pub(crate) fn write_load(
                     t.posted += n as u64;
                     next += n as u64;
                     progress.store(t.posted, Ordering::Relaxed);
+                    moved = Instant::now();
                 }
                 // Full send queue with operations in flight: flow control.
                 Err(e) if rrdma::errno(&e) == Some(libc::EAGAIN) && t.posted > t.completed => {}
+                // Full with another load's (before the lanes are up, the
+                // connection's own small queue pair takes them all).
+                Err(e)
+                    if rrdma::errno(&e) == Some(libc::EAGAIN)
+                        && moved.elapsed() < Duration::from_secs(10) =>
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 Err(e) => {
                     t.refused = Some(rrdma::errno(&e).unwrap_or(-1));
                     break;
