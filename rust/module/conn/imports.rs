@@ -336,8 +336,8 @@ impl Conn {
             e.rkeys = rkeys;
             (
                 shift,
-                self.op_budget(&g, 0)
-                    .min(g.res.as_ref().map_or(0, |r| r.import_budget)),
+                // At most any path's budget: the small queue pair's.
+                g.res.as_ref().map_or(0, |r| r.import_budget),
                 g.res.as_ref().is_some_and(|r| r.iwarp),
             )
         };

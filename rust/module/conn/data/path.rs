@@ -204,17 +204,6 @@ impl Conn {
         Ok(())
     }
 
-    /// The work requests one operation may take on path `p` (0 without a
-    /// queue pair), also before its data state exists.
-    pub(in crate::conn) fn op_budget(&self, g: &crate::conn::ConnInner, p: usize) -> u32 {
-        if let Some(s) = g.paths.get(p).and_then(|x| x.pending) {
-            return Slots::budget(s.depth, s.sinks);
-        }
-        self.path(p)
-            .and_then(|l| l.lock().as_ref().map(|d| d.slots.op_budget()))
-            .unwrap_or(0)
-    }
-
     /// Allocates path `p`'s READ and fence sinks (iWARP) unless they are,
     /// at its queue pair's first operation: outside the lock (`g` is
     /// released and taken again), under a poll reference that the queue
