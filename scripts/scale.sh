@@ -9,6 +9,8 @@
 # spread over SCALE_FANOUT exporters (default 16). Prints each size's figures,
 # the ratios to size 1 and one JSON line per provider; fails if a call
 # failed or the file's release did not finish. `make check` runs a short form.
+# SCALE_KERNEL picks the kernel (7.3), SCALE_VARIANT its build (base; debug
+# has /proc/slabinfo, so the memory figures name the slab caches).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +23,7 @@ MAX=${SCALE_MAX:-10000}
 CONNS=${SCALE_CONNS:-100}
 EXPORTS=${SCALE_EXPORTS:-100000}
 FANOUT=${SCALE_FANOUT:-16}
-prepare_guests "$KVER"
+prepare_guests "$KVER" "${SCALE_VARIANT:-base}"
 out=build/scale
 rm -rf "$out"
 mkdir -p "$out"
