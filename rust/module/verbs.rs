@@ -90,8 +90,14 @@ pub(crate) struct QpSizes {
     pub(crate) ops: u32,
     /// Control receive buffers.
     pub(crate) recv: u32,
+    /// Control receive buffers posted from the start (1 to `recv`); the
+    /// others once the queue pair grows ([`Qp::ctrl_grow`]).
+    pub(crate) recv_idle: u32,
     /// Control send buffers.
     pub(crate) ctrl_send: u32,
+    /// Control send buffers usable from the start (1 to `ctrl_send`, or 0
+    /// with none); the others once the queue pair grows.
+    pub(crate) ctrl_send_idle: u32,
     /// Bytes per control buffer.
     pub(crate) msg_len: u32,
     /// READ sinks (iWARP; 0 elsewhere), each counted against the device's
@@ -161,7 +167,9 @@ impl Qp {
                 sizes.send,
                 sizes.ops,
                 sizes.recv,
+                sizes.recv_idle,
                 sizes.ctrl_send,
+                sizes.ctrl_send_idle,
                 sizes.msg_len,
                 sizes.sinks + sizes.fence_sinks,
                 sizes.sinks,
@@ -195,6 +203,19 @@ impl Qp {
             raw: self.raw,
             _live: PhantomData,
         }
+    }
+
+    /// Posts the receive buffers the queue pair was created without
+    /// ([`QpSizes::recv_idle`]) and adds the send buffers
+    /// ([`QpSizes::ctrl_send_idle`]), unless it did already: before it
+    /// carries a request or revoke of ours, whose answer needs one. `true`
+    /// if it did now; an error after a failed post has moved the queue
+    /// pair to the error state (its flushes end the connection). Allocates
+    /// (may sleep: process context, no spinlock held).
+    pub(crate) fn ctrl_grow(&self) -> Result<bool, Errno> {
+        // SAFETY: the queue pair is live (type invariant).
+        let ret = unsafe { ffi::rrdma_shim_qp_ctrl_grow(self.raw.as_ptr()) };
+        crate::abi::to_result(ret.min(0)).map(|()| ret == 1)
     }
 
     /// Sends one control message (never blocks; `EAGAIN` when every

@@ -41,11 +41,31 @@ pub const GRANT_REGS_MAX: u32 = 128;
 /// receive queue and its completion queue (one more) are then 2^k - 1 and
 /// below (see [`SEND_MAX`]).
 pub const CTRL_RECV: u32 = 30;
+/// Control receive buffers a connection's queue pair posts from the start;
+/// the others once it carries a request or revoke of ours (whose answer
+/// needs one), so that an idle connection holds 8 KiB of them instead of
+/// 16: what the peer may send unprompted, and the answer to our ping
+/// (`wire::ctrl_recv_idle_min`).
+pub const CTRL_RECV_IDLE: u32 = 16;
+const _: () = {
+    use super::wire::{ctrl_recv_idle_min, CTRL_LEN, VERSION};
+    assert!(CTRL_RECV_IDLE >= ctrl_recv_idle_min(VERSION) as u32);
+    assert!(CTRL_RECV_IDLE <= CTRL_RECV);
+    assert!(CTRL_SEND_IDLE >= 1 && CTRL_SEND_IDLE <= CTRL_SEND);
+    // One 8 KiB allocation (kmalloc rounds larger ones to a power of two).
+    assert!(CTRL_RECV_IDLE as usize * CTRL_LEN <= 8192);
+};
 /// Control send buffers. A message that finds every one held waits in the
 /// channel's backlog (`backlog`) for a send completion, so a few suffice:
-/// with 8 of them the buffers of a connection's own queue pair take 4 KiB
-/// apart from the receive buffers' 16 (one allocation of both took 32).
+/// 8 of them take 4 KiB apart from the receive buffers' 16 (one
+/// allocation of both took 32).
 pub const CTRL_SEND: u32 = 8;
+/// Control send buffers a connection's queue pair uses from the start, the
+/// others from when its receive buffers grow ([`CTRL_RECV_IDLE`]; the
+/// peer's first import request grows them too): an idle connection sends
+/// pings and pongs, and a message finding none free waits in the backlog
+/// (2 KiB instead of 4).
+pub const CTRL_SEND_IDLE: u32 = 4;
 
 /// What rrdma needs to know of a device's limits (each the device's own,
 /// or the module's clamp if lower). Laid out as the C shim's `struct

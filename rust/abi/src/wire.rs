@@ -23,7 +23,8 @@
 //!   an answer also returns the buffer: the messages a peer can have in
 //!   our buffers at once are bounded by [`CTRL_RECV_MIN`], whatever the
 //!   timing. (iWARP has no receiver-not-ready retry: a SEND that finds no
-//!   buffer kills the connection.)
+//!   buffer kills the connection.) Of these, a side needs only
+//!   [`ctrl_recv_idle_min`] posted until its first request or revoke.
 //!
 //! All integers are little-endian (the peers need not share endianness).
 //! Decoders check length, magic, version and every reserved byte, and never
@@ -98,6 +99,20 @@ pub const fn ctrl_recv_min(version: u16) -> u16 {
 }
 /// Receive buffers a side must post to speak [`VERSION`].
 pub const CTRL_RECV_MIN: u16 = ctrl_recv_min(VERSION);
+/// Receive buffers enough while a side has no import request or revoke of
+/// its own outstanding: the peer's requests, revokes and ping, the passive
+/// side's [`Ctrl::LanesWanted`], and the answer to our ping. A side may
+/// post only these until it sends its first request or revoke (it posts
+/// the rest of [`ctrl_recv_min`] before); what it advertises is what it
+/// will have posted by then.
+pub const fn ctrl_recv_idle_min(version: u16) -> u16 {
+    let pings = if version >= KEEPALIVE_VERSION {
+        PING_MAX
+    } else {
+        0
+    };
+    ctrl_recv_min(version) - (REQ_MAX + REVOKE_MAX + pings) as u16 + pings as u16
+}
 
 fn le16(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([b[o], b[o + 1]])

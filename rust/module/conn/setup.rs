@@ -243,7 +243,18 @@ impl Conn {
             send: q.ops + q.grant_regs,
             ops: q.ops,
             recv: q.recv,
+            // The rest at our first request or revoke (`Qp::ctrl_grow`);
+            // a disk's from the start: its reconnect, which swap may wait
+            // for, allocates nothing it can do without.
+            recv_idle: match disk {
+                true => q.recv,
+                false => limits::CTRL_RECV_IDLE.min(q.recv),
+            },
             ctrl_send: q.ctrl_send,
+            ctrl_send_idle: match disk {
+                true => q.ctrl_send,
+                false => limits::CTRL_SEND_IDLE.min(q.ctrl_send),
+            },
             msg_len: CTRL_LEN as u32,
             sinks: data_sinks,
             fence_sinks,
@@ -286,7 +297,9 @@ impl Conn {
                 send: q.lane_ops,
                 ops: q.lane_ops,
                 recv: 1,
+                recv_idle: 1,
                 ctrl_send: 0,
+                ctrl_send_idle: 0,
                 sinks: lane_sinks,
                 fence_sinks: lane_fence_sinks,
                 ..sizes

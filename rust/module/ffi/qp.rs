@@ -23,7 +23,9 @@ extern "C" {
         sq_depth: u32,
         nops: u32,
         nrecv: u32,
+        nrecv_idle: u32,
         nsend: u32,
+        nsend_idle: u32,
         msg_len: u32,
         nsinks: u32,
         data_sinks: u32,
@@ -54,6 +56,9 @@ extern "C" {
     pub(crate) fn rrdma_shim_qp_poll_get(q: *mut ShimQp);
     /// Puts a poll reference.
     pub(crate) fn rrdma_shim_qp_poll_put(q: *mut ShimQp);
+    /// Posts the receive buffers beyond those of the QP's creation, once
+    /// (may sleep): 1 if it did now, 0 if it had, or -errno.
+    pub(crate) fn rrdma_shim_qp_ctrl_grow(q: *mut ShimQp) -> c_int;
     /// Sends one control message.
     pub(crate) fn rrdma_shim_ctrl_send(q: *mut ShimQp, msg: *const c_void, len: u32) -> c_int;
     /// Posts `n` work requests in order; `posted` says how many were.

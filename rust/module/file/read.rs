@@ -122,7 +122,7 @@ impl FileState {
 
     /// The fdinfo lines: each key NUL-terminated, with its count (objects,
     /// then the work, control, keepalive and reconnect counts).
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 32] {
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 33] {
         let counts = self.objects.lock().counts();
         let exports = self.shared.exports.lock().len() as u64;
         let (in_flight, pending) = {
@@ -132,7 +132,7 @@ impl FileState {
         let live = self.shared.conns.lock().len() as u64;
         let [w0, w1, w2, w3, w4, w5, w6, w7, w8, w9, w10, w11, w12, w13] =
             self.shared.work.fdinfo();
-        let [c0] = self.shared.ctrl.fdinfo();
+        let [c0, c1] = self.shared.ctrl.fdinfo();
         let [k0, k1] = self.shared.keepalive.fdinfo();
         let [r0, r1, r2, r3, r4, r5] = self.shared.reconnect.fdinfo();
         [
@@ -160,6 +160,7 @@ impl FileState {
             w12,
             w13,
             c0,
+            c1,
             k0,
             k1,
             r0,

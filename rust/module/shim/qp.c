@@ -22,14 +22,17 @@ static void rrdma_qp_unmap_bufs(struct rrdma_shim_qp *q)
 	struct ib_device *dev = q->id->device;
 
 	if (q->nsend)
-		ib_dma_unmap_single(dev, q->sdma, (size_t)q->nsend * q->msg_len,
+		ib_dma_unmap_single(dev, q->sdma,
+				    (size_t)q->nsend_idle * q->msg_len,
 				    DMA_TO_DEVICE);
-	ib_dma_unmap_single(dev, q->rdma, (size_t)q->nrecv * q->msg_len,
+	ib_dma_unmap_single(dev, q->rdma, (size_t)q->nrecv_idle * q->msg_len,
 			    DMA_BIDIRECTIONAL);
+	rrdma_qp_unmap_more(q);
 }
 
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
-			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
+			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv,
+			 u32 nrecv_idle, u32 nsend, u32 nsend_idle,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
 			 u32 sink_pages, u32 dma_sge, u32 dma_sge_rd,
 			 struct rrdma_shim_qp **out)
@@ -40,14 +43,16 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	u32 i, n = nrecv + nsend;
 	int ret;
 
-	if (msg_len > RRDMA_SHIM_CTRL_MAX)
+	if (msg_len > RRDMA_SHIM_CTRL_MAX || !nrecv_idle || nrecv_idle > nrecv ||
+	    nsend_idle > nsend || (nsend && !nsend_idle))
 		return -EINVAL;
 	q = kzalloc(struct_size(q, slots, n), GFP_KERNEL);
 	if (!q)
 		return -ENOMEM;
 	q->send_busy = bitmap_zalloc(nsend, GFP_KERNEL);
-	q->rbufs = kzalloc((size_t)nrecv * msg_len, GFP_KERNEL);
-	q->sbufs = nsend ? kzalloc((size_t)nsend * msg_len, GFP_KERNEL) : NULL;
+	q->rbufs = kzalloc((size_t)nrecv_idle * msg_len, GFP_KERNEL);
+	q->sbufs = nsend ? kzalloc((size_t)nsend_idle * msg_len, GFP_KERNEL) :
+			   NULL;
 	q->fence = kzalloc(RRDMA_SHIM_FENCE_LEN, GFP_KERNEL);
 	/* Rust's OPS_MAX (254) slots stay within one 4 KiB allocation. */
 	BUILD_BUG_ON(RRDMA_SHIM_OPS_4K < 254);
@@ -62,7 +67,9 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	q->owner = owner;
 	q->lane = lane;
 	q->nrecv = nrecv;
+	q->nrecv_idle = nrecv_idle;
 	q->nsend = nsend;
+	q->nsend_idle = nsend_idle;
 	q->msg_len = msg_len;
 	spin_lock_init(&q->lock);
 	irq_poll_init(&q->iop, RRDMA_SHIM_POLL_BUDGET, rrdma_scq_iop_poll);
@@ -87,7 +94,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	q->data_sinks = data_sinks;
 	q->sink_pages = sink_pages;
 	mutex_init(&q->sinks_lock);
-	q->rdma = ib_dma_map_single(dev, q->rbufs, (size_t)nrecv * msg_len,
+	q->rdma = ib_dma_map_single(dev, q->rbufs, (size_t)nrecv_idle * msg_len,
 				    DMA_BIDIRECTIONAL);
 	if (ib_dma_mapping_error(dev, q->rdma)) {
 		ret = -ENOMEM;
@@ -95,7 +102,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	}
 	if (nsend) {
 		q->sdma = ib_dma_map_single(dev, q->sbufs,
-					    (size_t)nsend * msg_len,
+					    (size_t)nsend_idle * msg_len,
 					    DMA_TO_DEVICE);
 		if (ib_dma_mapping_error(dev, q->sdma)) {
 			ret = -ENOMEM;
@@ -150,7 +157,7 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	 */
 	WRITE_ONCE(id->qp->res.kern_name, KBUILD_MODNAME);
 	spin_lock_irq(&q->lock);
-	for (i = 0; i < nrecv && !ret; i++)
+	for (i = 0; i < nrecv_idle && !ret; i++)
 		ret = rrdma_qp_post_recv_locked(q, i);
 	spin_unlock_irq(&q->lock);
 	if (ret) {
@@ -172,7 +179,7 @@ unmap:
 	rrdma_qp_unmap_bufs(q);
 	goto free;
 unmap_recv:
-	ib_dma_unmap_single(dev, q->rdma, (size_t)nrecv * msg_len,
+	ib_dma_unmap_single(dev, q->rdma, (size_t)nrecv_idle * msg_len,
 			    DMA_BIDIRECTIONAL);
 free:
 	rrdma_qp_free_sinks(q);
@@ -240,7 +247,9 @@ u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	rrdma_qp_unmap_bufs(q);
 	kfree(q->ops);
 	kfree(q->fence);
+	kfree(q->sbufs_more);
 	kfree(q->sbufs);
+	kfree(q->rbufs_more);
 	kfree(q->rbufs);
 	bitmap_free(q->send_busy);
 	rrdma_shim_qp_unref(q);

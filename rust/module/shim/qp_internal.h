@@ -127,27 +127,39 @@ struct rrdma_shim_ctrl_slot {
  *		flush tells Rust that the QP failed, and no send buffer), passed
  *		with every operation's completion
  * @lock:	spinlock (irqsave: posting runs in softirq too) that guards
- *		@draining, @send_busy and the sinks (@nsinks, @sinks, @sink_sg
- *		and a sink MR's mapping while it is registered); every post on
+ *		@draining, @grown, @send_busy and the sinks (@nsinks, @sinks,
+ *		@sink_sg and a sink MR's mapping while it is registered); every post on
  *		the QP (work requests, control sends, receives) is made under it,
  *		so nothing is posted once @draining is set.  The innermost of
  *		rrdma's locks: taken under a path's lock and Shared::ring, under
  *		@poll_lock (a fence completion's post) and under @sinks_lock;
  *		nothing of rrdma's nests inside it
  * @draining:	set before the drain: nothing is posted afterwards
+ * @grown:	the buffers beyond @nrecv_idle and @nsend_idle are in use
+ *		(rrdma_shim_qp_ctrl_grow(); set under @lock, read by a send
+ *		under it)
  * @abandoned:	creation failed after receives were posted: their
  *		completions, if the provider makes any while the QP and its CQs
  *		are destroyed, are not reported to @owner (the creator may hold
  *		locks the callbacks take)
- * @nrecv:	receive buffers, all posted while the QP lives
- * @nsend:	control send buffers
+ * @nrecv:	receive buffers, all posted once the QP grew
+ *		(rrdma_shim_qp_ctrl_grow()), @nrecv_idle before
+ * @nrecv_idle:	receive buffers posted from creation, in @rbufs
+ * @nsend:	control send buffers, all usable once the QP grew, @nsend_idle
+ *		before
+ * @nsend_idle:	control send buffers from creation, in @sbufs
  * @send_busy:	bitmap of control send buffers in flight
  * @msg_len:	bytes per control buffer
- * @rbufs:	@nrecv * @msg_len bytes of receive buffers, DMA-mapped at @rdma
- * @sbufs:	@nsend * @msg_len bytes of send buffers (NULL if none), mapped
+ * @rbufs:	@nrecv_idle * @msg_len bytes of receive buffers, DMA-mapped at
+ *		@rdma
+ * @rbufs_more:	the other receive buffers, mapped at @rdma_more: NULL until
+ *		the QP grew (set under @lock, before any of them is posted)
+ * @sbufs:	@nsend_idle * @msg_len bytes of send buffers (NULL if none), mapped
  *		at @sdma: apart from @rbufs because kmalloc above 8 KiB rounds
  *		up to a power of two (30 and 8 buffers together took 32 KiB,
- *		apart 16 and 4)
+ *		apart 16 and 4; now 8 and 2 until the QP grows)
+ * @sbufs_more:	the other send buffers, mapped at @sdma_more: NULL until the QP
+ *		grew (set under @lock, which a send takes to pick a buffer)
  * @fence:	scratch sink of write fences (SINK_REG without an MR), mapped at
  *		@fence_dma; apart from the buffers for the same reason
  * @nops:	operation slots
@@ -227,14 +239,21 @@ struct rrdma_shim_qp {
 	spinlock_t lock; /* posting, draining, send_busy, sinks: see above */
 	bool draining;
 	bool abandoned;
+	bool grown;
 	u32 nrecv;
+	u32 nrecv_idle;
 	u32 nsend;
+	u32 nsend_idle;
 	unsigned long *send_busy;
 	u32 msg_len;
 	void *rbufs;
 	u64 rdma;
+	void *rbufs_more;
+	u64 rdma_more;
 	void *sbufs;
 	u64 sdma;
+	void *sbufs_more;
+	u64 sdma_more;
 	void *fence;
 	u64 fence_dma;
 	u32 nops;
@@ -275,6 +294,7 @@ struct rrdma_shim_qp {
 
 /* ctrl.c */
 int rrdma_qp_post_recv_locked(struct rrdma_shim_qp *q, u32 i);
+void rrdma_qp_unmap_more(struct rrdma_shim_qp *q);
 void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 void rrdma_qp_send_done(struct ib_cq *cq, struct ib_wc *wc);
 

@@ -251,10 +251,12 @@ void rrdma_shim_cm_peer(struct rdma_cm_id *id, struct rrdma_shim_addr *out);
  * control messages (ctrl.c) and posting (post.c).
  */
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
-			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv, u32 nsend,
+			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv,
+			 u32 nrecv_idle, u32 nsend, u32 nsend_idle,
 			 u32 msg_len, u32 nsinks, u32 data_sinks,
 			 u32 sink_pages, u32 dma_sge, u32 dma_sge_rd,
 			 struct rrdma_shim_qp **out);
+int rrdma_shim_qp_ctrl_grow(struct rrdma_shim_qp *q);
 int rrdma_shim_qp_stop(struct rrdma_shim_qp *q);
 void rrdma_shim_qp_drain(struct rrdma_shim_qp *q);
 u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q);

@@ -23,11 +23,12 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use rrdma::abi::status::{Status, STATUS_CONNS, STATUS_EXPORTS, STATUS_IMPORTS};
-use rrdma::abi::uapi::{OP_READ, OP_WRITE};
+use rrdma::abi::uapi::OP_WRITE;
 use rrdma::{Access, Connection, Region, RemoteRegion, Rrdma};
 
-use crate::measure::Profile;
 use crate::{ensure, Tap};
+
+mod pairs;
 
 pub(crate) const T: Duration = Duration::from_secs(10);
 const ENOSPC: i32 = 28;
@@ -386,66 +387,15 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, max: usize, conns: usiz
     });
     drop(imports);
 
-    // Connections: pairs, each connect accepted here; connect time and
-    // kernel memory per pair (Slab and VmallocUsed: a lower bound).
-    let res = (|| {
-        if conns == 0 {
-            return Ok(());
-        }
-        let before = Profile::take().map_err(|e| e.to_string())?;
-        let mut times = Vec::new();
-        let mut held: Vec<(Connection<'_>, Connection<'_>)> = Vec::new();
-        for _ in 0..conns {
-            let t0 = Instant::now();
-            let c = dev
-                .connect(me, T)
-                .map_err(|e| format!("connect {}: {e}", held.len()))?;
-            times.push(t0.elapsed());
-            let a = listener
-                .accept(Some(T))
-                .map_err(|e| format!("accept: {e}"))?
-                .ok_or("accept: none")?;
-            held.push((c, a));
-        }
-        let after = Profile::take().map_err(|e| e.to_string())?;
-        // Where it goes: the providers keep their queues in vmalloc.
-        let parts = before.growth(&after, conns);
-        let f = rig.figures()?;
-        let per_pair = after.kib().saturating_sub(before.kib()) as f64 / conns as f64;
-        // Then each pair's first operation: an import over it and a READ,
-        // which opens its data lanes (once they stand still).
-        let mut used = Vec::new();
-        for (c, _) in &held {
-            let r = c
-                .import(export.token(), T)
-                .map_err(|e| format!("import: {e}"))?;
-            dev.rw_sync(&r.op(OP_READ, &rig.local, 0, 0, 1, 0))
-                .map_err(|e| format!("first READ: {e}"))?;
-            used.push(r);
-        }
-        settle_lanes(dev);
-        let used_kib = Profile::take().map_err(|e| e.to_string())?;
-        let per_used = used_kib.kib().saturating_sub(before.kib()) as f64 / conns as f64;
-        let used_parts = after.growth(&used_kib, conns);
-        drop(used);
-        println!(
-            "# connections {conns} pairs: connect p50 {:.0} us, p99 {:.0} us, {per_pair:.0} KiB of kernel memory per idle pair, {per_used:.0} KiB after an import and a READ on each; {}",
-            p(&mut times, 0.5),
-            p(&mut times, 0.99),
-            line("with them", conns, &f)
-        );
-        println!("# an idle pair's memory: {parts}");
-        println!("# a pair's first import and READ add: {used_parts}");
-        let _ = write!(
-            json,
-            "\"connect_p50_us\": {:.0}, \"connect_p99_us\": {:.0}, \"kib_per_idle_pair\": {per_pair:.0}, \"kib_per_used_pair\": {per_used:.0}, ",
-            p(&mut times, 0.5),
-            p(&mut times, 0.99)
-        );
-        Ok::<_, String>(())
-    })();
+    // Connections: pairs, each connect accepted here (`pairs.rs`).
+    let res = match conns {
+        0 => Ok(()),
+        _ => pairs::pairs(dev, me, &listener, &rig, export.token(), conns, &mut json),
+    };
     t.check(
-        &format!("scale: {conns} connection pairs, every connect succeeded"),
+        &format!(
+            "scale: {conns} connection pairs, every connect succeeded, their control buffers grown at their first import only"
+        ),
         res,
     );
     println!("# scale-json {{{}\"max\": {max}}}", json);

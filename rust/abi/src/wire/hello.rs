@@ -195,7 +195,7 @@ pub fn chosen(version: u16) -> Result<u16, Errno> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::CTRL_RECV_MIN;
+    use crate::wire::{ctrl_recv_idle_min, CTRL_RECV_MIN};
 
     fn hello() -> Hello {
         Hello {
@@ -362,6 +362,11 @@ mod tests {
         assert_eq!(ctrl_recv_min(4), 26);
         assert_eq!(ctrl_recv_min(5), 26);
         assert_eq!(ctrl_recv_min(6), 27);
+        // The peer's requests, revokes, ping and ask for lanes (v6), and
+        // the answer to our ping (v3).
+        assert_eq!(ctrl_recv_idle_min(2), 12);
+        assert_eq!(ctrl_recv_idle_min(3), 14);
+        assert_eq!(ctrl_recv_idle_min(6), 15);
         assert_eq!(CTRL_RECV_MIN, ctrl_recv_min(VERSION));
         // A version 2 peer needs 24 buffers; a version 3 to 5 one 26, a
         // version 6 one 27; a newer one speaks version 6 with us.

@@ -297,21 +297,33 @@ pub(super) fn flush(g: &mut ConnInner) -> Result<(), Errno> {
 /// included.
 pub(crate) struct CtrlCounts {
     backlogged: AtomicU64,
+    grown: AtomicU64,
 }
 
 impl CtrlCounts {
     pub(crate) const fn new() -> Self {
         Self {
             backlogged: AtomicU64::new(0),
+            grown: AtomicU64::new(0),
         }
     }
 
-    /// The fdinfo line: messages that waited for a send buffer.
-    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 1] {
-        [(
-            b"rrdma-ctrl-backlogged\0",
-            self.backlogged.load(Ordering::Relaxed),
-        )]
+    /// A queue pair posted the rest of its receive buffers.
+    pub(in crate::conn) fn grew(&self) {
+        self.grown.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The fdinfo lines: messages that waited for a send buffer, and
+    /// queue pairs that posted the rest of their receive buffers (an idle
+    /// connection's holds only what the peer may send unprompted).
+    pub(crate) fn fdinfo(&self) -> [(&'static [u8], u64); 2] {
+        [
+            (
+                b"rrdma-ctrl-backlogged\0",
+                self.backlogged.load(Ordering::Relaxed),
+            ),
+            (b"rrdma-ctrl-grown\0", self.grown.load(Ordering::Relaxed)),
+        ]
     }
 }
 

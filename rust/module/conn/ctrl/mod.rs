@@ -9,7 +9,13 @@
 //! request whose caller gave up (timeout, signal) keeps its slot until the
 //! answer arrives or the connection ends, so the bound holds even then.
 //! Pings (`keepalive.rs`) are answered at once; every answer of the peer
-//! counts as a sign of life.
+//! counts as a sign of life. A queue pair posts the receive buffers for
+//! the answers to our requests and revokes before the first of them goes
+//! out ([`grow`]), and at the peer's first import request: an idle
+//! connection holds only those for what the peer may send unprompted and
+//! for our ping's answer, and half the send buffers (a message that finds
+//! none free waits in the backlog, which the next send completion flushes
+//! into every free buffer).
 //! A message of ours (an answer, a request, a revoke, our ping) that finds
 //! every send buffer still held waits in the channel's backlog
 //! (`abi::backlog`) and goes out when a send completes: buffers are freed
@@ -81,6 +87,7 @@ impl Conn {
         if !g.state.is_connected() {
             return Err(g.errno());
         }
+        grow(&g, &self.shared.ctrl)?;
         let (slot, id) = match g.ctrl.free_req() {
             Some(slot) => (slot, g.ctrl.alloc_id()),
             None => return Err(g.errno()),
@@ -150,6 +157,7 @@ impl Conn {
         if !g.state.can_talk() {
             return Err(g.errno());
         }
+        grow(g, &self.shared.ctrl)?;
         let id = g.ctrl.alloc_id();
         g.ctrl.revokes[slot] = Some(RevokeSlot { id, acked: false });
         let msg = Ctrl::Revoke {
@@ -201,6 +209,11 @@ impl Conn {
                 // Registers outside the lock; the answer goes out under it.
                 let result = self.grant(token, first_chunk);
                 let mut g = self.inner.lock();
+                // An exporter's connection too: its answers, and later
+                // its revokes, use the rest of the send buffers. Without
+                // them the answer waits for a free one (a failed post
+                // ends the connection, see `Qp::ctrl_grow`).
+                let _ = grow(&g, &self.shared.ctrl);
                 match answer(
                     &mut g,
                     &self.shared.ctrl,
@@ -283,6 +296,24 @@ impl Conn {
             }
         }
     }
+}
+
+/// Posts the rest of the queue pair's receive buffers, and adds the rest
+/// of its send buffers, unless it has them (`Qp::ctrl_grow`): the answer
+/// to a request or revoke of ours needs a receive buffer of its own, and
+/// an idle connection keeps only what the peer may send unprompted
+/// (`limits::CTRL_RECV_IDLE`). Under the lock, which the message is then
+/// sent under: a reconnect cannot come between.
+fn grow(g: &ConnInner, counts: &CtrlCounts) -> Result<(), Errno> {
+    let grew =
+        g.id.as_ref()
+            .and_then(|id| id.qp())
+            .ok_or(ENOTCONN)?
+            .ctrl_grow()?;
+    if grew {
+        counts.grew();
+    }
+    Ok(())
 }
 
 /// Why a message of ours could not be sent or queued, for the log: `why`

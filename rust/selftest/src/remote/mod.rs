@@ -153,9 +153,10 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
     drop(conn);
     drop(region);
     // Object counts, and event counts that must have stayed 0 (timeouts,
-    // reconnects); the work, fence, lane-operation, sink and ping counts
-    // (`rrdma-work-*`, `rrdma-write-fences`, `rrdma-op-fences*`, `rrdma-lane-ops`,
-    // `rrdma-sink-allocs`, `rrdma-keepalive-pings`) only grow, pings on
+    // reconnects); the work, fence, lane-operation, sink, receive-buffer and
+    // ping counts (`rrdma-work-*`, `rrdma-write-fences`, `rrdma-op-fences*`,
+    // `rrdma-lane-ops`, `rrdma-sink-allocs`, `rrdma-ctrl-grown`,
+    // `rrdma-keepalive-pings`) only grow, pings on
     // any connection idle for the keepalive interval (15 s in the guests,
     // which the debug kernel's slow small-NIC run reaches).
     let counts: Vec<_> = dev
@@ -168,6 +169,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str) {
                 && !k.starts_with("rrdma-op-fences")
                 && k != "rrdma-lane-ops"
                 && k != "rrdma-sink-allocs"
+                && k != "rrdma-ctrl-grown"
                 && k != "rrdma-keepalive-pings"
         })
         .collect();
