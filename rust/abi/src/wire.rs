@@ -106,12 +106,18 @@ pub const CTRL_RECV_MIN: u16 = ctrl_recv_min(VERSION);
 /// the rest of [`ctrl_recv_min`] before); what it advertises is what it
 /// will have posted by then.
 pub const fn ctrl_recv_idle_min(version: u16) -> u16 {
+    // The peer's ping and the answer to ours.
     let pings = if version >= KEEPALIVE_VERSION {
-        PING_MAX
+        2 * PING_MAX
     } else {
         0
     };
-    ctrl_recv_min(version) - (REQ_MAX + REVOKE_MAX + pings) as u16 + pings as u16
+    let lanes_wanted = if version >= LANES_WANTED_VERSION {
+        1
+    } else {
+        0
+    };
+    (REQ_MAX + REVOKE_MAX + pings + lanes_wanted) as u16
 }
 
 fn le16(b: &[u8], o: usize) -> u16 {

@@ -238,23 +238,24 @@ impl Conn {
             false => (0, 0),
         };
         let (data_sinks, fence_sinks) = sinks(q.ops);
+        // The rest at our first request or revoke (`Qp::ctrl_grow`); a
+        // disk's from the start: its reconnect, which swap may wait for,
+        // allocates nothing it can do without.
+        let (recv_idle, ctrl_send_idle) = match disk {
+            true => (q.recv, q.ctrl_send),
+            false => (
+                limits::CTRL_RECV_IDLE.min(q.recv),
+                limits::CTRL_SEND_IDLE.min(q.ctrl_send),
+            ),
+        };
         let sizes = QpSizes {
             lane: 0,
             send: q.ops + q.grant_regs,
             ops: q.ops,
             recv: q.recv,
-            // The rest at our first request or revoke (`Qp::ctrl_grow`);
-            // a disk's from the start: its reconnect, which swap may wait
-            // for, allocates nothing it can do without.
-            recv_idle: match disk {
-                true => q.recv,
-                false => limits::CTRL_RECV_IDLE.min(q.recv),
-            },
+            recv_idle,
             ctrl_send: q.ctrl_send,
-            ctrl_send_idle: match disk {
-                true => q.ctrl_send,
-                false => limits::CTRL_SEND_IDLE.min(q.ctrl_send),
-            },
+            ctrl_send_idle,
             msg_len: CTRL_LEN as u32,
             sinks: data_sinks,
             fence_sinks,

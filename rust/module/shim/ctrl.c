@@ -45,23 +45,6 @@ int rrdma_qp_post_recv_locked(struct rrdma_shim_qp *q, u32 i)
 	return ib_post_recv(q->id->qp, &wr, NULL);
 }
 
-/* Unmaps the buffers the QP grew (if it did). */
-void rrdma_qp_unmap_more(struct rrdma_shim_qp *q)
-{
-	struct ib_device *dev = q->id->device;
-
-	if (q->rbufs_more)
-		ib_dma_unmap_single(dev, q->rdma_more,
-				    (size_t)(q->nrecv - q->nrecv_idle) *
-					    q->msg_len,
-				    DMA_BIDIRECTIONAL);
-	if (q->sbufs_more)
-		ib_dma_unmap_single(dev, q->sdma_more,
-				    (size_t)(q->nsend - q->nsend_idle) *
-					    q->msg_len,
-				    DMA_TO_DEVICE);
-}
-
 /*
  * @n control buffers, mapped for @dir at *@dma: NULL for none, or
  * ERR_PTR(-ENOMEM).
@@ -84,6 +67,27 @@ static void *rrdma_qp_bufs(struct rrdma_shim_qp *q, u32 n,
 		return ERR_PTR(-ENOMEM);
 	}
 	return bufs;
+}
+
+/* Unmaps and frees @n control buffers of rrdma_qp_bufs() (none if NULL). */
+static void rrdma_qp_bufs_free(struct rrdma_shim_qp *q, void *bufs, u32 n,
+			       enum dma_data_direction dir, u64 dma)
+{
+	if (IS_ERR_OR_NULL(bufs))
+		return;
+	ib_dma_unmap_single(q->id->device, dma, (size_t)n * q->msg_len, dir);
+	kfree(bufs);
+}
+
+/* Unmaps and frees the buffers the QP grew (if it did). */
+void rrdma_qp_free_more(struct rrdma_shim_qp *q)
+{
+	rrdma_qp_bufs_free(q, q->rbufs_more, q->nrecv - q->nrecv_idle,
+			   DMA_BIDIRECTIONAL, q->rdma_more);
+	rrdma_qp_bufs_free(q, q->sbufs_more, q->nsend - q->nsend_idle,
+			   DMA_TO_DEVICE, q->sdma_more);
+	q->rbufs_more = NULL;
+	q->sbufs_more = NULL;
 }
 
 /*
@@ -137,20 +141,10 @@ int rrdma_shim_qp_ctrl_grow(struct rrdma_shim_qp *q)
 	return 1;
 
 free:
-	if (!IS_ERR_OR_NULL(rbufs)) {
-		ib_dma_unmap_single(q->id->device, rdma,
-				    (size_t)(q->nrecv - q->nrecv_idle) *
-					    q->msg_len,
-				    DMA_BIDIRECTIONAL);
-		kfree(rbufs);
-	}
-	if (!IS_ERR_OR_NULL(sbufs)) {
-		ib_dma_unmap_single(q->id->device, sdma,
-				    (size_t)(q->nsend - q->nsend_idle) *
-					    q->msg_len,
-				    DMA_TO_DEVICE);
-		kfree(sbufs);
-	}
+	rrdma_qp_bufs_free(q, rbufs, q->nrecv - q->nrecv_idle,
+			   DMA_BIDIRECTIONAL, rdma);
+	rrdma_qp_bufs_free(q, sbufs, q->nsend - q->nsend_idle, DMA_TO_DEVICE,
+			   sdma);
 	return ret;
 }
 

@@ -16,7 +16,10 @@ u32 rrdma_shim_this_cpu(void)
 	return raw_smp_processor_id();
 }
 
-/* Unmaps the control buffers (both mapped). */
+/*
+ * Unmaps the control buffers of the QP's creation (both mapped), and
+ * unmaps and frees those it grew.
+ */
 static void rrdma_qp_unmap_bufs(struct rrdma_shim_qp *q)
 {
 	struct ib_device *dev = q->id->device;
@@ -27,7 +30,7 @@ static void rrdma_qp_unmap_bufs(struct rrdma_shim_qp *q)
 				    DMA_TO_DEVICE);
 	ib_dma_unmap_single(dev, q->rdma, (size_t)q->nrecv_idle * q->msg_len,
 			    DMA_BIDIRECTIONAL);
-	rrdma_qp_unmap_more(q);
+	rrdma_qp_free_more(q);
 }
 
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
@@ -247,9 +250,7 @@ u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	rrdma_qp_unmap_bufs(q);
 	kfree(q->ops);
 	kfree(q->fence);
-	kfree(q->sbufs_more);
 	kfree(q->sbufs);
-	kfree(q->rbufs_more);
 	kfree(q->rbufs);
 	bitmap_free(q->send_busy);
 	rrdma_shim_qp_unref(q);
