@@ -200,10 +200,11 @@ for k in $DEBUG_KERNELS; do
 	# copies); rxe's under the debug kernel in check-full.
 	for prov in $DEBUG_BLK_PROVIDERS; do
 		g "$k" debug --label "$k debug blk $prov" --test blk --arg "$prov" --guests 2 \
-			--timeout 900 --memory 1024
+			--timeout 1800 --memory 1024
 	done
-	# The same under KASAN and kmemleak, smaller.
-	g "$k" debug --label "$k debug scale rxe" --test scale --arg "rxe,200,8" --timeout 900 \
+	# The same under KASAN and kmemleak, smaller: 200 regions, 8
+	# connection pairs, exports to a cap of 512 (not the default 4096).
+	g "$k" debug --label "$k debug scale rxe" --test scale --arg "rxe,200,8,512" --timeout 900 \
 		--memory 1024 --allow-log "$PERFTEST_CRASH"
 	# The short form of `make flood`: one 40 s round on rxe, where a lane
 	# accept's failure once wedged the exporter (issue 43).
