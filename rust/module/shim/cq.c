@@ -121,7 +121,8 @@ int rrdma_scq_poll_atomic(struct rrdma_shim_qp *q)
 		rrdma_qp_op_done(q->scq, wc);
 	}
 	if (i < n) {
-		memcpy(q->carry, &q->wc[i], (n - i) * sizeof(*q->wc));
+		/* In @wc still: only the work polls until it handled them. */
+		q->carry_from = i;
 		q->ncarry = n - i;
 		q->work_owns = true;
 	}
@@ -187,7 +188,7 @@ int rrdma_scq_iop_poll(struct irq_poll *iop, int budget)
 /*
  * Polls the send CQ on rrdma_shim_comp_wq(), in process context and
  * without @poll_lock (handlers run as they come), while it owns it
- * (@work_owns): first what an atomic poll left it (@carry),
+ * (@work_owns): first what an atomic poll left it (in @wc),
  * then the CQ itself as the RDMA core's ib_cq_poll_work() does (up to a
  * budget, then re-arms, and polls again if a completion came in between).
  * Once the CQ is empty and armed, the atomic pollers have it again.
@@ -201,7 +202,7 @@ static void scq_poll(struct rrdma_shim_qp *q)
 	q->work_owns = true;
 	spin_unlock_bh(&q->poll_lock);
 	for (i = 0; i < q->ncarry; i++)
-		scq_handle(q, &q->carry[i]);
+		scq_handle(q, &q->wc[q->carry_from + i]);
 	total = q->ncarry;
 	q->ncarry = 0;
 	scq_hand_ops(q, false);

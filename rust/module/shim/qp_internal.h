@@ -188,20 +188,26 @@ struct rrdma_shim_ctrl_slot {
  * @iop:	polls @scq in softirq, scheduled by its event (cq_softirq)
  * @scq_work:	polls @scq on rrdma_shim_comp_wq() while @work_owns: queued
  *		by a poll that found a completion only process context may
- *		handle (left in @carry), or by the event (cq_softirq off)
+ *		handle (left in @wc, see @ncarry), or by the event
+ *		(cq_softirq off)
  * @poll_lock:	spinlock held by whoever polls @scq in atomic context: @iop
  *		(softirq), or a task polling for its own operations
  *		(rrdma_shim_qp_poll(), _iopoll(): spin_trylock_bh(), never
  *		waiting for it); @scq_work takes it only to set and clear
  *		@work_owns.  It guards @work_owns, the atomic poll's @wc,
- *		@ndone/@done and @carry/@ncarry (handed to @scq_work with
- *		@work_owns), and @iopoller/@iopoll_ring.  rrdma_rust_ops_done()
- *		runs under it: after io_uring's ring lock (an IOPOLL poller holds
- *		it), before a path's lock, Shared::ring and @lock
+ *		@ndone/@done and @carry_from/@ncarry (handed to @scq_work
+ *		with @work_owns), and @iopoller/@iopoll_ring.
+ *		rrdma_rust_ops_done() runs under it: after io_uring's ring lock
+ *		(an IOPOLL poller holds it), before a path's lock, Shared::ring
+ *		and @lock
  * @work_owns:	@scq_work polls @scq (in process context, without
  *		@poll_lock): the others do not, and its event queues the work
- * @ncarry:	completions a poll left to @scq_work, in @carry
- * @carry:	see @ncarry
+ * @ncarry:	completions a poll left to @scq_work, in @wc from @carry_from:
+ *		no one else writes @wc until the work polls after them (only
+ *		the work polls while @work_owns); apart from @wc they took
+ *		1152 bytes, which put a queue pair with its 38 control slots
+ *		into an 8 KiB allocation
+ * @carry_from: see @ncarry
  * @pollers:	poll references (rrdma_shim_qp_poll_get(), _tryget()):
  *		destroying the QP waits for none to be left, then makes it
  *		negative so that no more can be taken
@@ -274,7 +280,7 @@ struct rrdma_shim_qp {
 	spinlock_t poll_lock; /* the atomic polls of scq: see above */
 	bool work_owns;
 	u32 ncarry;
-	struct ib_wc carry[RRDMA_SHIM_POLL_BATCH];
+	u32 carry_from;
 	atomic_t pollers;
 	struct task_struct *iopoller;
 	const void *iopoll_ring;
