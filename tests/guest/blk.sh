@@ -371,6 +371,12 @@ if [ "$RRDMA_ROLE" = a ]; then
 	(nc -l -p 7472 </dev/null >/dev/null 2>&1; kill -9 $pid) &
 	wait_exit $pid 3000
 	check "serve ran until b had it killed" test $? = 137
+	# This host stays up until b has unmapped the disk: b's reconnect
+	# attempts meet a refused connect here, as after a crashed server.
+	# A host that vanished would hold them in siw's blocking TCP connect
+	# for the SYN retries (Documentation/rrdma.rst, Building: *Known
+	# provider defects*).
+	timeout 300 nc -l -p 7473 </dev/null >/dev/null 2>&1
 else
 	wait_peer
 	wait_tokens
@@ -443,4 +449,9 @@ else
 		device_comes_back
 	check "blk $prov: the exporter dies: I/O fails after the loss timeout; the disk unmaps" \
 		peer_gone
+	# a may end now.
+	for i in 1 2 3; do
+		echo done | timeout 5 nc $RRDMA_PEER 7473 >/dev/null 2>&1 && break
+		sleep 1
+	done
 fi
