@@ -180,7 +180,8 @@ check:
 
 check-full:
 	@KERNELS="6.12 7.3" DEBUG_SMALL_PROVIDERS="siw rxe" DEBUG_BLK_PROVIDERS="siw rxe" \
-		DEBUG_ATTACK_PROVIDERS="siw rxe" scripts/check.sh
+		DEBUG_ATTACK_PROVIDERS="siw rxe" DEBUG_CAPI_PROVIDERS="siw rxe" \
+		DEBUG_FUZZ_PROVIDERS="siw rxe" scripts/check.sh
 
 demo:
 	@scripts/demo.sh
