@@ -213,7 +213,7 @@ for k in $DEBUG_KERNELS; do
 	done
 	# The same under KASAN and kmemleak, smaller: 200 regions, 8
 	# connection pairs, exports to a cap of 512 (not the default 4096).
-	g "$k" debug --label "$k debug scale rxe" --test scale --arg "rxe,200,8,512" --timeout 900 \
+	g "$k" debug --label "$k debug scale rxe" --test scale --arg "rxe,200,8,512" --timeout 1200 \
 		--memory 1024 --allow-log "$PERFTEST_CRASH"
 	# The short form of `make flood`: one 40 s round on rxe, where a lane
 	# accept's failure once wedged the exporter (issue 43).
