@@ -47,7 +47,7 @@
 //!   MIB` (locked until killed): tests/guest/blk.sh's swap workloads
 //!   (`blk.rs`);
 //! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`);
-//! - `scale SELF_IP MAX CONNS` and `fanout SELF_IP PEERS`: how cost grows
+//! - `scale SELF_IP MAX CONNS [quick]` and `fanout SELF_IP PEERS`: how cost grows
 //!   with what one file holds, and with the exporters one initiator uses
 //!   (`scale.rs`, `fanout.rs`; tests/guest/scale.sh).
 
@@ -309,26 +309,30 @@ fn main() -> ExitCode {
             }
         },
         "scale" => match rest {
-            [me, max, conns] => match (max.parse(), conns.parse()) {
-                (Ok(max), Ok(conns)) => {
-                    // Its own file, closed before the last check.
-                    match Rrdma::open() {
-                        Ok(own) => scale::checks(&own, &mut t, me, max, conns),
-                        Err(e) => t.check("scale: open", Err(e.to_string())),
+            [me, max, conns, quick @ ..] if quick.is_empty() || quick == ["quick"] => {
+                match (max.parse(), conns.parse()) {
+                    (Ok(max), Ok(conns)) => {
+                        // Its own file, closed before the last check.
+                        match Rrdma::open() {
+                            Ok(own) => {
+                                scale::checks(&own, &mut t, me, max, conns, !quick.is_empty())
+                            }
+                            Err(e) => t.check("scale: open", Err(e.to_string())),
+                        }
+                        passive_lanes::checks(&mut t, me);
+                        t.check(
+                            "scale: the file closed, nothing of it left",
+                            scale::nothing_left(&dev),
+                        );
                     }
-                    passive_lanes::checks(&mut t, me);
-                    t.check(
-                        "scale: the file closed, nothing of it left",
-                        scale::nothing_left(&dev),
-                    );
+                    _ => {
+                        eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS [quick]");
+                        return ExitCode::from(2);
+                    }
                 }
-                _ => {
-                    eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS");
-                    return ExitCode::from(2);
-                }
-            },
+            }
             _ => {
-                eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS");
+                eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS [quick]");
                 return ExitCode::from(2);
             }
         },
