@@ -9,9 +9,19 @@ RRDMA_KUNIT_KO=/lib/rrdma/rrdma_kunit.ko
 ip() { /usr/bin/ip "$@"; }
 tc() { /usr/bin/tc "$@"; }
 
-ok() { echo "RRDMA-TEST: ok $*" >&9; }
-fail() { echo "RRDMA-TEST: not ok $1 # $2" >&9; echo "FAILED: $1: $2"; }
-skip() { echo "RRDMA-TEST: skip $1 # $2" >&9; }
+# A result reached 10 s or more after the previous one gets a console line
+# saying so: the console log shows where a run's time goes.
+stamp_last=0
+stamp() {
+	read -r stamp_now _ </proc/uptime
+	stamp_now=${stamp_now%.*}
+	[ $((stamp_now - stamp_last)) -lt 10 ] || [ "$stamp_last" = 0 ] ||
+		echo "# $((stamp_now - stamp_last)) s to this result (at ${stamp_now} s): $1"
+	stamp_last=$stamp_now
+}
+ok() { stamp "$*"; echo "RRDMA-TEST: ok $*" >&9; }
+fail() { stamp "$1"; echo "RRDMA-TEST: not ok $1 # $2" >&9; echo "FAILED: $1: $2"; }
+skip() { stamp "$1"; echo "RRDMA-TEST: skip $1 # $2" >&9; }
 
 # check NAME CMD...: passes if CMD exits 0; its output is kept for the reason.
 check() {

@@ -9,7 +9,8 @@
 //! With 1, 2, 4, ... PEERS exporters (every connection's lanes open
 //! first): the rate of 4 KiB WRITEs in batches of 32 spread round robin
 //! over the imports, and the p50 of synchronous 4 KiB READs from each in
-//! turn; the median of 5 rounds that each measure every size in turn, and
+//! turn; the median of 5 rounds that each measure every size in turn (one
+//! round of fewer samples with `quick`, on debug kernels), and
 //! its ratio to one exporter, as `# ` lines (measured, never asserted),
 //! with the waits for completions (poll and read) a batch took: each
 //! connection's completions come on queues of their own, and each may
@@ -40,8 +41,29 @@ use crate::{ensure, Tap};
 
 /// Blocks of each exporter's region.
 const BLOCKS: u64 = 64;
-/// Rounds over the sizes.
-const ROUNDS: usize = 5;
+/// How much each measurement takes: batches of 32 WRITEs, synchronous
+/// READs, and rounds over the sizes.
+#[derive(Clone, Copy)]
+struct Samples {
+    batches: u64,
+    reads: u64,
+    rounds: usize,
+}
+
+/// The figures' samples.
+const FULL: Samples = Samples {
+    batches: 20,
+    reads: 200,
+    rounds: 5,
+};
+/// `quick` (debug kernels, where a 4 KiB READ takes 10 ms): the calls and
+/// checks once, not figures (5 rounds of the full samples took 345 s of a
+/// debug guest's 500).
+const QUICK: Samples = Samples {
+    batches: 4,
+    reads: 20,
+    rounds: 1,
+};
 
 /// One exporter's side: its listener, region and export.
 struct Exporter<'a> {
@@ -88,13 +110,14 @@ fn figures(
     imports: &[RemoteRegion<'_>],
     exporters: &[Exporter<'_>],
     sent: bool,
+    n: Samples,
 ) -> Result<Figures, String> {
     let k = imports.len();
     let fences = || dev.fdinfo_value("rrdma-write-fences").unwrap_or(0);
     let (fences0, cpu0) = (fences(), cpu());
     let t = Instant::now();
     let (mut writes, mut waits, mut submits) = (0u64, 0u64, 0u64);
-    for round in 0..20u64 {
+    for round in 0..n.batches {
         let ops: Vec<_> = (0..32u64)
             .map(|i| {
                 let to = i as usize % k;
@@ -117,16 +140,17 @@ fn figures(
     ensure(
         fences1.saturating_sub(fences0) <= submits * k as u64,
         format!(
-            "{} write fences for {submits} SUBMITs of 20 batches of 32 writes over {k} connections: more than one per connection",
-            fences1.saturating_sub(fences0)
+            "{} write fences for {submits} SUBMITs of {} batches of 32 writes over {k} connections: more than one per connection",
+            fences1.saturating_sub(fences0),
+            n.batches
         ),
     )?;
     let busy =
         cpu1.0.saturating_sub(cpu0.0) as f64 / (cpu1.1.saturating_sub(cpu0.1) as f64).max(1.0);
     let scratch = local.nblocks() - 1;
     // READs once per size and round: with the placed writes.
-    let mut reads = Vec::with_capacity(200);
-    for i in 0..if sent { 0 } else { 200u64 } {
+    let mut reads = Vec::with_capacity(n.reads as usize);
+    for i in 0..if sent { 0 } else { n.reads } {
         let t = Instant::now();
         imports[i as usize % k]
             .read(local, scratch, i % BLOCKS, 1)
@@ -143,8 +167,8 @@ fn figures(
     }
     Ok(Figures {
         rate,
-        waits: waits as f64 / 20.0,
-        fences: fences1.saturating_sub(fences0) as f64 / 20.0,
+        waits: waits as f64 / n.batches as f64,
+        fences: fences1.saturating_sub(fences0) as f64 / n.batches as f64,
         busy,
         read_us: if reads.is_empty() {
             0.0
@@ -171,7 +195,8 @@ fn cpu() -> (u64, u64) {
     (all.saturating_sub(idle), all)
 }
 
-pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize) {
+pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize, quick: bool) {
+    let n = if quick { QUICK } else { FULL };
     let addr = |k: usize| -> SocketAddr { format!("{me}:{}", 7500 + k).parse().expect("address") };
     let files: Vec<Rrdma> = match (0..peers).map(|_| Rrdma::open()).collect() {
         Ok(f) => f,
@@ -216,12 +241,12 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize) {
         // `v / 2`, gathering `v % 2 == 0`.
         let gather = ModParam::set("read_gather", "Y")?;
         let mut runs: Vec<[Vec<Figures>; 4]> = vec![Default::default(); sizes.len()];
-        for round in 0..ROUNDS {
+        for round in 0..n.rounds {
             for (i, &k) in sizes.iter().enumerate() {
                 let g = round % 2;
                 for v in [g, 1 - g, 2 + g, 3 - g] {
                     ModParam::write("read_gather", if v % 2 == 0 { "Y" } else { "N" })?;
-                    let f = figures(dev, &local, &imports[..k], &exporters, v >= 2)?;
+                    let f = figures(dev, &local, &imports[..k], &exporters, v >= 2, n)?;
                     runs[i][v].push(f);
                 }
             }
@@ -241,7 +266,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize) {
             let (rate, read) = (median(on, |r| r.rate), median(on, |r| r.read_us));
             let rate_off = median(off, |r| r.rate);
             println!(
-                "# fanout {k} exporters: write {rate:.0} ops/s ({:.2}x of 1; {:.1} waits for completions per batch of 32), read p50 {read:.1} us ({:.2}x of 1); {:.1} fences per batch, CPUs {:.0}% busy; without gathering: write {rate_off:.0} ops/s, {:.1} waits, CPUs {:.0}% busy (gathering {:.2}x); medians of {ROUNDS} alternated rounds",
+                "# fanout {k} exporters: write {rate:.0} ops/s ({:.2}x of 1; {:.1} waits for completions per batch of 32), read p50 {read:.1} us ({:.2}x of 1); {:.1} fences per batch, CPUs {:.0}% busy; without gathering: write {rate_off:.0} ops/s, {:.1} waits, CPUs {:.0}% busy (gathering {:.2}x); medians of {} alternated rounds",
                 rate / rate1,
                 median(on, |r| r.waits),
                 read / read1,
@@ -249,7 +274,8 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize) {
                 100.0 * median(on, |r| r.busy),
                 median(off, |r| r.waits),
                 100.0 * median(off, |r| r.busy),
-                rate / rate_off
+                rate / rate_off,
+                n.rounds
             );
             let (rate, rate_off) = (median(sent_on, |r| r.rate), median(sent_off, |r| r.rate));
             println!(
@@ -268,7 +294,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize) {
         let fixed = ModParam::set("read_gather_us", "1000")?;
         let gathered = || dev.fdinfo_value("rrdma-work-read-gathered").unwrap_or(0);
         let before = gathered();
-        let f = figures(dev, &local, &imports, &exporters, false)?;
+        let f = figures(dev, &local, &imports, &exporters, false, n)?;
         let records = gathered().saturating_sub(before);
         fixed.restore()?;
         on.restore()?;

@@ -42,17 +42,18 @@
 //! - `fuzz SEED SECONDS THREADS ADDR...`: random multi-threaded call
 //!   sequences with valid, stale, foreign and garbage arguments, connecting
 //!   to this machine's `ADDR`s (`fuzz/`);
-//! - `blk PEER_IP`: rrdma-blk's bad, foreign, stale and racing arguments;
+//! - `blk PEER_IP [quick]`: rrdma-blk's bad, foreign, stale and racing arguments;
 //!   `touch-pages MIB` (every page written and checked) and `pin-memory
 //!   MIB` (locked until killed): tests/guest/blk.sh's swap workloads
 //!   (`blk.rs`);
 //! - `memcpy`, `memory PEER_IP`: measurements for `make bench` (`measure.rs`);
-//! - `scale SELF_IP MAX CONNS [quick]` and `fanout SELF_IP PEERS`: how cost grows
+//! - `scale SELF_IP MAX CONNS [quick]` and `fanout SELF_IP PEERS [quick]`: how cost grows
 //!   with what one file holds, and with the exporters one initiator uses
 //!   (`scale.rs`, `fanout.rs`; tests/guest/scale.sh).
 
 use std::io;
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 mod abi;
 mod affinity;
@@ -116,17 +117,43 @@ pub(crate) const ALL_IOCTLS: [(&str, u32); 17] = [
 pub(crate) struct Tap {
     n: u32,
     failed: u32,
+    /// When the previous result was printed (or the run started).
+    last: Instant,
 }
 
+/// A check that took at least this long since the previous result gets a
+/// `# ` line saying so (the console log shows where a run's time goes).
+const SLOW_CHECK: Duration = Duration::from_secs(10);
+
 impl Tap {
+    fn new() -> Self {
+        Tap {
+            n: 0,
+            failed: 0,
+            last: Instant::now(),
+        }
+    }
+
+    /// The result number of the next check; a `# ` line first when the
+    /// time since the previous result reached `SLOW_CHECK`.
+    fn next(&mut self, name: &str) -> u32 {
+        let took = self.last.elapsed();
+        if took >= SLOW_CHECK {
+            println!("# {:.1} s to this result: {name}", took.as_secs_f64());
+        }
+        self.last = Instant::now();
+        self.n += 1;
+        self.n
+    }
+
     /// A check that cannot run here, and why (TAP's `# SKIP`).
     pub(crate) fn skip(&mut self, name: &str, why: &str) {
-        self.n += 1;
-        println!("ok {} - {name} # SKIP {why}", self.n);
+        let n = self.next(name);
+        println!("ok {n} - {name} # SKIP {why}");
     }
 
     pub(crate) fn check(&mut self, name: &str, res: Result<(), String>) {
-        self.n += 1;
+        self.next(name);
         match res {
             Ok(()) => println!("ok {} - {name}", self.n),
             Err(why) => {
@@ -134,6 +161,16 @@ impl Tap {
                 println!("not ok {} - {name} # {why}", self.n);
             }
         }
+    }
+}
+
+/// Whether a command of `n` arguments (`args`) ends in an optional
+/// `quick` (debug kernels: fewer samples); `None` if the count is wrong.
+fn quick_arg(args: &[String], n: usize) -> Option<bool> {
+    match &args[n.min(args.len())..] {
+        [] if args.len() == n => Some(false),
+        [q] if q == "quick" => Some(true),
+        _ => None,
     }
 }
 
@@ -254,7 +291,7 @@ fn main() -> ExitCode {
             conns: conns.parse().unwrap_or(1),
             threads: threads.parse().unwrap_or(1),
             blocks: blocks.parse().unwrap_or(16),
-            interval: std::time::Duration::from_millis(interval_ms.parse().unwrap_or(300)),
+            interval: Duration::from_millis(interval_ms.parse().unwrap_or(300)),
         };
         return match faults::load(std::path::Path::new(path), &load) {
             Ok(()) => ExitCode::SUCCESS,
@@ -278,7 +315,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut t = Tap { n: 0, failed: 0 };
+    let mut t = Tap::new();
     match cmd.as_str() {
         "abi" => abi_checks(&dev, &mut t),
         "devices" => device_checks(&dev, &mut t, rest),
@@ -301,35 +338,31 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        "fanout" => match (rest, rest.get(1).map(|p| p.parse::<usize>())) {
-            ([me, _], Some(Ok(peers))) if peers >= 1 => fanout::checks(&dev, &mut t, me, peers),
+        "fanout" => match (quick_arg(rest, 2), rest.get(1).map(|p| p.parse::<usize>())) {
+            (Some(quick), Some(Ok(peers))) if peers >= 1 => {
+                fanout::checks(&dev, &mut t, &rest[0], peers, quick)
+            }
             _ => {
-                eprintln!("usage: rrdma-selftest fanout SELF_IP PEERS");
+                eprintln!("usage: rrdma-selftest fanout SELF_IP PEERS [quick]");
                 return ExitCode::from(2);
             }
         },
-        "scale" => match rest {
-            [me, max, conns, quick @ ..] if quick.is_empty() || quick == ["quick"] => {
-                match (max.parse(), conns.parse()) {
-                    (Ok(max), Ok(conns)) => {
-                        // Its own file, closed before the last check.
-                        match Rrdma::open() {
-                            Ok(own) => {
-                                scale::checks(&own, &mut t, me, max, conns, !quick.is_empty())
-                            }
-                            Err(e) => t.check("scale: open", Err(e.to_string())),
-                        }
-                        passive_lanes::checks(&mut t, me);
-                        t.check(
-                            "scale: the file closed, nothing of it left",
-                            scale::nothing_left(&dev),
-                        );
-                    }
-                    _ => {
-                        eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS [quick]");
-                        return ExitCode::from(2);
-                    }
+        "scale" => match (
+            quick_arg(rest, 3),
+            rest.get(1).map(|m| m.parse()),
+            rest.get(2).map(|c| c.parse()),
+        ) {
+            (Some(quick), Some(Ok(max)), Some(Ok(conns))) => {
+                // Its own file, closed before the last check.
+                match Rrdma::open() {
+                    Ok(own) => scale::checks(&own, &mut t, &rest[0], max, conns, quick),
+                    Err(e) => t.check("scale: open", Err(e.to_string())),
                 }
+                passive_lanes::checks(&mut t, &rest[0]);
+                t.check(
+                    "scale: the file closed, nothing of it left",
+                    scale::nothing_left(&dev),
+                );
             }
             _ => {
                 eprintln!("usage: rrdma-selftest scale SELF_IP MAX CONNS [quick]");
@@ -350,10 +383,10 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         },
-        "blk" => match rest.first() {
-            Some(peer) => blk::checks(&dev, &mut t, peer),
+        "blk" => match quick_arg(rest, 1) {
+            Some(quick) => blk::checks(&dev, &mut t, &rest[0], quick),
             None => {
-                eprintln!("usage: rrdma-selftest blk PEER_IP");
+                eprintln!("usage: rrdma-selftest blk PEER_IP [quick]");
                 return ExitCode::from(2);
             }
         },
