@@ -79,13 +79,36 @@ static void rrdma_qp_bufs_free(struct rrdma_shim_qp *q, void *bufs, u32 n,
 	kfree(bufs);
 }
 
-/* Unmaps and frees the buffers the QP grew (if it did). */
-void rrdma_qp_free_more(struct rrdma_shim_qp *q)
+/*
+ * Allocates and maps the control buffers of the QP's creation (@id,
+ * @msg_len and the counts set): 0 or -ENOMEM (none left then).
+ */
+int rrdma_qp_alloc_bufs(struct rrdma_shim_qp *q)
 {
+	q->rbufs = rrdma_qp_bufs(q, q->nrecv_idle, DMA_BIDIRECTIONAL, &q->rdma);
+	q->sbufs = rrdma_qp_bufs(q, q->nsend_idle, DMA_TO_DEVICE, &q->sdma);
+	if (IS_ERR(q->rbufs) || IS_ERR(q->sbufs)) {
+		rrdma_qp_free_bufs(q);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Unmaps and frees every control buffer: those of the QP's creation and
+ * those it grew (if it did).
+ */
+void rrdma_qp_free_bufs(struct rrdma_shim_qp *q)
+{
+	rrdma_qp_bufs_free(q, q->rbufs, q->nrecv_idle, DMA_BIDIRECTIONAL,
+			   q->rdma);
+	rrdma_qp_bufs_free(q, q->sbufs, q->nsend_idle, DMA_TO_DEVICE, q->sdma);
 	rrdma_qp_bufs_free(q, q->rbufs_more, q->nrecv - q->nrecv_idle,
 			   DMA_BIDIRECTIONAL, q->rdma_more);
 	rrdma_qp_bufs_free(q, q->sbufs_more, q->nsend - q->nsend_idle,
 			   DMA_TO_DEVICE, q->sdma_more);
+	q->rbufs = NULL;
+	q->sbufs = NULL;
 	q->rbufs_more = NULL;
 	q->sbufs_more = NULL;
 }

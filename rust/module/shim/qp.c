@@ -16,23 +16,6 @@ u32 rrdma_shim_this_cpu(void)
 	return raw_smp_processor_id();
 }
 
-/*
- * Unmaps the control buffers of the QP's creation (both mapped), and
- * unmaps and frees those it grew.
- */
-static void rrdma_qp_unmap_bufs(struct rrdma_shim_qp *q)
-{
-	struct ib_device *dev = q->id->device;
-
-	if (q->nsend)
-		ib_dma_unmap_single(dev, q->sdma,
-				    (size_t)q->nsend_idle * q->msg_len,
-				    DMA_TO_DEVICE);
-	ib_dma_unmap_single(dev, q->rdma, (size_t)q->nrecv_idle * q->msg_len,
-			    DMA_BIDIRECTIONAL);
-	rrdma_qp_free_more(q);
-}
-
 int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 			 u32 lane, u32 sq_depth, u32 nops, u32 nrecv,
 			 u32 nrecv_idle, u32 nsend, u32 nsend_idle,
@@ -53,15 +36,11 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	if (!q)
 		return -ENOMEM;
 	q->send_busy = bitmap_zalloc(nsend, GFP_KERNEL);
-	q->rbufs = kzalloc((size_t)nrecv_idle * msg_len, GFP_KERNEL);
-	q->sbufs = nsend ? kzalloc((size_t)nsend_idle * msg_len, GFP_KERNEL) :
-			   NULL;
 	q->fence = kzalloc(RRDMA_SHIM_FENCE_LEN, GFP_KERNEL);
 	/* Rust's OPS_MAX (254) slots stay within one 4 KiB allocation. */
 	BUILD_BUG_ON(RRDMA_SHIM_OPS_4K < 254);
 	q->ops = kzalloc(struct_size(q->ops, slot, nops), GFP_KERNEL);
-	if (!q->send_busy || !q->rbufs || (nsend && !q->sbufs) || !q->fence ||
-	    !q->ops) {
+	if (!q->send_busy || !q->fence || !q->ops) {
 		ret = -ENOMEM;
 		goto free;
 	}
@@ -97,26 +76,14 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	q->data_sinks = data_sinks;
 	q->sink_pages = sink_pages;
 	mutex_init(&q->sinks_lock);
-	q->rdma = ib_dma_map_single(dev, q->rbufs, (size_t)nrecv_idle * msg_len,
-				    DMA_BIDIRECTIONAL);
-	if (ib_dma_mapping_error(dev, q->rdma)) {
-		ret = -ENOMEM;
+	ret = rrdma_qp_alloc_bufs(q);
+	if (ret)
 		goto free;
-	}
-	if (nsend) {
-		q->sdma = ib_dma_map_single(dev, q->sbufs,
-					    (size_t)nsend_idle * msg_len,
-					    DMA_TO_DEVICE);
-		if (ib_dma_mapping_error(dev, q->sdma)) {
-			ret = -ENOMEM;
-			goto unmap_recv;
-		}
-	}
 	q->fence_dma = ib_dma_map_single(dev, q->fence, RRDMA_SHIM_FENCE_LEN,
 					 DMA_FROM_DEVICE);
 	if (ib_dma_mapping_error(dev, q->fence_dma)) {
 		ret = -ENOMEM;
-		goto unmap;
+		goto free_bufs;
 	}
 	/* Every send may complete (with an error) and the drain needs one. */
 	q->scq = rrdma_scq_create(q, sq_depth + nsend + 1);
@@ -178,18 +145,12 @@ free_scq:
 unmap_fence:
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
-unmap:
-	rrdma_qp_unmap_bufs(q);
-	goto free;
-unmap_recv:
-	ib_dma_unmap_single(dev, q->rdma, (size_t)nrecv_idle * msg_len,
-			    DMA_BIDIRECTIONAL);
+free_bufs:
+	rrdma_qp_free_bufs(q);
 free:
 	rrdma_qp_free_sinks(q);
 	kfree(q->ops);
 	kfree(q->fence);
-	kfree(q->sbufs);
-	kfree(q->rbufs);
 	bitmap_free(q->send_busy);
 	kfree(q);
 	return ret;
@@ -247,11 +208,9 @@ u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 	mutex_destroy(&q->sinks_lock);
 	ib_dma_unmap_single(dev, q->fence_dma, RRDMA_SHIM_FENCE_LEN,
 			    DMA_FROM_DEVICE);
-	rrdma_qp_unmap_bufs(q);
+	rrdma_qp_free_bufs(q);
 	kfree(q->ops);
 	kfree(q->fence);
-	kfree(q->sbufs);
-	kfree(q->rbufs);
 	bitmap_free(q->send_busy);
 	rrdma_shim_qp_unref(q);
 	return sinks;

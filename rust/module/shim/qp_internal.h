@@ -300,7 +300,8 @@ struct rrdma_shim_qp {
 
 /* ctrl.c */
 int rrdma_qp_post_recv_locked(struct rrdma_shim_qp *q, u32 i);
-void rrdma_qp_free_more(struct rrdma_shim_qp *q);
+int rrdma_qp_alloc_bufs(struct rrdma_shim_qp *q);
+void rrdma_qp_free_bufs(struct rrdma_shim_qp *q);
 void rrdma_qp_recv_done(struct ib_cq *cq, struct ib_wc *wc);
 void rrdma_qp_send_done(struct ib_cq *cq, struct ib_wc *wc);
 
