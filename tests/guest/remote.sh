@@ -107,7 +107,7 @@ elif has sync-poll; then
 else
 	wait_peer
 	wait_tokens
-	tap "remote $RRDMA_ARG" rrdma-selftest remote $RRDMA_PEER
+	tap "remote $RRDMA_ARG" rrdma-selftest remote $RRDMA_PEER $(quick_on_debug)
 	# (The selftest revoked the rw token last; ask the peer to quit and
 	# start over with fresh tokens.)
 	echo quit | nc $RRDMA_PEER 7470 >/dev/null

@@ -11,7 +11,7 @@
 //!   an active port and the given node type (`rnic` or `ib_ca`);
 //! - `absent NAME...`: the named devices are not listed (both `devices.rs`);
 //! - `regions`: regions and their mappings (`regions/`);
-//! - `remote PEER_IP`: connections, export/import and block operations
+//! - `remote PEER_IP [quick]`: connections, export/import and block operations
 //!   against a peer running `rrdma serve` (`remote/`);
 //! - `sync-poll PEER_IP`: `remote`'s busy-polling checks alone
 //!   (`sync_poll.rs`; tests/guest/remote.sh's argument `PROVIDER,sync-poll`);
@@ -321,10 +321,10 @@ fn main() -> ExitCode {
         "devices" => device_checks(&dev, &mut t, rest),
         "absent" => absent_checks(&dev, &mut t, rest),
         "regions" => regions::checks(&dev, &mut t),
-        "remote" => match rest.first() {
-            Some(peer) => remote::checks(&dev, &mut t, peer),
+        "remote" => match quick_arg(rest, 1) {
+            Some(quick) => remote::checks(&dev, &mut t, &rest[0], quick),
             None => {
-                eprintln!("usage: rrdma-selftest remote PEER_IP");
+                eprintln!("usage: rrdma-selftest remote PEER_IP [quick]");
                 return ExitCode::from(2);
             }
         },

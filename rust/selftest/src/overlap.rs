@@ -207,20 +207,27 @@ fn ordered(
     all_ok(res)
 }
 
-pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
+/// (a) with `concurrent_rounds` rounds, (b) with `ordered_rounds`.
+pub(crate) fn checks(
+    dev: &Rrdma,
+    t: &mut Tap,
+    rw: &RemoteRegion<'_>,
+    concurrent_rounds: u64,
+    ordered_rounds: u64,
+) {
     let cpus = two_cpus();
     t.check(
         &format!(
-            "overlapping writes from CPUs {} and {} at once, 20 rounds of {BLOCKS} blocks: each byte is one a write wrote, each byte read beside them one the block held or a write wrote",
+            "overlapping writes from CPUs {} and {} at once, {concurrent_rounds} rounds of {BLOCKS} blocks: each byte is one a write wrote, each byte read beside them one the block held or a write wrote",
             cpus[0], cpus[1]
         ),
-        concurrent(dev, rw, cpus, 20),
+        concurrent(dev, rw, cpus, concurrent_rounds),
     );
     t.check(
         &format!(
-            "writes ordered by their completions, CPUs {} and {} taking turns, 40 rounds: each completed write is read in full by the other thread, and the later write replaces it in full",
+            "writes ordered by their completions, CPUs {} and {} taking turns, {ordered_rounds} rounds: each completed write is read in full by the other thread, and the later write replaces it in full",
             cpus[0], cpus[1]
         ),
-        ordered(dev, rw, cpus, 40),
+        ordered(dev, rw, cpus, ordered_rounds),
     );
 }

@@ -11,14 +11,18 @@ use rrdma::{Connection, RemoteRegion, Rrdma};
 use crate::remote::{addr, control, fnv, pattern, T};
 use crate::{ensure, Tap};
 
-/// Items 11-13: concurrency on the peer.
+/// Items 11-13: concurrency on the peer. `quick` (debug kernels): the
+/// writers take 6 rounds, not 30 (whose 30 MiB took 151 s of a debug siw
+/// run, 2026-12-01).
 pub(super) fn concurrency_checks(
     dev: &Rrdma,
     t: &mut Tap,
     peer: &str,
     conn: &Connection<'_>,
     rw_token: u64,
+    quick: bool,
 ) {
+    let rounds: u64 = if quick { 6 } else { 30 };
     let res: Vec<io::Result<RemoteRegion<'_>>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..48)
             .map(|_| s.spawn(|| conn.import(rw_token, Duration::from_secs(30))))
@@ -58,7 +62,7 @@ pub(super) fn concurrency_checks(
                     s.spawn(move || -> Result<(), String> {
                         let mut out = dev.create_region(4096, 64).map_err(|e| e.to_string())?;
                         let back = dev.create_region(4096, 64).map_err(|e| e.to_string())?;
-                        for i in 0..30u64 {
+                        for i in 0..rounds {
                             let n = 1 + ((i * 7 + k as u64) % 64) as u32;
                             let rb = 2048 + k as u64 * 64;
                             let bytes = n as usize * 4096;
@@ -74,7 +78,7 @@ pub(super) fn concurrency_checks(
                             }
                         }
                         // The peer's memory holds the last write.
-                        let n = 1 + ((29 * 7 + k as u64) % 64) as u32;
+                        let n = 1 + (((rounds - 1) * 7 + k as u64) % 64) as u32;
                         let rb = 2048 + k as u64 * 64;
                         let theirs = control(peer, &format!("checksum {rb} {n}"))
                             .map_err(|e| e.to_string())?;

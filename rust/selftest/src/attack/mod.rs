@@ -58,7 +58,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     crate::hostile::checks(dev, t, peer, prov);
     refusal_checks(dev, t, peer, &rw, quick);
     crate::stalled_copies::checks(dev, t, peer, &rw);
-    concurrency_checks(dev, t, peer, &conn, rw_token);
+    concurrency_checks(dev, t, peer, &conn, rw_token, quick);
     pd_checks(dev, t, peer);
     loopback_checks(dev, t, me);
     drop(rw);

@@ -52,9 +52,10 @@ pub(super) fn integrity_checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &Remote
     }
 }
 
-pub(super) fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
+/// Four threads, each `iters` write/read round trips on its own blocks.
+pub(super) fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>, iters: u64) {
     let res = per_thread(dev, 4, 32, |k, out, back| {
-        for i in 0..25u64 {
+        for i in 0..iters {
             let n = 1 + (i % 8) as u32;
             let rb = k * 32 + (i * 3) % (32 - u64::from(n));
             pattern(out.as_mut_slice(), k * 1000 + i);
@@ -72,7 +73,7 @@ pub(super) fn thread_checks(dev: &Rrdma, t: &mut Tap, rw: &RemoteRegion<'_>) {
     });
     for (k, r) in res.into_iter().enumerate() {
         t.check(
-            &format!("thread {k}: 25 write/read round trips on its own blocks"),
+            &format!("thread {k}: {iters} write/read round trips on its own blocks"),
             r,
         );
     }
@@ -111,13 +112,14 @@ fn differs_how(
 /// through a second connection, another queue pair whose READs nothing
 /// orders after the first one's WRITEs: an acknowledged write must already
 /// be placed in the exporter's memory, which on iWARP only its fence
-/// shows (a WRITE completes once sent).
+/// shows (a WRITE completes once sent). `iters` writes per thread.
 pub(super) fn fence_visibility_checks(
     dev: &Rrdma,
     t: &mut Tap,
     peer: &str,
     rw_token: u64,
     rw: &RemoteRegion<'_>,
+    iters: u64,
 ) {
     let other = match dev.connect(addr(peer, 7471), T) {
         Ok(c) => c,
@@ -129,7 +131,7 @@ pub(super) fn fence_visibility_checks(
     };
     let fences = write_fences(dev);
     let res = per_thread(dev, 4, 16, |k, out, back| {
-        for i in 0..50u64 {
+        for i in 0..iters {
             let n = 1 + (i % 4) as u32;
             let rb = 128 + k * 16 + (i * 5) % (16 - u64::from(n));
             pattern(out.as_mut_slice(), k * 7919 + i);
@@ -146,12 +148,15 @@ pub(super) fn fence_visibility_checks(
         Ok(())
     });
     println!(
-        "# 200 writes from 4 threads: {} write fences",
+        "# {} writes from 4 threads: {} write fences",
+        4 * iters,
         write_fences(dev) - fences
     );
     for (k, r) in res.into_iter().enumerate() {
         t.check(
-            &format!("thread {k}: 50 writes, each read back at once through another connection"),
+            &format!(
+                "thread {k}: {iters} writes, each read back at once through another connection"
+            ),
             r,
         );
     }
