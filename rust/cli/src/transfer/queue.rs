@@ -15,6 +15,13 @@ use super::bench::Engine;
 /// How long the SQ thread of `--engine uring-sqpoll` stays awake without
 /// SQEs (it spins meanwhile): long enough for the gaps of one run.
 const SQPOLL_IDLE: Duration = Duration::from_millis(100);
+/// How long a wait for completions lasts before the run gives up: a
+/// failed connection completes what it held (keepalive finds a silent
+/// peer), so this only stops a run that would otherwise never end. 10 s
+/// was too short for a debug kernel's siw, which moves about 45 KB/s: a
+/// uring bench with 16 operations of up to 64 KiB in flight once waited
+/// longer (2026-12-01).
+const REAP_PATIENCE: Duration = Duration::from_secs(60);
 
 /// Where `bench` posts operations and reaps their completions.
 pub(super) enum Queue {
@@ -56,10 +63,10 @@ impl Queue {
         }
     }
 
-    /// Waits (10 s at most) for completions and appends them to `out`
-    /// as (user_data, 0 or -errno).
+    /// Waits ([`REAP_PATIENCE`] at most) for completions and appends them
+    /// to `out` as (user_data, 0 or -errno).
     pub(super) fn reap(&mut self, dev: &Rrdma, out: &mut Vec<(u64, i32)>) -> io::Result<()> {
-        let timeout = Duration::from_secs(10);
+        let timeout = REAP_PATIENCE;
         match self {
             Queue::Ioctl(comps) => {
                 let n = dev.completions(comps, Some(timeout))?;
@@ -75,7 +82,7 @@ impl Queue {
         if out.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::TimedOut,
-                "no completion within 10 s",
+                format!("no completion within {} s", REAP_PATIENCE.as_secs()),
             ));
         }
         Ok(())
