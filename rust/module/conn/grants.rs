@@ -34,6 +34,7 @@ use crate::calling::Task;
 use crate::ffi::{self, ShimWr};
 use crate::mr::{Chunks, Lent, Mr};
 use crate::region::Region;
+use crate::verbs::Pd;
 
 /// How long UNEXPORT waits for an importer's acknowledgement before it
 /// ends the connection instead.
@@ -130,8 +131,18 @@ impl Conn {
 }
 
 /// How long a grant waits for earlier grants' registrations to complete
-/// before it answers `EBUSY`.
+/// before it answers `EBUSY` (or with the keys it has), over all its
+/// batches.
 const GRANT_ROOM_WAIT_MS: u32 = 1000;
+
+/// What the registration batches of one answer share ([`Conn::grant`]).
+struct Batches {
+    /// The protection domain of the first batch: a later one on a
+    /// reconnected queue pair's would give keys of two domains.
+    pd: Option<Arc<Pd>>,
+    /// What is left of the answer's wait for room.
+    left: Option<kernel::time::Jiffies>,
+}
 
 /// A revocation under way on one connection (see [`Conn::start_revoke`]).
 pub(crate) struct RevokeTicket {
@@ -146,7 +157,16 @@ pub(crate) struct RevokeTicket {
 
 impl Conn {
     /// Answers an import request: registers the chunks of the export behind
-    /// `token` from `first` on for the peer and returns their keys.
+    /// `token` from `first` on for the peer and returns their keys, as many
+    /// as an answer holds ([`GRANT_KEYS_MAX`]).
+    ///
+    /// The registrations go out in batches of at most the queue pair's
+    /// `grant_regs` (61, a laned connection's own 13, a small NIC's fewer),
+    /// each once the earlier ones completed, so that a small send queue
+    /// costs the importer no more rounds than a large one. A batch that
+    /// finds no room (within [`GRANT_ROOM_WAIT_MS`] for the whole answer)
+    /// or no memory after others succeeded ends the answer with the keys
+    /// it has: the importer asks for the rest.
     pub(super) fn grant(self: &Arc<Self>, token: u64, first: u32) -> Result<Grant, Errno> {
         let export = self
             .shared
@@ -160,7 +180,65 @@ impl Conn {
             return Err(ENOENT);
         }
         let geometry = *export.region.geometry();
-        // What is missing, under the lock (a bit per key of the answer).
+        let want = {
+            let g = self.inner.lock();
+            let res = g
+                .res
+                .as_ref()
+                .filter(|_| g.state.can_talk())
+                .ok_or(ENOTCONN)?;
+            let nchunks = geometry.bytes().div_ceil(1u64 << res.chunk_shift);
+            if u64::from(first) >= nchunks {
+                return Err(EINVAL);
+            }
+            (nchunks - u64::from(first)).min(GRANT_KEYS_MAX as u64) as u32
+        };
+        let mut grant = Grant {
+            block_size: geometry.block_size(),
+            nblocks: geometry.nblocks(),
+            generation: export.generation,
+            writable: export.writable,
+            chunk_shift: 0,
+            first_chunk: first,
+            nkeys: 0,
+            rkeys: [0; GRANT_KEYS_MAX],
+        };
+        let mut done = 0;
+        let mut batches = Batches {
+            pd: None,
+            left: deadline(GRANT_ROOM_WAIT_MS),
+        };
+        while done < want {
+            let keys = &mut grant.rkeys[done as usize..want as usize];
+            match self.grant_batch(&export, token, first + done, keys, &mut batches) {
+                Ok((n, shift)) => {
+                    done += n;
+                    grant.chunk_shift = shift as u8;
+                }
+                Err(e) if done > 0 && (e == EBUSY || e == ENOMEM) => break,
+                Err(e) => return Err(e),
+            }
+        }
+        grant.nkeys = done as u16;
+        Ok(grant)
+    }
+
+    /// Registers the chunks of `export` from `first` on that one batch
+    /// holds (at most `keys.len()` and the queue pair's `grant_regs`),
+    /// those not registered already, and writes their keys to `keys`.
+    /// Returns how many keys it wrote and the chunk shift. `ENOTCONN` if
+    /// the connection's protection domain is not the answer's first
+    /// batch's.
+    fn grant_batch(
+        self: &Arc<Self>,
+        export: &crate::export::Export,
+        token: u64,
+        first: u32,
+        keys: &mut [u32],
+        batches: &mut Batches,
+    ) -> Result<(u32, u32), Errno> {
+        let geometry = *export.region.geometry();
+        // What is missing, under the lock (a bit per key of the batch).
         let (pd, shift, n, missing, have, depth) = {
             let g = self.inner.lock();
             let res = g
@@ -173,10 +251,9 @@ impl Conn {
             if u64::from(first) >= nchunks {
                 return Err(EINVAL);
             }
-            // No more keys per answer than registrations may be in flight
-            // (a small NIC's queue): the importer asks for the rest.
+            // No more registrations than may be in flight (a small queue).
             let n = (nchunks - u64::from(first))
-                .min(GRANT_KEYS_MAX as u64)
+                .min(keys.len() as u64)
                 .min(u64::from(res.grant_regs)) as u32;
             let entry = res.grants.tree.get(&token);
             let mut missing: u128 = 0;
@@ -194,6 +271,9 @@ impl Conn {
                 res.grant_regs,
             )
         };
+        if !Arc::ptr_eq(batches.pd.get_or_insert_with(|| pd.clone()), &pd) {
+            return Err(ENOTCONN);
+        }
         let count = missing.count_ones();
         if count > depth {
             return Err(EBUSY);
@@ -227,8 +307,7 @@ impl Conn {
         let mut g = self.inner.lock();
         // A small NIC's queue: earlier grants' registrations must complete
         // first (the importer asks again within its own timeout on EBUSY).
-        let mut left = deadline(GRANT_ROOM_WAIT_MS);
-        wait_until(&self.cv, g.guard(), &mut left, |i| {
+        wait_until(&self.cv, g.guard(), &mut batches.left, |i| {
             !i.state.can_talk()
                 || i.res
                     .as_ref()
@@ -301,25 +380,15 @@ impl Conn {
             self.fail(Event::QpFatal, "cannot post a registration", e);
             return Err(e);
         }
-        let mut grant = Grant {
-            block_size: geometry.block_size(),
-            nblocks: geometry.nblocks(),
-            generation: export.generation,
-            writable: export.writable,
-            chunk_shift: shift as u8,
-            first_chunk: first,
-            nkeys: n as u16,
-            rkeys: [0; GRANT_KEYS_MAX],
-        };
         for k in 0..n {
-            grant.rkeys[k as usize] = entry
+            keys[k as usize] = entry
                 .chunks
                 .get((first + k) as usize)
                 .map_or(0, |m| m.rkey());
         }
         drop(g);
         drop(spare);
-        Ok(grant)
+        Ok((n, shift))
     }
 
     /// Starts revoking the export `token` on this connection: tells the

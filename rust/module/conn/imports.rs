@@ -372,6 +372,7 @@ impl Conn {
         let mut head: Option<Grant> = None;
         loop {
             let g = self.request(token, first, &mut left)?;
+            crate::ffi::trace::import_answer(self.serial, token, g.first_chunk, g.nkeys);
             let chunks = g.chunks();
             match &head {
                 None => {

@@ -53,6 +53,13 @@ pub(crate) fn import_revoked(conn: u64, token: u64) {
     unsafe { rrdma_shim_trace_import_revoked(conn, token) }
 }
 
+/// An answer to an import request of `token` on connection `conn` came
+/// with `nkeys` keys from chunk `first` on (one round of an import).
+pub(crate) fn import_answer(conn: u64, token: u64, first: u32, nkeys: u16) {
+    // SAFETY: no preconditions.
+    unsafe { rrdma_shim_trace_import_answer(conn, token, first, u32::from(nkeys)) }
+}
+
 /// An operation (`opcode`, the UAPI's) on connection `conn` failed with
 /// `errno` (positive), its work completion's status `wc_status`.
 pub(crate) fn op_failed(conn: u64, opcode: u32, errno: i32, wc_status: u32) {
@@ -80,6 +87,7 @@ extern "C" {
     fn rrdma_shim_trace_reconnect_attempt(conn: u64, attempt: u32, peer: *const ShimAddr);
     fn rrdma_shim_trace_unexport(token: u64, conns: u32);
     fn rrdma_shim_trace_import_revoked(conn: u64, token: u64);
+    fn rrdma_shim_trace_import_answer(conn: u64, token: u64, first: u32, nkeys: u32);
     fn rrdma_shim_trace_op_failed(conn: u64, opcode: u32, error: i32, wc_status: i32);
     fn rrdma_shim_trace_device_remove(name: *const c_char);
 }

@@ -217,6 +217,7 @@ void rrdma_shim_trace_reconnect_attempt(u64 conn, u32 attempt,
 					const struct rrdma_shim_addr *peer);
 void rrdma_shim_trace_unexport(u64 token, u32 conns);
 void rrdma_shim_trace_import_revoked(u64 conn, u64 token);
+void rrdma_shim_trace_import_answer(u64 conn, u64 token, u32 first, u32 nkeys);
 void rrdma_shim_trace_op_failed(u64 conn, u32 opcode, int error, int wc_status);
 void rrdma_shim_trace_device_remove(const char *name);
 

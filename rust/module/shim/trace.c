@@ -47,6 +47,11 @@ void rrdma_shim_trace_import_revoked(u64 conn, u64 token)
 	trace_rrdma_import_revoked(conn, token);
 }
 
+void rrdma_shim_trace_import_answer(u64 conn, u64 token, u32 first, u32 nkeys)
+{
+	trace_rrdma_import_answer(conn, token, first, nkeys);
+}
+
 void rrdma_shim_trace_op_failed(u64 conn, u32 opcode, int error, int wc_status)
 {
 	trace_rrdma_op_failed(conn, opcode, error, wc_status);

@@ -120,6 +120,25 @@ TRACE_EVENT(rrdma_import_revoked,
 	TP_printk("conn=%llu token=%#llx", __entry->conn, __entry->token)
 );
 
+TRACE_EVENT(rrdma_import_answer,
+	TP_PROTO(u64 conn, u64 token, u32 first, u32 nkeys),
+	TP_ARGS(conn, token, first, nkeys),
+	TP_STRUCT__entry(
+		__field(u64, conn)
+		__field(u64, token)
+		__field(u32, first)
+		__field(u32, nkeys)
+	),
+	TP_fast_assign(
+		__entry->conn = conn;
+		__entry->token = token;
+		__entry->first = first;
+		__entry->nkeys = nkeys;
+	),
+	TP_printk("conn=%llu token=%#llx first=%u nkeys=%u", __entry->conn,
+		  __entry->token, __entry->first, __entry->nkeys)
+);
+
 TRACE_EVENT(rrdma_op_failed,
 	TP_PROTO(u64 conn, u32 opcode, int error, int wc_status),
 	TP_ARGS(conn, opcode, error, wc_status),
