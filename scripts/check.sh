@@ -213,7 +213,8 @@ for k in $DEBUG_KERNELS; do
 	done
 	# The same under KASAN and kmemleak, smaller: 200 regions, 8
 	# connection pairs, exports to a cap of 512 (not the default 4096),
-	# a tenth of the samples per size (scale.sh: quick on debug kernels).
+	# a tenth of the samples per size and one fan-out round of 4 batches
+	# without perftest beside it (scale.sh: quick on debug kernels).
 	g "$k" debug --label "$k debug scale rxe" --test scale --arg "rxe,200,8,512" --timeout 1200 \
 		--memory 1024 --allow-log "$PERFTEST_CRASH"
 	# The short form of `make flood`: one 40 s round on rxe, where a lane

@@ -153,12 +153,12 @@ impl Tap {
     }
 
     pub(crate) fn check(&mut self, name: &str, res: Result<(), String>) {
-        self.next(name);
+        let n = self.next(name);
         match res {
-            Ok(()) => println!("ok {} - {name}", self.n),
+            Ok(()) => println!("ok {n} - {name}"),
             Err(why) => {
                 self.failed += 1;
-                println!("not ok {} - {name} # {why}", self.n);
+                println!("not ok {n} - {name} # {why}");
             }
         }
     }
@@ -171,6 +171,16 @@ fn quick_arg(args: &[String], n: usize) -> Option<bool> {
         [] if args.len() == n => Some(false),
         [q] if q == "quick" => Some(true),
         _ => None,
+    }
+}
+
+/// `full` rounds (or samples), or with `quick` (debug kernels) `full / by`
+/// of them and at least one: every path still runs, with less data.
+pub(crate) fn fewer(quick: bool, full: u64, by: u64) -> u64 {
+    if quick {
+        (full / by).max(1)
+    } else {
+        full
     }
 }
 

@@ -66,14 +66,13 @@ impl Queue {
     /// Waits ([`REAP_PATIENCE`] at most) for completions and appends them
     /// to `out` as (user_data, 0 or -errno).
     pub(super) fn reap(&mut self, dev: &Rrdma, out: &mut Vec<(u64, i32)>) -> io::Result<()> {
-        let timeout = REAP_PATIENCE;
         match self {
             Queue::Ioctl(comps) => {
-                let n = dev.completions(comps, Some(timeout))?;
+                let n = dev.completions(comps, Some(REAP_PATIENCE))?;
                 out.extend(comps[..n].iter().map(|c| (c.user_data, c.status)));
             }
             Queue::Uring(eng) => {
-                eng.submit(1, timeout)?;
+                eng.submit(1, REAP_PATIENCE)?;
                 let mut cs = Vec::new();
                 eng.reap(&mut cs);
                 out.extend(cs.iter().map(|c| (c.user_data, c.res.min(0))));
