@@ -456,7 +456,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, quick: bool) {
     let cpus = crate::affinity::cpus();
     let name = "blk: a read right after a write on another CPU finds its bytes";
     if cpus.len() > 1 {
-        let rounds = crate::fewer(quick, RAW_ROUNDS, 10);
+        let rounds = crate::quick::fewer(quick, RAW_ROUNDS, 10);
         t.check(name, read_after_write(dev, peer, &cpus, rounds));
     } else {
         t.skip(name, "one CPU");

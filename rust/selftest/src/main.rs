@@ -74,6 +74,7 @@ mod measure;
 mod overlap;
 mod param;
 mod passive_lanes;
+mod quick;
 mod reconnect;
 mod reconnect_errnos;
 mod regions;
@@ -90,6 +91,7 @@ mod uring_sqe;
 
 use abi::abi_checks;
 use devices::{absent_checks, device_checks};
+use quick::quick_arg;
 use rrdma::abi::uapi;
 use rrdma::Rrdma;
 
@@ -161,26 +163,6 @@ impl Tap {
                 println!("not ok {n} - {name} # {why}");
             }
         }
-    }
-}
-
-/// Whether a command of `n` arguments (`args`) ends in an optional
-/// `quick` (debug kernels: fewer samples); `None` if the count is wrong.
-fn quick_arg(args: &[String], n: usize) -> Option<bool> {
-    match &args[n.min(args.len())..] {
-        [] if args.len() == n => Some(false),
-        [q] if q == "quick" => Some(true),
-        _ => None,
-    }
-}
-
-/// `full` rounds (or samples), or with `quick` (debug kernels) `full / by`
-/// of them and at least one: every path still runs, with less data.
-pub(crate) fn fewer(quick: bool, full: u64, by: u64) -> u64 {
-    if quick {
-        (full / by).max(1)
-    } else {
-        full
     }
 }
 

@@ -69,7 +69,7 @@ struct Rig<'a> {
 
 impl Rig<'_> {
     fn figures(&self) -> Result<Figures, String> {
-        let n = |full: u64| crate::fewer(self.quick, full, 10);
+        let n = |full: u64| crate::quick::fewer(self.quick, full, 10);
         let mut reads = Vec::with_capacity(200);
         for i in 0..n(200) {
             let t = Instant::now();

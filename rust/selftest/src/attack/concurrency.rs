@@ -22,7 +22,7 @@ pub(super) fn concurrency_checks(
     rw_token: u64,
     quick: bool,
 ) {
-    let rounds = crate::fewer(quick, 30, 5);
+    let rounds = crate::quick::fewer(quick, 30, 5);
     let res: Vec<io::Result<RemoteRegion<'_>>> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..48)
             .map(|_| s.spawn(|| conn.import(rw_token, Duration::from_secs(30))))

@@ -55,7 +55,7 @@ use crate::{ensure, expect_errno, expect_ok, Tap};
 /// fifth of their rounds (the full ones took 265 s of a debug siw run's
 /// 507, 2026-12-01).
 pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, quick: bool) {
-    let fifth = |n: u64| crate::fewer(quick, n, 5);
+    let fifth = |n: u64| crate::quick::fewer(quick, n, 5);
     let (rw_token, ro_token) = match (token(peer, "rw"), token(peer, "ro")) {
         (Ok(a), Ok(b)) => (a, b),
         (a, b) => {
