@@ -86,27 +86,24 @@ file_checks() {
 	check "a read-only export refuses writes (EPERM; the token reads; nothing lands)" ro_refuses
 }
 
-# On a small NIC (10 export registrations in flight) one answer still
-# carries every key of the served MiB (64 chunks of 16 KiB): the exporter
-# registers them in batches.  Before, an answer held one batch: 7 rounds.
-one_answer() {
-	trace_has rrdma_import_answer "first=0 nkeys=64" || return 1
-	if grep -q "rrdma_import_answer: .* first=[1-9]" /tmp/rrdma.trace; then
-		echo "an import took more than one answer:"
-		grep rrdma_import_answer /tmp/rrdma.trace | head -5
-		return 1
-	fi
-}
-
-# The file checks; on a small NIC under the trace, and the import rounds
-# they took.
+# The file checks; on a small NIC under the trace, and what its import
+# answers held.  There (10 export registrations in flight) an answer
+# still carries more keys than one batch of registrations: the exporter
+# registers the served MiB's 64 chunks of 16 KiB in batches, and answers
+# with all 64 unless a batch finds no room in time.  Before, an answer
+# held one batch: 7 rounds.
 traced_file_checks() {
 	traced=
 	has small && trace_start && traced=1
 	file_checks
 	[ -n "$traced" ] || return 0
 	trace_stop
-	check "a small NIC's import of 64 chunks takes one answer" one_answer
+	most=$(sed -n 's/.* rrdma_import_answer: .* nkeys=\([0-9]*\).*/\1/p' /tmp/rrdma.trace |
+		sort -n | tail -n 1)
+	echo "# import answers: $(grep -c ' rrdma_import_answer: ' /tmp/rrdma.trace)," \
+		"most keys in one: ${most:-none}"
+	check "a small NIC's import answer holds more keys than one batch (10)" \
+		test "${most:-0}" -gt 10
 }
 
 if [ "$RRDMA_ROLE" = a ]; then

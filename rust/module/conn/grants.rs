@@ -34,7 +34,6 @@ use crate::calling::Task;
 use crate::ffi::{self, ShimWr};
 use crate::mr::{Chunks, Lent, Mr};
 use crate::region::Region;
-use crate::verbs::Pd;
 
 /// How long UNEXPORT waits for an importer's acknowledgement before it
 /// ends the connection instead.
@@ -130,19 +129,9 @@ impl Conn {
     }
 }
 
-/// How long a grant waits for earlier grants' registrations to complete
-/// before it answers `EBUSY` (or with the keys it has), over all its
-/// batches.
+/// How long a grant waits in all for earlier registrations to complete
+/// before it answers `EBUSY` (or with the keys it has).
 const GRANT_ROOM_WAIT_MS: u32 = 1000;
-
-/// What the registration batches of one answer share ([`Conn::grant`]).
-struct Batches {
-    /// The protection domain of the first batch: a later one on a
-    /// reconnected queue pair's would give keys of two domains.
-    pd: Option<Arc<Pd>>,
-    /// What is left of the answer's wait for room.
-    left: Option<kernel::time::Jiffies>,
-}
 
 /// A revocation under way on one connection (see [`Conn::start_revoke`]).
 pub(crate) struct RevokeTicket {
@@ -164,9 +153,13 @@ impl Conn {
     /// `grant_regs` (61, a laned connection's own 13, a small NIC's fewer),
     /// each once the earlier ones completed, so that a small send queue
     /// costs the importer no more rounds than a large one. A batch that
-    /// finds no room (within [`GRANT_ROOM_WAIT_MS`] for the whole answer)
-    /// or no memory after others succeeded ends the answer with the keys
-    /// it has: the importer asks for the rest.
+    /// finds no room (its waits take [`GRANT_ROOM_WAIT_MS`] in all) or no
+    /// memory after others succeeded ends the answer with the keys it
+    /// has: the importer asks for the rest.
+    ///
+    /// No other grant of the connection runs meanwhile (its control
+    /// messages are handled one by one), and its queue pair stays: a
+    /// teardown that destroys it waits for this handler first.
     pub(super) fn grant(self: &Arc<Self>, token: u64, first: u32) -> Result<Grant, Errno> {
         let export = self
             .shared
@@ -204,13 +197,11 @@ impl Conn {
             rkeys: [0; GRANT_KEYS_MAX],
         };
         let mut done = 0;
-        let mut batches = Batches {
-            pd: None,
-            left: deadline(GRANT_ROOM_WAIT_MS),
-        };
+        // What is left of the answer's waits for room.
+        let mut left = deadline(GRANT_ROOM_WAIT_MS);
         while done < want {
             let keys = &mut grant.rkeys[done as usize..want as usize];
-            match self.grant_batch(&export, token, first + done, keys, &mut batches) {
+            match self.grant_batch(&export, token, first + done, keys, &mut left) {
                 Ok((n, shift)) => {
                     done += n;
                     grant.chunk_shift = shift as u8;
@@ -226,16 +217,15 @@ impl Conn {
     /// Registers the chunks of `export` from `first` on that one batch
     /// holds (at most `keys.len()` and the queue pair's `grant_regs`),
     /// those not registered already, and writes their keys to `keys`.
-    /// Returns how many keys it wrote and the chunk shift. `ENOTCONN` if
-    /// the connection's protection domain is not the answer's first
-    /// batch's.
+    /// Returns how many keys it wrote and the chunk shift; `EBUSY` if
+    /// earlier registrations leave no room for it within `left`.
     fn grant_batch(
         self: &Arc<Self>,
         export: &crate::export::Export,
         token: u64,
         first: u32,
         keys: &mut [u32],
-        batches: &mut Batches,
+        left: &mut Option<kernel::time::Jiffies>,
     ) -> Result<(u32, u32), Errno> {
         let geometry = *export.region.geometry();
         // What is missing, under the lock (a bit per key of the batch).
@@ -271,9 +261,6 @@ impl Conn {
                 res.grant_regs,
             )
         };
-        if !Arc::ptr_eq(batches.pd.get_or_insert_with(|| pd.clone()), &pd) {
-            return Err(ENOTCONN);
-        }
         let count = missing.count_ones();
         if count > depth {
             return Err(EBUSY);
@@ -305,9 +292,11 @@ impl Conn {
         }
 
         let mut g = self.inner.lock();
-        // A small NIC's queue: earlier grants' registrations must complete
-        // first (the importer asks again within its own timeout on EBUSY).
-        wait_until(&self.cv, g.guard(), &mut batches.left, |i| {
+        // Earlier registrations (this answer's earlier batches, a small
+        // NIC's earlier grants) must complete first; completions come in
+        // the order of the send queue, behind whatever was posted before.
+        // `EBUSY` in time fails the import, or ends a partial answer.
+        wait_until(&self.cv, g.guard(), left, |i| {
             !i.state.can_talk()
                 || i.res
                     .as_ref()
