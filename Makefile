@@ -179,7 +179,8 @@ check:
 	@scripts/check.sh
 
 check-full:
-	@KERNELS="6.12 7.3" DEBUG_SMALL_PROVIDERS="siw rxe" DEBUG_BLK_PROVIDERS="siw rxe" \
+	@KERNELS="6.12 7.3" DEBUG_REMOTE_PROVIDERS="siw rxe" DEBUG_SMALL_PROVIDERS="siw rxe" \
+		DEBUG_BLK_PROVIDERS="siw rxe" \
 		DEBUG_ATTACK_PROVIDERS="siw rxe" DEBUG_CAPI_PROVIDERS="siw rxe" \
 		DEBUG_FUZZ_PROVIDERS="siw rxe" scripts/check.sh
 
