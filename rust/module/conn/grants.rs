@@ -133,6 +133,16 @@ impl Conn {
 /// before it answers `EBUSY` (or with the keys it has).
 const GRANT_ROOM_WAIT_MS: u32 = 1000;
 
+/// What one batch of a grant registered ([`Conn::grant_batch`]).
+struct Batch {
+    /// Keys written, one per chunk from the batch's first.
+    keys: u32,
+    /// The connection's chunk size, as a shift.
+    chunk_shift: u32,
+    /// Whether the batch reached the region's last chunk.
+    last: bool,
+}
+
 /// A revocation under way on one connection (see [`Conn::start_revoke`]).
 pub(crate) struct RevokeTicket {
     conn: Arc<Conn>,
@@ -173,19 +183,6 @@ impl Conn {
             return Err(ENOENT);
         }
         let geometry = *export.region.geometry();
-        let want = {
-            let g = self.inner.lock();
-            let res = g
-                .res
-                .as_ref()
-                .filter(|_| g.state.can_talk())
-                .ok_or(ENOTCONN)?;
-            let nchunks = geometry.bytes().div_ceil(1u64 << res.chunk_shift);
-            if u64::from(first) >= nchunks {
-                return Err(EINVAL);
-            }
-            (nchunks - u64::from(first)).min(GRANT_KEYS_MAX as u64) as u32
-        };
         let mut grant = Grant {
             block_size: geometry.block_size(),
             nblocks: geometry.nblocks(),
@@ -199,12 +196,15 @@ impl Conn {
         let mut done = 0;
         // What is left of the answer's waits for room.
         let mut left = deadline(GRANT_ROOM_WAIT_MS);
-        while done < want {
-            let keys = &mut grant.rkeys[done as usize..want as usize];
+        while (done as usize) < GRANT_KEYS_MAX {
+            let keys = &mut grant.rkeys[done as usize..];
             match self.grant_batch(&export, token, first + done, keys, &mut left) {
-                Ok((n, shift)) => {
-                    done += n;
-                    grant.chunk_shift = shift as u8;
+                Ok(batch) => {
+                    done += batch.keys;
+                    grant.chunk_shift = batch.chunk_shift as u8;
+                    if batch.last {
+                        break;
+                    }
                 }
                 Err(e) if done > 0 && (e == EBUSY || e == ENOMEM) => break,
                 Err(e) => return Err(e),
@@ -217,7 +217,7 @@ impl Conn {
     /// Registers the chunks of `export` from `first` on that one batch
     /// holds (at most `keys.len()` and the queue pair's `grant_regs`),
     /// those not registered already, and writes their keys to `keys`.
-    /// Returns how many keys it wrote and the chunk shift; `EBUSY` if
+    /// `EINVAL` if `first` is past the region's last chunk; `EBUSY` if
     /// earlier registrations leave no room for it within `left`.
     fn grant_batch(
         self: &Arc<Self>,
@@ -226,10 +226,10 @@ impl Conn {
         first: u32,
         keys: &mut [u32],
         left: &mut Option<kernel::time::Jiffies>,
-    ) -> Result<(u32, u32), Errno> {
+    ) -> Result<Batch, Errno> {
         let geometry = *export.region.geometry();
         // What is missing, under the lock (a bit per key of the batch).
-        let (pd, shift, n, missing, have, depth) = {
+        let (pd, shift, n, last, missing, have) = {
             let g = self.inner.lock();
             let res = g
                 .res
@@ -245,6 +245,7 @@ impl Conn {
             let n = (nchunks - u64::from(first))
                 .min(keys.len() as u64)
                 .min(u64::from(res.grant_regs)) as u32;
+            let last = u64::from(first + n) == nchunks;
             let entry = res.grants.tree.get(&token);
             let mut missing: u128 = 0;
             for k in 0..n {
@@ -252,19 +253,9 @@ impl Conn {
                     missing |= 1 << k;
                 }
             }
-            (
-                res.pd.clone(),
-                shift,
-                n,
-                missing,
-                entry.is_some(),
-                res.grant_regs,
-            )
+            (res.pd.clone(), shift, n, last, missing, entry.is_some())
         };
         let count = missing.count_ones();
-        if count > depth {
-            return Err(EBUSY);
-        }
         // Allocated outside the lock: the registrations and, for a first
         // grant of the token, its tree node and chunk table.
         let node = if have {
@@ -377,7 +368,11 @@ impl Conn {
         }
         drop(g);
         drop(spare);
-        Ok((n, shift))
+        Ok(Batch {
+            keys: n,
+            chunk_shift: shift,
+            last,
+        })
     }
 
     /// Starts revoking the export `token` on this connection: tells the
