@@ -54,7 +54,11 @@ impl Conn {
                         Event::Established
                     }
                     Err(e) => {
-                        pr_warn!("peer's handshake reply is malformed: errno {}\n", e.get());
+                        // A hostile peer can send these at will.
+                        crate::ffi::warn_user!(
+                            "peer's handshake reply is malformed: errno {}\n",
+                            e.get()
+                        );
                         Event::ConnectError(e.to_errno())
                     }
                 }
