@@ -116,7 +116,9 @@ impl DeviceLimits {
     }
 }
 
-/// The queues of one connection's queue pair, and of its data lanes.
+/// The queues of one connection's queue pair, and of its data lanes: what
+/// rrdma posts. Each queue and completion queue holds one entry more, for
+/// the drain's work request (`ib_drain_qp()`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueSizes {
     /// Operation slots: send-queue entries for operations (with their
@@ -190,10 +192,13 @@ fn sized(l: &DeviceLimits, send_max: u32) -> Result<QueueSizes, TooSmall> {
     if l.max_send_sge == 0 || l.max_recv_sge == 0 || l.max_sge_rd == 0 {
         return Err(TooSmall::Sge);
     }
-    if l.max_qp_wr < CTRL_RECV || l.max_cqe.saturating_sub(1) < CTRL_RECV {
+    // `ib_drain_qp()` posts a send and a receive of its own, which the
+    // queues must have room for (as the CQs have for their completions):
+    // every queue holds one entry more than rrdma posts on it.
+    if l.max_qp_wr.saturating_sub(1) < CTRL_RECV || l.max_cqe.saturating_sub(1) < CTRL_RECV {
         return Err(TooSmall::Recv);
     }
-    let send = l.max_qp_wr.min(l.max_cqe - 1);
+    let send = (l.max_qp_wr - 1).min(l.max_cqe - 1);
     let ctrl_send = CTRL_SEND;
     let rest = send.min(send_max).saturating_sub(ctrl_send);
     let grant_regs = (rest / 4).clamp(1, GRANT_REGS_MAX);
@@ -291,10 +296,11 @@ mod tests {
         };
         let q = queue_sizes(&l).unwrap();
         assert_eq!(q.ctrl_send, CTRL_SEND);
-        assert_eq!(q.grant_regs, 10);
+        assert_eq!(q.grant_regs, 9);
         assert_eq!(q.ops, 30);
-        assert_eq!(q.lane_ops, 48);
-        assert!(q.send_wrs() <= 48 && q.send_cqe() <= 64);
+        // With the drain's entry, 48 on the device.
+        assert_eq!(q.lane_ops, 47);
+        assert!(q.send_wrs() < 48 && q.send_cqe() <= 64);
     }
 
     #[test]
@@ -305,8 +311,9 @@ mod tests {
             ..base
         };
         assert_eq!(queue_sizes(&sge), Err(TooSmall::Sge));
+        // The receive queue needs one entry more: the drain's.
         let recv = DeviceLimits {
-            max_qp_wr: CTRL_RECV - 1,
+            max_qp_wr: CTRL_RECV,
             ..base
         };
         assert_eq!(queue_sizes(&recv), Err(TooSmall::Recv));
@@ -318,7 +325,7 @@ mod tests {
         // The receive side's bound is the higher: a device that holds the
         // receive buffers has room for the sends and `OPS_MIN` as well.
         let least = DeviceLimits {
-            max_qp_wr: CTRL_RECV,
+            max_qp_wr: CTRL_RECV + 1,
             max_cqe: CTRL_RECV + 1,
             ..base
         };

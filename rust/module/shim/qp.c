@@ -108,9 +108,12 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	attr.recv_cq = q->rcq;
 	attr.sq_sig_type = IB_SIGNAL_REQ_WR;
 	attr.qp_type = IB_QPT_RC;
-	attr.cap.max_send_wr = sq_depth + nsend;
-	/* A lane's one receive leaves room for the drain's own. */
-	attr.cap.max_recv_wr = lane ? nrecv + 1 : nrecv;
+	/*
+	 * ib_drain_qp() posts a send and a receive of its own, and a provider
+	 * may size its queues exactly: one entry more than we post, in each.
+	 */
+	attr.cap.max_send_wr = sq_depth + nsend + 1;
+	attr.cap.max_recv_wr = nrecv + 1;
 	/* Rust's choice (QpSizes::dma_sge{,_rd}), within the shim's storage. */
 	q->dma_sge = clamp_t(u32, dma_sge, 1, RRDMA_SHIM_DMA_SGE);
 	q->dma_sge_rd = clamp_t(u32, dma_sge_rd, 1, q->dma_sge);

@@ -30,7 +30,8 @@
  *    Rust must not call rdma_destroy_id() on that id from there, and must not
  *    hold its own locks across rdma_destroy_id() anywhere else;
  *  - a receive CQ's completions (rrdma_rust_ctrl_recv, _lane_recv,
- *    _qp_error): it is IB_POLL_WORKQUEUE, so ib_comp_wq, process context;
+ *    _qp_error): it is IB_POLL_UNBOUND_WORKQUEUE, so ib_comp_unbound_wq,
+ *    process context;
  *  - a send CQ's completions other than an operation's that succeeded
  *    (rrdma_rust_ctrl_sent, _quiet_done, and failed operations'):
  *    its work item on rrdma's completion work queue (rrdma_shim_comp_wq(),
