@@ -25,8 +25,8 @@ has() { case $opts in *",$1,"*) return 0 ;; esac; return 1; }
 if has small; then
 	RRDMA_LIMITS="limit_qp_wr=48 limit_cqe=64 limit_send_sge=1 limit_recv_sge=1"
 	RRDMA_LIMITS="$RRDMA_LIMITS limit_sge_rd=1 limit_fast_reg_pages=4 limit_mr=1024"
-	# 30 operation entries (48 less 8 control sends and 10 export
-	# registrations) and 16 KiB chunks: an operation of 36 blocks of
+	# 30 operation entries (48 less the drain's, 8 control sends and 9
+	# export registrations) and 16 KiB chunks: an operation of 36 blocks of
 	# 4 KiB needs at most 30 work requests, one of 37 blocks 33.  On
 	# iWARP (siw) each READ segment also registers its sink: 20 blocks
 	# need at most 28, 21 blocks 33.

@@ -241,20 +241,20 @@ mod tests {
     #[test]
     fn a_lane_and_the_receive_queue_fit_256_entries() {
         let q = queue_sizes(&DeviceLimits::UNLIMITED).unwrap();
-        let (lane_sq, lane_cq) = (q.lane_ops, q.lane_ops + 1);
-        for n in [
-            q.send_wrs(),
+        // What the device is asked for: each queue with the drain's entry
+        // (`qp.c`), the CQs as `send_cqe` and `recv_cqe` say.
+        for asked in [
+            q.send_wrs() + 1,
             q.send_cqe(),
-            lane_sq,
-            lane_cq,
-            q.recv,
+            q.lane_ops + 1,
+            q.lane_ops + 1,
+            q.recv + 1,
             q.recv_cqe(),
         ] {
-            assert!(
-                (n + 1).is_power_of_two() || (n + 2).is_power_of_two(),
-                "{n}"
-            );
-            assert!((n + 1).next_power_of_two() <= 256, "{n}");
+            let siw = asked.next_power_of_two();
+            let rxe = (asked + 1).next_power_of_two();
+            assert_eq!(siw, rxe, "{asked}: rxe would take twice siw's");
+            assert!(rxe <= 256, "{asked}");
         }
         assert!(q.recv >= u32::from(CTRL_RECV_MIN));
     }
