@@ -7,7 +7,6 @@
 //! (`lanes.rs`).
 
 use kernel::ffi::c_int;
-use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::{setup::hello, Conn};

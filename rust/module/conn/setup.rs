@@ -5,7 +5,6 @@
 //! listener's connect request) and the resources both build once a device
 //! is known (PD, queue pair, control buffers).
 
-use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use super::reconnect::{Reconnect, Retry};
