@@ -16,7 +16,8 @@
 //! REFCNT` if the module is loaded and live, `gone PID` answers `ok` once
 //! process PID has ended (no such process, or a zombie), `clock` answers
 //! `ok NS` with this guest's CLOCK_MONOTONIC (which stops while its QEMU
-//! is stopped), `counters LABEL` prints (to its output) how the device's
+//! is stopped), `netem counts` answers `ok PACKETS DROPPED` with what this
+//! guest's netem qdisc passed and dropped, `counters LABEL` prints (to its output) how the device's
 //! counters moved since the last `counters`, `quit` ends.
 //! Answers `ok`, `ok VALUE` or `error WHY`.
 //! Test use only, on the guests' private network.
@@ -210,6 +211,9 @@ fn answer(line: &str, dev: &str, prov: &str) -> Result<String, String> {
     match line.trim() {
         "module" => module_live().map(|n| n.to_string()),
         "clock" => Ok(crate::faults::now_ns().to_string()),
+        "netem counts" => crate::faults::netem_counts()
+            .map(|(pkt, dropped)| format!("{pkt} {dropped}"))
+            .ok_or_else(|| "no netem qdisc on eth0".to_string()),
         cmd if cmd.starts_with("gone ") => gone(&cmd["gone ".len()..]).map(|()| String::new()),
         // Refused while `rrdma serve` holds /dev/rrdma open.
         "rmmod" => match delete_module() {

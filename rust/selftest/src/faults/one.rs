@@ -19,7 +19,7 @@ use super::state::{now_ns, State, ERRNOS};
 use super::workload::{spawn, verify};
 use super::{Timing, CONNS, THREADS};
 use crate::agent::{counters_moved, device_counters};
-use crate::attack::agent_cmd;
+use crate::attack::{agent_cmd, agent_query};
 use crate::remote::{control, token};
 use crate::{ensure, Tap};
 
@@ -196,13 +196,29 @@ pub(super) fn one(
     let s1 = snap(st);
     row.during = rate(s1.ok - s0.ok, s0.at, s1.at);
     if let Fault::Netem(_, args) = f {
-        let counts = inject::netem_counts();
-        evidence = match counts {
-            Some((pkt, dropped)) => ensure(
-                pkt > 0 && (!args.starts_with("loss") || dropped > 0),
-                format!("netem: {pkt} packets, {dropped} dropped"),
+        // Both guests' qdiscs: a loss on one side can stall the other's
+        // sender (a retransmission timer), so that this side passes a
+        // couple of dozen packets, too few for 1% to drop one of them.
+        let there = agent_query(peer, "netem counts").and_then(|v| {
+            let n: Vec<u64> = v
+                .split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect();
+            match n[..] {
+                [pkt, dropped] => Ok((pkt, dropped)),
+                _ => Err(format!("netem counts: '{v}'")),
+            }
+        });
+        evidence = match (inject::netem_counts(), there) {
+            (Some((pkt, dropped)), Ok((pkt_there, dropped_there))) => ensure(
+                pkt > 0 && (!args.starts_with("loss") || dropped + dropped_there > 0),
+                format!(
+                    "netem: {pkt} packets, {dropped} dropped here; \
+                     {pkt_there} and {dropped_there} on the peer"
+                ),
             ),
-            None => Err("no netem counts".into()),
+            (None, _) => Err("no netem counts".into()),
+            (_, Err(e)) => Err(format!("the peer's netem counts: {e}")),
         };
     }
 
