@@ -649,7 +649,10 @@ struct rrdma_completion {
  * logical block size is the import's block size, which must be a power of
  * two from 512 to the page size, and one operation on the import must
  * move at least a page (@max_op_blocks of IMPORT): else EINVAL.  Its size
- * is the import's; 256 disks at most (ENOSPC).  An export without
+ * is the import's (EOVERFLOW if that does not fit a block device's
+ * signed 64-bit byte size); 256 disks at most (ENOSPC).  Its 4 MiB
+ * staging region counts against the caller's RLIMIT_MEMLOCK (ENOMEM past
+ * it); a fatal signal while it is allocated: EINTR.  An export without
  * RRDMA_ACCESS_WRITE, or RRDMA_BLK_MAP_RO, gives a read-only disk.  The
  * disk is the kernel's: it has a connection of its own to the address
  * @import's connection was made to (EINVAL if a listener accepted that
@@ -691,9 +694,11 @@ struct rrdma_blk_map {
  *
  * Needs CAP_SYS_ADMIN (EPERM).  Any file may unmap any disk.  No such disk:
  * ENOENT; being mapped or unmapped: EBUSY; open (mounted, or used as swap)
- * without RRDMA_BLK_UNMAP_FORCE: EBUSY; unknown flags: EINVAL.  Returns
- * once the disk is gone and its requests have ended (failed, if they
- * waited for a connection).
+ * without RRDMA_BLK_UNMAP_FORCE: EBUSY; unknown flags: EINVAL.  Once the
+ * check passed the disk opens no more (ENXIO).  Forced, a file system
+ * still mounted on it writes its dirty data back first, through the
+ * disk's connection if that is up.  Returns once the disk is gone and its
+ * requests have ended (failed, if they waited for a connection).
  */
 struct rrdma_blk_unmap {
 	__u32 index;
@@ -912,7 +917,8 @@ struct rrdma_status_disk {
  * IORING_ENTER_EXT_ARG's timeout), so a caller waits by asking again.
  * When the queues are full, io_uring issues the command again from a
  * worker thread, which waits for room (a signal ends it with -EINTR).
- * Its completion does not go through read(2).
+ * While the connection reconnects, its CQE is -EAGAIN (on an IOPOLL ring
+ * too).  Its completion does not go through read(2).
  */
 #define RRDMA_URING_CMD_OP	_IOW(RRDMA_IOCTL_MAGIC, 0x40, struct rrdma_op)
 

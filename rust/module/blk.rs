@@ -107,8 +107,9 @@ impl DiskIo {
 
     /// Posts one request (the shim's queue call): `EAGAIN` when the
     /// connection has no room now, or is down and the loss timeout has not
-    /// passed ([`Self::wait_or_fail`]), another errno when it cannot be
-    /// done; [`Queued::Stage`] for a request offered with zero copy that
+    /// passed ([`Self::wait_or_fail`]) and the disk is not being removed
+    /// (`io.dying`, then `EIO`), another errno when it cannot be done;
+    /// [`Queued::Stage`] for a request offered with zero copy that
     /// its queue pair cannot take so.
     ///
     /// An operation goes on the connection's first queue pair, or on RoCE
@@ -139,7 +140,15 @@ impl DiskIo {
             Err(e) if e == EXDEV && zero_copy => Ok(Queued::Stage),
             Ok(Posted::Full) => Err(EAGAIN),
             // The connection reconnects (or its import waits to be
-            // restored).
+            // restored): the disk waits for it, unless it is being
+            // removed.
+            Err(e) if e == EAGAIN && io.dying != 0 => {
+                warn_user!(
+                    "rrdmab{}: being unmapped and its connection is down: I/O fails\n",
+                    self.index
+                );
+                Err(EIO)
+            }
             Err(e) if e == EAGAIN => Err(self.wait_or_fail()),
             // No memory for a registration now: the block layer retries.
             Err(e) if e == ENOMEM => Err(e),

@@ -149,7 +149,9 @@ impl Region {
         let npages = usize::try_from(geometry.pages(ffi::page_size())).map_err(|_| EINVAL)?;
         let memlock = MemlockCharge::new(npages).inspect_err(|_| {
             crate::ffi::warn_user!(
-                "REGION_CREATE: {} pages exceed RLIMIT_MEMLOCK (see ulimit -l)\n",
+                "{}: {} pages exceed RLIMIT_MEMLOCK (see ulimit -l)\n",
+                // Without a file's charge: a disk's staging region.
+                if charge.is_some() { "REGION_CREATE" } else { "BLK_MAP" },
                 npages
             );
         })?;

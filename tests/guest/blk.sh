@@ -8,6 +8,8 @@
 #    2 s in the middle, and with the connection reset 8 times (the disk
 #    reconnects, nothing lost);
 #  - ext4 on the disk: files written, remounted, the same checksums;
+#    unmapped by force while mounted with dirty data: no I/O error, and
+#    the disk mapped again has every file;
 #  - swap on the disk under a memory cgroup cap: every page comes back;
 #    with the argument PROVIDER,pressure (stalls seen, see
 #    Documentation/rrdma.rst), under the guest's own memory pressure (all
@@ -240,6 +242,20 @@ ext4_round_trip() {
 	echo 3 >/proc/sys/vm/drop_caches
 	mount -t ext4 $disk /mnt/blk || return 1
 	(cd /mnt/blk && md5sum -c /tmp/sums >/dev/null) || { umount /mnt/blk; echo "checksums differ"; return 1; }
+	# Forced while mounted, with dirty data: the file system writes it
+	# back through the disk's connection as the disk goes (no I/O error),
+	# and a disk mapped again on the export has every file.
+	dd if=/dev/urandom of=/mnt/blk/dirty bs=4096 count=$EXT4_BLOCKS 2>/dev/null
+	(cd /mnt/blk && md5sum dirty) >>/tmp/sums
+	errs=$(dmesg | grep -c "I/O error, dev rrdmab0")
+	rrdma unmap 0 --force || { umount -l /mnt/blk; return 1; }
+	umount /mnt/blk 2>/dev/null || umount -l /mnt/blk
+	new=$(($(dmesg | grep -c "I/O error, dev rrdmab0") - errs))
+	# Mapped again either way: the checks after this one use the disk.
+	map rw || { echo "map again failed: $(cat /tmp/map.out)"; return 1; }
+	[ $new = 0 ] || { echo "$new I/O errors as the forced unmap wrote back"; dmesg | grep "I/O error, dev rrdmab0" | tail -3; return 1; }
+	mount -t ext4 $disk /mnt/blk || return 1
+	(cd /mnt/blk && md5sum -c /tmp/sums >/dev/null) || { umount /mnt/blk; echo "checksums differ after the forced unmap"; return 1; }
 	umount /mnt/blk
 }
 
@@ -415,7 +431,7 @@ else
 		skip "blk $prov: the disk's connection reset 8 times under fio with verification" \
 			"iWARP, as above"
 	fi
-	check "blk $prov: ext4: files written, remounted, checksums equal; mounted disk unmaps EBUSY" \
+	check "blk $prov: ext4: files written, remounted, checksums equal; mounted disk unmaps EBUSY; forced, its dirty data lands" \
 		ext4_round_trip
 	check "blk $prov: swap under a memory cap: every page back intact" swap_round_trip
 	# Swap under the guest's own memory pressure, only with the argument

@@ -7,7 +7,7 @@
 //! once placed for FUA) or a fence (a flush).
 
 use super::blocks::Geometry;
-use super::errno::{Errno, EINVAL, EIO};
+use super::errno::{Errno, EINVAL, EIO, EOVERFLOW};
 use super::ioctl::{iow, iowr, IoctlCmd};
 use super::uapi::{Op, IOCTL_MAGIC, OP_FENCE, OP_F_SENT, OP_READ, OP_WRITE};
 
@@ -88,7 +88,8 @@ impl DiskPlan {
     ///
     /// A block size that is not a power of two from 512 to the page size,
     /// operations of less than a page, unknown flags or a non-zero
-    /// `reserved`: `EINVAL`.
+    /// `reserved`: `EINVAL`; a size whose bytes do not fit an `i64`:
+    /// `EOVERFLOW`.
     pub fn new(
         remote: &Geometry,
         writable: bool,
@@ -110,10 +111,16 @@ impl DiskPlan {
         if u64::from(io_bytes) < page_size {
             return Err(EINVAL);
         }
+        // The block layer keeps a disk's size in bytes as a signed 64-bit
+        // `loff_t` (`set_capacity` does not check).
+        let sectors = remote.bytes() / SECTOR;
+        if sectors > (i64::MAX as u64) / SECTOR {
+            return Err(EOVERFLOW);
+        }
         let staging = Geometry::new(bs, u64::from(blocks) * u64::from(QUEUE_DEPTH), u64::MAX)?;
         Ok(Self {
             block_size: bs,
-            sectors: remote.bytes() / SECTOR,
+            sectors,
             io_bytes,
             read_only: flags & BLK_MAP_RO != 0 || !writable,
             staging,
@@ -166,6 +173,16 @@ mod tests {
 
     fn geo(bs: u32, n: u64) -> Geometry {
         Geometry::new(bs, n, u64::MAX).unwrap()
+    }
+
+    #[test]
+    fn a_size_past_the_block_layers_signed_bytes_is_refused() {
+        // 2^63 bytes: a negative loff_t.
+        let huge = geo(4096, 1 << 51);
+        assert_eq!(DiskPlan::new(&huge, true, 256, 4096, 0, 0), Err(EOVERFLOW));
+        // A block less fits.
+        let p = DiskPlan::new(&geo(4096, (1 << 51) - 1), true, 256, 4096, 0, 0).unwrap();
+        assert!(p.sectors * SECTOR <= i64::MAX as u64);
     }
 
     #[test]

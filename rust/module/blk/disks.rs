@@ -53,8 +53,9 @@ pub(crate) struct DiskView {
     pub(crate) conn: Arc<crate::conn::Conn>,
 }
 
-/// The module's disks, by index. A leaf lock, never held across adding
-/// or removing a disk.
+/// The module's disks, by index. Never held across adding or removing a
+/// disk; an unmap's check takes a disk's `open_mutex` under it
+/// ([`ffi::Disk::close`]), and nothing takes it under that one.
 pub(crate) struct Disks {
     slots: KVec<Slot>,
 }
@@ -144,12 +145,7 @@ impl crate::context::Context {
     /// Removes disk `index`: `EBUSY` if it is open and not `force`d.
     /// Returns once its requests have ended.
     pub(crate) fn blk_unmap(&self, index: u32, force: bool) -> Result {
-        let m = self.disks.lock().take(index, |m| {
-            if !force && m.disk.openers() > 0 {
-                return Err(EBUSY);
-            }
-            Ok(())
-        })?;
+        let m = self.disks.lock().take(index, |m| m.disk.close(force))?;
         self.blk_remove(index, m);
         Ok(())
     }

@@ -5,7 +5,7 @@
 
 use core::ptr::NonNull;
 
-use kernel::ffi::{c_int, c_uint, c_void};
+use kernel::ffi::{c_int, c_void};
 
 use super::layout::{c, u32_of};
 use crate::abi::ops::DmaSeg;
@@ -32,6 +32,10 @@ pub(crate) struct BlkIo {
     /// queue pair it is posted on ([`BlkRequest::dma_map`]); zero: in its
     /// staging slot.
     pub(crate) zero_copy: u32,
+    /// Non-zero: the disk is being removed (`rrdma_shim_blk_destroy`): a
+    /// request that would wait for its connection fails instead.
+    pub(crate) dying: u32,
+    pub(crate) pad: u32,
 }
 
 /// `RRDMA_SHIM_BLK_STAGE`: the queue call's answer to a request offered
@@ -89,7 +93,7 @@ extern "C" {
         err: *mut c_int,
     ) -> *mut ShimBlk;
     fn rrdma_shim_blk_destroy(b: *mut ShimBlk);
-    fn rrdma_shim_blk_openers(b: *mut ShimBlk) -> c_uint;
+    fn rrdma_shim_blk_close(b: *mut ShimBlk, force: bool) -> c_int;
     fn rrdma_shim_blk_end(rq: *mut Request, status: c_int);
     fn rrdma_shim_blk_dma_unmap(rq: *mut Request);
     fn rrdma_shim_blk_dma_map(
@@ -138,7 +142,7 @@ pub(crate) struct Disk(NonNull<ShimBlk>);
 
 // SAFETY: the shim's disk may be used and removed from any thread.
 unsafe impl Send for Disk {}
-// SAFETY: `openers` reads an atomic count.
+// SAFETY: `close` takes the disk's own mutex.
 unsafe impl Sync for Disk {}
 
 impl Disk {
@@ -167,10 +171,11 @@ impl Disk {
         }
     }
 
-    /// How many hold the disk open (mounted, swap, an open file).
-    pub(crate) fn openers(&self) -> u32 {
+    /// Closes the disk to new openers: `EBUSY` if something holds it open
+    /// (mounted, swap, an open file) and not `force`. Sleeps.
+    pub(crate) fn close(&self, force: bool) -> Result {
         // SAFETY: by the type invariant, the disk exists.
-        unsafe { rrdma_shim_blk_openers(self.0.as_ptr()) }
+        crate::abi::to_result(unsafe { rrdma_shim_blk_close(self.0.as_ptr(), force) })
     }
 }
 

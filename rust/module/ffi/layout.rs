@@ -136,6 +136,8 @@ same_layout!(BlkIo, blk_io__SIZE, {
     tag: blk_io__tag,
     op: blk_io__op,
     zero_copy: blk_io__zero_copy,
+    dying: blk_io__dying,
+    pad: blk_io__pad,
 });
 
 same_layout!(crate::abi::ops::DmaSeg, dma_seg__SIZE, {

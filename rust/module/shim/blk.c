@@ -34,8 +34,10 @@
  *    whose callback copies a staged read's bytes from its slot and ends
  *    it, in the block layer's softirq when it can (not under rrdma's locks);
  *  - rrdma_shim_blk_dma_map(): see above;
- *  - rrdma_shim_blk_openers(), rrdma_shim_blk_destroy(), which first marks
- *    the disk dying: its requests then fail rather than wait.
+ *  - rrdma_shim_blk_close(): EBUSY while the disk is open (unless forced),
+ *    else no open succeeds any more (ENXIO);
+ *  - rrdma_shim_blk_destroy(), which first marks the disk dying: its
+ *    requests then fail rather than wait for a connection (io->dying).
  * The queue is BLK_MQ_F_BLOCKING: posting takes the connection's mutex.
  * Posting runs under memalloc_noio_save(): an allocation it makes (a first
  * registration) does not recurse into reclaim's I/O, which may be this
@@ -80,10 +82,21 @@ struct rrdma_blk {
 	struct page **pages;
 	u32 io_bytes;
 	bool dying;
+	/* No new openers: set under the disk's open_mutex (rrdma_shim_blk_close()). */
+	bool closed;
 };
+
+/* Under the disk's open_mutex, as rrdma_shim_blk_close() sets closed. */
+static int rrdma_blk_open(struct gendisk *disk, blk_mode_t mode)
+{
+	struct rrdma_blk *b = disk->queue->queuedata;
+
+	return b->closed ? -ENXIO : 0;
+}
 
 static const struct block_device_operations rrdma_blk_fops = {
 	.owner = THIS_MODULE,
+	.open = rrdma_blk_open,
 };
 
 /*
@@ -209,8 +222,12 @@ static blk_status_t rrdma_blk_queue_rq(struct blk_mq_hw_ctx *hctx,
 	unsigned int noio;
 	int ret;
 
-	if (READ_ONCE(b->dying))
-		return BLK_STS_IOERR;
+	/*
+	 * Being removed: a request that would wait for its connection fails,
+	 * one it can carry goes on (del_gendisk() has a mounted file system
+	 * write its dirty data back first).
+	 */
+	io.dying = READ_ONCE(b->dying);
 	switch (req_op(rq)) {
 	case REQ_OP_READ:
 		io.op = RRDMA_SHIM_BLK_READ;
@@ -404,9 +421,22 @@ void rrdma_shim_module_put(void)
 	module_put(THIS_MODULE);
 }
 
-unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b)
+int rrdma_shim_blk_close(struct rrdma_blk *b, bool force)
 {
-	return disk_openers(b->disk);
+	int ret = 0;
+
+	might_sleep();
+	/*
+	 * Under the mutex that an open holds while it asks rrdma_blk_open():
+	 * no open slips in between the count and the mark.
+	 */
+	mutex_lock(&b->disk->open_mutex);
+	if (!force && disk_openers(b->disk))
+		ret = -EBUSY;
+	else
+		b->closed = true;
+	mutex_unlock(&b->disk->open_mutex);
+	return ret;
 }
 
 void rrdma_shim_blk_destroy(struct rrdma_blk *b)
@@ -414,8 +444,10 @@ void rrdma_shim_blk_destroy(struct rrdma_blk *b)
 	might_sleep();
 	/*
 	 * Requests fail from now on rather than wait for a connection; the
-	 * requeued ones are run again to fail.  del_gendisk() then waits for
-	 * the requests in flight: their operations complete.
+	 * requeued ones are run again (to fail if it is still down).
+	 * del_gendisk() has a file system still mounted write back its dirty
+	 * data (what the connection carries lands), then waits for the
+	 * requests in flight: their operations complete.
 	 */
 	WRITE_ONCE(b->dying, true);
 	blk_mq_kick_requeue_list(b->disk->queue);

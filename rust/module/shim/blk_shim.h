@@ -31,6 +31,8 @@ struct rrdma_shim_blk_io {
 	__u32 tag;	/* its staging slot */
 	__u32 op;	/* RRDMA_SHIM_BLK_* */
 	__u32 zero_copy; /* its bytes are in its pages, not its slot */
+	__u32 dying;	/* the disk is being removed: fail, do not wait */
+	__u32 pad;
 };
 
 /*
@@ -58,7 +60,7 @@ struct rrdma_blk *rrdma_shim_blk_create(void *owner, u32 index,
 					const struct rrdma_shim_blk_shape *shape,
 					struct page **pages, int *err);
 void rrdma_shim_blk_destroy(struct rrdma_blk *b);
-unsigned int rrdma_shim_blk_openers(struct rrdma_blk *b);
+int rrdma_shim_blk_close(struct rrdma_blk *b, bool force);
 void rrdma_shim_blk_end(struct request *rq, int status);
 struct ib_pd;
 int rrdma_shim_blk_dma_map(struct request *rq, struct ib_pd *pd,

@@ -99,12 +99,13 @@ static_assert(offsetof(struct rrdma_shim_blk_shape, io_bytes) == 12);
 static_assert(offsetof(struct rrdma_shim_blk_shape, depth) == 16);
 static_assert(offsetof(struct rrdma_shim_blk_shape, read_only) == 20);
 
-static_assert(sizeof(struct rrdma_shim_blk_io) == 24);
+static_assert(sizeof(struct rrdma_shim_blk_io) == 32);
 static_assert(offsetof(struct rrdma_shim_blk_io, pos) == 0);
 static_assert(offsetof(struct rrdma_shim_blk_io, len) == 8);
 static_assert(offsetof(struct rrdma_shim_blk_io, tag) == 12);
 static_assert(offsetof(struct rrdma_shim_blk_io, op) == 16);
 static_assert(offsetof(struct rrdma_shim_blk_io, zero_copy) == 20);
+static_assert(offsetof(struct rrdma_shim_blk_io, dying) == 24);
 static_assert(sizeof(struct rrdma_shim_dma_seg) == 16);
 static_assert(offsetof(struct rrdma_shim_dma_seg, addr) == 0);
 static_assert(offsetof(struct rrdma_shim_dma_seg, len) == 8);
@@ -172,6 +173,8 @@ int main(void)
 	DEFINE(RRDMA_SHIM_BLK_WRITE_FUA, RRDMA_SHIM_BLK_WRITE_FUA);
 	DEFINE(RRDMA_SHIM_BLK_FLUSH, RRDMA_SHIM_BLK_FLUSH);
 	OFFSET(blk_io__zero_copy, rrdma_shim_blk_io, zero_copy);
+	OFFSET(blk_io__dying, rrdma_shim_blk_io, dying);
+	OFFSET(blk_io__pad, rrdma_shim_blk_io, pad);
 	DEFINE(RRDMA_SHIM_BLK_STAGE, RRDMA_SHIM_BLK_STAGE);
 	DEFINE(dma_seg__SIZE, sizeof(struct rrdma_shim_dma_seg));
 	OFFSET(dma_seg__addr, rrdma_shim_dma_seg, addr);

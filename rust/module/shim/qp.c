@@ -197,12 +197,18 @@ u32 rrdma_shim_qp_destroy(struct rrdma_shim_qp *q)
 
 	rrdma_shim_assert_unlocked("queue pair destroyed");
 	/*
-	 * Busy pollers poll no longer than a synchronous operation waits, an
-	 * IOPOLL poller for one poll and at most 1 ms of sleep (the drain's
-	 * completions wake it).  Once none is left, none can come.
+	 * First no new poll reference (rrdma_shim_qp_poll_tryget() sees a
+	 * negative count; a busy poller's rrdma_shim_qp_poll_get() came
+	 * under the connection's lock, before the QP was taken away), then
+	 * the wait for those held: a busy poller polls no longer than a
+	 * synchronous operation waits, an IOPOLL poller for one poll and at
+	 * most 1 ms of sleep (the drain's completions wake it).  Waiting for
+	 * none first would livelock with an IOPOLL poller that takes its
+	 * reference again at once, for a command that only the flush after
+	 * this destroy completes.
 	 */
-	wait_var_event(&q->pollers,
-		       atomic_cmpxchg(&q->pollers, 0, INT_MIN) == 0);
+	atomic_add(INT_MIN, &q->pollers);
+	wait_var_event(&q->pollers, atomic_read(&q->pollers) == INT_MIN);
 	rdma_destroy_qp(q->id);
 	ib_free_cq(q->rcq);
 	rrdma_scq_destroy(q);
@@ -240,8 +246,12 @@ bool rrdma_shim_qp_poll_tryget(struct rrdma_shim_qp *q)
 
 void rrdma_shim_qp_poll_put(struct rrdma_shim_qp *q)
 {
-	/* wake_up_var() only hashes the address: @q may be gone already. */
-	if (atomic_dec_and_test(&q->pollers))
+	/*
+	 * The last one out while the destroy waits (its bias, INT_MIN, is
+	 * left).  wake_up_var() only hashes the address: @q may be gone
+	 * already.
+	 */
+	if (atomic_dec_return(&q->pollers) == INT_MIN)
 		wake_up_var(&q->pollers);
 }
 

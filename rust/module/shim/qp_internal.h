@@ -209,8 +209,8 @@ struct rrdma_shim_ctrl_slot {
  *		into an 8 KiB allocation
  * @carry_from: see @ncarry
  * @pollers:	poll references (rrdma_shim_qp_poll_get(), _tryget()):
- *		destroying the QP waits for none to be left, then makes it
- *		negative so that no more can be taken
+ *		destroying the QP first adds INT_MIN, so that no more can be
+ *		taken, then waits for those held to go
  * @iopoller:	the task polling @scq for an IOPOLL ring, @iopoll_ring, in
  *		rrdma_shim_qp_iopoll() (set and cleared under @poll_lock)
  * @iopoll_ring: see @iopoller

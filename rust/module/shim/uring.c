@@ -148,6 +148,19 @@ int rrdma_shim_uring_issue(void *state, struct io_uring_cmd *cmd,
 	 */
 	if (pdu->qp)
 		rrdma_uring_unbind(pdu);
+	/*
+	 * A worker's issue (not NONBLOCK) returns EAGAIN only while the
+	 * connection reconnects: the command's result, as for any operation
+	 * then.  io-wq would issue a command of an IOPOLL ring again at once,
+	 * for as long as the reconnect takes, so its poll posts the EAGAIN.
+	 */
+	if (ret == -EAGAIN && pdu->iopoll &&
+	    !(issue_flags & IO_URING_F_NONBLOCK)) {
+		pdu->res = ret;
+		/* Pairs with the poll's smp_load_acquire(): @res is in first. */
+		smp_store_release(&pdu->done, true);
+		return -EIOCBQUEUED;
+	}
 	return ret;
 }
 

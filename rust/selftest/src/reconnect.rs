@@ -6,7 +6,8 @@
 //!
 //! - While cut: the importer's keepalive ends the queue pair; operations
 //!   in flight complete with `ECONNRESET`, exactly once each; new ones fail
-//!   with `EAGAIN`; fdinfo counts the connection as reconnecting.
+//!   with `EAGAIN` (through an IOPOLL ring too, at once); fdinfo counts
+//!   the connection as reconnecting.
 //! - Once back: the same handles work again, the blocks written before the
 //!   cut read back unchanged, the first fence fails with `ECONNRESET` on
 //!   iWARP (writes sent before the cut, unconfirmed) and the next
@@ -27,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::{EAGAIN, ECONNRESET, EKEYREVOKED};
 use rrdma::abi::uapi::OP_READ;
-use rrdma::{ConnectOptions, Keepalive, RemoteRegion, Rrdma};
+use rrdma::{ConnectOptions, Keepalive, Region, RemoteRegion, Rrdma, UringEngine};
 
 use crate::attack::agent_cmd;
 use crate::ensure;
@@ -45,6 +46,21 @@ const DISCONNECT_WITHIN: Duration = Duration::from_secs(5);
 /// How long siw's connect call blocks toward a cut link with
 /// `SYN_RETRIES` (3 s: a SYN, one retry after 1 s, the end 2 s later).
 const SIW_CONNECT: Duration = Duration::from_secs(4);
+
+/// A READ through an IOPOLL ring while the connection reconnects: its CQE
+/// says `EAGAIN` at once. (io-wq issues an IOPOLL ring's command again as
+/// long as the issue says `EAGAIN`: it came only once the connection was
+/// back.)
+fn iopoll_eagain(dev: &Rrdma, rw: &RemoteRegion<'_>, local: &Region) -> Result<(), String> {
+    let mut eng = UringEngine::with_iopoll(dev, 8).map_err(|e| format!("IOPOLL ring: {e}"))?;
+    let start = Instant::now();
+    let res = crate::uring::one(&mut eng, &rw.op(OP_READ, local, 4, 0, 1, 300))?;
+    let took = start.elapsed();
+    ensure(
+        res == -EAGAIN.get() && took < Duration::from_secs(1),
+        format!("res {res} after {} ms", took.as_millis()),
+    )
+}
 
 fn errno(r: &std::io::Result<()>) -> i32 {
     match r {
@@ -238,6 +254,10 @@ fn comes_back(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
     t.check(
         "reconnect: while reconnecting, new operations fail with EAGAIN",
         ensure(errno(&w) == EAGAIN.get(), format!("{w:?}")),
+    );
+    t.check(
+        "reconnect: ... and so does an IOPOLL io_uring command, within 1 s",
+        iopoll_eagain(dev, &rw, &local),
     );
     t.check(
         "reconnect: ... and fdinfo counts the connection as reconnecting",

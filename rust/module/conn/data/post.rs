@@ -172,7 +172,16 @@ impl Conn {
             drop(pg);
             drop(g);
             match r {
-                Ok(op) => drop(op),
+                Ok(None) => {}
+                // The fence's room given back (none of its writes went):
+                // a caller waiting for room may fit now, and no
+                // completion will come to say so.
+                Ok(Some(op)) => {
+                    drop(op);
+                    if self.followups.room_waiters.load(Ordering::SeqCst) > 0 {
+                        self.cv.notify_all();
+                    }
+                }
                 // The queue pair failed: its teardown completes the fence,
                 // and its writes, with the flush status.
                 Err(e) => self.fail(Event::QpFatal, "cannot post a write fence", e),
