@@ -54,8 +54,9 @@ pub(crate) struct FileState {
     context: Arc<Context>,
     shared: Arc<Shared>,
     /// Guards the file's handle table. Order: before `Shared::exports`
-    /// (a region's destruction checks its exports); nothing else is taken
-    /// under it, and no object is destroyed under it.
+    /// (a region's destruction checks its exports, EXPORT inserts under
+    /// it); nothing else is taken under it, and no object is destroyed
+    /// under it.
     #[pin]
     objects: Mutex<Objects>,
 }
@@ -115,8 +116,16 @@ impl FileState {
         };
         drop(object);
         let undo = ScopeGuard::new(|| {
-            // Removed under the lock, closed outside it.
-            let object = self.objects.lock().remove(handle);
+            // Removed under the lock, closed outside it. A region that
+            // another thread exported meanwhile (handles are predictable)
+            // stays: an exported region keeps its handle.
+            let object = {
+                let mut o = self.objects.lock();
+                match o.region(handle) {
+                    Ok(r) if self.shared.exports.lock().exports_region(&r) => None,
+                    _ => o.remove(handle),
+                }
+            };
             if let Some(o) = object {
                 o.close();
             }

@@ -225,6 +225,10 @@ impl Conn {
         }
         if let Err(e) = r {
             self.lane_failed(&mut g, lane, e);
+        } else if !g.state.is_connected() {
+            // The connection failed while this lane connected (its id was
+            // out of the path): it stops as the others did.
+            let _ = g.stop_qps();
         }
         drop(g);
         self.cv.notify_all();

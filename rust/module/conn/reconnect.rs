@@ -183,14 +183,8 @@ impl Conn {
         if g.nonce != nonce || !g.peer.same_host(peer) || g.state.is_finished() {
             return false;
         }
-        // Its lanes stop too (a failure to is the teardown's to mend).
-        for lane in g.paths.iter().filter_map(|p| p.lane.as_ref()) {
-            if let Some(qp) = lane.qp() {
-                let _ = qp.stop();
-            }
-        }
-        let stopped = g.id.as_ref().and_then(|id| id.qp()).map(|qp| qp.stop());
-        if let Some(Err(e)) = stopped {
+        // Its lanes stop too.
+        if let Err(e) = g.stop_qps() {
             // The teardown's drain still ends it; log why it was not at once.
             pr_warn!(
                 "connection {}: cannot stop the replaced queue pair (errno {})\n",

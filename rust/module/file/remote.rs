@@ -167,21 +167,25 @@ impl FileState {
                 req.access
             );
         })?;
-        let (region, restrict) = {
+        // The answer's room is probed first: a user copy may stall, and
+        // none may under the locks.
+        uarg::write(arg, d, &req.encode())?;
+        let token = {
             let o = self.objects.lock();
             let region = o.region(req.region)?;
             let restrict = match req.conn {
                 0 => None,
                 h => Some(o.conn(h)?.serial()),
             };
-            (region, restrict)
+            // Under the objects' lock, as REGION_DESTROY's check: a region
+            // is exported or destroyed, never both (a lookup before a
+            // stalled copy, then an insert after the destroy, exported a
+            // destroyed region).
+            self.shared
+                .exports
+                .lock()
+                .insert(region, writable, restrict)?
         };
-        uarg::write(arg, d, &req.encode())?;
-        let token = self
-            .shared
-            .exports
-            .lock()
-            .insert(region, writable, restrict)?;
         // The caller never learns a token it could not be told.
         let undo = ScopeGuard::new(|| drop(self.shared.exports.lock().remove(token)));
         req.token = token;

@@ -8,9 +8,10 @@
  *
  * Only memory a NIC may keep is accepted, checked here before pinning so
  * that each refusal has its own errno and reason: anonymous, shmem and
- * hugetlb mappings, writable.  GUP enforces the same on its own (it
- * refuses VM_IO/VM_PFNMAP and DAX); the check only names the reason, and
- * a mapping that changes between the check and the pin is GUP's to refuse.
+ * hugetlb mappings, writable.  GUP refuses VM_IO/VM_PFNMAP and DAX on its
+ * own, but not a shared file mapping without writeback (another driver's
+ * pages, ramfs): a mapping that changed between the check and the pin is
+ * caught by the check of each pinned page's folio afterwards.
  */
 
 #include <linux/hugetlb.h>
@@ -74,6 +75,18 @@ static int umem_check(unsigned long addr, unsigned long npages,
 	return err;
 }
 
+/* A pinned page of a kind rrdma registers: anonymous, hugetlb or shmem. */
+static bool umem_page_ok(struct page *page)
+{
+	struct folio *folio = page_folio(page);
+	struct address_space *mapping;
+
+	if (folio_test_anon(folio) || folio_test_hugetlb(folio))
+		return true;
+	mapping = READ_ONCE(folio->mapping);
+	return mapping && shmem_mapping(mapping);
+}
+
 int rrdma_shim_umem_pin(u64 addr, unsigned long npages, struct page **pages,
 			const char **why)
 {
@@ -107,6 +120,12 @@ int rrdma_shim_umem_pin(u64 addr, unsigned long npages, struct page **pages,
 		done += ret;
 		ret = 0;
 		cond_resched();
+	}
+	for (unsigned long i = 0; !ret && i < done; i++) {
+		if (!umem_page_ok(pages[i])) {
+			*why = "memory not anonymous, shmem or hugetlb (the mapping changed)";
+			ret = -EOPNOTSUPP;
+		}
 	}
 	if (ret && done)
 		unpin_user_pages(pages, done);

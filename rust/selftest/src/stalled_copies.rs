@@ -19,7 +19,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use rrdma::abi::errno::{EAFNOSUPPORT, EINVAL, ENOENT};
-use rrdma::abi::uapi::{Completion, Op, Submit, OP_READ};
+use rrdma::abi::uapi::{Completion, Export, Op, Submit, ACCESS_READ, IOCTL_EXPORT, OP_READ};
 use rrdma::{RemoteRegion, Rrdma};
 
 use crate::remote::{addr, quiet, reap, token, T};
@@ -189,6 +189,51 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, rw: &RemoteRegion<'_>
         ends_as(&held.result, Some(ENOENT.get())),
     );
     read_checks(dev, t, peer, rw, &local, &stalled, ops_page + 1);
+    t.check(
+        "EXPORT whose answer's copy stalls, its region destroyed meanwhile: not both succeed",
+        export_races_destroy(dev),
+    );
+}
+
+/// EXPORT with its argument on a write-protected page (read, then its
+/// answer's copy stalls) while REGION_DESTROY destroys the region: one of
+/// them fails. (Until 2026-12-01 EXPORT looked the region up, let the
+/// lock go and stalled in the copy before its insert: the destroy
+/// returned 0, and the export was made anyway.)
+fn export_races_destroy(dev: &Rrdma) -> Result<(), String> {
+    let region = dev.create_region(4096, 1).map_err(|e| e.to_string())?;
+    let handle = region.handle();
+    let arg = Export {
+        region: handle,
+        access: ACCESS_READ,
+        ..Export::zeroed()
+    };
+    let stalled = Stalled::write_protected(&arg.encode())?;
+    let a = stalled.addr(0);
+    // SAFETY: our write-protected page; `hold` lifts the protection.
+    let export = move || unsafe { dev.ioctl_raw(IOCTL_EXPORT, a) };
+    let destroy = || {
+        dev.region_destroy_raw(handle, 0)
+            .map_err(|e| format!("REGION_DESTROY: {e}"))
+    };
+    let held = hold(&stalled, 0, export, destroy);
+    let exported = held.result.as_ref().is_some_and(|r| r.is_ok());
+    if exported {
+        // Not left behind for the checks after this one.
+        let mut back = [0u8; Export::SIZE];
+        // SAFETY: reads the page's first bytes, ours.
+        unsafe { std::ptr::copy_nonoverlapping(a as *const u8, back.as_mut_ptr(), back.len()) };
+        let _ = dev.unexport_raw(Export::decode(&back).token, 0);
+    }
+    drop(region);
+    match held.verdict {
+        Ok(()) => ensure(
+            !exported,
+            "REGION_DESTROY returned 0 while EXPORT of the region stalled, and the export was made",
+        ),
+        // The destroy failed (EBUSY: the export came first) or was held.
+        Err(e) => ensure(exported, format!("neither: {e}")),
+    }
 }
 
 /// read(2) into a stalled buffer, with completions waiting: poll, fdinfo,

@@ -53,6 +53,10 @@ const UFFDIO_API: u32 = 0xc018_aa3f;
 const UFFDIO_REGISTER: u32 = 0xc020_aa00;
 const UFFDIO_ZEROPAGE: u32 = 0xc020_aa04;
 const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
+const UFFDIO_REGISTER_MODE_WP: u64 = 1 << 1;
+/// `_IOWR(0xAA, 0x06, struct uffdio_writeprotect)`: a range and a mode.
+const UFFDIO_WRITEPROTECT: u32 = 0xc018_aa06;
+const UFFDIO_WRITEPROTECT_MODE_WP: u64 = 1;
 /// `struct uffd_msg`: 32 bytes; a page fault's event code at byte 0 and
 /// its address at bytes 16..24.
 const UFFD_MSG_SIZE: usize = 32;
@@ -118,15 +122,58 @@ pub(crate) fn hold_get_info(release: &Path) -> i32 {
 
 /// Pages registered with userfaultfd and never populated: any access to
 /// them, the kernel's copies included, stalls until [`Stalled::release`].
+/// Or ([`Stalled::write_protected`]) one page with contents, write
+/// protected: reads go on, a write stalls.
 pub(crate) struct Stalled {
     uffd: i32,
     area: u64,
     page: u64,
+    wp: bool,
 }
 
 impl Stalled {
     /// `npages` stalled pages, or an error message.
     pub(crate) fn new(npages: usize) -> Result<Self, String> {
+        Self::make(npages, UFFDIO_REGISTER_MODE_MISSING)
+    }
+
+    /// One page holding `bytes` (at its start), readable, whose first
+    /// write stalls until [`Stalled::release`].
+    pub(crate) fn write_protected(bytes: &[u8]) -> Result<Self, String> {
+        let mut s = Self::make(1, UFFDIO_REGISTER_MODE_WP)?;
+        s.wp = true;
+        // SAFETY: the page is ours, mapped and writable until protected.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), s.area as *mut u8, bytes.len()) };
+        s.protect(UFFDIO_WRITEPROTECT_MODE_WP)?;
+        Ok(s)
+    }
+
+    /// Write-protects the page (`mode` WP) or lifts it (0, which wakes a
+    /// stalled write).
+    fn protect(&self, mode: u64) -> Result<(), String> {
+        #[repr(C)]
+        struct UffdioWriteprotect {
+            range: UffdioRange,
+            mode: u64,
+        }
+        let mut wp = UffdioWriteprotect {
+            range: UffdioRange {
+                start: self.area,
+                len: self.page,
+            },
+            mode,
+        };
+        // SAFETY: valid argument struct for UFFDIO_WRITEPROTECT.
+        if unsafe { libc::ioctl(self.uffd, UFFDIO_WRITEPROTECT as _, &mut wp) } != 0 {
+            return Err(format!(
+                "UFFDIO_WRITEPROTECT: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(())
+    }
+
+    fn make(npages: usize, mode: u64) -> Result<Self, String> {
         let page = rrdma::page_size();
         let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
         // Non-blocking reads of its events; the stalled accesses block.
@@ -166,7 +213,7 @@ impl Stalled {
                 start: area as u64,
                 len: len as u64,
             },
-            mode: UFFDIO_REGISTER_MODE_MISSING,
+            mode,
             ioctls: 0,
         };
         // SAFETY: valid argument struct for UFFDIO_REGISTER.
@@ -177,6 +224,7 @@ impl Stalled {
             uffd,
             area: area as u64,
             page,
+            wp: false,
         })
     }
 
@@ -223,8 +271,12 @@ impl Stalled {
         }
     }
 
-    /// Resolves the fault on page `i` with a zero page.
+    /// Resolves the fault on page `i` with a zero page (a write-protected
+    /// page: lifts the protection).
     pub(crate) fn release(&self, i: usize) -> Result<(), String> {
+        if self.wp {
+            return self.protect(0);
+        }
         let mut zp = UffdioZeropage {
             range: UffdioRange {
                 start: self.addr(i),

@@ -60,7 +60,24 @@ impl Conn {
         // The status of a flushed operation says why the connection ended.
         let failures = done.clone().any(|(_, s)| s != wc::SUCCESS);
         let flush = match caller {
-            Caller::Task(_) if failures => self.inner.lock().state.flush_errno(),
+            Caller::Task(_) if failures => {
+                let g = self.inner.lock();
+                // On iWARP only a READ that succeeds invalidates its sink,
+                // which is registered with remote write access in the
+                // connection's protection domain: the peer could write
+                // through another of its queue pairs to the pages of a
+                // READ that failed. Every one stops before this batch
+                // lets any operation's memory go (the connection ends
+                // anyway).
+                if let (Err(e), true) = (g.stop_qps(), ffi::ratelimit()) {
+                    pr_warn!(
+                        "connection {}: cannot stop a queue pair (errno {})\n",
+                        self.serial,
+                        e.get()
+                    );
+                }
+                g.state.flush_errno()
+            }
             Caller::Atomic if failures => {
                 ffi::internal_error!(
                     "connection {}: a failed completion in atomic context\n",

@@ -98,6 +98,24 @@ pub(in crate::conn) fn path_locks() -> Result<KVec<Pin<KBox<PathLock>>>> {
 }
 
 impl crate::conn::ConnInner {
+    /// Moves every queue pair of the connection to the error state now
+    /// (the drain comes with the teardown): from the return nothing the
+    /// peer sends is placed in our memory. Returns the first error (the
+    /// teardown's drain still stops that queue pair). Sleeps.
+    pub(in crate::conn) fn stop_qps(&self) -> Result<(), Errno> {
+        let lanes = self.paths.iter().filter_map(|p| p.lane.as_ref());
+        let mut r = Ok(());
+        for id in Iterator::chain(self.id.iter(), lanes) {
+            if let Some(qp) = id.qp() {
+                let s = qp.stop();
+                if r.is_ok() {
+                    r = s;
+                }
+            }
+        }
+        r
+    }
+
     /// The path an operation submitted on `cpu` takes (a disk's request:
     /// `cpu` is its tag): lane `cpu` modulo the paths, if that lane is up,
     /// else the connection's own queue pair; where that one is small, the
