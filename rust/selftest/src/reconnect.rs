@@ -92,7 +92,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, quick: bool) {
         ),
     );
     comes_back(dev, t, peer, interval);
-    errno_census(t, peer, interval);
+    crate::reconnect_errnos::errno_census(t, peer, interval);
     budget_runs_out(dev, t, peer, interval);
     disconnect_while_waiting(dev, t, peer, interval, Duration::ZERO, "between attempts");
     let during = Duration::from_millis(500);
@@ -108,35 +108,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, quick: bool) {
     );
 }
 
-/// Every errno of a connection's calls through a cut and its return,
-/// against the documented table (`reconnect_errnos.rs`), on a file of its
-/// own: completions it leaves behind cannot reach another check's.
-fn errno_census(t: &mut Tap, peer: &str, interval: Duration) {
-    let dev = match Rrdma::open() {
-        Ok(d) => d,
-        Err(e) => return t.check("reconnect errnos: open /dev/rrdma", Err(e.to_string())),
-    };
-    let dev = &dev;
-    let conn = token(peer, "rw")
-        .map_err(|e| e.to_string())
-        .and_then(|tok| {
-            let c = dev
-                .connect_opts(addr(peer, 7471), T, options(interval))
-                .map_err(|e| format!("CONNECT: {e}"))?;
-            Ok((c, tok))
-        });
-    let (conn, tok) = match conn {
-        Ok(c) => c,
-        Err(e) => return t.check("reconnect errnos: connect", Err(e)),
-    };
-    let imported = conn.import(tok, T);
-    match imported {
-        Ok(rw) => crate::reconnect_errnos::census(dev, t, peer, &conn, &rw, interval),
-        Err(e) => t.check("reconnect errnos: import", Err(e.to_string())),
-    };
-}
-
-fn options(interval: Duration) -> ConnectOptions {
+pub(crate) fn options(interval: Duration) -> ConnectOptions {
     ConnectOptions {
         keepalive: Keepalive::Every {
             interval,

@@ -35,7 +35,7 @@ use rrdma::{RemoteRegion, Rrdma, UringCompletion, UringEngine};
 
 use crate::ensure;
 use crate::keepalive::{wait_for, Cut, EXPORTER_MISSES};
-use crate::remote::{token, T};
+use crate::remote::{addr, token, T};
 use crate::Tap;
 
 /// (call, state, errno) -> count; errno 0 is success.
@@ -277,4 +277,32 @@ pub(crate) fn census(
             census.table(),
         ),
     );
+}
+
+/// Every errno of a connection's calls through a cut and its return,
+/// against the documented table (`reconnect_errnos.rs`), on a file of its
+/// own: completions it leaves behind cannot reach another check's.
+pub(crate) fn errno_census(t: &mut Tap, peer: &str, interval: Duration) {
+    let dev = match Rrdma::open() {
+        Ok(d) => d,
+        Err(e) => return t.check("reconnect errnos: open /dev/rrdma", Err(e.to_string())),
+    };
+    let dev = &dev;
+    let conn = token(peer, "rw")
+        .map_err(|e| e.to_string())
+        .and_then(|tok| {
+            let c = dev
+                .connect_opts(addr(peer, 7471), T, crate::reconnect::options(interval))
+                .map_err(|e| format!("CONNECT: {e}"))?;
+            Ok((c, tok))
+        });
+    let (conn, tok) = match conn {
+        Ok(c) => c,
+        Err(e) => return t.check("reconnect errnos: connect", Err(e)),
+    };
+    let imported = conn.import(tok, T);
+    match imported {
+        Ok(rw) => census(dev, t, peer, &conn, &rw, interval),
+        Err(e) => t.check("reconnect errnos: import", Err(e.to_string())),
+    };
 }
