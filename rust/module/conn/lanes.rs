@@ -179,7 +179,7 @@ impl Conn {
         mut g: NoIoGuard<'_, ConnInner>,
         lane: usize,
     ) -> c_int {
-        if !g.state.is_connected() {
+        if !g.state.is_connected() || g.stopped {
             // Ending: the teardown destroys the lane.
             return 0;
         }
@@ -225,7 +225,7 @@ impl Conn {
         }
         if let Err(e) = r {
             self.lane_failed(&mut g, lane, e);
-        } else if !g.state.is_connected() {
+        } else if !g.state.is_connected() || g.stopped {
             // The connection failed while this lane connected (its id was
             // out of the path): it stops as the others did.
             let _ = g.stop_qps();

@@ -209,6 +209,9 @@ struct ConnInner {
     /// The passive side asked for the lanes (`Ctrl::LanesWanted`) before
     /// this side's establishment was handled: they open at it.
     lanes_asked: bool,
+    /// The queue pairs stopped ([`ConnInner::stop_qps`]) since `id`'s was
+    /// set up: a lane that connects after that stops too.
+    stopped: bool,
 }
 
 impl ConnInner {
@@ -386,6 +389,7 @@ impl Conn {
                     flushed_early: false,
                     lanes_deferred: false,
                     lanes_asked: false,
+                    stopped: false,
                 }, "Conn::inner")),
                 cv <- new_condvar!("Conn::cv"),
                 teardown_work <- new_work!("Conn::teardown_work"),

@@ -280,6 +280,7 @@ impl Conn {
         let import_budget = data::Slots::budget(small, sinks(small).0);
         id.create_qp(&pd, &sizes)
             .inspect_err(|e| warn_user!("cannot create a queue pair: errno {}\n", e.get()))?;
+        g.stopped = false;
         g.peer = id.peer();
         self.size_path0(g, q.ops, sizes.sinks, sizes.fence_sinks)?;
         g.res = Some(Resources {

@@ -243,10 +243,26 @@ impl Conn {
         // arms the timer again.
         this.timer.cancel();
         drop(listener);
+        // Every queue pair is disconnected and stopped before the first
+        // drain: a drain's flushed READs let their pages go while the
+        // queue pairs after it would still place the peer's writes (an
+        // iWARP READ's sink stays registered in the connection's domain
+        // until its queue pair is destroyed).
         for id in ids.iter_mut().flatten() {
             if in_handler.is_none() {
                 id.disconnect();
             }
+            if let Some(Err(e)) = id.qp().map(crate::verbs::Qp::stop) {
+                if crate::ffi::ratelimit() {
+                    pr_warn!(
+                        "connection {}: cannot stop a queue pair (errno {})\n",
+                        this.serial,
+                        e.get()
+                    );
+                }
+            }
+        }
+        for id in ids.iter_mut().flatten() {
             // Drained and destroyed: no completion callback runs any more.
             id.destroy_qp();
         }

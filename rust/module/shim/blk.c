@@ -34,8 +34,9 @@
  *    whose callback copies a staged read's bytes from its slot and ends
  *    it, in the block layer's softirq when it can (not under rrdma's locks);
  *  - rrdma_shim_blk_dma_map(): see above;
- *  - rrdma_shim_blk_close(): EBUSY while the disk is open (unless forced),
- *    else no open succeeds any more (ENXIO);
+ *  - rrdma_shim_blk_close(): EBUSY while the disk is open (unless forced:
+ *    then the disk is dying first), else no open succeeds any more
+ *    (ENXIO);
  *  - rrdma_shim_blk_destroy(), which first marks the disk dying: its
  *    requests then fail rather than wait for a connection (io->dying).
  * The queue is BLK_MQ_F_BLOCKING: posting takes the connection's mutex.
@@ -426,6 +427,16 @@ int rrdma_shim_blk_close(struct rrdma_blk *b, bool force)
 	int ret = 0;
 
 	might_sleep();
+	if (force) {
+		/*
+		 * First: a holder of the mutex below that waits for I/O (a
+		 * last close's sync, a partition scan) must not wait for a
+		 * connection that is down (rrdma_shim_blk_destroy() does it
+		 * again).
+		 */
+		WRITE_ONCE(b->dying, true);
+		blk_mq_kick_requeue_list(b->disk->queue);
+	}
 	/*
 	 * Under the mutex that an open holds while it asks rrdma_blk_open():
 	 * no open slips in between the count and the mark.

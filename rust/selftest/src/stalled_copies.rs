@@ -231,8 +231,9 @@ fn export_races_destroy(dev: &Rrdma) -> Result<(), String> {
             !exported,
             "REGION_DESTROY returned 0 while EXPORT of the region stalled, and the export was made",
         ),
-        // The destroy failed (EBUSY: the export came first) or was held.
-        Err(e) => ensure(exported, format!("neither: {e}")),
+        // The stall never came, or the destroy did not run while it
+        // lasted: nothing was tested.
+        Err(e) => Err(e),
     }
 }
 

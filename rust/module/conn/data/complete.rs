@@ -61,7 +61,7 @@ impl Conn {
         let failures = done.clone().any(|(_, s)| s != wc::SUCCESS);
         let flush = match caller {
             Caller::Task(_) if failures => {
-                let g = self.inner.lock();
+                let mut g = self.inner.lock();
                 // On iWARP only a READ that succeeds invalidates its sink,
                 // which is registered with remote write access in the
                 // connection's protection domain: the peer could write
@@ -69,12 +69,14 @@ impl Conn {
                 // READ that failed. Every one stops before this batch
                 // lets any operation's memory go (the connection ends
                 // anyway).
-                if let (Err(e), true) = (g.stop_qps(), ffi::ratelimit()) {
-                    pr_warn!(
-                        "connection {}: cannot stop a queue pair (errno {})\n",
-                        self.serial,
-                        e.get()
-                    );
+                if let Err(e) = g.stop_qps() {
+                    if ffi::ratelimit() {
+                        pr_warn!(
+                            "connection {}: cannot stop a queue pair (errno {})\n",
+                            self.serial,
+                            e.get()
+                        );
+                    }
                 }
                 g.state.flush_errno()
             }

@@ -102,7 +102,8 @@ impl crate::conn::ConnInner {
     /// (the drain comes with the teardown): from the return nothing the
     /// peer sends is placed in our memory. Returns the first error (the
     /// teardown's drain still stops that queue pair). Sleeps.
-    pub(in crate::conn) fn stop_qps(&self) -> Result<(), Errno> {
+    pub(in crate::conn) fn stop_qps(&mut self) -> Result<(), Errno> {
+        self.stopped = true;
         let lanes = self.paths.iter().filter_map(|p| p.lane.as_ref());
         let mut r = Ok(());
         for id in Iterator::chain(self.id.iter(), lanes) {
