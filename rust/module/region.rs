@@ -151,7 +151,11 @@ impl Region {
             crate::ffi::warn_user!(
                 "{}: {} pages exceed RLIMIT_MEMLOCK (see ulimit -l)\n",
                 // Without a file's charge: a disk's staging region.
-                if charge.is_some() { "REGION_CREATE" } else { "BLK_MAP" },
+                if charge.is_some() {
+                    "REGION_CREATE"
+                } else {
+                    "BLK_MAP"
+                },
                 npages
             );
         })?;

@@ -211,6 +211,30 @@ impl Conn {
         }
     }
 
+    /// Disconnects (`disconnect`: not in a CM handler) and stops every
+    /// queue pair of `ids` before the teardown drains the first: a
+    /// drain's flushed READs let their pages go while the queue pairs
+    /// after it would still place the peer's writes (an iWARP READ's sink
+    /// stays registered in the connection's domain until its queue pair
+    /// is destroyed). Not inlined: the teardown's frame stays small.
+    #[inline(never)]
+    fn stop_all(&self, ids: &[Option<CmId<Conn>>], disconnect: bool) {
+        for id in ids.iter().flatten() {
+            if disconnect {
+                id.disconnect();
+            }
+            if let Some(Err(e)) = id.qp().map(crate::verbs::Qp::stop) {
+                if crate::ffi::ratelimit() {
+                    pr_warn!(
+                        "connection {}: cannot stop a queue pair (errno {})\n",
+                        self.serial,
+                        e.get()
+                    );
+                }
+            }
+        }
+    }
+
     /// The teardown, asked for by the state machine (the state is
     /// `Closing`): disconnects, drains and destroys the queue pair (every
     /// operation in flight completes, with an error), frees registrations,
@@ -243,25 +267,7 @@ impl Conn {
         // arms the timer again.
         this.timer.cancel();
         drop(listener);
-        // Every queue pair is disconnected and stopped before the first
-        // drain: a drain's flushed READs let their pages go while the
-        // queue pairs after it would still place the peer's writes (an
-        // iWARP READ's sink stays registered in the connection's domain
-        // until its queue pair is destroyed).
-        for id in ids.iter_mut().flatten() {
-            if in_handler.is_none() {
-                id.disconnect();
-            }
-            if let Some(Err(e)) = id.qp().map(crate::verbs::Qp::stop) {
-                if crate::ffi::ratelimit() {
-                    pr_warn!(
-                        "connection {}: cannot stop a queue pair (errno {})\n",
-                        this.serial,
-                        e.get()
-                    );
-                }
-            }
-        }
+        this.stop_all(&ids, in_handler.is_none());
         for id in ids.iter_mut().flatten() {
             // Drained and destroyed: no completion callback runs any more.
             id.destroy_qp();
