@@ -290,8 +290,12 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize, quick: bo
         }
         // With a fixed window every read that finds records while more
         // are in flight waits for more: some must come from a later look.
+        // The window is twice one exporter's READ p50, at least 1 ms: under
+        // KASAN completions come milliseconds apart, and 1 ms caught none
+        // (debug 6.12 rxe, READ p50 12 ms, 2026-12-01).
+        let window_us = (2.0 * read1).clamp(1000.0, 100_000.0) as u64;
         let on = ModParam::set("read_gather", "Y")?;
-        let fixed = ModParam::set("read_gather_us", "1000")?;
+        let fixed = ModParam::set("read_gather_us", &window_us.to_string())?;
         let gathered = || dev.fdinfo_value("rrdma-work-read-gathered").unwrap_or(0);
         let before = gathered();
         let f = figures(dev, &local, &imports, &exporters, false, n)?;
@@ -299,13 +303,15 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize, quick: bo
         fixed.restore()?;
         on.restore()?;
         println!(
-            "# fanout {peers} exporters, read_gather_us=1000: {records} records gathered, {:.1} waits per batch of 32",
+            "# fanout {peers} exporters, read_gather_us={window_us}: {records} records gathered, {:.1} waits per batch of 32",
             f.waits
         );
         // One exporter's writes may all come in one trip (siw's batch).
         ensure(
             records > 0 || peers < 2,
-            format!("read(2) gathered no record over {peers} exporters with read_gather_us=1000"),
+            format!(
+                "read(2) gathered no record over {peers} exporters with read_gather_us={window_us}"
+            ),
         )
     })();
     t.check(
