@@ -27,7 +27,9 @@
 //! region (read through its own mapping) holds no other byte. Last, with
 //! a fixed gathering window (`read_gather_us=1000`), reads must gather
 //! records of the largest fan-out, 2 exporters or more (fdinfo
-//! `rrdma-work-read-gathered` grows), each still delivered once.
+//! `rrdma-work-read-gathered` grows), each still delivered once; where
+//! one READ takes more than half that window (debug kernels) the count
+//! is printed, not asserted.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -41,6 +43,9 @@ use crate::{ensure, Tap};
 
 /// Blocks of each exporter's region.
 const BLOCKS: u64 = 64;
+/// The fixed gathering window of the last check, in µs: the largest the
+/// module takes (`abi::poll::WINDOW_MAX_NS`).
+const GATHER_WINDOW_US: u64 = 1000;
 /// How much each measurement takes: batches of 32 WRITEs, synchronous
 /// READs, and rounds over the sizes.
 #[derive(Clone, Copy)]
@@ -290,10 +295,13 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize, quick: bo
         }
         // With a fixed window every read that finds records while more
         // are in flight waits for more: some must come from a later look.
-        // The window is twice one exporter's READ p50, at least 1 ms: under
-        // KASAN completions come milliseconds apart, and 1 ms caught none
-        // (debug 6.12 rxe, READ p50 12 ms, 2026-12-01).
-        let window_us = (2.0 * read1).clamp(1000.0, 100_000.0) as u64;
+        // The window, and the whole gathering, are bounded by 1 ms
+        // (`abi::gather::GATHER_MAX_NS`): where one READ takes longer than
+        // half of that (debug kernels, READ p50 12 ms on rxe under KASAN)
+        // completions come further apart than any read waits, and whether
+        // one is gathered is chance (0 and 62 in two runs of 2026-12-01):
+        // only counted there, not asserted.
+        let window_us = GATHER_WINDOW_US;
         let on = ModParam::set("read_gather", "Y")?;
         let fixed = ModParam::set("read_gather_us", &window_us.to_string())?;
         let gathered = || dev.fdinfo_value("rrdma-work-read-gathered").unwrap_or(0);
@@ -302,15 +310,21 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize, quick: bo
         let records = gathered().saturating_sub(before);
         fixed.restore()?;
         on.restore()?;
+        let asserted = peers >= 2 && 2.0 * read1 <= window_us as f64;
         println!(
-            "# fanout {peers} exporters, read_gather_us={window_us}: {records} records gathered, {:.1} waits per batch of 32",
-            f.waits
+            "# fanout {peers} exporters, read_gather_us={window_us}: {records} records gathered, {:.1} waits per batch of 32{}",
+            f.waits,
+            if asserted {
+                String::new()
+            } else {
+                format!(" (not asserted: one READ takes {read1:.0} us, more than half the window, or one exporter)")
+            }
         );
         // One exporter's writes may all come in one trip (siw's batch).
         ensure(
-            records > 0 || peers < 2,
+            records > 0 || !asserted,
             format!(
-                "read(2) gathered no record over {peers} exporters with read_gather_us={window_us}"
+                "read(2) gathered no record over {peers} exporters with read_gather_us={window_us} (one READ p50 {read1:.0} us)"
             ),
         )
     })();
