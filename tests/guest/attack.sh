@@ -47,7 +47,7 @@ if [ "$RRDMA_ROLE" = a ]; then
 	rrdma serve --listen 0.0.0.0:7471 --control 7470 --blocks 24576 --access rw --access ro \
 		$keep >/tmp/serve.out 2>&1 &
 	pid=$!
-	wait_exit $pid 3000
+	wait_exit $pid "$(serve_ticks 3000)"
 	check "serve ends cleanly on quit" test $? = 0
 	kill $agent 2>/dev/null
 	cat /tmp/serve.out /tmp/agent.out

@@ -70,6 +70,14 @@ quick_on_debug() {
 	[ -e /sys/kernel/debug/kmemleak ] && echo quick
 }
 
+# serve_ticks N: how many 0.2 s looks of wait_exit a serving guest gives
+# its peer's run: N, three times as many on a debug kernel (its runs take
+# 3 to 10 times longer, and the machine's speed varies up to 2.8x; the
+# harness's timeout still bounds the guest).
+serve_ticks() {
+	if [ -e /sys/kernel/debug/kmemleak ]; then echo $(($1 * 3)); else echo "$1"; fi
+}
+
 # Module parameters of the tests.  Keepalive: an answer waits behind the
 # data its sender queued before it (one queue pair carries both), and
 # these emulated links move data 100 to 10000 times slower than a NIC (an

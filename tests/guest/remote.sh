@@ -108,11 +108,11 @@ traced_file_checks() {
 
 if [ "$RRDMA_ROLE" = a ]; then
 	serve
-	wait_exit $pid 1500
+	wait_exit $pid "$(serve_ticks 1500)"
 	check "serve ends cleanly on quit" test $? = 0
 	# Second run: the peer's bench is in flight when serve dies.
 	serve
-	wait_exit $pid 1500
+	wait_exit $pid "$(serve_ticks 1500)"
 	check "serve dies on request (peer death)" test $? = 9
 	cat /tmp/serve.out
 elif has sync-poll; then

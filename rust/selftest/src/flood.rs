@@ -25,7 +25,7 @@
 //! backlog until the accept deadline) and lane hellos for them (a lane
 //! joining a connection still being accepted, one beyond the grant, one
 //! twice), and malformed ones. Afterwards the exporter must accept a new
-//! connection that moves data within 10 s, hold no more connections than
+//! connection that moves data within 30 s, hold no more connections than
 //! `serve` keeps, and its kernel must report nothing (no hung task: the
 //! test lowers the hung task timeout; no lock held across a drain: the
 //! debug kernel checks that on every drain).
@@ -51,6 +51,12 @@ pub(crate) const MAX_CONNS: u64 = 8;
 const WORKERS: u64 = 3;
 /// Each call's timeout: short, so that a wedged exporter shows at once.
 const CALL: Duration = Duration::from_secs(5);
+/// How long a cycle waits for its connection's lanes to join.
+const LANES_WITHIN: Duration = Duration::from_secs(2);
+/// How soon after the flood a new connection must move data: requests
+/// refused while old teardowns and silent accepts run out are retried
+/// (the accept deadline is 10 s; a debug kernel's teardowns are slow).
+const SERVES_WITHIN: Duration = Duration::from_secs(30);
 
 /// What one phase's cycles saw.
 #[derive(Default)]
@@ -153,10 +159,12 @@ fn cycle(peer: &str, tok: u64, n: u64, ph: &Mutex<Phase>) {
     };
     // The WRITE asked for the lanes (a connection opens them on its first
     // operation): they join within a few round trips, or not at all when
-    // their accepts fail.
+    // their accepts fail. Each is an rdma_cm connect that the exporter's
+    // one CM work queue handles behind the flood's (up to 2 s: a debug
+    // kernel's).
     let asked = std::time::Instant::now();
     let mut lanes = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
-    while lanes == 0 && asked.elapsed() < std::time::Duration::from_millis(500) {
+    while lanes == 0 && asked.elapsed() < LANES_WITHIN {
         std::thread::sleep(std::time::Duration::from_millis(10));
         lanes = dev.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
     }
@@ -296,9 +304,7 @@ pub(crate) fn checks(t: &mut Tap, peer: &str, prov: &str, secs: u64) {
             ensure(ph.failed("read back").count() == 0, ph.summary()),
         );
     }
-    // The exporter still serves: a new connection moves data within
-    // 10 s (requests refused while old teardowns and silent accepts run
-    // out are retried).
+    // The exporter still serves: a new connection moves data.
     let start = Instant::now();
     let res = loop {
         let ph = Mutex::new(Phase::default());
@@ -307,13 +313,13 @@ pub(crate) fn checks(t: &mut Tap, peer: &str, prov: &str, secs: u64) {
         if ph.verified == 1 {
             break Ok(());
         }
-        if start.elapsed() > Duration::from_secs(10) {
+        if start.elapsed() > SERVES_WITHIN {
             break Err(ph.summary());
         }
         std::thread::sleep(Duration::from_millis(250));
     };
     t.check(
-        "flood: afterwards a new connection imports and moves data within 10 s",
+        "flood: afterwards a new connection imports and moves data within 30 s",
         res,
     );
     let held = peer_count(peer, "rrdma-connections-live");

@@ -41,23 +41,25 @@ use crate::Tap;
 const BACK_WITHIN: Duration = Duration::from_secs(30);
 /// A DISCONNECT while reconnecting: at once between attempts; during one,
 /// after the provider's connect call returns (siw's blocks in TCP's connect,
-/// bounded by `SYN_RETRIES`).
-const DISCONNECT_WITHIN: Duration = Duration::from_secs(5);
+/// bounded by `SYN_RETRIES`: 3 s), and the teardown (2.8 s in all on
+/// debug 6.12 siw, 2026-11): not the 72 s of TCP's default retries.
+const DISCONNECT_WITHIN: Duration = Duration::from_secs(8);
 /// How long siw's connect call blocks toward a cut link with
 /// `SYN_RETRIES` (3 s: a SYN, one retry after 1 s, the end 2 s later).
 const SIW_CONNECT: Duration = Duration::from_secs(4);
 
 /// A READ through an IOPOLL ring while the connection reconnects: its CQE
-/// says `EAGAIN` at once. (io-wq issues an IOPOLL ring's command again as
-/// long as the issue says `EAGAIN`: it came only once the connection was
-/// back.)
+/// says `EAGAIN`, within 5 s (an io-wq worker's start is slow under
+/// KASAN; the link stays cut longer). (io-wq issued an IOPOLL ring's
+/// command again as long as the issue said `EAGAIN`: it came only once
+/// the connection was back, with its status.)
 fn iopoll_eagain(dev: &Rrdma, rw: &RemoteRegion<'_>, local: &Region) -> Result<(), String> {
     let mut eng = UringEngine::with_iopoll(dev, 8).map_err(|e| format!("IOPOLL ring: {e}"))?;
     let start = Instant::now();
     let res = crate::uring::one(&mut eng, &rw.op(OP_READ, local, 4, 0, 1, 300))?;
     let took = start.elapsed();
     ensure(
-        res == -EAGAIN.get() && took < Duration::from_secs(1),
+        res == -EAGAIN.get() && took < Duration::from_secs(5),
         format!("res {res} after {} ms", took.as_millis()),
     )
 }
@@ -228,7 +230,7 @@ fn comes_back(dev: &Rrdma, t: &mut Tap, peer: &str, interval: Duration) {
         ensure(errno(&w) == EAGAIN.get(), format!("{w:?}")),
     );
     t.check(
-        "reconnect: ... and so does an IOPOLL io_uring command, within 1 s",
+        "reconnect: ... and so does an IOPOLL io_uring command, within 5 s",
         iopoll_eagain(dev, &rw, &local),
     );
     t.check(

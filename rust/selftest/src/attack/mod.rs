@@ -62,7 +62,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     pd_checks(dev, t, peer);
     loopback_checks(dev, t, me);
     drop(rw);
-    crate::unexport::checks(dev, t, peer, &conn);
+    crate::unexport::checks(dev, t, peer, &conn, quick);
     drop(conn);
     crate::keepalive::checks(dev, t, peer, quick);
     crate::stall::checks(dev, t, peer, prov);
