@@ -228,7 +228,7 @@ impl Conn {
         } else if !g.state.is_connected() || g.stopped {
             // The connection failed while this lane connected (its id was
             // out of the path): it stops as the others did.
-            let _ = g.stop_qps();
+            g.stop_qps(self.serial);
         }
         drop(g);
         self.cv.notify_all();

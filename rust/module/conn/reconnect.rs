@@ -184,14 +184,7 @@ impl Conn {
             return false;
         }
         // Its lanes stop too.
-        if let Err(e) = g.stop_qps() {
-            // The teardown's drain still ends it; log why it was not at once.
-            pr_warn!(
-                "connection {}: cannot stop the replaced queue pair (errno {})\n",
-                self.serial,
-                e.get()
-            );
-        }
+        g.stop_qps(self.serial);
         // Not `fail_with`: the state changes under the same lock as the
         // stop, before the provider's own close of the stopped queue pair
         // can end it first (this end is counted and logged as the fence's).

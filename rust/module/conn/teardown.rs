@@ -211,30 +211,6 @@ impl Conn {
         }
     }
 
-    /// Disconnects (`disconnect`: not in a CM handler) and stops every
-    /// queue pair of `ids` before the teardown drains the first: a
-    /// drain's flushed READs let their pages go while the queue pairs
-    /// after it would still place the peer's writes (an iWARP READ's sink
-    /// stays registered in the connection's domain until its queue pair
-    /// is destroyed). Not inlined: the teardown's frame stays small.
-    #[inline(never)]
-    fn stop_all(&self, ids: &[Option<CmId<Conn>>], disconnect: bool) {
-        for id in ids.iter().flatten() {
-            if disconnect {
-                id.disconnect();
-            }
-            if let Some(Err(e)) = id.qp().map(crate::verbs::Qp::stop) {
-                if crate::ffi::ratelimit() {
-                    pr_warn!(
-                        "connection {}: cannot stop a queue pair (errno {})\n",
-                        self.serial,
-                        e.get()
-                    );
-                }
-            }
-        }
-    }
-
     /// The teardown, asked for by the state machine (the state is
     /// `Closing`): disconnects, drains and destroys the queue pair (every
     /// operation in flight completes, with an error), frees registrations,
@@ -267,7 +243,12 @@ impl Conn {
         // arms the timer again.
         this.timer.cancel();
         drop(listener);
-        this.stop_all(&ids, in_handler.is_none());
+        // Every queue pair stops before the first drain: a drain's
+        // flushed READs let their pages go while the queue pairs after it
+        // would still place the peer's writes (an iWARP READ's sink stays
+        // registered in the connection's domain until its queue pair is
+        // destroyed).
+        super::data::stop_each(this.serial, ids.iter().flatten(), in_handler.is_none());
         for id in ids.iter_mut().flatten() {
             // Drained and destroyed: no completion callback runs any more.
             id.destroy_qp();

@@ -69,15 +69,7 @@ impl Conn {
                 // READ that failed. Every one stops before this batch
                 // lets any operation's memory go (the connection ends
                 // anyway).
-                if let Err(e) = g.stop_qps() {
-                    if ffi::ratelimit() {
-                        pr_warn!(
-                            "connection {}: cannot stop a queue pair (errno {})\n",
-                            self.serial,
-                            e.get()
-                        );
-                    }
-                }
+                g.stop_qps(self.serial);
                 g.state.flush_errno()
             }
             Caller::Atomic if failures => {

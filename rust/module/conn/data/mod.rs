@@ -129,7 +129,7 @@ use wait::*;
 
 pub(crate) use fence::RunFence;
 pub(in crate::conn) use followups::Followups;
-pub(in crate::conn) use path::{path_locks, Path, PathLock};
+pub(in crate::conn) use path::{path_locks, stop_each, Path, PathLock};
 pub(crate) use post::{OnPath, OpWork, Posted};
 pub(in crate::conn) use slots::Slots;
 pub(crate) use slots::{ReportTo, Waiter};
