@@ -295,8 +295,11 @@ def host_channel(work, role, done):
 # How long a guest may take to reach its test (RRDMA-GUEST-START): a debug
 # kernel boots in about 20 s under TCG.  A QEMU TCG guest now and then
 # hangs in early boot, before any of our code (seen once in a 7.3 guest,
-# at 1 s, after "e820: register RAM buffer"): then every guest of the run
-# is killed and the run starts again, once, with a result line saying so.
+# at 1 s, after "e820: register RAM buffer"), or crashes (QEMU 7.2
+# segfaulted at 0.5 s of a 7.3 guest's boot, enumerating PCI): then every
+# guest of the run is killed and the run starts again, once, with a result
+# line saying so.  A QEMU that dies after the guest reached its test fails
+# the run.
 # RRDMA_BOOT_LIMIT (seconds) changes the limit, to test the retry.
 BOOT_LIMIT = int(os.environ.get("RRDMA_BOOT_LIMIT", "180"))
 
@@ -336,17 +339,23 @@ def launch(args, work, initrd, roles):
 
 def boot_hang(work, roles, procs, start):
     """Waits until every guest reached its test; returns the role of one
-    that did not within BOOT_LIMIT (and is still running), or None."""
+    that did not, with why: still running after BOOT_LIMIT, or its QEMU
+    killed by a signal in boot (QEMU 7.2's TCG once segfaulted while the
+    guest enumerated PCI, 2026-12-02); None if all did."""
     while True:
         waiting = [r for r in roles
                    if "RRDMA-GUEST-START" not in ((work / f"results-{r}.log").read_text(errors="replace")
                                                   if (work / f"results-{r}.log").exists() else "")]
-        # One that exited without starting fails on its own, later.
+        for r in waiting:
+            rc = procs[r].poll()
+            if rc is not None and rc < 0:
+                return r, f"qemu exited {rc} in boot"
+        # One that exited otherwise without starting fails on its own, later.
         waiting = [r for r in waiting if procs[r].poll() is None]
         if not waiting:
             return None
         if time.monotonic() - start > BOOT_LIMIT:
-            return waiting[0]
+            return waiting[0], "hung in boot"
         time.sleep(1)
 
 
@@ -361,8 +370,9 @@ def run(args):
         hung = boot_hang(work, roles, procs, start)
         if hung is None or attempt == 1:
             break
+        hung, why = hung
         console = (work / f"console-{hung}.log").read_text(errors="replace").strip().splitlines()
-        retried = f"guest {hung} hung in boot at: {TIMESTAMP.sub('', console[-1]) if console else '-'}"
+        retried = f"guest {hung} {why} at: {TIMESTAMP.sub('', console[-1]) if console else '-'}"
         log(f"{retried}; starting the run again")
         for p in procs.values():
             p.kill()
