@@ -22,7 +22,7 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -175,6 +175,8 @@ fn unmap_races_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
     let f = open_disk(index).map_err(|e| format!("open the disk: {e}"))?;
     let stop = Arc::new(AtomicBool::new(false));
     let s = stop.clone();
+    let reads = Arc::new(AtomicU64::new(0));
+    let r = reads.clone();
     // Reads until one fails or finds the disk gone (end of disk); the
     // flag only bounds a reader that never sees the unmap.
     let reader = std::thread::spawn(move || {
@@ -183,7 +185,10 @@ fn unmap_races_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(60) {
             match f.read_at(buf.as_mut_slice(), (ok % 64) * BLOCK as u64) {
-                Ok(n) if n > 0 => ok += 1,
+                Ok(n) if n > 0 => {
+                    ok += 1;
+                    r.store(ok, SeqCst);
+                }
                 _ => {
                     ended = true;
                     break;
@@ -195,7 +200,15 @@ fn unmap_races_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
         }
         (ok, ended)
     });
+    // The unmap comes once reads are under way: 300 ms, or longer until
+    // the first read is back (a debug kernel's thread and first read can
+    // take that long), at most 30 s.
     std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    while reads.load(SeqCst) == 0 && t0.elapsed() < Duration::from_secs(30) && !reader.is_finished()
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let t0 = Instant::now();
     let unmapped = dev.blk_unmap(index, true);
     let took = t0.elapsed();
