@@ -204,11 +204,9 @@ fn unmap_races_io(dev: &Rrdma, peer: &str) -> Result<(), String> {
     // the first read is back (a debug kernel's thread and first read can
     // take that long), at most 30 s.
     std::thread::sleep(Duration::from_millis(300));
-    let t0 = Instant::now();
-    while reads.load(SeqCst) == 0 && t0.elapsed() < Duration::from_secs(30) && !reader.is_finished()
-    {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    crate::keepalive::wait_for(Duration::from_secs(30), || {
+        reads.load(SeqCst) > 0 || reader.is_finished()
+    });
     let t0 = Instant::now();
     let unmapped = dev.blk_unmap(index, true);
     let took = t0.elapsed();

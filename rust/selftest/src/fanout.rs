@@ -301,18 +301,17 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize, quick: bo
         // completions come further apart than any read waits, and whether
         // one is gathered is chance (0 and 62 in two runs of 2026-12-01):
         // only counted there, not asserted.
-        let window_us = GATHER_WINDOW_US;
         let on = ModParam::set("read_gather", "Y")?;
-        let fixed = ModParam::set("read_gather_us", &window_us.to_string())?;
+        let fixed = ModParam::set("read_gather_us", &GATHER_WINDOW_US.to_string())?;
         let gathered = || dev.fdinfo_value("rrdma-work-read-gathered").unwrap_or(0);
         let before = gathered();
         let f = figures(dev, &local, &imports, &exporters, false, n)?;
         let records = gathered().saturating_sub(before);
         fixed.restore()?;
         on.restore()?;
-        let asserted = peers >= 2 && 2.0 * read1 <= window_us as f64;
+        let asserted = peers >= 2 && 2.0 * read1 <= GATHER_WINDOW_US as f64;
         println!(
-            "# fanout {peers} exporters, read_gather_us={window_us}: {records} records gathered, {:.1} waits per batch of 32{}",
+            "# fanout {peers} exporters, read_gather_us={GATHER_WINDOW_US}: {records} records gathered, {:.1} waits per batch of 32{}",
             f.waits,
             if asserted {
                 String::new()
@@ -324,7 +323,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize, quick: bo
         ensure(
             records > 0 || !asserted,
             format!(
-                "read(2) gathered no record over {peers} exporters with read_gather_us={window_us} (one READ p50 {read1:.0} us)"
+                "read(2) gathered no record over {peers} exporters with read_gather_us={GATHER_WINDOW_US} (one READ p50 {read1:.0} us)"
             ),
         )
     })();
