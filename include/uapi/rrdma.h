@@ -572,7 +572,12 @@ struct rrdma_op {
  * (handles, kinds, bounds, access, size) before any is posted: if one is
  * refused, the ioctl fails with its errno, nothing is posted and
  * @submitted is the index of the refused operation.  An operation of more
- * blocks than its import's max_op_blocks is refused with E2BIG.  When the
+ * blocks than its import's max_op_blocks is refused with E2BIG.  One
+ * larger than its connection's own queue pair takes (a small one, beside
+ * the data lanes that carry the operations once the first operation opened
+ * them) waits for a lane to be up, before anything is posted, for at most
+ * 10 s: ENOSPC, logged, if none comes up (the peer granted none or
+ * refused them).  When the
  * queues are full, a prefix is posted; the ioctl returns how many
  * operations were posted and @submitted says the same; EAGAIN when none
  * could be.  Room comes back as posted operations complete: a caller reads
@@ -628,6 +633,8 @@ struct rrdma_completion {
 #define RRDMA_IOCTL_SUBMIT	_IOWR(RRDMA_IOCTL_MAGIC, 0x0c, struct rrdma_submit)
 /*
  * One operation, waited for: returns its status (user_data is ignored).
+ * It gets the checks of one operation of RRDMA_IOCTL_SUBMIT, and its wait
+ * for a data lane.
  * A signal interrupts it only before the operation is posted; once posted,
  * it is waited for to its end (a fatal signal excepted).
  */
@@ -915,8 +922,9 @@ struct rrdma_status_disk {
  * something); it returns once min_complete CQEs are ready, or earlier
  * when the task should reschedule (an IOPOLL ring ignores
  * IORING_ENTER_EXT_ARG's timeout), so a caller waits by asking again.
- * When the queues are full, io_uring issues the command again from a
- * worker thread, which waits for room (a signal ends it with -EINTR).
+ * When the queues are full, or the operation waits for a data lane (see
+ * RRDMA_IOCTL_SUBMIT), io_uring issues the command again from a worker
+ * thread, which waits (a signal ends it with -EINTR).
  * While the connection reconnects, its CQE is -EAGAIN (on an IOPOLL ring
  * too).  Its completion does not go through read(2).
  */

@@ -25,10 +25,13 @@ use super::errno::{Errno, ENOSPC};
 /// 512 entries each, 96 KiB more per queue pair on rxe.
 pub const SEND_MAX: u32 = 254;
 /// Most send-queue entries of a connection's own queue pair when data
-/// lanes carry its operations ([`queue_sizes_laned`]): 64 entries on
-/// either provider, against 256 (on rxe 78 KiB less per connection, its
+/// lanes carry its operations ([`queue_sizes_laned`]): 32 entries on
+/// either provider, against 256 (on rxe 90 KiB less per connection, its
 /// send queue and completion queue).
-pub const SEND_LANED: u32 = 62;
+pub const SEND_LANED: u32 = 30;
+/// The send queue whose operation slots bound an import's largest
+/// operation ([`import_ops`]).
+const SEND_IMPORT: u32 = 62;
 /// Most operation slots (send-queue entries for operations) of a queue
 /// pair: a data lane's whole send queue.
 pub const OPS_MAX: u32 = SEND_MAX;
@@ -182,10 +185,20 @@ pub fn queue_sizes(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
 /// The queue sizes of a connection whose operations go on its data lanes
 /// once they are up: its own queue pair keeps the control sends and gets
 /// a quarter of the rest of [`SEND_LANED`] for export registrations and
-/// the remainder (41) for the operations that come before the lanes, or
-/// on a CPU whose lane failed; a lane's are as [`queue_sizes`]'.
+/// the remainder (17) for the operations that come before the lanes; a
+/// lane's are as [`queue_sizes`]'.
 pub fn queue_sizes_laned(l: &DeviceLimits) -> Result<QueueSizes, TooSmall> {
     sized(l, SEND_LANED)
+}
+
+/// The operation slots whose budget bounds the largest operation on an
+/// import (`ops::max_op_blocks`), whatever queue pair of its connection
+/// the operation goes on: 41 where the device allows them, at most a
+/// lane's and a full own queue pair's. A laned connection's own queue
+/// pair has fewer ([`queue_sizes_laned`]): an operation larger than those
+/// waits for a lane.
+pub fn import_ops(l: &DeviceLimits) -> Result<u32, TooSmall> {
+    sized(l, SEND_IMPORT).map(|q| q.ops)
 }
 
 fn sized(l: &DeviceLimits, send_max: u32) -> Result<QueueSizes, TooSmall> {
@@ -259,7 +272,7 @@ mod tests {
         assert!(q.recv >= u32::from(CTRL_RECV_MIN));
     }
 
-    /// A laned connection's own queues take 64 entries, its lanes 256.
+    /// A laned connection's own queues take 32 entries, its lanes 256.
     #[test]
     fn a_laned_connection_keeps_a_small_queue_of_its_own() {
         let full = queue_sizes(&DeviceLimits::UNLIMITED).unwrap();
@@ -267,24 +280,32 @@ mod tests {
         assert_eq!(
             q,
             QueueSizes {
-                ops: 41,
+                ops: 17,
                 lane_ops: OPS_MAX,
-                grant_regs: 13,
+                grant_regs: 5,
                 ctrl_send: CTRL_SEND,
                 recv: CTRL_RECV
             }
         );
         assert_eq!(q.send_wrs(), SEND_LANED);
-        assert_eq!((q.send_cqe() + 1).next_power_of_two(), 64);
+        // rxe: the drain's entry and its ring's empty slot.
+        assert_eq!((q.send_wrs() + 1 + 1).next_power_of_two(), 32);
+        assert_eq!((q.send_cqe() + 1).next_power_of_two(), 32);
+        // An import's operations fit a lane and a full own queue pair,
+        // and are larger than the small one's.
+        let import = import_ops(&DeviceLimits::UNLIMITED).unwrap();
+        assert_eq!(import, 41);
+        assert!(import > q.ops && import <= full.ops && import <= q.lane_ops);
         assert_eq!(q.lane_ops, full.lane_ops);
         assert!(q.ops >= OPS_MIN);
-        // A small NIC's queue is the smaller bound.
+        // A small NIC's queue is the smaller bound of an import's.
         let l = DeviceLimits {
             max_qp_wr: 48,
             max_cqe: 64,
             ..DeviceLimits::UNLIMITED
         };
-        assert_eq!(queue_sizes_laned(&l), queue_sizes(&l));
+        assert_eq!(import_ops(&l), queue_sizes(&l).map(|q| q.ops));
+        assert_eq!(queue_sizes_laned(&l).map(|q| q.ops), Ok(17));
     }
 
     #[test]

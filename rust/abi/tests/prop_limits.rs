@@ -5,8 +5,8 @@
 
 use proptest::prelude::*;
 use rrdma_abi::limits::{
-    queue_sizes, queue_sizes_laned, DeviceLimits, CTRL_RECV, CTRL_SEND, OPS_MAX, OPS_MIN,
-    SEND_LANED, SEND_MAX,
+    import_ops, queue_sizes, queue_sizes_laned, DeviceLimits, CTRL_RECV, CTRL_SEND, OPS_MAX,
+    OPS_MIN, SEND_LANED, SEND_MAX,
 };
 use rrdma_abi::wire::CTRL_RECV_MIN;
 
@@ -54,6 +54,13 @@ proptest! {
                 prop_assert!(s.send_wrs() <= SEND_LANED.min(q.send_wrs()));
                 prop_assert!((OPS_MIN..=q.ops).contains(&s.ops));
                 prop_assert!(s.lane_ops == q.lane_ops && s.recv == q.recv);
+                // An import's largest operation fits every queue pair but
+                // the small own one, which it may outgrow (it waits for a
+                // lane).
+                let i = import_ops(&l);
+                prop_assert!(i.is_ok());
+                let i = i.unwrap();
+                prop_assert!((s.ops..=q.ops).contains(&i) && i <= q.lane_ops);
             }
             // Refused only when no sizing could fit (the bound is
             // exact: one entry more and it fits).

@@ -146,6 +146,9 @@ impl Conn {
                     p.up = true;
                     p.joined = true;
                     self.shared.work.lane_up();
+                    // An operation too large for the own queue pair may
+                    // wait for it (`Conn::wait_lane`).
+                    self.cv.notify_all();
                     Ok(())
                 } else {
                     Err(ENOTCONN)
@@ -293,6 +296,11 @@ impl Conn {
             }
             return;
         }
+        if let Some(p) = g.paths.get_mut(lane) {
+            p.failed = true;
+        }
+        // An operation waiting for a lane may have none left to wait for.
+        self.cv.notify_all();
         if g.state.is_connected() && ffi::ratelimit() {
             pr_warn!(
                 "connection {}: lane {} not set up (errno {}); its operations use the other queue pairs\n",

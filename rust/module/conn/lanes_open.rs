@@ -4,14 +4,24 @@
 //! first operation that could take one, on the active side; at the passive
 //! side's first (wire version 6), which asks the active side for them
 //! (`Ctrl::LanesWanted`) through the lanes work; or at the active side's
-//! establishment, when that ask came first.
+//! establishment, when that ask came first. An operation larger than the
+//! connection's small own queue pair takes waits for the first lane
+//! ([`Conn::wait_lane`]).
 
 use kernel::sync::Arc;
 use kernel::workqueue::{impl_has_work, WorkItem};
 
-use super::{ctrl::answer, Conn, ConnInner};
-use crate::abi::wire::{self, Ctrl};
-use crate::ffi;
+use super::{ctrl::answer, deadline, imports::Import, wait_until, Conn, ConnInner};
+use crate::abi::errno::{Errno, EAGAIN, ENOSPC, ETIMEDOUT};
+use crate::abi::{
+    ops,
+    wire::{self, Ctrl},
+};
+use crate::ffi::{self, warn_user};
+
+/// How long an operation waits for a lane at most (`Conn::wait_lane`): the
+/// passive side cannot tell that the active side's lanes failed.
+const LANE_WAIT_MS: u32 = 10_000;
 
 impl_has_work! {
     impl HasWork<Self, 4> for Conn { self.lanes_work }
@@ -89,5 +99,74 @@ impl Conn {
     pub(super) fn path_for_ops(self: &Arc<Self>, g: &mut ConnInner, cpu: u32) -> usize {
         self.open_deferred_lanes(g);
         g.pick_path(cpu)
+    }
+}
+
+impl ConnInner {
+    /// An operation of `len` bytes on an import whose exporter's chunks
+    /// are 2^`remote_shift` bytes has no queue pair to go on: it may take
+    /// more work requests than the own queue pair's operation entries
+    /// (`Resources::own_budget`), and no lane is up.
+    fn lacks_lane(&self, len: u64, remote_shift: u32) -> bool {
+        self.res.as_ref().is_some_and(|r| {
+            ops::max_wrs(len, r.chunk_shift, remote_shift, r.iwarp) > u64::from(r.own_budget)
+        }) && self.lane_up().is_none()
+    }
+
+    /// No lane will come: the peer granted none, or each failed to set up
+    /// (on the active side; the passive side cannot tell).
+    fn lanes_lost(&self, active: bool) -> bool {
+        self.lanes == 0
+            || (active
+                && self.paths.len() > usize::from(self.lanes)
+                && self.paths.iter().skip(1).all(|p| p.failed))
+    }
+}
+
+impl Conn {
+    /// Waits (interruptibly, at most [`LANE_WAIT_MS`]) until an operation
+    /// of `len` bytes on `import`, larger than its connection's own queue
+    /// pair takes, has a lane to go on, asking for the lanes first;
+    /// `EAGAIN` instead of a wait unless `block`. `ENOSPC` (logged) when
+    /// no lane will come or none came in time. A connection that ends
+    /// meanwhile is left to the post to report.
+    pub(crate) fn wait_lane(
+        self: &Arc<Self>,
+        import: &Import,
+        len: u64,
+        block: bool,
+    ) -> Result<(), Errno> {
+        let shift = import.chunk_shift;
+        let mut g = self.inner.lock();
+        if !g.lacks_lane(len, shift) {
+            return Ok(());
+        }
+        self.open_deferred_lanes(&mut g);
+        if !g.lanes_lost(self.active) && !block {
+            return Err(EAGAIN);
+        }
+        let mut left = deadline(LANE_WAIT_MS);
+        let r = wait_until(&self.cv, g.guard(), &mut left, |i| {
+            !i.state.is_connected() || !i.lacks_lane(len, shift) || i.lanes_lost(self.active)
+        });
+        if !g.state.is_connected() || !g.lacks_lane(len, shift) {
+            return Ok(());
+        }
+        let e = match r {
+            Err(e) if e != ETIMEDOUT => return Err(e),
+            _ => ENOSPC,
+        };
+        let (lanes, up) = (g.lanes, g.paths.len() - 1);
+        drop(g);
+        warn_user!(
+            "connection {}: an operation of {} bytes needs a data lane (its own queue pair takes {} at most), and none is up of {} granted, {} set up (errno {})\n",
+            self.serial,
+            len,
+            import.own_op_len,
+            lanes,
+            up,
+            e.get()
+        );
+        Err(e)
     }
 }

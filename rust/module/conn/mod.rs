@@ -140,9 +140,14 @@ struct Resources {
     chunk_shift: u32,
     /// Export registrations that may be in flight on the queue pair.
     grant_regs: u32,
-    /// Work requests an imported region's operation may take: a small own
-    /// queue pair's, whatever this one is, so a reconnect keeps it true.
+    /// Work requests an imported region's operation may take
+    /// (`limits::import_ops`), whatever queue pairs this connection has,
+    /// so that a reconnect keeps it true.
     import_budget: u32,
+    /// Work requests an operation may take on the connection's own queue
+    /// pair (path 0): on a small one, fewer than `import_budget`, and a
+    /// larger operation waits for a lane (`Conn::wait_lane`).
+    own_budget: u32,
     /// The own queue pair is small (`limits::queue_sizes_laned`): the
     /// lanes alone share the CPUs' operations (`ConnInner::pick_path`).
     own_small: bool,

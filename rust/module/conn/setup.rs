@@ -276,8 +276,8 @@ impl Conn {
             dma_sge_rd: if disk && !iwarp { limits.max_sge_rd } else { 1 },
         };
         let (lane_sinks, lane_fence_sinks) = sinks(q.lane_ops);
-        let small = limits::queue_sizes_laned(&limits).map_or(q.ops, |l| l.ops.min(q.ops));
-        let import_budget = data::Slots::budget(small, sinks(small).0);
+        let import_ops = limits::import_ops(&limits).map_or(q.ops, |o| o.min(q.lane_ops));
+        let import_budget = data::Slots::budget(import_ops, sinks(import_ops).0);
         id.create_qp(&pd, &sizes)
             .inspect_err(|e| warn_user!("cannot create a queue pair: errno {}\n", e.get()))?;
         g.stopped = false;
@@ -289,6 +289,7 @@ impl Conn {
             chunk_shift,
             grant_regs: q.grant_regs,
             import_budget,
+            own_budget: data::Slots::budget(q.ops, data_sinks),
             own_small: laned,
             // A lane carries operations only: no export registrations and
             // no control messages. Its one receive is a tripwire: the

@@ -299,7 +299,13 @@ impl FileState {
                 addr,
                 req.op_size as usize,
             )?);
-            match self.resolve(&op) {
+            // An operation larger than its connection's own queue pair
+            // takes waits for a lane, before anything is posted.
+            let r = self.resolve(&op).and_then(|(imp, blocks)| match &blocks {
+                Some((_, c)) => imp.wait_lane(c.len, true).map(|()| (imp, blocks)),
+                None => Ok((imp, blocks)),
+            });
+            match r {
                 Ok((imp, blocks)) => resolved.push((imp, blocks, op), GFP_KERNEL)?,
                 Err(e) => {
                     warn_user!("SUBMIT: operation {} refused: errno {}\n", i, e.get());
@@ -435,6 +441,13 @@ impl FileState {
         let (imp, blocks) = self.resolve(op).inspect_err(|e| {
             warn_user!("io_uring: operation refused: errno {}\n", e.get());
         })?;
+        // An operation larger than its connection's own queue pair takes
+        // waits for a lane (a worker's wait, as for room), before `cmd` is
+        // taken.
+        if let Some((_, c)) = &blocks {
+            imp.wait_lane(c.len, !nonblock)
+                .map_err(|e| if e == ERESTARTSYS { EINTR } else { e })?;
+        }
         let mut to = ReportTo {
             user_data: op.user_data,
             opcode: op.opcode,

@@ -6,7 +6,9 @@
 //! it accepted, from a peer that never posts an operation, must not stay
 //! on it. Two files of this host: the active one connects and exports, the
 //! passive one accepts, imports and READs; the READ asks the active side
-//! for the lanes (`Ctrl::LanesWanted`), and both files count them up.
+//! for the lanes (`Ctrl::LanesWanted`), and both files count them up. A
+//! passive side's first operation too large for the small queue pair
+//! waits for the lanes the active side opens at its ask.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -69,4 +71,48 @@ pub(crate) fn checks(t: &mut Tap, me: &str) {
         ),
         res,
     );
+    if want > 0 {
+        t.check(
+            "lanes: the passive side's first operation, of max_op_blocks, waits for a lane and reads the active side's bytes",
+            first_large(me),
+        );
+    }
+}
+
+/// The passive side's first operation is a READ of `max_op_blocks` (7 MiB
+/// on siw, 12 on rxe, of a 16 MiB export), more than its small own queue
+/// pair takes: it waits for the lanes it asks the active side for, goes
+/// on one, and reads the active side's bytes.
+fn first_large(me: &str) -> Result<(), String> {
+    let me: SocketAddr = format!("{me}:7492").parse().map_err(|_| "address")?;
+    let e = |what: &'static str| move |err: std::io::Error| format!("{what}: {err}");
+    let passive = Rrdma::open().map_err(e("open"))?;
+    let active = Rrdma::open().map_err(e("open"))?;
+    let listener = passive.listen(me, 4).map_err(e("listen"))?;
+    let _conn = active.connect(me, T).map_err(e("connect"))?;
+    let accepted = listener
+        .accept(Some(T))
+        .map_err(e("accept"))?
+        .ok_or("accept: none")?;
+    let mut region = active.create_region(4096, 4096).map_err(e("region"))?;
+    crate::remote::pattern(region.as_mut_slice(), 21);
+    let export = active
+        .export(&region, Access::ReadWrite, None)
+        .map_err(e("export"))?;
+    let remote = accepted.import(export.token(), T).map_err(e("import"))?;
+    let n = remote.max_op_blocks().min(4096);
+    let local = passive
+        .create_region(4096, u64::from(n))
+        .map_err(e("region"))?;
+    passive
+        .rw_sync(&remote.op(OP_READ, &local, 0, 0, n, 0))
+        .map_err(e("READ"))?;
+    let on_lanes = passive.fdinfo_value("rrdma-lane-ops").unwrap_or(0);
+    println!("# passive side's first READ of {n} blocks: {on_lanes} on data lanes");
+    ensure(
+        on_lanes == 1,
+        format!("{on_lanes} operations on data lanes"),
+    )?;
+    let want = &region.as_slice()[..local.as_slice().len()];
+    ensure(local.as_slice() == want, "the bytes read differ")
 }

@@ -22,6 +22,8 @@ pub(in crate::conn) struct Path {
     /// A lane's failure is its connection's: accepted (passive side) or
     /// established (active side).
     pub(in crate::conn) joined: bool,
+    /// A lane that could not be set up (active side): left unused.
+    pub(in crate::conn) failed: bool,
     /// Path 0's sizes while its data state waits for the path's first
     /// operation ([`Conn::ready_path`]): an idle connection holds none of
     /// it (about 50 KiB of slots and work-request scratch).
@@ -44,6 +46,7 @@ impl Path {
             lane: None,
             up: false,
             joined: false,
+            failed: false,
             pending: None,
         }
     }
@@ -139,21 +142,31 @@ impl crate::conn::ConnInner {
     /// The path an operation submitted on `cpu` takes (a disk's request:
     /// `cpu` is its tag): lane `cpu` modulo the paths, if that lane is up,
     /// else the connection's own queue pair; where that one is small, the
-    /// lanes alone share the CPUs.
+    /// lanes alone share the CPUs, and a CPU whose lane is not up takes
+    /// the first lane that is (the small queue pair has room for few
+    /// operations, and none for a large one: `Conn::wait_lane`).
     pub(in crate::conn) fn pick_path(&self, cpu: u32) -> usize {
         let n = self.paths.len();
         if n <= 1 {
             return 0;
         }
-        let p = match self.res.as_ref().is_some_and(|r| r.own_small) {
+        let small = self.res.as_ref().is_some_and(|r| r.own_small);
+        let p = match small {
             true => 1 + cpu as usize % (n - 1),
             false => cpu as usize % n,
         };
         if self.paths.get(p).is_some_and(|x| x.up) {
             p
+        } else if small {
+            self.lane_up().unwrap_or(0)
         } else {
             0
         }
+    }
+
+    /// The first data lane that is up.
+    pub(in crate::conn) fn lane_up(&self) -> Option<usize> {
+        self.paths.iter().skip(1).position(|x| x.up).map(|i| i + 1)
     }
 }
 

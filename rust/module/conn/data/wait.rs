@@ -120,6 +120,9 @@ impl Conn {
         work: OpWork<'_>,
         opcode: u32,
     ) -> Result<i32, Errno> {
+        if let OpWork::Blocks(_, c) = work {
+            import.wait_lane(c.len, true)?;
+        }
         let w = SyncWait::new().map_err(|_| ENOMEM)?;
         let mut to = ReportTo {
             user_data: 0,

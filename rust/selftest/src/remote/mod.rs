@@ -45,7 +45,7 @@ use common::op;
 use connections::{close_in_flight, many_connections, mr_limit_checks, revoke_checks};
 use data::{fence_visibility_checks, integrity_checks, thread_checks};
 pub(crate) use lanes::lanes_expected;
-use lanes::{lane_ops_checks, lanes_up_checks};
+use lanes::{first_large_checks, lane_ops_checks, lanes_up_checks};
 use setup::{connect_checks, export_checks, import_checks, listen_checks};
 
 use crate::{ensure, expect_errno, expect_ok, Tap};
@@ -101,6 +101,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, quick: bool) {
     let (Ok(rw), Ok(ro)) = (rw, ro) else { return };
     println!("# rw import: max_op_blocks {}", rw.max_op_blocks());
     let lanes = lanes_up_checks(dev, t, &rw);
+    first_large_checks(t, peer, &rw, rw_token);
     // A guest emulating a small NIC (module limit_* parameters) says what
     // its queues and page lists allow.
     if let Ok(want) = std::env::var("RRDMA_MAX_OP_BLOCKS") {
