@@ -140,16 +140,13 @@ struct Resources {
     chunk_shift: u32,
     /// Export registrations that may be in flight on the queue pair.
     grant_regs: u32,
-    /// Work requests an imported region's operation may take
-    /// (`limits::import_ops`), whatever queue pairs this connection has,
-    /// so that a reconnect keeps it true.
+    /// Work requests an import's operation may take (`limits::import_ops`)
+    /// on any queue pair, so that a reconnect keeps it true.
     import_budget: u32,
-    /// Work requests an operation may take on the connection's own queue
-    /// pair (path 0): on a small one, fewer than `import_budget`, and a
-    /// larger operation waits for a lane (`Conn::wait_lane`).
+    /// Work requests an operation may take on the own queue pair: fewer on
+    /// a small one, where a larger one waits for a lane (`Conn::wait_lane`).
     own_budget: u32,
-    /// The own queue pair is small (`limits::queue_sizes_laned`): the
-    /// lanes alone share the CPUs' operations (`ConnInner::pick_path`).
+    /// The own queue pair is small (`limits::queue_sizes_laned`).
     own_small: bool,
     /// The sizes of a data lane's queue pair (`lanes.rs`).
     lane_sizes: crate::verbs::QpSizes,

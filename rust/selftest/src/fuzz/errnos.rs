@@ -69,8 +69,19 @@ const CLOSED: Group = &[
 /// overflows EOVERFLOW, zero blocks, another block size or a bad opcode
 /// EINVAL, a write to a read-only export EPERM, a revoked import
 /// EKEYREVOKED, more than `max_op_blocks` E2BIG; queues full or the
-/// connection reconnecting EAGAIN (rrdma.h SUBMIT and CONNECT).
-const OP: Group = &[ERANGE, EOVERFLOW, EINVAL, EPERM, EKEYREVOKED, E2BIG, EAGAIN];
+/// connection reconnecting EAGAIN; larger than the connection's own
+/// queue pair takes with no data lane up ENOSPC (rrdma.h SUBMIT and
+/// CONNECT).
+const OP: Group = &[
+    ERANGE,
+    EOVERFLOW,
+    EINVAL,
+    EPERM,
+    EKEYREVOKED,
+    E2BIG,
+    EAGAIN,
+    ENOSPC,
+];
 /// CONNECT (rrdma.h and rrdma.rst, Connections): nobody listens
 /// ECONNREFUSED, ETIMEDOUT, EHOSTUNREACH, no usable device ENODEV, no
 /// local port EADDRNOTAVAIL, unknown family EAFNOSUPPORT.
