@@ -130,6 +130,7 @@ impl Conn {
                 // The first operation that could use a lane opens them
                 // (`lanes.rs`): an idle connection holds one queue pair.
                 g.lanes_deferred = self.ops_open_lanes(&g);
+                g.lanes_timed_out = false;
                 if core::mem::take(&mut g.lanes_asked) {
                     self.open_deferred_lanes(&mut g);
                 }

@@ -247,18 +247,14 @@ pub(crate) struct Import {
     pub(super) chunk_shift: u32,
     /// The largest block count of one operation on this import.
     pub(crate) max_op_blocks: u32,
-    /// The most bytes of one operation that its connection's own queue
-    /// pair takes: a larger one waits for a data lane
-    /// ([`Conn::wait_lane`]).
-    pub(super) own_op_len: u64,
 }
 
 impl Import {
     /// Waits for a queue pair that takes an operation of `len` bytes on
-    /// this import, if its connection's own takes fewer
+    /// this import, if its connection's own does not
     /// ([`Conn::wait_lane`]); `EAGAIN` instead of a wait unless `block`.
     pub(crate) fn wait_lane(&self, len: u64, block: bool) -> Result<(), Errno> {
-        match len <= self.own_op_len {
+        match self.conn.own_takes(len, self.chunk_shift) {
             true => Ok(()),
             false => self.conn.wait_lane(self, len, block),
         }
@@ -337,7 +333,7 @@ impl Conn {
         timeout_ms: u32,
     ) -> Result<Import, Errno> {
         let Fetched { head: h, rkeys } = self.fetch_grant(token, timeout_ms)?;
-        let (local_shift, depth, own, iwarp) = {
+        let (local_shift, depth, iwarp) = {
             let mut g = self.inner.lock();
             // Revoked while importing: as for an import after the revoke.
             match g.imports.check(entry) {
@@ -355,21 +351,10 @@ impl Conn {
                     true => r.own_budget,
                     false => r.import_budget,
                 }),
-                g.res.as_ref().map_or(0, |r| r.own_budget),
                 g.res.as_ref().is_some_and(|r| r.iwarp),
             )
         };
         let remote_shift = u32::from(h.chunk_shift);
-        let blocks = |budget: u32| {
-            ops::max_op_blocks(
-                h.block_size,
-                local_shift,
-                remote_shift,
-                u64::from(budget),
-                iwarp,
-            )
-        };
-        let max_op_blocks = blocks(depth);
         Ok(Import {
             conn: self.clone(),
             entry,
@@ -377,8 +362,13 @@ impl Conn {
             geometry: Geometry::new(h.block_size, h.nblocks, u64::MAX).map_err(|_| EPROTO)?,
             writable: h.writable,
             chunk_shift: remote_shift,
-            max_op_blocks,
-            own_op_len: u64::from(blocks(own).min(max_op_blocks)) * u64::from(h.block_size),
+            max_op_blocks: ops::max_op_blocks(
+                h.block_size,
+                local_shift,
+                remote_shift,
+                u64::from(depth),
+                iwarp,
+            ),
         })
     }
 

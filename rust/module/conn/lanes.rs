@@ -24,9 +24,11 @@
 //! there breaks the protocol and fails the queue pair), and control
 //! messages, grants and keepalive stay on the connection's own queue pair.
 //! An operation goes to the submitting CPU's lane (a disk's request: its
-//! tag's) once that lane is established, else to the connection's own
-//! queue pair (`ConnInner::pick_path`), so nothing waits for lanes: a lane
-//! that cannot be set up is logged and left unused. Once established, a
+//! tag's) once that lane is established, else to the first lane that is,
+//! else to the connection's own queue pair (`ConnInner::pick_path`), so
+//! only an operation too large for a small own queue pair waits for lanes
+//! (`Conn::wait_lane`): a lane that cannot be set up is logged and left
+//! unused. Once established, a
 //! lane's failure is its connection's: the connection ends, and its
 //! teardown destroys every lane before the domain.
 //!
@@ -71,19 +73,19 @@ impl Conn {
 
     /// Connects the lanes the peer granted (the active side, its
     /// connection just established). A lane that cannot start is left
-    /// unused.
+    /// unused (marked failed, for `Conn::wait_lane`).
     pub(super) fn open_lanes(self: &Arc<Self>, g: &mut ConnInner) {
         for lane in 1..=usize::from(g.lanes) {
-            let r = g
-                .paths
-                .push(Path::new(), GFP_KERNEL)
-                .map_err(|_| ENOMEM)
-                .and_then(|()| CmId::create(self, false));
-            let id = match r {
+            if g.paths.push(Path::new(), GFP_KERNEL).is_err() {
+                // A lane's path is its index: none after it either.
+                self.lane_failed(g, lane, ENOMEM);
+                return;
+            }
+            let id = match CmId::create(self, false) {
                 Ok(id) => id,
                 Err(e) => {
                     self.lane_failed(g, lane, e);
-                    return;
+                    continue;
                 }
             };
             // Under the lock: the id's first event waits until it is

@@ -8,6 +8,8 @@
 //! connection's small own queue pair takes waits for the first lane
 //! ([`Conn::wait_lane`]).
 
+use core::sync::atomic::Ordering;
+
 use kernel::sync::Arc;
 use kernel::workqueue::{impl_has_work, WorkItem};
 
@@ -43,7 +45,8 @@ impl WorkItem<4> for Conn {
                 this.open_lanes(&mut g);
             } else if let Err(e) = answer(&mut g, &this.shared.ctrl, Ctrl::LanesWanted) {
                 // The next operation asks again; this one stays on the
-                // connection's own queue pair.
+                // connection's own queue pair, or waits for a lane
+                // (`Conn::wait_lane`) until it times out.
                 g.lanes_deferred = true;
                 crate::ffi::warn_user!("cannot ask the peer for data lanes: errno {}\n", e.get());
             }
@@ -102,6 +105,27 @@ impl Conn {
     }
 }
 
+impl Conn {
+    /// Records what the own queue pair just set up takes of one operation:
+    /// `budget` work requests, with local chunks of 2^`chunk_shift` bytes
+    /// (on iWARP if `iwarp`), for [`Conn::own_takes`].
+    pub(super) fn set_own_fits(&self, budget: u32, chunk_shift: u32, iwarp: bool) {
+        let v = u64::from(budget) | u64::from(chunk_shift) << 32 | u64::from(iwarp) << 40;
+        self.own_fits.store(v, Ordering::Relaxed);
+    }
+
+    /// Whether the own queue pair takes an operation of `len` bytes whose
+    /// remote chunks are 2^`remote_shift` bytes (no lock: a reconnect that
+    /// changed it meanwhile makes the post say `EAGAIN`); yes before it
+    /// exists (the post reports that).
+    pub(super) fn own_takes(&self, len: u64, remote_shift: u32) -> bool {
+        let v = self.own_fits.load(Ordering::Relaxed);
+        v == 0
+            || ops::max_wrs(len, (v >> 32) as u8 as u32, remote_shift, v >> 40 != 0)
+                <= u64::from(v as u32)
+    }
+}
+
 impl ConnInner {
     /// An operation of `len` bytes on an import whose exporter's chunks
     /// are 2^`remote_shift` bytes has no queue pair to go on: it may take
@@ -114,9 +138,11 @@ impl ConnInner {
     }
 
     /// No lane will come: the peer granted none, or each failed to set up
-    /// (on the active side; the passive side cannot tell).
+    /// (on the active side; the passive side cannot tell, and stops
+    /// waiting for this establishment's after one wait timed out).
     fn lanes_lost(&self, active: bool) -> bool {
         self.lanes == 0
+            || self.lanes_timed_out
             || (active
                 && self.paths.len() > usize::from(self.lanes)
                 && self.paths.iter().skip(1).all(|p| p.failed))
@@ -152,21 +178,26 @@ impl Conn {
         if !g.state.is_connected() || !g.lacks_lane(len, shift) {
             return Ok(());
         }
-        let e = match r {
+        match r {
             Err(e) if e != ETIMEDOUT => return Err(e),
-            _ => ENOSPC,
-        };
-        let (lanes, up) = (g.lanes, g.paths.len() - 1);
+            Err(_) => g.lanes_timed_out = true,
+            Ok(()) => {}
+        }
+        let (lanes, tried, budget) = (
+            g.lanes,
+            g.paths.len() - 1,
+            g.res.as_ref().map_or(0, |r| r.own_budget),
+        );
         drop(g);
         warn_user!(
-            "connection {}: an operation of {} bytes needs a data lane (its own queue pair takes {} at most), and none is up of {} granted, {} set up (errno {})\n",
+            "connection {}: an operation of {} bytes needs a data lane (its own queue pair takes {} work requests), and none is up: {} granted, {} tried (errno {})\n",
             self.serial,
             len,
-            import.own_op_len,
+            budget,
             lanes,
-            up,
-            e.get()
+            tried,
+            ENOSPC.get()
         );
-        Err(e)
+        Err(ENOSPC)
     }
 }

@@ -76,13 +76,13 @@
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use kernel::prelude::*;
-use kernel::sync::{new_condvar, new_mutex, Arc, CondVar, CondVarTimeoutResult};
+use kernel::sync::{new_condvar, new_mutex, Arc, CondVar};
 use kernel::workqueue::{new_work, Work};
 
 use crate::abi::Result;
 use crate::abi::{
     conn::{step_gated, Action, Event, State},
-    errno::{Errno, EAGAIN, ENOTCONN, ERESTARTSYS, ETIMEDOUT},
+    errno::{Errno, EAGAIN, ENOTCONN},
     keepalive::Settings,
     wire,
 };
@@ -107,6 +107,7 @@ mod setup;
 mod status;
 mod teardown;
 mod uses;
+mod waits;
 
 pub(crate) use ctrl::CtrlCounts;
 pub(crate) use data::{OnPath, OpWork, Posted, ReportTo, RunFence, Waiter};
@@ -114,6 +115,7 @@ pub(crate) use imports::Import;
 pub(crate) use keepalive::KeepaliveCounts;
 pub(crate) use reconnect::{ReconnectCounts, Retry};
 pub(crate) use teardown::FailedWr;
+use waits::{deadline, wait_until};
 
 /// Control receive buffers we post (and advertise). The other queue sizes
 /// come from the device's limits (`abi::limits::queue_sizes`).
@@ -141,7 +143,7 @@ struct Resources {
     /// Export registrations that may be in flight on the queue pair.
     grant_regs: u32,
     /// Work requests an import's operation may take (`limits::import_ops`)
-    /// on any queue pair, so that a reconnect keeps it true.
+    /// whatever the queue pairs, so a reconnect keeps it: a lane's or more.
     import_budget: u32,
     /// Work requests an operation may take on the own queue pair: fewer on
     /// a small one, where a larger one waits for a lane (`Conn::wait_lane`).
@@ -211,6 +213,10 @@ struct ConnInner {
     /// The passive side asked for the lanes (`Ctrl::LanesWanted`) before
     /// this side's establishment was handled: they open at it.
     lanes_asked: bool,
+    /// An operation's wait for a lane timed out since the establishment:
+    /// the next too large for the own queue pair fails at once
+    /// (`Conn::wait_lane`).
+    lanes_timed_out: bool,
     /// The queue pairs stopped ([`ConnInner::stop_qps`]) since `id`'s was
     /// set up: a lane that connects after that stops too.
     stopped: bool,
@@ -313,43 +319,12 @@ pub(crate) struct Conn {
     /// The moving mean of its synchronous operations' completion times, in
     /// ns (0: none yet), which sets how long they poll (`data/wait.rs`).
     sync_mean_ns: AtomicU64,
+    /// What the own queue pair takes of one operation, set with its
+    /// resources (`Conn::own_takes`; 0: none yet).
+    own_fits: AtomicU64,
     /// Keepalive while established; backoff and attempt deadline while
     /// reconnecting.
     timer: crate::timer::Timer,
-}
-
-/// Waits on `cv` (with `g` locked) until `done` holds: `ERESTARTSYS` on a
-/// signal or pending task work (io_uring's completions raise
-/// `TIF_NOTIFY_SIGNAL`: the ioctl then restarts after running it, where
-/// `EINTR` would fail a call nothing interrupted), `ETIMEDOUT` after
-/// `*left` jiffies (`None`: no timeout), which is updated so that
-/// consecutive waits share one deadline.
-fn wait_until<T: Unpin, B: kernel::sync::lock::Backend>(
-    cv: &CondVar,
-    g: &mut kernel::sync::lock::Guard<'_, T, B>,
-    left: &mut Option<kernel::time::Jiffies>,
-    mut done: impl FnMut(&mut T) -> bool,
-) -> Result<(), Errno> {
-    while !done(g) {
-        match left {
-            None => {
-                if cv.wait_interruptible(g) {
-                    return Err(ERESTARTSYS);
-                }
-            }
-            Some(j) => match cv.wait_interruptible_timeout(g, *j) {
-                CondVarTimeoutResult::Timeout => return Err(ETIMEDOUT),
-                CondVarTimeoutResult::Signal { .. } => return Err(ERESTARTSYS),
-                CondVarTimeoutResult::Woken { jiffies } => *j = jiffies,
-            },
-        }
-    }
-    Ok(())
-}
-
-/// A deadline `timeout_ms` from now for [`wait_until`] (`u32::MAX`: none).
-fn deadline(timeout_ms: u32) -> Option<kernel::time::Jiffies> {
-    (timeout_ms != u32::MAX).then(|| kernel::time::msecs_to_jiffies(timeout_ms))
 }
 
 impl Conn {
@@ -391,6 +366,7 @@ impl Conn {
                     flushed_early: false,
                     lanes_deferred: false,
                     lanes_asked: false,
+                    lanes_timed_out: false,
                     stopped: false,
                 }, "Conn::inner")),
                 cv <- new_condvar!("Conn::cv"),
@@ -404,6 +380,7 @@ impl Conn {
                 heard: AtomicU64::new(0),
                 failed: AtomicU64::new(0),
                 sync_mean_ns: AtomicU64::new(0),
+                own_fits: AtomicU64::new(0),
                 timer,
             }),
             GFP_KERNEL,

@@ -283,13 +283,15 @@ impl Conn {
         g.stopped = false;
         g.peer = id.peer();
         self.size_path0(g, q.ops, sizes.sinks, sizes.fence_sinks)?;
+        let own_budget = data::Slots::budget(q.ops, data_sinks);
+        self.set_own_fits(own_budget, chunk_shift, iwarp);
         g.res = Some(Resources {
             grants: grants::Grants::new(),
             pd,
             chunk_shift,
             grant_regs: q.grant_regs,
             import_budget,
-            own_budget: data::Slots::budget(q.ops, data_sinks),
+            own_budget,
             own_small: laned,
             // A lane carries operations only: no export registrations and
             // no control messages. Its one receive is a tripwire: the

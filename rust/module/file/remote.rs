@@ -308,7 +308,9 @@ impl FileState {
             match r {
                 Ok((imp, blocks)) => resolved.push((imp, blocks, op), GFP_KERNEL)?,
                 Err(e) => {
-                    warn_user!("SUBMIT: operation {} refused: errno {}\n", i, e.get());
+                    if e != ERESTARTSYS {
+                        warn_user!("SUBMIT: operation {} refused: errno {}\n", i, e.get());
+                    }
                     req.submitted = i;
                     uarg::write(arg, d, &req.encode())?;
                     return Err(e);

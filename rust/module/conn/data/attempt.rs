@@ -86,6 +86,12 @@ impl Conn {
             // More work requests than an operation may take: staged, it
             // takes fewer.
             Err(e) if e == E2BIG && dma => return Err(EXDEV),
+            // A small own queue pair's, for an operation that found a lane
+            // up (`Conn::wait_lane`) before a reconnect took it: as for
+            // the reconnect.
+            Err(e) if e == E2BIG && p == 0 && inner.res.as_ref().is_some_and(|r| r.own_small) => {
+                return Err(EAGAIN)
+            }
             r => r?,
         };
         let (paths, id, res) = (&inner.paths, &inner.id, &inner.res);

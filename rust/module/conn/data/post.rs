@@ -36,8 +36,8 @@ pub(crate) enum OpWork<'a> {
 /// Which queue pair of its connection an operation goes on.
 #[derive(Clone, Copy)]
 pub(crate) enum OnPath {
-    /// The submitting CPU's lane once it is established, else the
-    /// connection's own queue pair.
+    /// The submitting CPU's lane once it is established, else the first
+    /// lane that is where the own queue pair is small, else the own.
     Cpu,
     /// An rrdma-blk request with tag `tag`. One from or to its own pages
     /// ([`OpWork::Request`]) on RoCE goes on the queue pair `tag` picks
