@@ -30,6 +30,9 @@
 //!   `lockcheck`: the load-time check that the lock rule's check sees
 //!   rrdma's locks.
 
+// 6.12's `pin_init!` expands one level per field: `Conn`'s exceed 128.
+#![recursion_limit = "256"]
+
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
