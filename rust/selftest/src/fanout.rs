@@ -300,16 +300,31 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, me: &str, peers: usize, quick: bo
         // half of that (debug kernels, READ p50 12 ms on rxe under KASAN)
         // completions come further apart than any read waits, and whether
         // one is gathered is chance (0 and 62 in two runs of 2026-12-01):
-        // only counted there, not asserted.
+        // only counted there, not asserted. Where it is, a read waits only
+        // if it found fewer than half of what was pending: a run whose
+        // completions all came before the reads looked gathers none (one
+        // run on 7.3 siw, 2026-12-02, at 1.8 waits per batch; three others
+        // gathered 212-256 at 3.3-3.9): up to three runs.
+        let asserted = peers >= 2 && 2.0 * read1 <= GATHER_WINDOW_US as f64;
         let on = ModParam::set("read_gather", "Y")?;
         let fixed = ModParam::set("read_gather_us", &GATHER_WINDOW_US.to_string())?;
         let gathered = || dev.fdinfo_value("rrdma-work-read-gathered").unwrap_or(0);
-        let before = gathered();
-        let f = figures(dev, &local, &imports, &exporters, false, n)?;
-        let records = gathered().saturating_sub(before);
+        let mut tries = 0;
+        let (f, records) = loop {
+            tries += 1;
+            let before = gathered();
+            let f = figures(dev, &local, &imports, &exporters, false, n)?;
+            let records = gathered().saturating_sub(before);
+            if records > 0 || !asserted || tries == 3 {
+                break (f, records);
+            }
+            println!(
+                "# fanout: no record gathered in run {tries} ({:.1} waits per batch): again",
+                f.waits
+            );
+        };
         fixed.restore()?;
         on.restore()?;
-        let asserted = peers >= 2 && 2.0 * read1 <= GATHER_WINDOW_US as f64;
         println!(
             "# fanout {peers} exporters, read_gather_us={GATHER_WINDOW_US}: {records} records gathered, {:.1} waits per batch of 32{}",
             f.waits,
