@@ -340,19 +340,17 @@ impl Conn {
                 Err(e) if e == EKEYREVOKED => return Err(ENOENT),
                 r => r?,
             }
-            let shift = g.res.as_ref().ok_or(ENOTCONN)?.chunk_shift;
+            let res = g.res.as_ref().ok_or(ENOTCONN)?;
+            // A small own queue pair with no lane granted carries all.
+            let depth = match res.own_small && g.lanes == 0 {
+                true => res.own_budget,
+                false => res.import_budget,
+            };
+            let sized = (res.chunk_shift, depth, res.iwarp);
             let e = g.imports.tree.get_mut(&entry).ok_or(ENOENT)?;
             e.shape = Some(Shape::of(&h));
             e.rkeys = rkeys;
-            (
-                shift,
-                // A small own queue pair with no lane granted carries all.
-                g.res.as_ref().map_or(0, |r| match r.own_small && g.lanes == 0 {
-                    true => r.own_budget,
-                    false => r.import_budget,
-                }),
-                g.res.as_ref().is_some_and(|r| r.iwarp),
-            )
+            sized
         };
         let remote_shift = u32::from(h.chunk_shift);
         Ok(Import {
