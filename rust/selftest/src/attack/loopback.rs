@@ -13,8 +13,11 @@ use rrdma::Rrdma;
 use crate::remote::{addr, expect_errno_any, T};
 use crate::{ensure, expect_errno, Tap};
 
-/// Items 6, 10, 14: on this guest, a listener and dialers to it.
-pub(super) fn loopback_checks(dev: &Rrdma, t: &mut Tap, me: &str) {
+/// Items 6, 10, 14: on this guest, a listener and dialers to it. Item 10
+/// (UNLISTEN under a connect flood) runs on rxe only: siw's connection
+/// manager crashes when its listener goes while connect requests arrive
+/// (Documentation/rrdma.rst, siw's listener teardown).
+pub(super) fn loopback_checks(dev: &Rrdma, t: &mut Tap, me: &str, prov: &str) {
     let dialer = Rrdma::open().expect("open");
     // 6: LISTEN's error path while a connection of that listener lives.
     let res = (|| -> Result<(), String> {
@@ -36,8 +39,8 @@ pub(super) fn loopback_checks(dev: &Rrdma, t: &mut Tap, me: &str) {
         // in its connection manager's work (a page fault under
         // siw_cm_work_handler()'s wake_up) when a listener and its only
         // connection closed together (Documentation/rrdma.rst, siw's
-        // listener teardown). Item 10 closes a listener under live
-        // connections.
+        // listener teardown). Item 10 (rxe only) closes a listener
+        // under live connections.
         drop((c, a));
         for _ in 0..50 {
             if live(dev) == live0 && live(&dialer) == dialed0 {
@@ -96,6 +99,13 @@ pub(super) fn loopback_checks(dev: &Rrdma, t: &mut Tap, me: &str) {
         res,
     );
     // 10: UNLISTEN while dialers flood the listener.
+    let name = "UNLISTEN during a connect flood: only accepted connections remain";
+    if prov == "siw" {
+        return t.skip(
+            name,
+            "siw's connection manager crashes on a listener destroyed under a connect flood",
+        );
+    }
     let res = (|| -> Result<(), String> {
         let live0 = dev
             .fdinfo_value("rrdma-connections-live")
@@ -152,8 +162,5 @@ pub(super) fn loopback_checks(dev: &Rrdma, t: &mut Tap, me: &str) {
             ),
         )
     })();
-    t.check(
-        "UNLISTEN during a connect flood: only accepted connections remain",
-        res,
-    );
+    t.check(name, res);
 }

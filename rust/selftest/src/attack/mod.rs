@@ -60,7 +60,7 @@ pub(crate) fn checks(dev: &Rrdma, t: &mut Tap, peer: &str, me: &str, prov: &str,
     crate::stalled_copies::checks(dev, t, peer, &rw);
     concurrency_checks(dev, t, peer, &conn, rw_token, quick);
     pd_checks(dev, t, peer);
-    loopback_checks(dev, t, me);
+    loopback_checks(dev, t, me, prov);
     drop(rw);
     crate::unexport::checks(dev, t, peer, &conn, quick);
     drop(conn);
