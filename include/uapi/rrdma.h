@@ -577,7 +577,9 @@ struct rrdma_op {
  * the data lanes that carry the operations once the first operation opened
  * them) waits for a lane to be up, before anything is posted, for at most
  * 10 s: ENOSPC, logged, if none comes up (the peer granted none or
- * refused them).  When the
+ * refused them).  A SUBMIT that fills that small queue pair before the
+ * lanes are up (a new connection's first batch) waits for the first lane
+ * the same way and posts the rest there.  When the
  * queues are full, a prefix is posted; the ioctl returns how many
  * operations were posted and @submitted says the same; EAGAIN when none
  * could be.  Room comes back as posted operations complete: a caller reads

@@ -150,6 +150,34 @@ impl ConnInner {
 }
 
 impl Conn {
+    /// A `SUBMIT` found the connection's small own queue pair full before
+    /// any lane was up: waits (interruptibly, at most [`LANE_WAIT_MS`]) for
+    /// the first lane, asking for them. `true` if one is up now, perhaps
+    /// since the post (the rest of the `SUBMIT` goes there); `false` where
+    /// the own queue pair is not a small one, or no lane came.
+    pub(crate) fn wait_lane_for_room(self: &Arc<Self>) -> bool {
+        let mut g = self.inner.lock();
+        let small = g.res.as_ref().is_some_and(|r| r.own_small);
+        if !small || !g.state.is_connected() {
+            return false;
+        }
+        if g.lane_up().is_some() {
+            return true;
+        }
+        if g.lanes_lost(self.active) {
+            return false;
+        }
+        self.open_deferred_lanes(&mut g);
+        let mut left = deadline(LANE_WAIT_MS);
+        let r = wait_until(&self.cv, g.guard(), &mut left, |i| {
+            !i.state.is_connected() || i.lane_up().is_some() || i.lanes_lost(self.active)
+        });
+        if r == Err(ETIMEDOUT) {
+            g.lanes_timed_out = true;
+        }
+        g.state.is_connected() && g.lane_up().is_some()
+    }
+
     /// Waits (interruptibly, at most [`LANE_WAIT_MS`]) until an operation
     /// of `len` bytes on `import`, larger than its connection's own queue
     /// pair takes, has a lane to go on, asking for the lanes first;

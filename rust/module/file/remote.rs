@@ -342,6 +342,7 @@ impl FileState {
         // Every run on the CPU's path the SUBMIT started on (`post_ops`).
         let cpu = crate::ffi::this_cpu();
         let mut rest = &resolved[..reserved.min(resolved.len())];
+        let mut lane_waited = false;
         while let Some((imp, blocks, op)) = rest.first() {
             if blocks.is_none() {
                 match imp.conn.post_op(imp, OpWork::Fence, &mut report(op)) {
@@ -391,6 +392,15 @@ impl FileState {
             );
             posted += n;
             if n < len {
+                // The small own queue pair full before the lanes are up
+                // (a new connection's first batch): the rest waits for the
+                // first lane and goes there, once per call (a lane full
+                // too ends it as before).
+                if e.is_none() && !lane_waited && imp.conn.wait_lane_for_room() {
+                    lane_waited = true;
+                    rest = &rest[n..];
+                    continue;
+                }
                 err = e;
                 break;
             }
