@@ -20,6 +20,7 @@ use crate::abi::{
     wire::{self, Ctrl},
 };
 use crate::ffi::{self, warn_user};
+use crate::noio::NoIoGuard;
 
 /// How long an operation waits for a lane at most (`Conn::wait_lane`): the
 /// passive side cannot tell that the active side's lanes failed.
@@ -164,18 +165,27 @@ impl Conn {
         if g.lane_up().is_some() {
             return true;
         }
-        if g.lanes_lost(self.active) {
-            return false;
-        }
-        self.open_deferred_lanes(&mut g);
-        let mut left = deadline(LANE_WAIT_MS);
-        let r = wait_until(&self.cv, g.guard(), &mut left, |i| {
-            !i.state.is_connected() || i.lane_up().is_some() || i.lanes_lost(self.active)
-        });
-        if r == Err(ETIMEDOUT) {
-            g.lanes_timed_out = true;
-        }
+        // Interrupted: what was posted is the call's answer.
+        let _ = self.await_lane(&mut g);
         g.state.is_connected() && g.lane_up().is_some()
+    }
+
+    /// Asks for the lanes and waits (interruptibly, at most
+    /// [`LANE_WAIT_MS`]) until one is up, none will come or the connection
+    /// ends; `ERESTARTSYS` on a signal. A wait that times out is not
+    /// waited again until the next establishment (`lanes_timed_out`).
+    fn await_lane(self: &Arc<Self>, g: &mut NoIoGuard<'_, ConnInner>) -> Result<(), Errno> {
+        self.open_deferred_lanes(g);
+        let mut left = deadline(LANE_WAIT_MS);
+        match wait_until(&self.cv, g.guard(), &mut left, |i| {
+            !i.state.is_connected() || i.lane_up().is_some() || i.lanes_lost(self.active)
+        }) {
+            Err(e) if e == ETIMEDOUT => {
+                g.lanes_timed_out = true;
+                Ok(())
+            }
+            r => r,
+        }
     }
 
     /// Waits (interruptibly, at most [`LANE_WAIT_MS`]) until an operation
@@ -195,22 +205,15 @@ impl Conn {
         if !g.lacks_lane(len, shift) {
             return Ok(());
         }
-        self.open_deferred_lanes(&mut g);
         if !g.lanes_lost(self.active) && !block {
+            self.open_deferred_lanes(&mut g);
             return Err(EAGAIN);
         }
-        let mut left = deadline(LANE_WAIT_MS);
-        let r = wait_until(&self.cv, g.guard(), &mut left, |i| {
-            !i.state.is_connected() || !i.lacks_lane(len, shift) || i.lanes_lost(self.active)
-        });
+        let r = self.await_lane(&mut g);
         if !g.state.is_connected() || !g.lacks_lane(len, shift) {
             return Ok(());
         }
-        match r {
-            Err(e) if e != ETIMEDOUT => return Err(e),
-            Err(_) => g.lanes_timed_out = true,
-            Ok(()) => {}
-        }
+        r?;
         let (lanes, tried, budget) = (
             g.lanes,
             g.paths.len() - 1,

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use rrdma::abi::uapi::OP_READ;
-use rrdma::{Access, Rrdma};
+use rrdma::{Access, Connection, Rrdma};
 
 use crate::remote::{lanes_expected, T};
 use crate::{ensure, Tap};
@@ -32,20 +32,35 @@ fn lanes_up(dev: &Rrdma, want: u64) -> u64 {
     }
 }
 
+/// What an error of `what` says.
+fn e(what: &'static str) -> impl Fn(std::io::Error) -> String {
+    move |err| format!("{what}: {err}")
+}
+
+/// Runs `f` on two files of this host, the passive one listening on
+/// `me:port` and the active one connected to it, with the connection the
+/// passive one accepted.
+fn pair(
+    me: &str,
+    port: u16,
+    f: impl FnOnce(&Rrdma, &Rrdma, &Connection<'_>) -> Result<(), String>,
+) -> Result<(), String> {
+    let me: SocketAddr = format!("{me}:{port}").parse().map_err(|_| "address")?;
+    let passive = Rrdma::open().map_err(e("open"))?;
+    let active = Rrdma::open().map_err(e("open"))?;
+    let listener = passive.listen(me, 4).map_err(e("listen"))?;
+    let _conn = active.connect(me, T).map_err(e("connect"))?;
+    let accepted = listener
+        .accept(Some(T))
+        .map_err(e("accept"))?
+        .ok_or("accept: none")?;
+    f(&passive, &active, &accepted)
+}
+
 /// The checks, on this host's address `me`.
 pub(crate) fn checks(t: &mut Tap, me: &str) {
     let want = lanes_expected();
-    let res = (|| {
-        let me: SocketAddr = format!("{me}:7491").parse().map_err(|_| "address")?;
-        let e = |what: &'static str| move |err: std::io::Error| format!("{what}: {err}");
-        let passive = Rrdma::open().map_err(e("open"))?;
-        let active = Rrdma::open().map_err(e("open"))?;
-        let listener = passive.listen(me, 4).map_err(e("listen"))?;
-        let _conn = active.connect(me, T).map_err(e("connect"))?;
-        let accepted = listener
-            .accept(Some(T))
-            .map_err(e("accept"))?
-            .ok_or("accept: none")?;
+    let res = pair(me, 7491, |passive, active, accepted| {
         let region = active.create_region(4096, 1).map_err(e("region"))?;
         let export = active
             .export(&region, Access::ReadWrite, None)
@@ -58,13 +73,12 @@ pub(crate) fn checks(t: &mut Tap, me: &str) {
         passive
             .rw_sync(&remote.op(OP_READ, &local, 0, 0, 1, 0))
             .map_err(e("READ"))?;
-        let (p, a) = (lanes_up(&passive, want), lanes_up(&active, want));
+        let (p, a) = (lanes_up(passive, want), lanes_up(active, want));
         println!(
             "# passive side's READ: {p} lanes up on its side, {a} on the active side, of {want}"
         );
-        ensure(p == want && a == want, format!("{p} and {a} up"))?;
-        Ok::<_, String>(())
-    })();
+        ensure(p == want && a == want, format!("{p} and {a} up"))
+    });
     t.check(
         &format!(
             "lanes: the passive side's first READ has the connection's {want} data lanes opened"
@@ -74,7 +88,7 @@ pub(crate) fn checks(t: &mut Tap, me: &str) {
     if want > 0 {
         t.check(
             "lanes: the passive side's first operation, of max_op_blocks, waits for a lane and reads the active side's bytes",
-            first_large(me),
+            pair(me, 7492, first_large),
         );
     }
 }
@@ -83,17 +97,7 @@ pub(crate) fn checks(t: &mut Tap, me: &str) {
 /// on siw, 12 on rxe, of a 16 MiB export), more than its small own queue
 /// pair takes: it waits for the lanes it asks the active side for, goes
 /// on one, and reads the active side's bytes.
-fn first_large(me: &str) -> Result<(), String> {
-    let me: SocketAddr = format!("{me}:7492").parse().map_err(|_| "address")?;
-    let e = |what: &'static str| move |err: std::io::Error| format!("{what}: {err}");
-    let passive = Rrdma::open().map_err(e("open"))?;
-    let active = Rrdma::open().map_err(e("open"))?;
-    let listener = passive.listen(me, 4).map_err(e("listen"))?;
-    let _conn = active.connect(me, T).map_err(e("connect"))?;
-    let accepted = listener
-        .accept(Some(T))
-        .map_err(e("accept"))?
-        .ok_or("accept: none")?;
+fn first_large(passive: &Rrdma, active: &Rrdma, accepted: &Connection<'_>) -> Result<(), String> {
     let mut region = active.create_region(4096, 4096).map_err(e("region"))?;
     crate::remote::pattern(region.as_mut_slice(), 21);
     let export = active
