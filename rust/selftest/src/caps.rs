@@ -66,7 +66,7 @@ fn set(file: [u32; 3], user: [u32; 3]) -> Result<(), String> {
 }
 
 /// Whether the kernel log has a line with `what` since `mark` lines.
-fn logged_since(mark: usize, what: &str) -> Result<(), String> {
+pub(crate) fn logged_since(mark: usize, what: &str) -> Result<(), String> {
     let log = kernel_log()?;
     ensure(
         log.lines().skip(mark).any(|l| l.contains(what)),
@@ -81,7 +81,7 @@ fn kernel_log() -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn log_mark() -> usize {
+pub(crate) fn log_mark() -> usize {
     kernel_log().map_or(0, |l| l.lines().count())
 }
 

@@ -8,16 +8,19 @@
 //! passive one accepts, imports and READs; the READ asks the active side
 //! for the lanes (`Ctrl::LanesWanted`), and both files count them up. A
 //! passive side's first operation too large for the small queue pair
-//! waits for the lanes the active side opens at its ask.
+//! waits for the lanes the active side opens at its ask. An active side
+//! whose lanes are refused (the peer stopped listening) fails such an
+//! operation with `ENOSPC` once they failed, instead of waiting.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use rrdma::abi::uapi::OP_READ;
+use rrdma::abi::errno::ENOSPC;
+use rrdma::abi::uapi::{OP_READ, OP_WRITE};
 use rrdma::{Access, Connection, Rrdma};
 
 use crate::remote::{lanes_expected, T};
-use crate::{ensure, Tap};
+use crate::{caps, ensure, expect_errno, Tap};
 
 /// Lanes up in `dev`'s file once they stop changing (10 s at most) or
 /// reach `want`.
@@ -37,35 +40,53 @@ fn e(what: &'static str) -> impl Fn(std::io::Error) -> String {
     move |err| format!("{what}: {err}")
 }
 
+/// Two files of this host, connected: the passive one accepted.
+struct Pair<'a> {
+    passive: &'a Rrdma,
+    active: &'a Rrdma,
+    /// The active file's connection.
+    conn: &'a Connection<'a>,
+    /// The connection the passive file accepted.
+    accepted: &'a Connection<'a>,
+}
+
 /// Runs `f` on two files of this host, the passive one listening on
-/// `me:port` and the active one connected to it, with the connection the
-/// passive one accepted.
+/// `me:port` (until `f` returns if `keep_listening`, else until it has
+/// accepted) and the active one connected to it.
 fn pair(
     me: &str,
     port: u16,
-    f: impl FnOnce(&Rrdma, &Rrdma, &Connection<'_>) -> Result<(), String>,
+    keep_listening: bool,
+    f: impl FnOnce(&Pair<'_>) -> Result<(), String>,
 ) -> Result<(), String> {
     let me: SocketAddr = format!("{me}:{port}").parse().map_err(|_| "address")?;
     let passive = Rrdma::open().map_err(e("open"))?;
     let active = Rrdma::open().map_err(e("open"))?;
     let listener = passive.listen(me, 4).map_err(e("listen"))?;
-    let _conn = active.connect(me, T).map_err(e("connect"))?;
+    let conn = active.connect(me, T).map_err(e("connect"))?;
     let accepted = listener
         .accept(Some(T))
         .map_err(e("accept"))?
         .ok_or("accept: none")?;
-    f(&passive, &active, &accepted)
+    let _listening = keep_listening.then_some(listener);
+    f(&Pair {
+        passive: &passive,
+        active: &active,
+        conn: &conn,
+        accepted: &accepted,
+    })
 }
 
 /// The checks, on this host's address `me`.
 pub(crate) fn checks(t: &mut Tap, me: &str) {
     let want = lanes_expected();
-    let res = pair(me, 7491, |passive, active, accepted| {
+    let res = pair(me, 7491, true, |p| {
+        let (passive, active) = (p.passive, p.active);
         let region = active.create_region(4096, 1).map_err(e("region"))?;
         let export = active
             .export(&region, Access::ReadWrite, None)
             .map_err(e("export"))?;
-        let remote = accepted.import(export.token(), T).map_err(e("import"))?;
+        let remote = p.accepted.import(export.token(), T).map_err(e("import"))?;
         std::thread::sleep(Duration::from_millis(200));
         let idle = passive.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
         ensure(idle == 0, format!("{idle} lanes up before an operation"))?;
@@ -88,7 +109,11 @@ pub(crate) fn checks(t: &mut Tap, me: &str) {
     if want > 0 {
         t.check(
             "lanes: the passive side's first operation, of max_op_blocks, waits for a lane and reads the active side's bytes",
-            pair(me, 7492, first_large),
+            pair(me, 7492, true, first_large),
+        );
+        t.check(
+            "lanes: lanes refused (the peer stopped listening): an operation too large for the own queue pair fails with ENOSPC once they failed, logged; a small one still goes",
+            pair(me, 7493, false, lanes_refused),
         );
     }
 }
@@ -97,13 +122,14 @@ pub(crate) fn checks(t: &mut Tap, me: &str) {
 /// on siw, 12 on rxe, of a 16 MiB export), more than its small own queue
 /// pair takes: it waits for the lanes it asks the active side for, goes
 /// on one, and reads the active side's bytes.
-fn first_large(passive: &Rrdma, active: &Rrdma, accepted: &Connection<'_>) -> Result<(), String> {
+fn first_large(p: &Pair<'_>) -> Result<(), String> {
+    let (passive, active) = (p.passive, p.active);
     let mut region = active.create_region(4096, 4096).map_err(e("region"))?;
     crate::remote::pattern(region.as_mut_slice(), 21);
     let export = active
         .export(&region, Access::ReadWrite, None)
         .map_err(e("export"))?;
-    let remote = accepted.import(export.token(), T).map_err(e("import"))?;
+    let remote = p.accepted.import(export.token(), T).map_err(e("import"))?;
     let n = remote.max_op_blocks().min(4096);
     let local = passive
         .create_region(4096, u64::from(n))
@@ -119,4 +145,47 @@ fn first_large(passive: &Rrdma, active: &Rrdma, accepted: &Connection<'_>) -> Re
     )?;
     let want = &region.as_slice()[..local.as_slice().len()];
     ensure(local.as_slice() == want, "the bytes read differ")
+}
+
+/// The active side's lanes are refused: the passive side stopped
+/// listening once it accepted, so no lane can join. Its first operation
+/// too large for its small own queue pair (a WRITE of `max_op_blocks` to
+/// a 16 MiB export) fails with `ENOSPC` as soon as every lane failed, not
+/// at the wait's 10 s, with a log line that says why; so does the next
+/// one, at once; a one-block WRITE still goes on the own queue pair.
+fn lanes_refused(p: &Pair<'_>) -> Result<(), String> {
+    let region = p.passive.create_region(4096, 4096).map_err(e("region"))?;
+    let export = p
+        .passive
+        .export(&region, Access::ReadWrite, None)
+        .map_err(e("export"))?;
+    let remote = p.conn.import(export.token(), T).map_err(e("import"))?;
+    let n = remote.max_op_blocks().min(4096);
+    let mut local = p
+        .active
+        .create_region(4096, u64::from(n))
+        .map_err(e("region"))?;
+    crate::remote::pattern(local.as_mut_slice(), 23);
+    for attempt in ["first", "second"] {
+        let mark = caps::log_mark();
+        let start = Instant::now();
+        let res = p.active.rw_sync(&remote.op(OP_WRITE, &local, 0, 0, n, 0));
+        let took = start.elapsed();
+        println!("# lanes refused: the {attempt} WRITE of {n} blocks took {took:?}");
+        expect_errno(res, ENOSPC.get()).map_err(|err| format!("the {attempt} WRITE: {err}"))?;
+        ensure(
+            took < Duration::from_secs(5),
+            format!("the {attempt} WRITE waited {took:?} (the lanes' failure ends the wait)"),
+        )?;
+        caps::logged_since(mark, "needs a data lane")?;
+    }
+    p.active
+        .rw_sync(&remote.op(OP_WRITE, &local, 0, 0, 1, 0))
+        .map_err(e("a one-block WRITE"))?;
+    let up = p.active.fdinfo_value("rrdma-lanes-up").unwrap_or(0);
+    ensure(up == 0, format!("{up} lanes up"))?;
+    ensure(
+        region.as_slice()[..4096] == local.as_slice()[..4096],
+        "the one-block WRITE's bytes differ",
+    )
 }
