@@ -9,8 +9,8 @@
 # how many distinct checks those results are of (scripts/distinct-checks.py).
 #
 # 6.12 runs in its debug build only: a cold run builds two kernels, not
-# three (14 to 16 minutes each on a 2-core machine; a cold run took 77 of
-# CI's 90 minutes, 2026-12-01).  `make check-full` (KERNELS="6.12 7.3") adds the 6.12 base
+# three (13 to 18 minutes each on a 2-core machine; a cold run took 77 of
+# CI's 90 minutes, 2026-12-01, and 64 on a clean clone, 2026-12-02).  `make check-full` (KERNELS="6.12 7.3") adds the 6.12 base
 # kernel and its perftest pair test, and the debug kernel's remote and
 # small-NIC tests and its runs on rxe.  Each guest run's time is in
 # build/logs/guest-times.txt.
