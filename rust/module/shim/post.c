@@ -296,7 +296,7 @@ int rrdma_shim_post(struct rrdma_shim_qp *q, const struct rrdma_shim_wr *wrs,
 			case RRDMA_SHIM_WR_WRITE_DMA:
 				wr->opcode = s->opcode == RRDMA_SHIM_WR_READ_DMA ?
 					     IB_WR_RDMA_READ : IB_WR_RDMA_WRITE;
-				wr->sg_list = &q->dma_sges[k * RRDMA_SHIM_DMA_SGE];
+				wr->sg_list = &q->dma_sges[k * q->dma_sge];
 				ret = dma_sges(q, s, wr->sg_list);
 				if (ret < 0)
 					goto out;

@@ -40,7 +40,12 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	/* Rust's OPS_MAX (254) slots stay within one 4 KiB allocation. */
 	BUILD_BUG_ON(RRDMA_SHIM_OPS_4K < 254);
 	q->ops = kzalloc(struct_size(q->ops, slot, nops), GFP_KERNEL);
-	if (!q->send_busy || !q->fence || !q->ops) {
+	/* Rust's choice (QpSizes::dma_sge{,_rd}), within the shim's storage. */
+	q->dma_sge = clamp_t(u32, dma_sge, 1, RRDMA_SHIM_DMA_SGE);
+	q->dma_sge_rd = clamp_t(u32, dma_sge_rd, 1, q->dma_sge);
+	q->dma_sges = kcalloc(RRDMA_POST_CHUNK * q->dma_sge,
+			      sizeof(*q->dma_sges), GFP_KERNEL);
+	if (!q->send_busy || !q->fence || !q->ops || !q->dma_sges) {
 		ret = -ENOMEM;
 		goto free;
 	}
@@ -114,9 +119,6 @@ int rrdma_shim_qp_create(struct rdma_cm_id *id, struct ib_pd *pd, void *owner,
 	 */
 	attr.cap.max_send_wr = sq_depth + nsend + 1;
 	attr.cap.max_recv_wr = nrecv + 1;
-	/* Rust's choice (QpSizes::dma_sge{,_rd}), within the shim's storage. */
-	q->dma_sge = clamp_t(u32, dma_sge, 1, RRDMA_SHIM_DMA_SGE);
-	q->dma_sge_rd = clamp_t(u32, dma_sge_rd, 1, q->dma_sge);
 	attr.cap.max_send_sge = q->dma_sge;
 	attr.cap.max_recv_sge = 1;
 	ret = rdma_create_qp(id, pd, &attr);
@@ -152,6 +154,7 @@ free_bufs:
 	rrdma_qp_free_bufs(q);
 free:
 	rrdma_qp_free_sinks(q);
+	kfree(q->dma_sges);
 	kfree(q->ops);
 	kfree(q->fence);
 	bitmap_free(q->send_busy);
@@ -263,6 +266,8 @@ void rrdma_shim_qp_ref(struct rrdma_shim_qp *q)
 
 void rrdma_shim_qp_unref(struct rrdma_shim_qp *q)
 {
-	if (refcount_dec_and_test(&q->refs))
+	if (refcount_dec_and_test(&q->refs)) {
+		kfree(q->dma_sges);
 		kfree_rcu(q, rcu);
+	}
 }

@@ -179,8 +179,10 @@ struct rrdma_shim_ctrl_slot {
  * @dma_sge_rd:	SGEs a READ_DMA may scatter into (QpSizes::dma_sge_rd), 1 to
  *		@dma_sge
  * @dma_sges:	the SGE lists of the DMA requests of one rrdma_shim_post()
- *		chain, RRDMA_SHIM_DMA_SGE entries per request (under @lock:
- *		ib_post_send() copies them out)
+ *		chain, @dma_sge entries per request, RRDMA_POST_CHUNK requests
+ *		(allocated with the QP, outside it: 32 SGEs would take the QP
+ *		past kfree_rcu()'s 4 KiB offset; under @lock: ib_post_send()
+ *		copies them out)
  * @sinks_lock:	mutex that serializes the allocation of the sinks
  *		(rrdma_shim_qp_sinks_alloc()); taken in process context with no
  *		rrdma lock held (the poster drops Conn::inner first and holds a
@@ -273,7 +275,7 @@ struct rrdma_shim_qp {
 	u32 sink_pages;
 	u32 dma_sge;
 	u32 dma_sge_rd;
-	struct ib_sge dma_sges[RRDMA_POST_CHUNK * RRDMA_SHIM_DMA_SGE];
+	struct ib_sge *dma_sges;
 	struct mutex sinks_lock; /* sink allocation, outermost: see above */
 	struct irq_poll iop;
 	struct work_struct scq_work;

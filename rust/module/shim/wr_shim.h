@@ -18,8 +18,11 @@
 #define RRDMA_SHIM_WR_READ_DMA	8	/* READ into a disk request's pages */
 #define RRDMA_SHIM_WR_WRITE_DMA	9	/* WRITE from a disk request's pages */
 
-/* Most SGEs a READ_DMA/WRITE_DMA gathers (siw takes 6). */
-#define RRDMA_SHIM_DMA_SGE	6
+/*
+ * Most SGEs a READ_DMA/WRITE_DMA gathers: a disk's largest request (128 KiB)
+ * in 4 KiB pages, which rxe takes (siw takes 6; a device's own limit holds).
+ */
+#define RRDMA_SHIM_DMA_SGE	32
 
 /* rrdma_shim_wr.access, for RRDMA_SHIM_WR_REG */
 #define RRDMA_SHIM_ACCESS_LOCAL_WRITE	BIT(0)
