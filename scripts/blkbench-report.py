@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 """The tables of `make blkbench`: for each provider and fio job, the
 median over the rounds of each target's IOPS (MB/s for the 1 MiB jobs)
-with rrdma's ratio to nvme-rdma and to RNBD; each target's completion
+with rrdma's ratio to nvme-rdma and to RNBD, and the lowest and highest of
+those ratios taken round by round (the targets alternate within a round,
+so a round's ratio pairs runs minutes apart); each target's completion
 latency percentiles (p50, p99, p99.9, microseconds); and what 1000 I/Os
 cost the serving and the using guest's CPU (busy jiffies during the job;
 one jiffy is 4 ms at HZ=250)."""
@@ -42,12 +44,29 @@ def per_kilo_io(r, key):
     return 1000 * int(r[key]) / max(1.0, float(r["iops"]) * float(r["secs"]))
 
 
+def spread(targets, other, val):
+    """The lowest and highest of rrdma's ratio to other, round by round,
+    over the rounds that measured both ("-" if none did)."""
+    def by_round(t):
+        out = {}
+        for r in targets.get(t, []):
+            try:
+                out[r["round"]] = val(r)
+            except (KeyError, ValueError):
+                pass
+        return out
+    mine, theirs = by_round("rrdma"), by_round(other)
+    ratios = [mine[k] / theirs[k] for k in mine if theirs.get(k, 0) > 0]
+    return f"{min(ratios):.2f}..{max(ratios):.2f}" if ratios else "-"
+
+
 def tables(prov, rows):
     by = defaultdict(lambda: defaultdict(list))
     for r in rows:
         by[r["job"]][r["target"]].append(r)
-    print(f"\n{prov}: IOPS (MB/s for 1 MiB jobs) and rrdma's ratios")
-    print(f"{'job':<18}" + "".join(f"{t:>10}" for t in TARGETS) + f"{'/nvme':>8}{'/rnbd':>8}")
+    print(f"\n{prov}: IOPS (MB/s for 1 MiB jobs), rrdma's ratios, and their range over rounds")
+    print(f"{'job':<18}" + "".join(f"{t:>10}" for t in TARGETS) + f"{'/nvme':>8}{'/rnbd':>8}"
+          + f"{'/nvme rounds':>14}{'/rnbd rounds':>14}")
     for job, targets in by.items():
         mbs = job.endswith("-1m")
         val = (lambda r: float(r["kbs"]) / 1024) if mbs else (lambda r: float(r["iops"]))
@@ -59,7 +78,8 @@ def tables(prov, rows):
 
         cells = "".join(f"{'-':>10}" if med[t] != med[t] else f"{med[t]:>10.1f}" if mbs
                         else f"{med[t]:>10.0f}" for t in TARGETS)
-        print(f"{job:<18}{cells}{ratio('nvme')}{ratio('rnbd')}")
+        print(f"{job:<18}{cells}{ratio('nvme')}{ratio('rnbd')}"
+              f"{spread(targets, 'nvme', val):>14}{spread(targets, 'rnbd', val):>14}")
     def table(title, width, cell):
         """One row per job, one cell per target: cell(that target's runs)."""
         print(f"\n{prov}: {title}")

@@ -122,6 +122,12 @@ step "lint: no source file over 500 lines" "$HERE/lint.sh" sizes
 step "report: bench-profile.py reads a recorded profile" sh -c \
 	"python3 '$HERE/bench-profile.py' '$HERE/testdata/profile-sample.log' |
 	diff -u '$HERE/testdata/profile-sample.txt' -"
+# `make blkbench`'s tables from recorded lines: medians, ratios, and the
+# ratios' range over rounds.
+step "report: blkbench-report.py reads recorded runs" sh -c \
+	"python3 '$HERE/blkbench-report.py' --kernel 7.3 --rounds 3 \
+	'$HERE/testdata/blkbench_siw-sample.log' '$HERE/testdata/blkbench_rxe-sample.log' |
+	diff -u '$HERE/testdata/blkbench-sample.txt' -"
 
 # g KERNEL VARIANT --label LABEL ARGS...: one guest.py run on the kernel whose
 # build directory is in $kdir.  A harness that dies without recording

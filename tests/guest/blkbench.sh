@@ -17,16 +17,16 @@ prov=$RRDMA_ARG
 dev=${prov}0
 ROUNDS=$(sed -n 's/.*rrdma\.rounds=\([0-9]*\).*/\1/p' /proc/cmdline)
 ROUNDS=${ROUNDS:-2}
-SECS=3
 DISK_MIB=64
 NQN=nqn.2026-11.org.rrdma:blkbench
-# "job rw bs depth"
-JOBS="randread-4k-qd1 randread 4k 1
-randwrite-4k-qd1 randwrite 4k 1
-randread-4k randread 4k 32
-randwrite-4k randwrite 4k 32
-read-1m read 1m 8
-write-1m write 1m 8"
+# "job rw bs depth seconds": a 1 MiB job moves some 20 I/Os a second
+# here, so it runs longer (at 3 s its rounds spread over 0.74x-1.23x).
+JOBS="randread-4k-qd1 randread 4k 1 5
+randwrite-4k-qd1 randwrite 4k 1 5
+randread-4k randread 4k 32 5
+randwrite-4k randwrite 4k 32 5
+read-1m read 1m 8 10
+write-1m write 1m 8 10"
 
 wire_up "$prov" "$dev"
 
@@ -91,7 +91,7 @@ wait_blk() {
 
 peer_busy() { echo | nc "$RRDMA_PEER" 7480 | awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 }'; }
 
-# measure ROUND TARGET DEVICE JOB RW BS DEPTH
+# measure ROUND TARGET DEVICE JOB RW BS DEPTH SECONDS
 measure() {
 	# Never a file of that name: fio would create one, in RAM.
 	if [ ! -b "$3" ]; then
@@ -100,7 +100,7 @@ measure() {
 	fi
 	t0=$(peer_busy) c0=$(busy)
 	line=$(fio --name="$4" --thread --filename="$3" --direct=1 --ioengine=io_uring \
-		--iodepth="$7" --rw="$5" --bs="$6" --size=${DISK_MIB}M --runtime=$SECS --time_based \
+		--iodepth="$7" --rw="$5" --bs="$6" --size=${DISK_MIB}M --runtime="$8" --time_based \
 		--output-format=terse --terse-version=3 2>/tmp/fio.err)
 	t1=$(peer_busy) c1=$(busy)
 	# Terse v3: reads' bandwidth, IOPS and completion latency percentiles
@@ -118,7 +118,7 @@ measure() {
 		fail "blkbench $2 $4 round $1" "fio: ${err:-no output} $(tail -n 2 /tmp/fio.err)"
 		return
 	fi
-	echo "RRDMA-BLKBENCH round=$1 target=$2 job=$4 iops=$iops kbs=$kbs $lat tcpu=$((t1 - t0)) ccpu=$((c1 - c0)) secs=$SECS"
+	echo "RRDMA-BLKBENCH round=$1 target=$2 job=$4 iops=$iops kbs=$kbs $lat tcpu=$((t1 - t0)) ccpu=$((c1 - c0)) secs=$8"
 	ok "blkbench $2 $4 round $1"
 }
 
@@ -146,9 +146,9 @@ else
 	fi
 	r=1
 	while [ $r -le "$ROUNDS" ]; do
-		echo "$JOBS" | while read -r job rw bs depth; do
+		echo "$JOBS" | while read -r job rw bs depth secs; do
 			for t in $targets; do
-				measure $r "${t%%:*}" "${t#*:}" "$job" "$rw" "$bs" "$depth"
+				measure $r "${t%%:*}" "${t#*:}" "$job" "$rw" "$bs" "$depth" "$secs"
 			done
 		done
 		r=$((r + 1))
