@@ -3,8 +3,9 @@
 """The tables of `make blkbench`: for each provider and fio job, the
 median over the rounds of each target's IOPS (MB/s for the 1 MiB jobs)
 with rrdma's ratio to nvme-rdma and to RNBD, and the lowest and highest of
-those ratios taken round by round (the targets alternate within a round,
-so a round's ratio pairs runs minutes apart); each target's completion
+those ratios taken round by round (within a round each job runs on every
+target in turn, so a round's ratio pairs runs seconds apart); each
+target's completion
 latency percentiles (p50, p99, p99.9, microseconds); and what 1000 I/Os
 cost the serving and the using guest's CPU (busy jiffies during the job;
 one jiffy is 4 ms at HZ=250)."""
